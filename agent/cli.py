@@ -1,0 +1,114 @@
+"""`anneal-agent`: enrol, run, once, status."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import aiohttp
+
+from agent import client, config, keys
+from agent.errors import AgentError, ConfigError
+from agent.fsutil import write_atomic
+from agent.loop import Agent, dump
+
+log = logging.getLogger("agent")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="anneal-agent", description="Anneal's deployment agent")
+    parser.add_argument("--log-level", default=os.environ.get("ANNEAL_LOG_LEVEL", "INFO"))
+    sub = parser.add_subparsers(dest="command", required=True)
+    enrol = sub.add_parser("enrol", help="register this server with the control plane")
+    enrol.add_argument("--url", required=True, help="the control plane's URL")
+    enrol.add_argument("--token", default=os.environ.get("ANNEAL_ENROL_TOKEN"),
+                       help="one-time enrolment token (or ANNEAL_ENROL_TOKEN)")
+    for name, text in (("run", "run until stopped"), ("once", "one pass, then exit"),
+                       ("status", "print the agent's view")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--url", help="control plane URL (to enrol first with ANNEAL_ENROL_TOKEN)")
+        p.add_argument("--poll-wait", type=float, help="long-poll wait in seconds")
+        p.add_argument("--heartbeat-interval", type=float, help="seconds between heartbeats")
+        p.add_argument("--hook-dir", action="append", help="directory of hook executables (repeat)")
+    for p in sub.choices.values():
+        p.add_argument("--state-dir", required=True, type=Path, help="the agent's state directory")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(_dispatch(args))
+    except AgentError as e:
+        print(f"anneal-agent: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _dispatch(args: argparse.Namespace) -> int:
+    state_dir: Path = args.state_dir
+    if args.command == "enrol":
+        await enrol(state_dir, args.url, args.token)
+        print(f"enrolled; config written to {config.config_path(state_dir)}")
+        return 0
+    cfg = config.load(state_dir)
+    if cfg is None:
+        token = os.environ.get("ANNEAL_ENROL_TOKEN")
+        if not (args.url and token):
+            raise ConfigError(f"{state_dir} holds no enrolment; run `anneal-agent enrol` first")
+        cfg = await enrol(state_dir, args.url, token)
+    cfg = cfg.with_overrides(poll_wait=args.poll_wait, heartbeat_interval=args.heartbeat_interval,
+                             hook_dirs=tuple(args.hook_dir) if args.hook_dir else None)
+    agent = Agent(cfg, state_dir)
+    if args.command == "status":
+        print(dump(agent.status()))
+        return 0
+    if args.command == "once":
+        return await agent.once()
+    await _run_until_signalled(agent)
+    return 0
+
+
+async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentConfig:
+    if not token:
+        raise ConfigError("an enrolment token is required (--token or ANNEAL_ENROL_TOKEN)")
+    publics = keys.ensure_keys(state_dir)
+    async with aiohttp.ClientSession() as http:
+        result = await client.enrol(http, url, token, publics, socket.gethostname())
+    cfg = config.AgentConfig(
+        url=url.rstrip("/"),
+        server_id=result["server_id"],
+        name=result["name"],
+        credential=result["credential"],
+        document_url=result["document_url"],
+        heartbeat_url=result["heartbeat_url"],
+        control_public_key=result.get("control_public_key", ""),
+    )
+    config.save(state_dir, cfg)
+    log.info("enrolled as server %s (%s)", cfg.name, cfg.server_id)
+    return cfg
+
+
+async def _run_until_signalled(agent: Agent) -> None:
+    pid_file = agent.state_dir / "agent.pid"
+    write_atomic(pid_file, f"{os.getpid()}\n".encode(), 0o644)
+    task = asyncio.create_task(agent.run())
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, task.cancel)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    agent.ledger.close()
+    with contextlib.suppress(FileNotFoundError):
+        pid_file.unlink()

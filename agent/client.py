@@ -1,0 +1,92 @@
+"""HTTP calls the agent makes: enrol, fetch the document, signal, heartbeat."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from agent import wire
+from agent.errors import EnrolError, SourceNotAvailableError
+
+#: Whole-request deadline on top of the long-poll wait (seconds).
+REQUEST_SLACK = 15.0
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A new document, or ``body is None`` when unchanged."""
+
+    etag: str
+    body: bytes | None
+
+
+async def enrol(session: aiohttp.ClientSession, url: str, token: str, public_keys: dict[str, str],
+                hostname: str) -> dict[str, Any]:
+    payload = {"token": token, "public_keys": public_keys, "hostname": hostname}
+    try:
+        async with session.post(f"{url.rstrip('/')}/v1/agent/enrol", json=payload,
+                                timeout=aiohttp.ClientTimeout(total=30)) as resp:
+            body = await resp.read()
+            if resp.status != 201:
+                raise EnrolError(f"enrolment refused ({resp.status}): {_message(body)}")
+            result: dict[str, Any] = json.loads(body)
+            return result
+    except aiohttp.ClientError as e:
+        raise EnrolError(f"cannot reach {url}: {e}") from e
+
+
+async def fetch_document(session: aiohttp.ClientSession, url: str, credential: str, etag: str,
+                         wait: float) -> Fetched:
+    """One (long-)poll with If-None-Match; the body is capped at MAX_DOCUMENT_BYTES."""
+    headers = {"Authorization": f"Bearer {credential}"}
+    if etag:
+        headers["If-None-Match"] = etag
+    timeout = aiohttp.ClientTimeout(total=wait + REQUEST_SLACK)
+    try:
+        async with session.get(url, params={"wait": f"{wait:g}"}, headers=headers,
+                               timeout=timeout) as resp:
+            if resp.status == 304:
+                return Fetched(resp.headers.get("ETag", etag), None)
+            if resp.status != 200:
+                raise SourceNotAvailableError(f"{url}: {resp.status} {_message(await resp.read())}")
+            body = await resp.content.read(wire.MAX_DOCUMENT_BYTES + 1)
+            if len(body) > wire.MAX_DOCUMENT_BYTES:
+                raise SourceNotAvailableError(f"{url}: document over {wire.MAX_DOCUMENT_BYTES} bytes")
+            return Fetched(resp.headers.get("ETag", ""), body)
+    except (aiohttp.ClientError, TimeoutError) as e:
+        raise SourceNotAvailableError(f"{url}: {e!r}") from e
+
+
+async def send(session: aiohttp.ClientSession, verb: str, url: str, body: bytes,
+               headers: dict[str, str]) -> tuple[int, str]:
+    """Deliver one signal; returns the status and a short reason."""
+    try:
+        async with session.request(verb, url, data=body, headers={
+                "Content-Type": "application/json", **headers},
+                timeout=aiohttp.ClientTimeout(total=30)) as resp:
+            return resp.status, _message(await resp.content.read(4096))
+    except (aiohttp.ClientError, TimeoutError) as e:
+        return 0, repr(e)
+
+
+async def heartbeat(session: aiohttp.ClientSession, url: str, credential: str,
+                    payload: dict[str, Any]) -> None:
+    try:
+        async with session.post(url, json=payload, headers={"Authorization": f"Bearer {credential}"},
+                                timeout=aiohttp.ClientTimeout(total=10)) as resp:
+            await resp.read()
+    except (aiohttp.ClientError, TimeoutError):
+        return
+
+
+def _message(body: bytes) -> str:
+    try:
+        obj = json.loads(body)
+        if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+            return str(obj["error"].get("message"))
+    except ValueError:
+        pass
+    return body[:300].decode("utf-8", "replace")

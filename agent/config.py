@@ -1,0 +1,65 @@
+"""The agent's settings, kept in ``agent.json`` in its state dir (mode 0600)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from agent.errors import ConfigError
+from agent.fsutil import private_dir, write_atomic
+
+CONFIG_FILE = "agent.json"
+#: Hook directories Heat's agents use; executables there run for their group name.
+HEAT_HOOK_DIRS = ("/var/lib/heat-config/hooks", "/usr/libexec/heat-config/hooks")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    url: str
+    server_id: str
+    name: str
+    credential: str
+    document_url: str
+    heartbeat_url: str
+    control_public_key: str = ""
+    hook_dirs: tuple[str, ...] = HEAT_HOOK_DIRS
+    #: Seconds a long-poll may wait on the control plane.
+    poll_wait: float = 25.0
+    heartbeat_interval: float = 30.0
+    #: Upper bound of the back-off after errors (seconds).
+    backoff_max: float = 60.0
+    #: Per-hook timeout when the document does not set one (seconds).
+    hook_timeout: float = 3600.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def with_overrides(self, **changes: Any) -> AgentConfig:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def config_path(state_dir: Path) -> Path:
+    return state_dir / CONFIG_FILE
+
+
+def load(state_dir: Path) -> AgentConfig | None:
+    """The saved config, or None when the agent has not enrolled yet."""
+    path = config_path(state_dir)
+    try:
+        raw = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except ValueError as e:
+        raise ConfigError(f"{path}: not JSON: {e}") from e
+    try:
+        raw["hook_dirs"] = tuple(raw.get("hook_dirs", HEAT_HOOK_DIRS))
+        return AgentConfig(**raw)
+    except TypeError as e:
+        raise ConfigError(f"{path}: {e}") from e
+
+
+def save(state_dir: Path, config: AgentConfig) -> None:
+    private_dir(state_dir)
+    data = asdict(config)
+    data["hook_dirs"] = list(config.hook_dirs)
+    write_atomic(config_path(state_dir), json.dumps(data, indent=2, sort_keys=True).encode())

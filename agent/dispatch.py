@@ -1,0 +1,150 @@
+"""Which hook runs a deployment, and running it with a deadline.
+
+A group maps to an executable of that name in the hook dirs first (so hooks
+written for Heat's agents run unchanged), then to a built-in hook run as
+``python -m hooks.<group>``. A hook that produces no result is a failure
+with the reason, never a silent success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from agent import wire
+
+log = logging.getLogger(__name__)
+BUILTIN_HOOKS = frozenset({"script"})
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+#: Grace between the hook's own timeout and the agent killing its process group.
+KILL_GRACE = 15.0
+#: The most of a hook's stdout the agent reads (a result bigger than a signal is useless).
+MAX_HOOK_STDOUT = 2 * wire.MAX_SIGNAL_BYTES
+
+
+def hook_argv(group: str, hook_dirs: Sequence[str]) -> list[str] | None:
+    """The command for *group*, or None when no hook exists for it."""
+    name = _UNSAFE.sub("", group)
+    if not name:
+        return None
+    for directory in hook_dirs:
+        path = Path(directory) / name
+        if path.is_file() and os.access(path, os.X_OK):
+            return [str(path)]
+    if name in BUILTIN_HOOKS:
+        return [sys.executable, "-m", f"hooks.{name}"]
+    return None
+
+
+def missing_hook(group: str, hook_dirs: Sequence[str]) -> wire.Signal:
+    return wire.Signal(
+        status_code=127,
+        stderr=(f"no hook for group {group!r}: built-in hooks are {sorted(BUILTIN_HOOKS)}; "
+                f"hook dirs searched: {list(hook_dirs)}"),
+    )
+
+
+def coerce_inputs(item: Mapping[str, object]) -> dict[str, object]:
+    """Heat's agent turns String inputs that are not strings into strings; so do we (as JSON)."""
+    out = dict(item)
+    inputs = []
+    for i in item.get("inputs") or []:  # type: ignore[attr-defined]
+        entry = dict(i)
+        value = entry.get("value")
+        if entry.get("type", "String") == "String" and value is not None and not isinstance(value, str):
+            entry["value"] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+        inputs.append(entry)
+    out["inputs"] = inputs
+    return out
+
+
+async def run_hook(
+    argv: Sequence[str],
+    item: wire.DeploymentItem,
+    *,
+    env: Mapping[str, str],
+    timeout: float,
+) -> wire.Signal:
+    """Run one hook in its own process group; its stdout JSON is the result."""
+    stdin = json.dumps(coerce_inputs(item.to_json())).encode()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=dict(env), start_new_session=True,
+        )
+    except OSError as e:
+        return wire.Signal(status_code=127, stderr=f"hook {argv[0]} could not start: {e}")
+    try:
+        out, err = await asyncio.wait_for(_communicate(proc, stdin), timeout + KILL_GRACE)
+    except TimeoutError:
+        await _stop(proc)
+        return wire.Signal(status_code=124, stderr=f"hook {argv[0]} timed out after {timeout:g} s; killed")
+    except asyncio.CancelledError:
+        await _stop(proc)  # the agent is stopping: the ledger reports this run as interrupted
+        raise
+    return result_from(proc.returncode or 0, out, err, argv[0])
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """SIGTERM the hook (it stops its tool's process group), SIGKILL its group after a grace."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        await asyncio.wait_for(asyncio.shield(proc.wait()), 10)
+    except TimeoutError:
+        _kill_group(proc)
+        await proc.wait()
+
+
+async def _communicate(proc: asyncio.subprocess.Process, stdin: bytes) -> tuple[bytes, bytes]:
+    assert proc.stdin and proc.stdout and proc.stderr
+    proc.stdin.write(stdin)
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        await proc.stdin.drain()
+    proc.stdin.close()
+    out, err = await asyncio.gather(_read_capped(proc.stdout, MAX_HOOK_STDOUT),
+                                    _read_capped(proc.stderr, wire.MAX_STREAM_BYTES * 4))
+    await proc.wait()
+    return out, err
+
+
+async def _read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
+    """Read to EOF, keeping at most *cap* bytes (the rest is drained and dropped)."""
+    kept = bytearray()
+    while chunk := await stream.read(65536):
+        if len(kept) < cap:
+            kept.extend(chunk[: cap - len(kept)])
+    return bytes(kept)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def result_from(rc: int, out: bytes, err: bytes, hook: str) -> wire.Signal:
+    """Heat's rule: a JSON object on stdout is the result; anything else is a failure."""
+    text_err = err.decode("utf-8", "replace")
+    try:
+        obj = json.loads(out) if out.strip() else None
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict):
+        try:
+            return wire.decode_signal(obj, "hook result")
+        except wire.WireError as e:
+            return wire.Signal(status_code=rc or 1, stderr=f"hook {hook} gave a bad result: {e}\n{text_err}")
+    reason = "printed no result" if obj is None else "printed something other than a JSON object"
+    return wire.Signal(
+        status_code=rc or 1,
+        stdout=wire.trim_stream(out.decode("utf-8", "replace")),
+        stderr=wire.trim_stream(f"hook {hook} exited with code {rc} and {reason}\n{text_err}"),
+    )

@@ -1,0 +1,30 @@
+"""Errors of the agent.
+
+AgentError
+  +-- ConfigError            the state dir or the command line is unusable
+  +-- EnrolError             the control plane refused the enrolment
+  +-- SourceNotAvailableError  the document source did not answer (retried)
+  +-- DocumentRejectedError  a document failed verification (kept out, reported)
+"""
+
+from __future__ import annotations
+
+
+class AgentError(Exception):
+    """Base of the agent's errors."""
+
+
+class ConfigError(AgentError):
+    pass
+
+
+class EnrolError(AgentError):
+    pass
+
+
+class SourceNotAvailableError(AgentError):
+    pass
+
+
+class DocumentRejectedError(AgentError):
+    pass

@@ -1,0 +1,195 @@
+"""The run-once journal in the state dir (SQLite, synchronous=FULL).
+
+Each deployment generation (a document item id) moves through
+received -> started -> finished -> signalled. A generation found in the
+ledger never runs again; one found started but not finished was
+interrupted. The outbox holds every signal until the receiver acknowledges it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LEDGER_FILE = "ledger.sqlite"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS generations (
+    item_id TEXT PRIMARY KEY,
+    deployment_id TEXT NOT NULL DEFAULT '',
+    generation INTEGER NOT NULL DEFAULT 0,
+    name TEXT NOT NULL DEFAULT '',
+    hash TEXT NOT NULL DEFAULT '',
+    action TEXT NOT NULL DEFAULT '',
+    state TEXT NOT NULL,
+    received_at REAL, started_at REAL, finished_at REAL, signalled_at REAL,
+    status_code INTEGER,
+    note TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    item_id TEXT NOT NULL,
+    url TEXT NOT NULL,
+    verb TEXT NOT NULL,
+    body BLOB NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    done_at REAL,
+    outcome TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+STATES = ("received", "started", "finished", "signalled")
+
+
+@dataclass(frozen=True)
+class Entry:
+    item_id: str
+    deployment_id: str
+    generation: int
+    name: str
+    hash: str
+    action: str
+    state: str
+    status_code: int | None
+    note: str
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    id: int
+    item_id: str
+    url: str
+    verb: str
+    body: bytes
+    attempts: int
+
+
+class Ledger:
+    """One SQLite file; every write is its own committed transaction."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / LEDGER_FILE
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # -------------------------------------------------------------- state
+
+    def get_state(self, key: str, default: str | None = None) -> str | None:
+        row = self._db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else default
+
+    def set_state(self, key: str, value: str) -> None:
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", (key, value))
+
+    def accept_document(self, serial: int, body: bytes, items: list[dict[str, Any]]) -> None:
+        """Keep the document and its serial, and mark its new generations received, at once."""
+        now = time.time()
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO state VALUES ('serial', ?)", (str(serial),))
+            db.execute("INSERT OR REPLACE INTO state VALUES ('document', ?)", (body.decode(),))
+            for item in items:
+                db.execute(
+                    "INSERT OR IGNORE INTO generations (item_id, deployment_id, generation, name, hash,"
+                    " action, state, received_at) VALUES (?, ?, ?, ?, ?, ?, 'received', ?)",
+                    (item["item_id"], item["deployment_id"], item["generation"], item["name"],
+                     item["hash"], item["action"], now),
+                )
+
+    # -------------------------------------------------------------- generations
+
+    def entry(self, item_id: str) -> Entry | None:
+        row = self._db.execute(
+            "SELECT item_id, deployment_id, generation, name, hash, action, state, status_code, note"
+            " FROM generations WHERE item_id = ?", (item_id,)).fetchone()
+        return Entry(*row) if row else None
+
+    def entries(self) -> list[Entry]:
+        rows = self._db.execute(
+            "SELECT item_id, deployment_id, generation, name, hash, action, state, status_code, note"
+            " FROM generations ORDER BY received_at, name").fetchall()
+        return [Entry(*r) for r in rows]
+
+    def mark_started(self, item_id: str) -> None:
+        """Written before the hook runs: a crash after this point is never a silent re-run."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO generations (item_id, state, received_at, started_at)"
+                " VALUES (?, 'started', ?, ?) ON CONFLICT(item_id) DO UPDATE SET"
+                " state = 'started', started_at = excluded.started_at",
+                (item_id, time.time(), time.time()))
+
+    def mark_finished(self, item_id: str, status_code: int, signal: Outgoing | None, note: str = "") -> None:
+        """Record the result and queue its signal in one transaction."""
+        now = time.time()
+        with self._tx() as db:
+            db.execute(
+                "UPDATE generations SET state = ?, finished_at = ?, status_code = ?, note = ?"
+                " WHERE item_id = ?",
+                ("finished" if signal else "signalled", now, status_code, note, item_id))
+            if signal is not None:
+                db.execute(
+                    "INSERT INTO outbox (item_id, url, verb, body, created_at) VALUES (?, ?, ?, ?, ?)",
+                    (item_id, signal.url, signal.verb, signal.body, now))
+
+    def interrupted(self) -> list[Entry]:
+        return [e for e in self.entries() if e.state == "started"]
+
+    # -------------------------------------------------------------- outbox
+
+    def due(self, now: float) -> list[Outgoing]:
+        rows = self._db.execute(
+            "SELECT id, item_id, url, verb, body, attempts FROM outbox"
+            " WHERE done_at IS NULL AND next_at <= ? ORDER BY id", (now,)).fetchall()
+        return [Outgoing(*r) for r in rows]
+
+    def pending_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM outbox WHERE done_at IS NULL").fetchone()[0])
+
+    def next_due(self) -> float | None:
+        row = self._db.execute("SELECT MIN(next_at) FROM outbox WHERE done_at IS NULL").fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
+    def delivered(self, out: Outgoing, outcome: str) -> None:
+        now = time.time()
+        with self._tx() as db:
+            db.execute("UPDATE outbox SET done_at = ?, outcome = ?, attempts = attempts + 1 WHERE id = ?",
+                       (now, outcome, out.id))
+            db.execute("UPDATE generations SET state = 'signalled', signalled_at = ? WHERE item_id = ?",
+                       (now, out.item_id))
+
+    def retry_later(self, out: Outgoing, delay: float, error: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE outbox SET attempts = attempts + 1, next_at = ?, outcome = ? WHERE id = ?",
+                       (time.time() + delay, error[:500], out.id))
+
+    def summary(self) -> dict[str, Any]:
+        counts = dict(self._db.execute("SELECT state, COUNT(*) FROM generations GROUP BY state").fetchall())
+        return {"serial": int(self.get_state("serial", "0") or 0), "generations": counts,
+                "queued": self.pending_count()}
+
+
+def encode_body(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()

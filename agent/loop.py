@@ -1,0 +1,251 @@
+"""The agent: poll, run in name order, signal, heartbeat — as concurrent tasks.
+
+Polling and heartbeats go on while a hook runs. Every generation is marked
+started in the ledger before its hook runs and finished (with its signal
+queued) after; the outbox delivers signals in order until acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from agent import client, dispatch, wire
+from agent.config import AgentConfig
+from agent.errors import DocumentRejectedError, SourceNotAvailableError
+from agent.ledger import Ledger, Outgoing, encode_body
+from agent.verify import AddressCheck, SerialCheck, decode_and_verify
+
+log = logging.getLogger(__name__)
+VERSION = "0.1.0"
+#: Statuses that will never succeed on retry: the signal is dropped and noted.
+FINAL_REFUSALS = frozenset({400, 403, 404, 409, 410, 413})
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, state_dir: Path) -> None:
+        self.config = config
+        self.state_dir = state_dir
+        self.ledger = Ledger(state_dir)
+        self.serial_check = SerialCheck(int(self.ledger.get_state("serial", "0") or 0))
+        self.verifiers = [AddressCheck(config.server_id), self.serial_check]
+        self._work = asyncio.Event()
+        self._outbox = asyncio.Event()
+        self.running: str | None = None
+        self.last_error = ""
+
+    # -------------------------------------------------------------- entry points
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        self.recover()
+        async with aiohttp.ClientSession() as http:
+            self._http = http
+            self._work.set()
+            self._outbox.set()
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._poll_loop())
+                tg.create_task(self._work_loop())
+                tg.create_task(self._outbox_loop())
+                tg.create_task(self._heartbeat_loop())
+
+    async def once(self) -> int:
+        """One pass: fetch, run what is new, try to deliver every queued signal."""
+        self.recover()
+        async with aiohttp.ClientSession() as http:
+            self._http = http
+            try:
+                await self.poll(wait=0)
+            except (SourceNotAvailableError, DocumentRejectedError) as e:
+                log.error("%s", e)
+            failures = await self.work()
+            await self.flush()
+        return 1 if failures else 0
+
+    # -------------------------------------------------------------- recovery
+
+    def recover(self) -> None:
+        """A generation started but never finished was interrupted: report it, never re-run it."""
+        for entry in self.ledger.interrupted():
+            log.warning("deployment %s (%s) was interrupted by an agent restart", entry.name, entry.item_id)
+            signal = wire.Signal(status_code=137, stderr="interrupted by agent restart")
+            self._finish(entry.item_id, self._item(entry.item_id), signal, note="interrupted")
+
+    # -------------------------------------------------------------- polling
+
+    async def poll(self, wait: float) -> bool:
+        """Fetch the document; True when a new one was accepted."""
+        fetched = await client.fetch_document(
+            self._http, self.config.document_url, self.config.credential,
+            self.ledger.get_state("etag", "") or "", wait)
+        if fetched.body is None:
+            return False
+        doc = decode_and_verify(fetched.body, self.verifiers)
+        items = [_ledger_item(d, doc) for d in doc.deployments]
+        self.ledger.accept_document(doc.serial, fetched.body, items)
+        self.ledger.set_state("etag", fetched.etag)
+        self.serial_check.highest = doc.serial
+        log.info("accepted document serial %s with %d deployments", doc.serial, len(items))
+        self._work.set()
+        return True
+
+    async def _poll_loop(self) -> None:
+        failures = 0
+        while True:
+            try:
+                await self.poll(self.config.poll_wait)
+                failures = 0
+            except (SourceNotAvailableError, DocumentRejectedError) as e:
+                failures += 1
+                self.last_error = str(e)
+                delay = min(self.config.backoff_max, 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+                log.warning("poll failed (%s); retrying in %.1f s", e, delay)
+                await asyncio.sleep(delay)
+
+    # -------------------------------------------------------------- running
+
+    def document(self) -> wire.Document | None:
+        raw = self.ledger.get_state("document")
+        return wire.decode_document(raw.encode()) if raw else None
+
+    def _item(self, item_id: str) -> wire.DeploymentItem | None:
+        doc = self.document()
+        if doc is None:
+            return None
+        return next((d for d in doc.deployments if d.id == item_id), None)
+
+    async def work(self) -> int:
+        """Run every generation of the document not yet in the ledger, in name order."""
+        doc = self.document()
+        failures = 0
+        if doc is None:
+            return 0
+        for item in wire.sorted_items(doc.deployments):
+            entry = self.ledger.entry(item.id)
+            if entry is not None and entry.state != "received":
+                continue
+            signal = await self._run(item, doc.meta.get(item.id))
+            failures += signal.status_code != 0
+        return failures
+
+    async def _work_loop(self) -> None:
+        while True:
+            await self._work.wait()
+            self._work.clear()
+            await self.work()
+
+    async def _run(self, item: wire.DeploymentItem, meta: wire.ItemMeta | None) -> wire.Signal:
+        self.ledger.mark_started(item.id)
+        self.running = item.id
+        timeout = meta.timeout if meta and meta.timeout else self.config.hook_timeout
+        argv = dispatch.hook_argv(item.group, self.config.hook_dirs)
+        log.info("running deployment %s (%s) with hook %s", item.name, item.id, item.group)
+        try:
+            if argv is None:
+                signal = dispatch.missing_hook(item.group, self.config.hook_dirs)
+            else:
+                signal = await dispatch.run_hook(argv, item, env=self._hook_env(meta, timeout),
+                                                 timeout=timeout)
+        finally:
+            self.running = None
+        self._finish(item.id, item, signal)
+        log.info("deployment %s finished with status code %s", item.name, signal.status_code)
+        return signal
+
+    def _hook_env(self, meta: wire.ItemMeta | None, timeout: float) -> dict[str, str]:
+        env = dict(os.environ)
+        env["ANNEAL_HOOK_WORKDIR"] = str(self.state_dir / "hooks")
+        env["ANNEAL_HOOK_TIMEOUT"] = f"{timeout:g}"
+        if meta is not None:
+            env["DEPLOY_IDEMPOTENCY_KEY"] = meta.hash
+        return env
+
+    def _finish(self, item_id: str, item: wire.DeploymentItem | None, signal: wire.Signal,
+                note: str = "") -> None:
+        out = self._outgoing(item_id, item, signal)
+        self.ledger.mark_finished(item_id, signal.status_code, out, note)
+        if out is not None:
+            self._outbox.set()
+
+    def _outgoing(self, item_id: str, item: wire.DeploymentItem | None,
+                  signal: wire.Signal) -> Outgoing | None:
+        if item is None:
+            return None
+        url = item.input_value("deploy_signal_id")
+        if not isinstance(url, str) or not url or item.input_value("deploy_signal_transport") == "NO_SIGNAL":
+            return None
+        verb = str(item.input_value("deploy_signal_verb") or "POST").upper()
+        body = signal.to_json()
+        body[wire.EXTRA_KEY] = {"config_id": item_id, "nonce": secrets.token_hex(8)}
+        return Outgoing(0, item_id, url, verb, encode_body(body), 0)
+
+    # -------------------------------------------------------------- signalling
+
+    async def flush(self) -> None:
+        """Try every due signal once, in order."""
+        for out in self.ledger.due(time.time()):
+            await self._deliver(out)
+
+    async def _deliver(self, out: Outgoing) -> None:
+        headers = {}
+        if out.url.startswith(self.config.url.rstrip("/") + "/"):
+            headers["Authorization"] = f"Bearer {self.config.credential}"  # never to a third party
+        status, reason = await client.send(self._http, out.verb, out.url, out.body, headers)
+        if 200 <= status < 300:
+            self.ledger.delivered(out, f"{status}")
+        elif status in FINAL_REFUSALS:
+            log.error("signal for %s refused (%s): %s", out.item_id, status, reason)
+            self.ledger.delivered(out, f"refused {status}: {reason}")
+        else:
+            delay = min(self.config.backoff_max, 2 ** min(out.attempts, 10)) * random.uniform(0.5, 1.0)
+            log.warning("signal for %s not delivered (%s %s); retry in %.1f s", out.item_id, status,
+                        reason, delay)
+            self.ledger.retry_later(out, delay, f"{status} {reason}")
+
+    async def _outbox_loop(self) -> None:
+        while True:
+            self._outbox.clear()
+            await self.flush()
+            due = self.ledger.next_due()
+            timeout = None if due is None else max(0.05, due - time.time())
+            try:
+                await asyncio.wait_for(self._outbox.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    async def _heartbeat_loop(self) -> None:
+        url = self.config.heartbeat_url
+        while True:
+            payload: dict[str, Any] = {"version": VERSION, "running": self.running,
+                                       **self.ledger.summary()}
+            await client.heartbeat(self._http, url, self.config.credential, payload)
+            await asyncio.sleep(self.config.heartbeat_interval * random.uniform(0.9, 1.1))
+
+    def status(self) -> dict[str, Any]:
+        return {"server_id": self.config.server_id, **self.ledger.summary(),
+                "entries": [e.__dict__ for e in self.ledger.entries()]}
+
+
+def _ledger_item(item: wire.DeploymentItem, doc: wire.Document) -> dict[str, Any]:
+    meta = doc.meta.get(item.id)
+    return {
+        "item_id": item.id,
+        "deployment_id": meta.deployment_id if meta else "",
+        "generation": meta.generation if meta else 0,
+        "name": item.name,
+        "hash": meta.hash if meta else "",
+        "action": meta.action if meta else str(item.input_value("deploy_action") or ""),
+    }
+
+
+def dump(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str)

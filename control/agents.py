@@ -1,0 +1,144 @@
+"""Agent-facing use cases: enrolment, credentials, heartbeats, signals."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from sqlalchemy import select
+
+from agent import wire
+from control import deploy
+from control.engine import settle
+from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
+from control.keys import new_token, token_hash
+from control.resources import create_server
+from control.runtime import Runtime
+from control.store.orm import DeploymentRow, ServerRow
+from control.txn import Txn
+
+KEY_KINDS = ("sign", "box")
+
+
+async def create_server_record(rt: Runtime, name: Any) -> dict[str, Any]:
+    """A server awaiting enrolment, and the one-time token its agent enrols with."""
+    if not isinstance(name, str) or not name or len(name) > 255 or "/" in name:
+        raise BadRequestError("name: a non-empty server name without '/'", where="name")
+    async with rt.sessions() as session:
+        if await session.scalar(select(ServerRow.id).where(ServerRow.name == name)) is not None:
+            raise ConflictError(f"server {name!r} already exists", where="name")
+        txn = Txn(session, rt)
+        server, token = await create_server(txn, name, owner_stack_id=None)
+        await txn.commit()
+        return {"id": server.id, "name": server.name, "status": server.status, "enrol_token": token}
+
+
+async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Exchange a one-time token and the server's public keys for the agent's credential."""
+    token = body.get("token")
+    if not isinstance(token, str) or not token:
+        raise BadRequestError("token: the enrolment token is required", where="token")
+    keys = body.get("public_keys")
+    if not isinstance(keys, Mapping):
+        raise BadRequestError("public_keys: expected an object with sign and box keys", where="public_keys")
+    for kind in KEY_KINDS:
+        _check_key(keys.get(kind), f"public_keys.{kind}")
+    async with rt.sessions() as session:
+        server = await session.scalar(select(ServerRow).where(ServerRow.enrol_token_hash == token_hash(token)))
+        if server is None:
+            raise AuthError("enrolment token is unknown or already used", where="token")
+        if server.enrol_expires is not None and server.enrol_expires < time.time():
+            raise AuthError(f"enrolment token of server {server.name} has expired", where="token")
+        credential = new_token()
+        if server.credential_hash:
+            rt.credentials.pop(server.credential_hash, None)
+        server.credential_hash = token_hash(credential)
+        server.enrol_token_hash, server.enrol_expires = None, None
+        server.public_keys = {k: keys[k] for k in KEY_KINDS}
+        server.status, server.enrolled_at, server.last_seen = "ENROLLED", time.time(), time.time()
+        await session.commit()
+        rt.credentials[server.credential_hash] = server.id
+        base = rt.settings.base_url
+        return {
+            "server_id": server.id,
+            "name": server.name,
+            "credential": credential,
+            "document_url": f"{base}/v1/agent/document",
+            "heartbeat_url": f"{base}/v1/agent/heartbeat",
+            "control_public_key": rt.keys.public_key_b64,
+        }
+
+
+def _check_key(value: Any, where: str) -> None:
+    try:
+        raw = base64.b64decode(value or "", validate=True)
+    except (binascii.Error, TypeError) as e:
+        raise BadRequestError(f"{where}: not base64", where=where) from e
+    if len(raw) != 32:
+        raise BadRequestError(f"{where}: expected a 32-byte raw public key", where=where)
+
+
+async def authenticate(rt: Runtime, credential: str) -> str:
+    """The server id a credential belongs to (cached: polls read no database)."""
+    digest = token_hash(credential)
+    server_id = rt.credentials.get(digest)
+    if server_id is not None:
+        return server_id
+    async with rt.sessions() as session:
+        server_id = await session.scalar(select(ServerRow.id).where(ServerRow.credential_hash == digest))
+    if server_id is None:
+        raise AuthError("unknown agent credential", where="Authorization")
+    rt.credentials[digest] = server_id
+    return server_id
+
+
+async def heartbeat(rt: Runtime, server_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    async with rt.sessions() as session:
+        server = await session.get(ServerRow, server_id)
+        if server is None:
+            raise NotFoundError("server no longer exists", where="server")
+        server.last_seen = time.time()
+        server.agent_status = {k: body[k] for k in ("version", "serial", "running", "queued") if k in body}
+        await session.commit()
+        return {"serial": server.serial}
+
+
+async def record_signal(
+    rt: Runtime,
+    kick: Callable[[str], None],
+    deployment_id: str,
+    generation: int,
+    body: Any,
+    *,
+    sig: str | None,
+    server_id: str | None,
+) -> dict[str, Any]:
+    """Store a deployment's result; duplicates are answered idempotently, stale ones refused."""
+    try:
+        signal = wire.decode_signal(body)
+    except wire.WireError as e:
+        raise BadRequestError(str(e), where="signal") from e
+    async with rt.sessions() as session:
+        txn = Txn(session, rt)
+        dep = await session.get(DeploymentRow, deployment_id)
+        if dep is None:
+            raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
+        if sig is not None:
+            if not rt.keys.check_signal_signature(deployment_id, generation, sig):
+                raise ForbiddenError("signal signature does not match this deployment and generation",
+                                     where="sig")
+        elif server_id is None:
+            raise AuthError("a signal needs its URL's signature or the agent's credential",
+                            where="Authorization")
+        elif server_id != dep.server_id:
+            raise ForbiddenError(f"deployment {deployment_id} belongs to another server", where="deployment")
+        if not deploy.apply_signal(dep, generation, signal):
+            return {"deployment_id": dep.id, "generation": generation, "status": dep.status,
+                    "duplicate": True}
+        await settle(txn, dep)
+        await txn.commit(kick)
+        return {"deployment_id": dep.id, "generation": generation, "status": dep.status,
+                "duplicate": False}

@@ -1,0 +1,77 @@
+"""The control-plane application: factory and the resources it owns."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+from sqlalchemy import select
+
+from control import api, keys
+from control.app_keys import DEFS, ENGINE, RUNTIME
+from control.engine import Engine
+from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
+from control.publish import HttpPublisher
+from control.runtime import Runtime
+from control.settings import Settings
+from control.stackdef import Definitions
+from control.store.db import open_database
+from control.store.orm import ServerRow
+
+log = logging.getLogger(__name__)
+
+
+def make_app(settings: Settings) -> web.Application:
+    """Build the control plane; the database opens when the app starts."""
+    app = web.Application(
+        middlewares=[api.errors, api.authenticate], client_max_size=settings.max_request_bytes
+    )
+    app.add_routes(api.routes)
+
+    async def lifetime(app: web.Application) -> AsyncIterator[None]:
+        secrets = keys.load_or_create(settings.data_dir)  # creates the data dir (0700) first
+        engine_db, sessions = await open_database(settings.db_url)
+        provisioner = make_provisioner(settings)
+        runtime = Runtime(settings, secrets, sessions, HttpPublisher(), provisioner)
+        definitions = Definitions()
+        engine = Engine(runtime, definitions)
+        app[RUNTIME], app[ENGINE], app[DEFS] = runtime, engine, definitions
+        await runtime.publish_all()
+        await restart_local_agents(runtime)
+        await engine.resume()
+        yield
+        await engine.close()
+        await provisioner.close()
+        await engine_db.dispose()
+
+    app.cleanup_ctx.append(lifetime)
+    return app
+
+
+def make_provisioner(settings: Settings) -> Provisioner:
+    if settings.provisioner == "local":
+        return LocalProvisioner(settings.data_dir, settings.base_url, settings.local_agent_args)
+    if settings.provisioner == "enrol":
+        return EnrolProvisioner()
+    raise ValueError(f"unknown provisioner {settings.provisioner!r}; use enrol or local")
+
+
+async def restart_local_agents(runtime: Runtime) -> None:
+    """After a restart, local agents come back; unenrolled ones get a fresh token."""
+    if runtime.settings.provisioner != "local":
+        return
+    async with runtime.sessions() as session:
+        rows = list(await session.scalars(select(ServerRow).where(ServerRow.provisioner == "local")))
+        tokens: dict[str, str | None] = {}
+        for server in rows:
+            tokens[server.id] = None
+            if server.status != "ENROLLED":
+                token = keys.new_token()
+                server.enrol_token_hash = keys.token_hash(token)
+                server.enrol_expires = time.time() + runtime.settings.enrol_token_ttl
+                tokens[server.id] = token
+        await session.commit()
+    for server in rows:
+        await runtime.provisioner.provision(server.id, server.name, tokens[server.id])

@@ -1,0 +1,276 @@
+"""The operator commands: build requests, print answers, follow progress."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from control.client import Client, ClientError
+
+COLUMNS = {
+    ("stack", "list"): ["name", "status", "status_reason", "version"],
+    ("stack", "outputs"): ["output_key", "output_value"],
+    ("stack", "events"): ["time", "resource_name", "action", "status", "reason"],
+    ("stack", "resources"): ["name", "type", "status", "physical_id", "current"],
+    ("stack", "failures"): ["resource", "status", "reason", "deploy_status_code"],
+    ("deployment", "list"): ["id", "name", "server_name", "action", "status", "status_reason"],
+    ("server", "list"): ["name", "id", "status", "agent", "serial"],
+}
+
+
+def run(args: argparse.Namespace) -> int:
+    client = Client.from_env(args.config)
+    handler = globals().get(f"_{args.group}_{args.command}")
+    if handler is None:
+        raise ClientError(f"unknown command {args.group} {args.command}")
+    result: int = handler(client, args)
+    return result
+
+
+# ------------------------------------------------------------------ output
+
+
+def show(data: Any, fmt: str, columns: list[str] | None = None) -> None:
+    if fmt == "json":
+        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    elif fmt == "yaml":
+        print(yaml.safe_dump(data, sort_keys=True, default_flow_style=False), end="")
+    elif fmt == "value":
+        rows = data if isinstance(data, list) else [data]
+        for row in rows:
+            values = [row.get(c) for c in columns] if columns and isinstance(row, dict) else (
+                list(row.values()) if isinstance(row, dict) else [row])
+            print(" ".join(_cell(v) for v in values))
+    elif isinstance(data, list):
+        print(table(data, columns or (list(data[0]) if data else [])))
+    else:
+        print(table([{"field": k, "value": v} for k, v in data.items()], ["field", "value"]))
+
+
+def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    if not rows:
+        return "(none)"
+    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(line) for row in cells for line in [row[i]])) for i, c in enumerate(columns)]
+    widths = [min(w, 80) for w in widths]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [line, "| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |", line]
+    for row in cells:
+        out.append("| " + " | ".join(v[:w].ljust(w) for v, w in zip(row, widths, strict=True)) + " |")
+    out.append(line)
+    return "\n".join(out)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value).replace("\n", "\\n")
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
+
+
+# ------------------------------------------------------------------ stacks
+
+
+def stack_request(args: argparse.Namespace) -> dict[str, Any]:
+    """Read the template, its get_file files and the environments; parse -P pairs."""
+    template_text = _read(args.template, "template")
+    try:
+        parsed = yaml.safe_load(template_text)
+    except yaml.YAMLError as e:
+        raise ClientError(f"{args.template}: not YAML: {e}") from e
+    files: dict[str, str] = {}
+    for ref in sorted(_get_files(parsed)):
+        path = Path(ref) if Path(ref).is_absolute() else args.template.parent / ref
+        if ref.startswith(("http://", "https://")):
+            raise ClientError(f"{args.template}: get_file {ref!r}: only local files are supported")
+        files[ref] = _read(path, f"get_file {ref!r} in {args.template}")
+    params = {}
+    for pair in args.parameter:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ClientError(f"-P {pair!r}: expected KEY=VALUE")
+        params[key] = value
+    return {"name": args.name, "template": template_text, "files": files, "parameters": params,
+            "environments": [_read(p, "environment") for p in args.environment]}
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise ClientError(f"{what}: cannot read {path}: {e.strerror}") from e
+
+
+def _get_files(node: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, dict):
+        if list(node) == ["get_file"] and isinstance(node["get_file"], str):
+            found.add(node["get_file"])
+        for value in node.values():
+            found |= _get_files(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _get_files(value)
+    return found
+
+
+def _stack_create(client: Client, args: argparse.Namespace) -> int:
+    stack = client.call("POST", "/v1/stacks", stack_request(args))
+    return _after_change(client, args, stack, "created")
+
+
+def _stack_update(client: Client, args: argparse.Namespace) -> int:
+    body = stack_request(args)
+    body["existing"] = args.existing
+    if args.if_match:
+        body["if_match"] = args.if_match
+    stack = client.call("PUT", f"/v1/stacks/{args.name}", body)
+    return _after_change(client, args, stack, "update started")
+
+
+def _stack_delete(client: Client, args: argparse.Namespace) -> int:
+    stack = client.call("DELETE", f"/v1/stacks/{args.name}")
+    return _after_change(client, args, stack, "delete started")
+
+
+def _after_change(client: Client, args: argparse.Namespace, stack: dict[str, Any], what: str) -> int:
+    if not args.wait:
+        show(stack, args.format)
+        return 0
+    print(f"stack {stack['name']} {what} (version {stack['version']})")
+    return wait_for(client, stack["name"], args.timeout, since=_last_event_before(client, stack["name"]))
+
+
+def _last_event_before(client: Client, name: str) -> int:
+    events = client.call("GET", f"/v1/stacks/{name}/events")
+    started = [e["id"] for e in events if e["resource_name"] == name and e["status"] == "IN_PROGRESS"]
+    return (started[-1] - 1) if started else 0
+
+
+def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
+    """Print events as they happen until the stack settles; 0 on COMPLETE."""
+    deadline = time.monotonic() + timeout
+    last = since
+    while time.monotonic() < deadline:
+        try:
+            events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)})
+            stack = client.call("GET", f"/v1/stacks/{name}")
+        except ClientError as e:
+            if e.status == 404:
+                print(f"stack {name} deleted")
+                return 0
+            raise
+        for e in events:
+            last = e["id"]
+            reason = f": {e['reason']}" if e["reason"] and e["reason"] != "state changed" else ""
+            print(f"{_when(e['timestamp'])}  {e['resource_name']:<24} {e['action']}_{e['status']}{reason}")
+        if not stack["status"].endswith("IN_PROGRESS"):
+            print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
+            if stack["status"].endswith("FAILED"):
+                for f in client.call("GET", f"/v1/stacks/{name}/failures"):
+                    _print_failure(f)
+                return 1
+            return 0
+        time.sleep(0.3)
+    print(f"anneal: stack {name} still in progress after {timeout:g} s", file=sys.stderr)
+    return 1
+
+
+def _print_failure(f: dict[str, Any]) -> None:
+    print(f"  {f['resource']}: {f['reason']}")
+    for key in ("deploy_stdout", "deploy_stderr"):
+        if f.get(key):
+            print(f"    {key} (tail):")
+            for line in str(f[key]).splitlines():
+                print(f"      {line}")
+
+
+def _stack_list(client: Client, args: argparse.Namespace) -> int:
+    show(client.call("GET", "/v1/stacks"), args.format, COLUMNS[("stack", "list")])
+    return 0
+
+
+def _stack_show(client: Client, args: argparse.Namespace) -> int:
+    show(client.call("GET", f"/v1/stacks/{args.name}"), args.format)
+    return 0
+
+
+def _stack_outputs(client: Client, args: argparse.Namespace) -> int:
+    show(client.call("GET", f"/v1/stacks/{args.name}/outputs"), args.format, COLUMNS[("stack", "outputs")])
+    return 0
+
+
+def _stack_resources(client: Client, args: argparse.Namespace) -> int:
+    data = client.call("GET", f"/v1/stacks/{args.name}/resources")
+    show(data, args.format, COLUMNS[("stack", "resources")])
+    return 0
+
+
+def _stack_failures(client: Client, args: argparse.Namespace) -> int:
+    data = client.call("GET", f"/v1/stacks/{args.name}/failures")
+    if args.format == "table":
+        for f in data:
+            _print_failure(f)
+        if not data:
+            print("(no failures)")
+        return 0
+    show(data, args.format, COLUMNS[("stack", "failures")])
+    return 0
+
+
+def _stack_events(client: Client, args: argparse.Namespace) -> int:
+    if args.follow:
+        return wait_for(client, args.name, 24 * 3600.0)
+    events = client.call("GET", f"/v1/stacks/{args.name}/events")
+    for e in events:
+        e["time"] = _when(e["timestamp"])
+    show(events, args.format, COLUMNS[("stack", "events")])
+    return 0
+
+
+# ------------------------------------------------------------------ deployments, servers
+
+
+def _deployment_list(client: Client, args: argparse.Namespace) -> int:
+    query = {"stack": args.stack, "server": args.server, "status": args.status}
+    data = client.call("GET", "/v1/deployments", query={k: v for k, v in query.items() if v})
+    show(data, args.format, COLUMNS[("deployment", "list")])
+    return 0
+
+
+def _deployment_show(client: Client, args: argparse.Namespace) -> int:
+    show(client.call("GET", f"/v1/deployments/{args.id}"), args.format)
+    return 0
+
+
+def _server_create(client: Client, args: argparse.Namespace) -> int:
+    server = client.call("POST", "/v1/servers", {"name": args.name})
+    if args.format == "table":
+        print(f"server {server['name']} ({server['id']}) awaits enrolment.")
+        print(f"one-time enrolment token: {server['enrol_token']}")
+        print(f"on the server: anneal-agent enrol --url {client.url} --token <token> --state-dir DIR")
+        return 0
+    show(server, args.format, ["enrol_token"])
+    return 0
+
+
+def _server_list(client: Client, args: argparse.Namespace) -> int:
+    show(client.call("GET", "/v1/servers"), args.format, COLUMNS[("server", "list")])
+    return 0
+
+
+def _server_show(client: Client, args: argparse.Namespace) -> int:
+    show(client.call("GET", f"/v1/servers/{args.name}"), args.format)
+    return 0

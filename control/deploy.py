@@ -1,0 +1,204 @@
+"""Software deployments: derived configs, generations, signals.
+
+A deployment's *generation* counts the actions it has been given; each
+generation gets a fresh derived config (Heat's rule: a new id per action) and
+a signal URL valid for that generation only.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from agent import wire
+from control.errors import BadRequestError, NotFoundError, StaleSignalError
+from control.runtime import iso
+from control.store.orm import DeploymentRow, ServerRow
+from control.txn import Txn
+
+SUPPORTED_SIGNAL_TRANSPORTS = ("CFN_SIGNAL", "HTTP", "NO_SIGNAL")
+_DERIVED_DESCRIPTIONS = {
+    "deploy_server_id": "The server this deployment runs on",
+    "deploy_action": "The lifecycle action being run",
+    "deploy_stack_id": "stack_name/stack_id of the owning stack",
+    "deploy_resource_name": "The deployment's resource name in its stack",
+    "deploy_signal_transport": "How the result is signalled back",
+    "deploy_signal_id": "Where to send the result",
+    "deploy_signal_verb": "HTTP method for the result",
+}
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a deployment applies: the source config and the values for its inputs."""
+
+    group: str
+    config: Any
+    inputs: tuple[Mapping[str, Any], ...]
+    outputs: tuple[Mapping[str, Any], ...]
+    options: Mapping[str, Any] | None
+    name: str
+
+
+def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.InputItem]:
+    """Declared inputs with their values (or defaults), then undeclared values as Strings."""
+    left = dict(values)
+    items = []
+    for decl in source.inputs:
+        name = str(decl["name"])
+        items.append(
+            wire.InputItem(
+                name=name,
+                value=left.pop(name, decl.get("default")),
+                type=str(decl.get("type") or "String"),
+                description=decl.get("description"),
+                default=decl.get("default"),
+                replace_on_change=bool(decl.get("replace_on_change", False)),
+            )
+        )
+    items.extend(wire.InputItem(name=k, value=v) for k, v in left.items())
+    return items
+
+
+def derived_inputs(
+    txn: Txn, dep: DeploymentRow, stack_path: str, action: str
+) -> list[wire.InputItem]:
+    """The deploy_* inputs Heat's agents and hooks expect."""
+    values: dict[str, Any] = {
+        "deploy_server_id": dep.server_id,
+        "deploy_action": action,
+        "deploy_stack_id": stack_path,
+        "deploy_resource_name": dep.resource_name,
+        "deploy_signal_transport": dep.signal_transport,
+    }
+    if dep.signal_transport in ("CFN_SIGNAL", "HTTP"):
+        values["deploy_signal_id"] = signal_url(txn, dep.id, dep.generation, dep.signal_transport)
+        values["deploy_signal_verb"] = "POST"
+    return [
+        wire.InputItem(name=k, value=v, description=_DERIVED_DESCRIPTIONS[k])
+        for k, v in values.items()
+    ]
+
+
+def signal_url(txn: Txn, deployment_id: str, generation: int, transport: str) -> str:
+    """CFN_SIGNAL URLs carry their own capability; HTTP ones need the agent's credential."""
+    base = f"{txn.runtime.settings.base_url}/v1/signal/{deployment_id}/{generation}"
+    if transport == "CFN_SIGNAL":
+        return f"{base}?sig={txn.runtime.keys.signal_signature(deployment_id, generation)}"
+    return base
+
+
+def start_generation(
+    txn: Txn, dep: DeploymentRow, source: Source, action: str, stack_path: str
+) -> None:
+    """Give *dep* a new generation for *action* and put its derived config on the server."""
+    now = time.time()
+    dep.generation += 1
+    dep.action = action
+    values = dict(dep.input_values)
+    inputs = declared_inputs(source, values) + derived_inputs(txn, dep, stack_path, action)
+    item = wire.DeploymentItem(
+        id=str(uuid.uuid4()),
+        name=source.name,
+        group=source.group,
+        creation_time=iso(now),
+        config=source.config,
+        inputs=tuple(inputs),
+        outputs=tuple(wire.decode_output(o, "outputs") for o in source.outputs),
+        options=dict(source.options) if source.options is not None else None,
+    )
+    dep.item = item.to_json()
+    dep.item_id = item.id
+    dep.name = source.name
+    dep.hash = wire.idempotency_hash(item, action)
+    dep.started_at = now
+    dep.completed_at = None
+    dep.updated_at = now
+    dep.stdout, dep.stderr, dep.status_code, dep.signal_nonce = "", "", None, None
+    dep.outputs = {}
+    if dep.signal_transport == "NO_SIGNAL":
+        dep.status, dep.status_reason = "COMPLETE", "Not waiting for outputs signal"
+        dep.completed_at = now
+    else:
+        dep.status, dep.status_reason = "IN_PROGRESS", "Deploy data available"
+    txn.publish.add(dep.server_id)
+
+
+def item_inputs(dep: DeploymentRow) -> dict[str, Any]:
+    """The input values of the derived config currently on the server."""
+    if not dep.item:
+        return {}
+    return {i["name"]: i.get("value") for i in dep.item.get("inputs", [])}
+
+
+def replace_on_change_differs(dep: DeploymentRow, source: Source, values: Mapping[str, Any]) -> bool:
+    """True when an input flagged replace_on_change would get a different value."""
+    old = item_inputs(dep)
+    for item in declared_inputs(source, values):
+        if item.replace_on_change and old.get(item.name) != item.value:
+            return True
+    return False
+
+
+def result_status(dep: DeploymentRow, signal: wire.Signal) -> tuple[str, str, dict[str, Any]]:
+    """COMPLETE or FAILED with its reason, and the declared outputs kept (Heat's rules)."""
+    declared = {o["name"]: o for o in (dep.item or {}).get("outputs", [])}
+    outputs = {k: v for k, v in signal.outputs.items() if k in declared}
+    if signal.status_code != 0:
+        return "FAILED", f"Deployment exited with non-zero status code: {signal.status_code}", outputs
+    for name, spec in declared.items():
+        if spec.get("error_output") and outputs.get(name):
+            return "FAILED", f"{name} : {outputs[name]}", outputs
+    return "COMPLETE", "Outputs received", outputs
+
+
+def apply_signal(dep: DeploymentRow, generation: int, signal: wire.Signal) -> bool:
+    """Record *signal* for *generation*; False when it duplicates one already recorded."""
+    if generation < dep.generation:
+        raise StaleSignalError(
+            f"generation {generation} of deployment {dep.id} is stale; current is {dep.generation}",
+            where="generation",
+        )
+    if generation > dep.generation:
+        raise StaleSignalError(
+            f"deployment {dep.id} has no generation {generation} yet (current {dep.generation})",
+            where="generation",
+        )
+    if dep.status != "IN_PROGRESS":
+        return False
+    status, reason, outputs = result_status(dep, signal)
+    now = time.time()
+    dep.status, dep.status_reason = status, reason
+    dep.outputs = outputs
+    dep.stdout = wire.trim_stream(signal.stdout)
+    dep.stderr = wire.trim_stream(signal.stderr)
+    dep.status_code = signal.status_code
+    dep.signal_nonce = str(signal.extra.get("nonce") or "") or None
+    dep.completed_at = dep.updated_at = now
+    return True
+
+
+def attributes(dep: DeploymentRow) -> dict[str, Any]:
+    """What get_attr sees on a deployment resource."""
+    out: dict[str, Any] = dict(dep.outputs or {})
+    out["deploy_stdout"] = dep.stdout if dep.status_code is not None else None
+    out["deploy_stderr"] = dep.stderr if dep.status_code is not None else None
+    out["deploy_status_code"] = dep.status_code
+    return out
+
+
+async def server_for(txn: Txn, ref: Any, where: str) -> ServerRow:
+    """A deployment's server, named by id or by name."""
+    if not isinstance(ref, str) or not ref:
+        raise BadRequestError(f"server must be a server id or name, got {ref!r}", where=where)
+    server = await txn.session.get(ServerRow, ref)
+    if server is None:
+        server = await txn.session.scalar(select(ServerRow).where(ServerRow.name == ref))
+    if server is None:
+        raise NotFoundError(f"server {ref!r} not found", where=where)
+    return server

@@ -1,0 +1,59 @@
+"""HOT templates and environments: parse, validate, resolve parameters, evaluate functions.
+
+Pure Python: no I/O beyond parsing the YAML text it is given. Every problem is a
+TemplateError whose ``path`` says where (``resources.web.properties.config``).
+"""
+
+from control.hot.environment import Environment, map_type, merge_environments, parse_environment
+from control.hot.errors import TemplateError
+from control.hot.functions import (
+    CONDITION_FUNCTIONS,
+    FUNCTIONS,
+    Context,
+    call_of,
+    calls,
+    evaluate_condition,
+    references,
+    resolve,
+)
+from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
+from control.hot.parameters import (
+    PSEUDO_PARAMETERS,
+    ParameterDef,
+    Parameters,
+    condition_values,
+    resolve_parameters,
+)
+from control.hot.template import OutputDef, ResourceDef, Template, parse_template
+from control.hot.types import TYPES, PropSpec, TypeSpec, apply_defaults
+
+__all__ = [
+    "CONDITION_FUNCTIONS",
+    "FUNCTIONS",
+    "MAX_TEMPLATE_BYTES",
+    "PSEUDO_PARAMETERS",
+    "TYPES",
+    "Context",
+    "Environment",
+    "OutputDef",
+    "ParameterDef",
+    "Parameters",
+    "PropSpec",
+    "ResourceDef",
+    "Template",
+    "TemplateError",
+    "TypeSpec",
+    "apply_defaults",
+    "call_of",
+    "calls",
+    "condition_values",
+    "evaluate_condition",
+    "load_yaml",
+    "map_type",
+    "merge_environments",
+    "parse_environment",
+    "parse_template",
+    "references",
+    "resolve",
+    "resolve_parameters",
+]

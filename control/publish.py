@@ -1,0 +1,68 @@
+"""Publishers: where per-server documents go once the database holds them.
+
+A publisher is a projection of database state: `runtime.publish` renders the
+document from the database after every commit that changes it, and on start.
+The HTTP publisher keeps the newest bytes per server in memory and wakes the
+agents' long-polls; the object-store publishers (Swift, S3, local directory)
+implement the same port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Publisher(Protocol):
+    async def publish(self, server_id: str, serial: int, body: bytes) -> None: ...
+    async def withdraw(self, server_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Published:
+    serial: int
+    body: bytes
+
+    @property
+    def etag(self) -> str:
+        return f'"{self.serial}"'
+
+
+class HttpPublisher:
+    """Documents served by the control plane itself, with ETag and long-poll."""
+
+    def __init__(self) -> None:
+        self._docs: dict[str, Published] = {}
+        self._changed: dict[str, asyncio.Event] = {}
+
+    async def publish(self, server_id: str, serial: int, body: bytes) -> None:
+        current = self._docs.get(server_id)
+        if current is not None and current.serial >= serial:
+            return  # unchanged, or a slower render of an older state: never go backwards
+        self._docs[server_id] = Published(serial, body)
+        event = self._changed.pop(server_id, None)
+        if event is not None:
+            event.set()
+
+    async def withdraw(self, server_id: str) -> None:
+        self._docs.pop(server_id, None)
+        event = self._changed.pop(server_id, None)
+        if event is not None:
+            event.set()
+
+    def get(self, server_id: str) -> Published | None:
+        return self._docs.get(server_id)
+
+    async def wait_newer(self, server_id: str, etag: str, timeout: float) -> Published | None:
+        """Return the document once its ETag differs from *etag*, or None after *timeout*."""
+        doc = self._docs.get(server_id)
+        if doc is not None and doc.etag != etag:
+            return doc
+        event = self._changed.setdefault(server_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            return None
+        doc = self._docs.get(server_id)
+        return doc if doc is not None and doc.etag != etag else None

@@ -1,0 +1,217 @@
+"""What operators ask: outputs, events, failures, deployments, servers."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from control import hot, stackdef
+from control.errors import BadRequestError, NotFoundError
+from control.settings import Settings
+from control.stacks import get_stack, mask, secret_values
+from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
+
+TAIL_LINES = 20
+
+
+async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: str) -> list[dict[str, Any]]:
+    stack = await get_stack(session, ref)
+    defn = defs.get(stack)
+    rows = await session.scalars(
+        select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
+    )
+    ctx = _OutputContext(stack, defn, {r.name: r for r in rows})
+    secrets = secret_values(stack)
+    out = []
+    for name, odef in defn.template.outputs.items():
+        if not defn.output_active(name):
+            continue
+        entry: dict[str, Any] = {"output_key": name, "description": odef.description or ""}
+        try:
+            entry["output_value"] = mask(hot.resolve(odef.value, ctx, f"outputs.{name}.value"), secrets)
+        except hot.TemplateError as e:
+            entry["output_value"], entry["output_error"] = None, str(e)
+        out.append(entry)
+    return out
+
+
+class _OutputContext:
+    def __init__(self, stack: StackRow, defn: stackdef.Definition, rows: Mapping[str, ResourceRow]) -> None:
+        self._stack, self._defn, self._rows = stack, defn, rows
+
+    def param(self, name: str) -> Any:
+        pseudo = {"OS::stack_name": self._stack.name, "OS::stack_id": self._stack.id, "OS::project_id": ""}
+        return pseudo[name] if name in pseudo else self._defn.params.values[name]
+
+    def resource_id(self, name: str) -> Any:
+        row = self._rows.get(name)
+        return row.physical_id if row is not None else None
+
+    def attribute(self, name: str, attribute: str) -> Any:
+        row = self._rows.get(name)
+        return row.attributes.get(attribute) if row is not None else None
+
+    def file(self, path: str) -> str:
+        return str(self._stack.files[path])
+
+    def condition(self, name: str) -> bool:
+        return self._defn.conditions.get(name, False)
+
+
+async def stack_events(session: AsyncSession, ref: str, after: int = 0) -> list[dict[str, Any]]:
+    stack = await get_stack(session, ref)
+    rows = await session.scalars(
+        select(EventRow).where(EventRow.stack_id == stack.id, EventRow.id > after).order_by(EventRow.id)
+    )
+    return [
+        {
+            "id": e.id,
+            "timestamp": e.timestamp,
+            "resource_name": e.resource_name or stack.name,
+            "action": e.action,
+            "status": e.status,
+            "reason": e.reason,
+            "deployment_id": e.deployment_id,
+            "traversal": e.traversal,
+        }
+        for e in rows
+    ]
+
+
+async def stack_resources(session: AsyncSession, ref: str) -> list[dict[str, Any]]:
+    stack = await get_stack(session, ref)
+    rows = await session.scalars(
+        select(ResourceRow).where(ResourceRow.stack_id == stack.id).order_by(ResourceRow.id)
+    )
+    return [
+        {
+            "name": r.name,
+            "type": r.type,
+            "status": f"{r.action}_{r.status}",
+            "status_reason": r.status_reason,
+            "physical_id": r.physical_id,
+            "current": r.current,
+        }
+        for r in rows
+    ]
+
+
+async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]]:
+    """Each failed deployment (and failed resource) with the tail of its stdout and stderr."""
+    stack = await get_stack(session, ref)
+    secrets = secret_values(stack)
+    failures = []
+    rows = await session.scalars(
+        select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.status == "FAILED")
+    )
+    for r in rows:
+        entry: dict[str, Any] = {"resource": r.name, "type": r.type, "status": f"{r.action}_FAILED",
+                                 "reason": r.status_reason}
+        dep = await session.get(DeploymentRow, r.physical_id or "") if r.physical_id else None
+        if dep is not None:
+            entry.update(deployment_id=dep.id, server_id=dep.server_id,
+                         deploy_status_code=dep.status_code,
+                         deploy_stdout=mask(_tail(dep.stdout), secrets),
+                         deploy_stderr=mask(_tail(dep.stderr), secrets))
+        failures.append(entry)
+    return failures
+
+
+def _tail(text: str, lines: int = TAIL_LINES) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+async def list_deployments(session: AsyncSession, query: Mapping[str, str]) -> list[dict[str, Any]]:
+    stmt = select(DeploymentRow).order_by(DeploymentRow.created_at)
+    if query.get("stack"):
+        stack = await get_stack(session, query["stack"])
+        stmt = stmt.where(DeploymentRow.stack_id == stack.id)
+    if query.get("server"):
+        server = await get_server(session, query["server"])
+        stmt = stmt.where(DeploymentRow.server_id == server.id)
+    if query.get("status"):
+        status = query["status"].upper()
+        if status not in ("IN_PROGRESS", "COMPLETE", "FAILED"):
+            raise BadRequestError("status: one of IN_PROGRESS, COMPLETE, FAILED", where="status")
+        stmt = stmt.where(DeploymentRow.status == status)
+    names = {s.id: s.name for s in await session.scalars(select(ServerRow))}
+    return [deployment_summary(d, names.get(d.server_id, "")) for d in await session.scalars(stmt)]
+
+
+def deployment_summary(dep: DeploymentRow, server_name: str) -> dict[str, Any]:
+    return {
+        "id": dep.id,
+        "name": dep.name,
+        "resource_name": dep.resource_name,
+        "server_id": dep.server_id,
+        "server_name": server_name,
+        "action": dep.action,
+        "status": dep.status,
+        "status_reason": dep.status_reason,
+        "generation": dep.generation,
+        "updated_at": dep.updated_at,
+    }
+
+
+async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
+    dep = await session.get(DeploymentRow, dep_id)
+    if dep is None:
+        raise NotFoundError(f"deployment {dep_id!r} not found", where="deployment")
+    server = await session.get(ServerRow, dep.server_id)
+    stack = await session.get(StackRow, dep.stack_id) if dep.stack_id else None
+    secrets = secret_values(stack)
+    view = deployment_summary(dep, server.name if server else "")
+    item = dep.item or {}
+    view.update(
+        stack_id=dep.stack_id,
+        config_id=dep.config_id,
+        derived_config_id=dep.item_id,
+        group=item.get("group"),
+        hash=dep.hash,
+        signal_transport=dep.signal_transport,
+        actions=dep.actions,
+        timeout=dep.timeout,
+        input_values=mask({k: v for k, v in _inputs(item).items() if k != "deploy_signal_id"}, secrets),
+        output_values=mask(dep.outputs, secrets),
+        deploy_status_code=dep.status_code,
+        deploy_stdout=mask(dep.stdout, secrets),
+        deploy_stderr=mask(dep.stderr, secrets),
+        started_at=dep.started_at,
+        completed_at=dep.completed_at,
+    )
+    return view
+
+
+def _inputs(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {i["name"]: i.get("value") for i in item.get("inputs", [])}
+
+
+async def get_server(session: AsyncSession, ref: str) -> ServerRow:
+    server = await session.get(ServerRow, ref)
+    if server is None:
+        server = await session.scalar(select(ServerRow).where(ServerRow.name == ref))
+    if server is None:
+        raise NotFoundError(f"server {ref!r} not found", where="server")
+    return server
+
+
+def server_view(server: ServerRow, settings: Settings) -> dict[str, Any]:
+    silent = server.last_seen is None or time.time() - server.last_seen > settings.heartbeat_lease
+    return {
+        "id": server.id,
+        "name": server.name,
+        "status": server.status,
+        "agent": "silent" if silent and server.status == "ENROLLED" else
+                 ("alive" if server.status == "ENROLLED" else "not enrolled"),
+        "serial": server.serial,
+        "transport": server.transport,
+        "last_seen": server.last_seen,
+        "owner_stack_id": server.owner_stack_id,
+        "created_at": server.created_at,
+        "enrolled_at": server.enrolled_at,
+        "agent_status": server.agent_status,
+    }

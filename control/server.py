@@ -1,0 +1,37 @@
+"""`anneal serve`: the control plane as a process."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from aiohttp import web
+
+from control.app import make_app
+from control.settings import Settings
+
+log = logging.getLogger("control")
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    return Settings(
+        data_dir=args.data_dir.resolve(),
+        database_url=args.db,
+        listen=args.listen,
+        public_url=args.public_url,
+        provisioner=args.provisioner,
+        deployment_timeout=args.deployment_timeout,
+        local_agent_args=tuple(args.agent_arg),
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings = settings_from(args)
+    host, port = settings.host_port()
+    log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
+    web.run_app(make_app(settings), host=host, port=port, print=None, access_log=None,
+                shutdown_timeout=5)
+    return 0

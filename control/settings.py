@@ -1,0 +1,59 @@
+"""Settings of one control-plane process: a frozen dataclass, passed in, never global."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_LISTEN = "127.0.0.1:8770"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything `anneal serve` is told; tests build one directly."""
+
+    data_dir: Path
+    database_url: str = ""
+    listen: str = DEFAULT_LISTEN
+    #: URL agents use to reach this control plane; defaults to http://<listen>.
+    public_url: str = ""
+    provisioner: str = "enrol"
+    default_signal_transport: str = "CFN_SIGNAL"
+    #: Per-deployment timeout when neither the deployment nor its config sets one (seconds).
+    deployment_timeout: float = 3600.0
+    #: The longest an agent's long-poll may wait (seconds).
+    long_poll_max: float = 60.0
+    #: How long a one-time enrolment token stays valid (seconds).
+    enrol_token_ttl: float = 7 * 24 * 3600.0
+    #: Body cap for every request (bytes); templates have their own cap.
+    max_request_bytes: int = 2 * 1024 * 1024
+    #: Seconds an agent may stay silent before it is shown as silent.
+    heartbeat_lease: float = 90.0
+    #: Environment passed to local agents (provisioner "local"): poll settings for tests.
+    local_agent_args: tuple[str, ...] = ()
+
+    @property
+    def db_url(self) -> str:
+        """The SQLAlchemy URL with an asyncio driver."""
+        url = self.database_url or f"sqlite:///{self.data_dir / 'anneal.db'}"
+        return async_url(url)
+
+    @property
+    def base_url(self) -> str:
+        return (self.public_url or f"http://{self.listen}").rstrip("/")
+
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def async_url(url: str) -> str:
+    """Map a plain SQLAlchemy URL to its asyncio driver (aiosqlite, asyncpg)."""
+    for plain, driver in (
+        ("sqlite://", "sqlite+aiosqlite://"),
+        ("postgresql://", "postgresql+asyncpg://"),
+        ("postgres://", "postgresql+asyncpg://"),
+    ):
+        if url.startswith(plain):
+            return driver + url[len(plain):]
+    return url

@@ -1,0 +1,103 @@
+"""A stack's parsed definition: template, environment and parameters, from its row."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from control import hot
+from control.store.orm import StackRow
+
+
+@dataclass(frozen=True)
+class Definition:
+    template: hot.Template
+    environment: hot.Environment
+    params: hot.Parameters
+    conditions: Mapping[str, bool]
+
+    def active(self, name: str) -> bool:
+        """False for a resource whose condition is false."""
+        cond = self.template.resources[name].condition
+        return _truth(cond, self.conditions)
+
+    def output_active(self, name: str) -> bool:
+        return _truth(self.template.outputs[name].condition, self.conditions)
+
+    def order(self) -> list[str]:
+        return [n for n in self.template.order() if self.active(n)]
+
+    def requires(self, name: str) -> list[str]:
+        return sorted(d for d in self.template.dependencies(name) if self.active(d))
+
+
+def _truth(cond: Any, conditions: Mapping[str, bool]) -> bool:
+    if cond is None:
+        return True
+    if isinstance(cond, bool):
+        return cond
+    if isinstance(cond, str):
+        return conditions.get(cond, False)
+    return True
+
+
+def environment_to_json(env: hot.Environment) -> dict[str, Any]:
+    return {
+        "parameters": dict(env.parameters),
+        "parameter_defaults": dict(env.parameter_defaults),
+        "resource_registry": dict(env.resource_registry),
+    }
+
+
+def environment_from_json(obj: Mapping[str, Any]) -> hot.Environment:
+    return hot.Environment(
+        parameters=dict(obj.get("parameters") or {}),
+        parameter_defaults=dict(obj.get("parameter_defaults") or {}),
+        resource_registry=dict(obj.get("resource_registry") or {}),
+    )
+
+
+def build(
+    source: Mapping[str, Any],
+    files: Mapping[str, str],
+    environment: hot.Environment,
+    given: Mapping[str, Any],
+    *,
+    stack_name: str,
+    stack_id: str,
+) -> Definition:
+    """Parse and validate everything; raises hot.TemplateError naming what is wrong."""
+    template = hot.parse_template(source, files=files, environment=environment)
+    params = hot.resolve_parameters(template, environment, given)
+    conditions = hot.condition_values(template, params, stack_name=stack_name, stack_id=stack_id)
+    return Definition(template, environment, params, conditions)
+
+
+class Definitions:
+    """Parsed definitions cached per stack version."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, int], Definition] = {}
+
+    def get(self, stack: StackRow) -> Definition:
+        key = (stack.id, stack.version)
+        found = self._cache.get(key)
+        if found is None:
+            found = build(
+                stack.template,
+                stack.files,
+                environment_from_json(stack.environment),
+                stack.params_given,
+                stack_name=stack.name,
+                stack_id=stack.id,
+            )
+            self._cache = {k: v for k, v in self._cache.items() if k[0] != stack.id}
+            self._cache[key] = found
+        return found
+
+
+def plain(value: Any) -> Any:
+    """The JSON form of a resolved value, for storage and comparison."""
+    return json.loads(json.dumps(value, default=str))

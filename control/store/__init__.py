@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy tables and the database lifetime."""

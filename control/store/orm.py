@@ -1,0 +1,142 @@
+"""Tables of the control plane (SQLAlchemy 2.0, SQLite or PostgreSQL)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON, Any: JSON}
+
+
+class ServerRow(Base):
+    """A server an agent runs on; enrolled with a one-time token."""
+
+    __tablename__ = "servers"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    status: Mapped[str] = mapped_column(String(32))
+    owner_stack_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    provisioner: Mapped[str] = mapped_column(String(32), default="enrol")
+    enrol_token_hash: Mapped[str | None] = mapped_column(String(128), default=None, index=True)
+    enrol_expires: Mapped[float | None] = mapped_column(Float, default=None)
+    credential_hash: Mapped[str | None] = mapped_column(String(128), default=None, unique=True)
+    public_keys: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    serial: Mapped[int] = mapped_column(Integer, default=0)
+    transport: Mapped[str] = mapped_column(String(32), default="HTTP")
+    created_at: Mapped[float] = mapped_column(Float)
+    enrolled_at: Mapped[float | None] = mapped_column(Float, default=None)
+    last_seen: Mapped[float | None] = mapped_column(Float, default=None)
+    agent_status: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class StackRow(Base):
+    """A stack: its template, parameters and where its traversal stands."""
+
+    __tablename__ = "stacks"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    action: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    status_reason: Mapped[str] = mapped_column(Text, default="")
+    template: Mapped[dict[str, Any]] = mapped_column(JSON)
+    files: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    params_given: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    hidden: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    warnings: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    #: Bumped by every create/update request (optimistic concurrency, If-Match).
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    #: The traversal being run; resources done in it carry the same number.
+    traversal: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class ResourceRow(Base):
+    """One resource of a stack; a replaced one stays until cleanup removes it."""
+
+    __tablename__ = "resources"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    stack_id: Mapped[str] = mapped_column(ForeignKey("stacks.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    type: Mapped[str] = mapped_column(String(128))
+    action: Mapped[str] = mapped_column(String(16), default="INIT")
+    status: Mapped[str] = mapped_column(String(16), default="COMPLETE")
+    status_reason: Mapped[str] = mapped_column(Text, default="")
+    physical_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
+    properties: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    requires: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    traversal: Mapped[int] = mapped_column(Integer, default=0)
+    #: False once replaced or removed from the template: awaiting cleanup.
+    current: Mapped[bool] = mapped_column(default=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class ConfigRow(Base):
+    """An immutable software config (a SoftwareConfig resource's physical resource)."""
+
+    __tablename__ = "configs"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    stack_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
+    name: Mapped[str] = mapped_column(String(255))
+    group: Mapped[str] = mapped_column(String(128))
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class DeploymentRow(Base):
+    """A software deployment: one config on one server, with its current generation."""
+
+    __tablename__ = "deployments"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    stack_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
+    resource_name: Mapped[str] = mapped_column(String(255), default="")
+    server_id: Mapped[str] = mapped_column(String(64), index=True)
+    config_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    actions: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    signal_transport: Mapped[str] = mapped_column(String(32), default="CFN_SIGNAL")
+    action: Mapped[str] = mapped_column(String(16), default="CREATE")
+    status: Mapped[str] = mapped_column(String(16), default="IN_PROGRESS")
+    status_reason: Mapped[str] = mapped_column(Text, default="")
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    #: The derived config as it appears in the server's document (None: not on the server).
+    item: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
+    item_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    hash: Mapped[str] = mapped_column(String(80), default="")
+    timeout: Mapped[float] = mapped_column(Float, default=3600.0)
+    input_values: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    outputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    stdout: Mapped[str] = mapped_column(Text, default="")
+    stderr: Mapped[str] = mapped_column(Text, default="")
+    status_code: Mapped[int | None] = mapped_column(Integer, default=None)
+    signal_nonce: Mapped[str | None] = mapped_column(String(64), default=None)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    started_at: Mapped[float | None] = mapped_column(Float, default=None)
+    completed_at: Mapped[float | None] = mapped_column(Float, default=None)
+
+
+class EventRow(Base):
+    """Every state change, in order; ``traversal`` ties it to the stack action."""
+
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    stack_id: Mapped[str] = mapped_column(String(64))
+    resource_name: Mapped[str] = mapped_column(String(255), default="")
+    deployment_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    traversal: Mapped[int] = mapped_column(Integer, default=0)
+    action: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    timestamp: Mapped[float] = mapped_column(Float)
+
+
+Index("ix_events_stack", EventRow.stack_id, EventRow.id)

@@ -1,0 +1,352 @@
+"""The plumbing every hook shares: stdin and stdout, directories, private files, outputs, tools.
+
+A hook is a function ``run(deployment, ctx) -> Signal``; ``main`` reads the deployment, calls
+it and writes the signal. stdout carries the signal and nothing else; logs go to stderr.
+The exit status is 0 whenever a signal was written (the tool's status travels in
+``deploy_status_code``) and 2 when stdin holds no deployment to answer for.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from agent import wire
+from agent.wire import DeploymentItem, OutputItem, Signal
+from hooks.errors import ConfigError, HookError, OptionError, TerminatedError
+
+logger = logging.getLogger(__name__)
+
+#: Exit status of a hook whose stdin holds no readable deployment; nothing is written.
+EXIT_BAD_INPUT = 2
+#: Status of a tool that could not be started, and of one stopped by its timeout.
+STATUS_NOT_FOUND = 127
+STATUS_NOT_EXECUTABLE = 126
+STATUS_TIMED_OUT = 124
+#: Seconds between SIGTERM and SIGKILL when a tool's process group is stopped.
+KILL_GRACE = 5.0
+#: Seconds to collect the last output once the group is stopped.
+DRAIN_GRACE = 1.0
+LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
+_SAFE_RULE = "letters, digits, '_', '.' and '-' only, no '..'"
+
+
+def main(run: Callable[[DeploymentItem, HookContext], Signal], *, name: str) -> int:
+    """Read one deployment on stdin, write its signal on stdout; return the exit status."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
+    try:
+        deployment = _read_deployment(sys.stdin.buffer)
+    except wire.WireError as e:
+        print(f"hook {name}: no deployment to run: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        result = _answer(run, deployment, name)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    sys.stdout.write(json.dumps(result.to_json()))
+    sys.stdout.flush()
+    return 0
+
+
+def _read_deployment(stream: IO[bytes]) -> DeploymentItem:
+    raw = stream.read(wire.MAX_DOCUMENT_BYTES + 1)
+    if len(raw) > wire.MAX_DOCUMENT_BYTES:
+        raise wire.WireError(f"stdin: more than {wire.MAX_DOCUMENT_BYTES} bytes")
+    return wire.decode_item(wire.loads_capped(raw, wire.MAX_DOCUMENT_BYTES, "stdin"))
+
+
+def _answer(
+    run: Callable[[DeploymentItem, HookContext], Signal], deployment: DeploymentItem, name: str
+) -> Signal:
+    try:
+        return run(deployment, HookContext.from_env(name, deployment))
+    except HookError as e:
+        logger.error("deployment %s: %s", deployment.id, e)
+        return failure(str(e), e.status_code)
+    except Exception as e:
+        logger.exception("hook %s failed on deployment %s", name, deployment.id)
+        return failure(f"hook {name} failed: {e}")
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    # A second SIGTERM ends the hook at once; the first one stops the tool and reports it.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise TerminatedError("hook stopped by SIGTERM before its tool finished")
+
+
+def failure(message: str, code: int = 1) -> Signal:
+    """A result that reports *message* in deploy_stderr with status *code*."""
+    return Signal(status_code=code, stderr=message)
+
+
+# ---------------------------------------------------------------- context
+
+
+@dataclass(frozen=True)
+class HookContext:
+    """Where a hook writes its files and how long its tool may run (seconds, None: no limit)."""
+
+    name: str
+    working_dir: Path
+    outputs_dir: Path
+    timeout: float | None = None
+
+    @classmethod
+    def from_env(
+        cls, name: str, deployment: DeploymentItem, env: Mapping[str, str] | None = None
+    ) -> HookContext:
+        """Read the directories and the timeout from *env* (default os.environ); make the dirs."""
+        env = os.environ if env is None else env
+        timeout = _timeout(deployment, env)
+        base = env.get("ANNEAL_HOOK_WORKDIR")
+        if base:
+            own = _private_dir(Path(base) / name)
+            return cls(name, _private_dir(own / "working"), _private_dir(own / "outputs"), timeout)
+        key = "HEAT_" + name.upper().replace("-", "_")
+        working = env.get(f"{key}_WORKING") or f"/var/lib/heat-config/heat-config-{name}"
+        outputs = env.get(f"{key}_OUTPUTS") or f"/var/run/heat-config/heat-config-{name}"
+        return cls(name, _private_dir(Path(working)), _private_dir(Path(outputs)), timeout)
+
+
+def _private_dir(path: Path) -> Path:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)  # an older directory, or the umask, may have left it open
+    return path
+
+
+def _timeout(deployment: DeploymentItem, env: Mapping[str, str]) -> float | None:
+    value = (deployment.options or {}).get("timeout")
+    if value is not None:
+        return _seconds(value, "options.timeout")
+    text = env.get("ANNEAL_HOOK_TIMEOUT")
+    if not text:
+        return None
+    try:
+        return _seconds(float(text), "ANNEAL_HOOK_TIMEOUT")
+    except ValueError as e:
+        raise OptionError(f"ANNEAL_HOOK_TIMEOUT: {text!r} is not a number of seconds") from e
+
+
+def _seconds(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise OptionError(
+            f"{where}: expected a positive number of seconds, got {json_kind(value)}"
+        )
+    if not math.isfinite(value) or value <= 0:
+        raise OptionError(f"{where}: expected a positive number of seconds, got {value}")
+    return float(value)
+
+
+def json_kind(value: Any) -> str:
+    """The JSON name of *value*'s type, for messages that must not show the value."""
+    if value is None:
+        return "null"
+    kinds: list[tuple[Any, str]] = [
+        (bool, "a boolean"), (int | float, "a number"), (str, "a string"),
+        (Mapping, "a map"), (list | tuple, "a list"),
+    ]
+    return next((text for kind, text in kinds if isinstance(value, kind)), type(value).__name__)
+
+
+# ---------------------------------------------------------------- files
+
+
+def write_private(path: Path, text: str, mode: int = 0o600) -> Path:
+    """Write *text* to *path* created with *mode*, atomically replacing any old file."""
+    tmp = path.with_name(f".{secrets.token_hex(8)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, mode)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), mode)  # the umask may have taken bits away
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def check_names(deployment: DeploymentItem) -> None:
+    """Raise ConfigError unless the id and every output name can be part of a file name."""
+    bad = [] if wire.safe_output_name(deployment.id) else [f"deployment id {deployment.id!r}"]
+    bad += [f"output name {o.name!r}" for o in deployment.outputs if not _safe(o)]
+    if bad:
+        raise ConfigError(f"{', '.join(bad)}: not safe in a file name ({_SAFE_RULE}); not run")
+
+
+def _safe(output: OutputItem) -> bool:
+    return wire.safe_output_name(output.name)
+
+
+def output_path(prefix: Path, name: str) -> Path:
+    """Where a tool writes output *name*: ``<prefix>.<name>`` (Heat's heat_outputs_path)."""
+    return prefix.with_name(f"{prefix.name}.{name}")
+
+
+def read_outputs(
+    prefix: Path, outputs: Sequence[OutputItem]
+) -> tuple[dict[str, str], list[str]]:
+    """Read each declared output from ``<prefix>.<name>``; return (values, problems).
+
+    A missing file means the output was not set. Unsafe names are never used as paths.
+    """
+    values: dict[str, str] = {}
+    problems: list[str] = []
+    for output in outputs:
+        if not _safe(output):
+            problems.append(f"output name {output.name!r}: not safe in a file name; not read")
+            continue
+        path = output_path(prefix, output.name)
+        try:
+            with path.open("rb") as f:
+                raw = f.read(wire.MAX_SIGNAL_BYTES + 1)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            problems.append(f"output {output.name!r}: cannot read {path}: {e.strerror}")
+            continue
+        if len(raw) > wire.MAX_SIGNAL_BYTES:
+            problems.append(f"output {output.name!r}: over {wire.MAX_SIGNAL_BYTES} bytes; left out")
+            continue
+        values[output.name] = raw.decode("utf-8", "replace")
+    return values, problems
+
+
+def clear_outputs(prefix: Path, outputs: Sequence[OutputItem]) -> None:
+    """Remove the output files of the declared (safe) outputs, so none outlives its run."""
+    for output in outputs:
+        if _safe(output):
+            output_path(prefix, output.name).unlink(missing_ok=True)
+
+
+# ---------------------------------------------------------------- tools
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """How a tool ended: its status and its output, decoded and trimmed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+
+def run_tool(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout: float | None,
+    stdin: bytes | None = None,
+) -> ToolResult:
+    """Run *argv* in a session of its own; after *timeout* seconds stop its whole group.
+
+    A program that cannot be started gives status 127 (126 for other exec errors); a
+    timeout gives 124. Background processes that outlive the tool are left alone unless
+    they still hold its output open at the timeout: then the group is stopped too.
+    """
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as e:
+        return _not_started(argv, e)
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return _stop(proc, argv[0], e.timeout)
+    except BaseException:
+        _stop_group(proc)
+        raise
+    return _result(proc.returncode, out, err)
+
+
+def _not_started(argv: Sequence[str], e: OSError) -> ToolResult:
+    missing = isinstance(e, FileNotFoundError | PermissionError)
+    code = STATUS_NOT_FOUND if missing else STATUS_NOT_EXECUTABLE
+    message = f"cannot run {argv[0]!r}: {e.strerror or e}"
+    if e.filename is not None and os.fsdecode(e.filename) != argv[0]:
+        message += f": {os.fsdecode(e.filename)}"
+    return ToolResult(code, "", message)
+
+
+def _stop(proc: subprocess.Popen[bytes], program: str, timeout: float) -> ToolResult:
+    finished = proc.poll() is not None
+    _stop_group(proc)
+    out, err = _drain(proc)
+    if finished:  # the tool ended, but a process it started kept its output open
+        note = f"{program}: a background process still held the output open after {timeout:g} s"
+        return _result(proc.returncode, out, err, note + "; its process group was stopped")
+    note = f"{program} timed out after {timeout:g} s"
+    return _result(STATUS_TIMED_OUT, out, err, note, timed_out=True)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the tool's process group; SIGKILL whatever is left after KILL_GRACE."""
+    deadline = time.monotonic() + KILL_GRACE
+    if _signal_group(proc.pid, signal.SIGTERM):
+        while time.monotonic() < deadline:
+            proc.poll()  # reap the leader: a zombie still counts as a member of the group
+            if not _signal_group(proc.pid, 0):
+                break
+            time.sleep(0.05)
+        else:
+            _signal_group(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        logger.warning("process group %d: not allowed to send signal %d", pgid, signum)
+        return False
+    return True
+
+
+def _drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
+    try:
+        return proc.communicate(timeout=DRAIN_GRACE)
+    except subprocess.TimeoutExpired as e:
+        # A process that left the group (setsid) holds the pipes: keep what came so far.
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return e.output or b"", e.stderr or b""
+
+
+def _result(
+    code: int, out: bytes, err: bytes, note: str = "", *, timed_out: bool = False
+) -> ToolResult:
+    stderr = err.decode("utf-8", "replace")
+    if note:
+        stderr = f"{stderr.rstrip(chr(10))}\n{note}" if stderr else note
+    return ToolResult(
+        returncode=code,
+        stdout=wire.trim_stream(out.decode("utf-8", "replace")),
+        stderr=wire.trim_stream(stderr),  # the tail, with the note, is kept
+        timed_out=timed_out,
+    )

@@ -1,0 +1,38 @@
+"""Errors a hook raises when it cannot run a deployment; ``hooks.common.main`` reports them.
+
+Each carries the ``status_code`` the failure result gets (its ``deploy_status_code``)::
+
+    HookError               a deployment this hook cannot run (status 1)
+    ├── OptionError         an option (``options.<key>``) or a hook setting in the environment
+    ├── ConfigError         the config, the deployment id or an output name cannot be used
+    ├── ToolNotFoundError   the tool or the script interpreter is missing (status 127)
+    └── TerminatedError     the hook was sent SIGTERM while it ran (status 143)
+"""
+
+from __future__ import annotations
+
+
+class HookError(Exception):
+    """A deployment this hook cannot run; the message is shown to the user as is."""
+
+    status_code = 1
+
+
+class OptionError(HookError):
+    """An option of the deployment or a hook setting in the environment is invalid."""
+
+
+class ConfigError(HookError):
+    """The config, the deployment id or an output name cannot be used."""
+
+
+class ToolNotFoundError(HookError):
+    """The tool or the script interpreter is not installed."""
+
+    status_code = 127
+
+
+class TerminatedError(HookError):
+    """The hook was asked to stop (SIGTERM) before its tool finished."""
+
+    status_code = 143

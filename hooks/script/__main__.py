@@ -1,0 +1,6 @@
+"""Run the script hook: ``python -m hooks.script < deployment.json``."""
+
+from hooks.common import main
+from hooks.script.hook import run
+
+raise SystemExit(main(run, name="script"))

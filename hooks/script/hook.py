@@ -1,0 +1,125 @@
+"""Heat's ``script`` group: the config is a program, each input an environment variable.
+
+The config is written to ``<working_dir>/<id>`` (0700) and run there, by the interpreter
+of its ``#!`` line or by /bin/sh. The program sets outputs by writing the files
+``$heat_outputs_path.<output name>``; its exit status is ``deploy_status_code``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.wire import DeploymentItem, InputItem, Signal
+from hooks.common import (
+    HookContext,
+    check_names,
+    clear_outputs,
+    json_kind,
+    read_outputs,
+    run_tool,
+    write_private,
+)
+from hooks.errors import ConfigError, ToolNotFoundError
+
+logger = logging.getLogger(__name__)
+
+SHELL = "/bin/sh"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
+    """Write the config as a script, run it, and report its status, output and outputs."""
+    check_names(deployment)
+    script = _script_text(deployment.config)
+    if not script.strip():
+        logger.info("deployment %s: empty config, nothing to run", deployment.id)
+        return Signal()
+    prefix = ctx.outputs_dir / deployment.id
+    env, notes = script_env(deployment.inputs, prefix, os.environ)
+    command = interpreter(script, cwd=ctx.working_dir, path=env.get("PATH", os.defpath))
+    path = write_private(ctx.working_dir / deployment.id, script, mode=0o700)
+    clear_outputs(prefix, deployment.outputs)
+    logger.info("deployment %s: running %s with %s", deployment.id, path, command[0])
+    result = run_tool([*command, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout)
+    outputs, problems = read_outputs(prefix, deployment.outputs)
+    clear_outputs(prefix, deployment.outputs)
+    stderr = "\n".join(part for part in (*notes, result.stderr, *problems) if part)
+    status = result.returncode or (1 if problems else 0)
+    return Signal(status_code=status, stdout=result.stdout, stderr=stderr, outputs=outputs)
+
+
+def _script_text(config: Any) -> str:
+    if config is None:
+        return ""
+    if not isinstance(config, str):
+        raise ConfigError(f"script config must be a string, got {json_kind(config)}")
+    return config
+
+
+def env_value(value: Any) -> str:
+    """An input value as an environment variable: strings as is, null empty, others JSON."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else json.dumps(value)
+
+
+def script_env(
+    inputs: Sequence[InputItem], prefix: Path, base: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """*base* plus every input and ``heat_outputs_path``; notes name the inputs left out."""
+    env = dict(base)
+    notes: list[str] = []
+    for item in inputs:
+        value = env_value(item.value)
+        if not _ENV_NAME.match(item.name):
+            notes.append(f"input {item.name!r} skipped: not a valid environment variable name")
+        elif "\0" in value:
+            notes.append(f"input {item.name!r} skipped: its value contains a NUL character")
+        else:
+            env[item.name] = value
+    for note in notes:
+        logger.warning("%s", note)
+    env["heat_outputs_path"] = str(prefix)
+    return env, notes
+
+
+def interpreter(script: str, *, cwd: Path, path: str) -> list[str]:
+    """The command that runs *script* (before its file name): its ``#!`` line, else /bin/sh.
+
+    Raises ToolNotFoundError when the interpreter, or the program ``env`` should
+    find on *path*, is missing.
+    """
+    first = script.split("\n", 1)[0]
+    if not first.startswith("#!"):
+        return [SHELL]
+    spec = first[2:].strip()
+    # Like the kernel: the interpreter, then the rest of the line as one argument.
+    program, *rest = re.split(r"[ \t]", spec, maxsplit=1)
+    arg = rest[0].strip() if rest else ""
+    command = [program, arg] if arg else [program]
+    if not (_executable(cwd / program) and _env_finds(command, path)):
+        raise ToolNotFoundError(f"script interpreter '{spec}' not found")
+    return command
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _env_finds(command: Sequence[str], path: str) -> bool:
+    """For ``#!/usr/bin/env NAME``: True when NAME is on *path* (other forms are not checked)."""
+    if Path(command[0]).name != "env" or len(command) < 2:
+        return True
+    words = command[1].split()
+    if words[0] == "-S":  # env -S splits the rest of the line into arguments
+        words = words[1:]
+    if not words or words[0].startswith("-") or "=" in words[0]:
+        return True
+    return shutil.which(words[0], path=path) is not None

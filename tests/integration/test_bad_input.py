@@ -1,0 +1,162 @@
+"""Bad input gets a clear 4xx naming what is wrong and where; nothing is half-created."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.integration.conftest import ControlPlane
+
+pytestmark = pytest.mark.slow
+
+GOOD = """
+heat_template_version: 2018-08-31
+parameters:
+  port: {type: number, default: 80, constraints: [{range: {min: 1, max: 65535}}]}
+outputs:
+  o: {value: {get_attr: [dep, out]}}
+resources:
+  srv: {type: OS::Heat::DeployedServer}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, config: "#!/bin/sh\\n", outputs: [{name: out}]}
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: cfg}, server: {get_resource: srv}}
+"""
+
+CASES = {
+    "malformed_yaml": (GOOD + "\n  broken: [unclosed\n", {}, {}, "template"),
+    "unknown_parameter": (GOOD, {"nope": "1"}, {}, "parameters.nope"),
+    "mistyped_parameter": (GOOD, {"port": "eighty"}, {}, "parameters.port"),
+    "constraint": (GOOD, {"port": "70000"}, {}, "parameters.port"),
+    "missing_get_file": (GOOD.replace('config: "#!/bin/sh\\n"', "config: {get_file: gone.sh}"), {}, {},
+                         "get_file"),
+    "cycle": (GOOD + "  x: {type: OS::Heat::None, depends_on: y}\n  y: {type: OS::Heat::None, depends_on: x}\n",
+              {}, {}, "cycle"),
+    "unknown_attribute": (GOOD.replace("get_attr: [dep, out]", "get_attr: [dep, nothere]"), {}, {},
+                          "outputs.o"),
+    "unknown_attribute_target": (GOOD.replace("get_attr: [dep, out]", "get_attr: [ghost, out]"), {}, {},
+                                 "ghost"),
+    "unsupported_type": (GOOD + "  sg: {type: OS::Neutron::SecurityGroup}\n", {}, {}, "resources.sg.type"),
+    "unsupported_signal": (GOOD.replace("server: {get_resource: srv}}",
+                                        "server: {get_resource: srv}, signal_transport: ZAQAR_SIGNAL}"),
+                           {}, {}, "signal_transport"),
+    "bad_version": (GOOD.replace("2018-08-31", "2099-01-01"), {}, {}, "heat_template_version"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_template_is_rejected_and_nothing_is_created(control_plane: ControlPlane, case: str):
+    """Each malformed template or parameter gets 400 naming where; no stack or server appears."""
+    template, params, files, where = CASES[case]
+    resp = control_plane.create(f"s-{case.replace('_', '-')}", template, params=params, files=files)
+    assert 400 == resp.status, resp.body
+    error = resp.body["error"]
+    assert where in f"{error['where']} {error['message']}"
+    assert [] == control_plane.api("GET", "/v1/stacks").body
+    assert [] == control_plane.api("GET", "/v1/servers").body
+
+
+def test_unsupported_type_suggests_resource_registry(control_plane: ControlPlane):
+    """An infrastructure type is refused with a resource_registry hint; the hint works."""
+    cp = control_plane
+    template = GOOD + "  sg: {type: OS::Neutron::SecurityGroup, properties: {rules: []}}\n"
+    resp = cp.create("sg", template)
+    assert "resource_registry" in resp.body["error"]["message"]
+    env = "resource_registry:\n  OS::Neutron::SecurityGroup: OS::Heat::None\n"
+    assert 201 == cp.create("sg", template, environments=[env]).status
+
+
+def test_oversize_bodies_are_refused(control_plane: ControlPlane):
+    """A template over 512 KiB and a request over the body cap are refused with a size error."""
+    cp = control_plane
+    big = GOOD + "\ndescription: " + "x" * (600 * 1024) + "\n"
+    resp = cp.create("big", big)
+    assert resp.status in (400, 413)
+    assert "bytes" in resp.body["error"]["message"]
+    huge = cp.api("POST", "/v1/stacks", raw=b'{"name": "x", "template": "' + b"y" * (3 * 1024 * 1024) + b'"}')
+    assert 413 == huge.status
+    assert [] == cp.api("GET", "/v1/stacks").body
+
+
+def test_request_errors(control_plane: ControlPlane):
+    """Non-JSON bodies, bad names and duplicates are 4xx with a JSON error body."""
+    cp = control_plane
+    assert 400 == cp.api("POST", "/v1/stacks", raw=b"{not json").status
+    assert 400 == cp.api("POST", "/v1/stacks", ["a list"]).status
+    assert "name" == cp.create("1bad name", GOOD).body["error"]["where"]
+    assert 201 == cp.create("dup", GOOD).status
+    assert 409 == cp.create("dup", GOOD).status
+    assert 404 == cp.api("GET", "/v1/stacks/nope").status
+    assert 404 == cp.api("GET", "/v1/deployments/nope").status
+    assert 400 == cp.api("GET", "/v1/stacks/dup/events?after=x").status
+    assert 404 == cp.api("GET", "/v1/no/such/route").status
+
+
+def test_every_operator_route_needs_the_admin_token(control_plane: ControlPlane):
+    """Default deny: no token or a wrong token is 401; the public routes stay open."""
+    cp = control_plane
+    for method, path in [("GET", "/v1/stacks"), ("POST", "/v1/stacks"), ("GET", "/v1/deployments"),
+                         ("GET", "/v1/servers"), ("POST", "/v1/servers"), ("GET", "/v1/stacks/x/events"),
+                         ("DELETE", "/v1/stacks/x"), ("GET", "/v1/agent/document"),
+                         ("POST", "/v1/agent/heartbeat")]:
+        assert 401 == cp.api(method, path, {}, token=None).status, path
+        assert 401 == cp.api(method, path, {}, token="wrong").status, path
+    assert 200 == cp.api("GET", "/openapi.json", token=None).status
+    assert 200 == cp.api("GET", "/v1/health", token=None).status
+
+
+def test_signals_are_scoped_and_checked(control_plane: ControlPlane):
+    """Unknown deployment 404; bad signature 403; another server's credential 403; stale 409."""
+    cp = control_plane
+    cp.create("sig", GOOD.replace('config: "#!/bin/sh\\n"', 'config: "#!/bin/sh\\nsleep 60\\n"'))
+    deadline = time.monotonic() + 30
+    deps = []
+    while not deps and time.monotonic() < deadline:
+        deps = cp.api("GET", "/v1/deployments?stack=sig").body
+        time.sleep(0.1)
+    dep = deps[0]
+    sig = {"deploy_status_code": 0}
+    assert 404 == cp.api("POST", "/v1/signal/nope/1?sig=00", sig, token=None).status
+    assert 403 == cp.api("POST", f"/v1/signal/{dep['id']}/1?sig=00", sig, token=None).status
+    assert 401 == cp.api("POST", f"/v1/signal/{dep['id']}/1", sig, token=None).status
+    agent_json = cp.agent_dir("sig-srv") / "agent.json"
+    while not agent_json.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    own = json.loads(agent_json.read_text())["credential"]
+    other = cp.api("POST", "/v1/servers", {"name": "intruder"}).body
+    from agent.keys import ensure_keys
+
+    keys = ensure_keys(cp.data_dir.parent / "intruder-keys")
+    cred = cp.api("POST", "/v1/agent/enrol", {"token": other["enrol_token"], "public_keys": keys},
+                  token=None).body["credential"]
+    assert 403 == cp.api("POST", f"/v1/signal/{dep['id']}/1", sig, token=cred).status
+    assert 400 == cp.api("POST", f"/v1/signal/{dep['id']}/1", {"deploy_status_code": []}, token=cred).status
+    assert 413 == cp.api("POST", f"/v1/signal/{dep['id']}/1",
+                         {"deploy_stdout": "x" * (1024 * 1024 + 10)}, token=cred).status
+    shown = cp.api("GET", f"/v1/deployments/{dep['id']}").body
+    assert "IN_PROGRESS" == shown["status"]  # none of the above touched it
+    assert 409 == cp.api("POST", f"/v1/signal/{dep['id']}/0", sig, token=own).status
+    assert 409 == cp.api("POST", f"/v1/signal/{dep['id']}/2", sig, token=own).status
+    assert 200 == cp.api("POST", f"/v1/signal/{dep['id']}/1", sig, token=own).status
+    again = cp.api("POST", f"/v1/signal/{dep['id']}/1", sig, token=own)
+    assert (200, True) == (again.status, again.body["duplicate"])
+
+
+def test_cli_prints_errors_and_exits_non_zero(control_plane: ControlPlane, tmp_path):
+    """The CLI shows the API's error (what and where) and exits 1; a missing file is named."""
+    cp = control_plane
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.replace("2018-08-31", "2099-01-01"))
+    result = cp.cli("stack", "create", "x", "-t", str(bad))
+    assert 1 == result.returncode
+    assert "heat_template_version" in result.stderr
+    missing = cp.cli("stack", "create", "x", "-t", str(tmp_path / "absent.yaml"))
+    assert 1 == missing.returncode and "absent.yaml" in missing.stderr
+    getfile = tmp_path / "gf.yaml"
+    getfile.write_text(GOOD.replace('config: "#!/bin/sh\\n"', "config: {get_file: nothere.sh}"))
+    result = cp.cli("stack", "create", "x", "-t", str(getfile))
+    assert 1 == result.returncode and "nothere.sh" in result.stderr

@@ -1,0 +1,125 @@
+"""Environment files: sections, merging and the resource_registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from control.hot import Environment, TemplateError, map_type, merge_environments, parse_environment
+
+
+def env_error(text: str) -> TemplateError:
+    with pytest.raises(TemplateError) as info:
+        parse_environment(text, "environments[0]")
+    return info.value
+
+
+def test_parse_all_sections():
+    """parameters, parameter_defaults and resource_registry are read; the rest ignored."""
+    env = parse_environment(
+        "parameters: {port: 80}\n"
+        "parameter_defaults: {name: web}\n"
+        "resource_registry: {'OS::Neutron::*': OS::Heat::None}\n"
+        "encrypted_param_names: [pw]\n"
+        "event_sinks: [{type: zaqar-queue}]\n"
+    )
+    assert env == Environment(parameters={"port": 80}, parameter_defaults={"name": "web"},
+                              resource_registry={"OS::Neutron::*": "OS::Heat::None"})
+
+
+def test_empty_environment():
+    """An empty file is an empty environment."""
+    assert parse_environment("") == Environment()
+    assert parse_environment("# nothing\n") == Environment()
+
+
+def test_unknown_section_is_named():
+    """A section that environments do not have is refused, naming it."""
+    e = env_error("paramters: {a: 1}\n")
+    assert e.path == "environments[0].paramters" and "unknown section" in e.reason
+
+
+def test_environment_must_be_a_map():
+    """A list is not an environment."""
+    assert env_error("- a\n").path == "environments[0]"
+
+
+def test_section_must_be_a_map():
+    """parameters must be a map."""
+    assert env_error("parameters: [a]\n").path == "environments[0].parameters"
+
+
+def test_yaml_errors_name_the_environment():
+    """A YAML error names the environment and the line."""
+    e = env_error("parameters: {a: 1\n")
+    assert e.path == "environments[0]" and "line" in e.reason
+
+
+@pytest.mark.parametrize(
+    "target", ["my_server.yaml", "https://example.com/t.yaml", "templates/net.template", "file:///x"],
+)
+def test_template_resources_are_refused(target):
+    """Registry entries pointing at template files say nested templates are unsupported."""
+    e = env_error(f"resource_registry: {{'My::Server': '{target}'}}\n")
+    assert e.path == "environments[0].resource_registry.My::Server"
+    assert "nested templates are not supported yet" in e.reason
+
+
+def test_per_resource_registry_is_refused():
+    """The per-resource 'resources:' sub-map is refused."""
+    e = env_error("resource_registry:\n  resources:\n    web:\n      hooks: pre-create\n")
+    assert e.path == "environments[0].resource_registry.resources"
+    assert "nested templates are not supported yet" in e.reason
+
+
+def test_registry_values_must_be_type_names():
+    """A non-string registry value is refused."""
+    assert "expected a resource type name" in env_error("resource_registry: {A::B: 5}\n").reason
+
+
+def test_merge_later_wins_key_by_key():
+    """merge_environments merges maps key by key, later environments winning."""
+    a = Environment(parameters={"x": 1, "y": 1}, parameter_defaults={"d": 1}, resource_registry={"A": "B"})
+    b = Environment(parameters={"y": 2}, resource_registry={"C": "D"})
+    merged = merge_environments([a, b])
+    assert merged == Environment(parameters={"x": 1, "y": 2}, parameter_defaults={"d": 1},
+                                 resource_registry={"A": "B", "C": "D"})
+    assert merge_environments([]) == Environment()
+
+
+def test_map_type_exact_then_glob_then_unchanged():
+    """An exact entry wins over a glob; unmatched types are unchanged."""
+    env = Environment(resource_registry={"OS::Neutron::*": "OS::Heat::None",
+                                         "OS::Neutron::Port": "OS::Heat::Value"})
+    assert map_type(env, "OS::Neutron::Port") == "OS::Heat::Value"
+    assert map_type(env, "OS::Neutron::Net") == "OS::Heat::None"
+    assert map_type(env, "OS::Heat::SoftwareConfig") == "OS::Heat::SoftwareConfig"
+
+
+def test_map_type_prefers_the_most_specific_glob():
+    """Of several matching globs, the longest wins."""
+    env = Environment(resource_registry={"OS::*": "X::One", "OS::Cinder::*": "X::Two"})
+    assert map_type(env, "OS::Cinder::Volume") == "X::Two"
+    assert map_type(env, "OS::Nova::Flavor") == "X::One"
+
+
+def test_map_type_follows_chains():
+    """Mappings are followed until a type maps to nothing (or to itself)."""
+    env = Environment(resource_registry={"A::A": "B::B", "B::B": "C::C", "C::*": "OS::Heat::None",
+                                         "OS::*": "OS::Heat::None"})
+    assert map_type(env, "A::A") == "OS::Heat::None"
+
+
+def test_map_type_detects_loops():
+    """A mapping loop is an error showing the loop."""
+    env = Environment(resource_registry={"A::A": "B::B", "B::B": "A::A"})
+    with pytest.raises(TemplateError) as info:
+        map_type(env, "A::A")
+    assert (info.value.path, info.value.reason) == ("resource_registry", "mapping loop: A::A -> B::B -> A::A")
+
+
+def test_map_type_limits_chain_length():
+    """A chain longer than ten steps is an error."""
+    env = Environment(resource_registry={f"T::{i}": f"T::{i + 1}" for i in range(20)})
+    with pytest.raises(TemplateError, match="more than 10"):
+        map_type(env, "T::0")
+    assert map_type(env, "T::12") == "T::20"
