@@ -29,10 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     enrol = sub.add_parser("enrol", help="register this server with the control plane")
     enrol.add_argument("--url", required=True, help="the control plane's URL")
-    enrol.add_argument("--token", default=os.environ.get("ANNEAL_ENROL_TOKEN"),
-                       help="one-time enrolment token (or ANNEAL_ENROL_TOKEN)")
-    for name, text in (("run", "run until stopped"), ("once", "one pass, then exit"),
-                       ("status", "print the agent's view")):
+    enrol.add_argument(
+        "--token",
+        default=os.environ.get("ANNEAL_ENROL_TOKEN"),
+        help="one-time enrolment token (or ANNEAL_ENROL_TOKEN)",
+    )
+    for name, text in (
+        ("run", "run until stopped"),
+        ("once", "one pass, then exit"),
+        ("status", "print the agent's view"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("--url", help="control plane URL (to enrol first with ANNEAL_ENROL_TOKEN)")
         p.add_argument("--poll-wait", type=float, help="long-poll wait in seconds")
@@ -45,8 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         return asyncio.run(_dispatch(args))
     except AgentError as e:
@@ -68,8 +77,11 @@ async def _dispatch(args: argparse.Namespace) -> int:
         if not (args.url and token):
             raise ConfigError(f"{state_dir} holds no enrolment; run `anneal-agent enrol` first")
         cfg = await enrol(state_dir, args.url, token)
-    cfg = cfg.with_overrides(poll_wait=args.poll_wait, heartbeat_interval=args.heartbeat_interval,
-                             hook_dirs=tuple(args.hook_dir) if args.hook_dir else None)
+    cfg = cfg.with_overrides(
+        poll_wait=args.poll_wait,
+        heartbeat_interval=args.heartbeat_interval,
+        hook_dirs=tuple(args.hook_dir) if args.hook_dir else None,
+    )
     agent = Agent(cfg, state_dir)
     if args.command == "status":
         print(dump(agent.status()))

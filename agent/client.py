@@ -23,12 +23,14 @@ class Fetched:
     body: bytes | None
 
 
-async def enrol(session: aiohttp.ClientSession, url: str, token: str, public_keys: dict[str, str],
-                hostname: str) -> dict[str, Any]:
+async def enrol(
+    session: aiohttp.ClientSession, url: str, token: str, public_keys: dict[str, str], hostname: str
+) -> dict[str, Any]:
     payload = {"token": token, "public_keys": public_keys, "hostname": hostname}
     try:
-        async with session.post(f"{url.rstrip('/')}/v1/agent/enrol", json=payload,
-                                timeout=aiohttp.ClientTimeout(total=30)) as resp:
+        async with session.post(
+            f"{url.rstrip('/')}/v1/agent/enrol", json=payload, timeout=aiohttp.ClientTimeout(total=30)
+        ) as resp:
             body = await resp.read()
             if resp.status != 201:
                 raise EnrolError(f"enrolment refused ({resp.status}): {_message(body)}")
@@ -38,16 +40,16 @@ async def enrol(session: aiohttp.ClientSession, url: str, token: str, public_key
         raise EnrolError(f"cannot reach {url}: {e}") from e
 
 
-async def fetch_document(session: aiohttp.ClientSession, url: str, credential: str, etag: str,
-                         wait: float) -> Fetched:
+async def fetch_document(
+    session: aiohttp.ClientSession, url: str, credential: str, etag: str, wait: float
+) -> Fetched:
     """One (long-)poll with If-None-Match; the body is capped at MAX_DOCUMENT_BYTES."""
     headers = {"Authorization": f"Bearer {credential}"}
     if etag:
         headers["If-None-Match"] = etag
     timeout = aiohttp.ClientTimeout(total=wait + REQUEST_SLACK)
     try:
-        async with session.get(url, params={"wait": f"{wait:g}"}, headers=headers,
-                               timeout=timeout) as resp:
+        async with session.get(url, params={"wait": f"{wait:g}"}, headers=headers, timeout=timeout) as resp:
             if resp.status == 304:
                 return Fetched(resp.headers.get("ETag", etag), None)
             if resp.status != 200:
@@ -60,23 +62,33 @@ async def fetch_document(session: aiohttp.ClientSession, url: str, credential: s
         raise SourceNotAvailableError(f"{url}: {e!r}") from e
 
 
-async def send(session: aiohttp.ClientSession, verb: str, url: str, body: bytes,
-               headers: dict[str, str]) -> tuple[int, str]:
+async def send(
+    session: aiohttp.ClientSession, verb: str, url: str, body: bytes, headers: dict[str, str]
+) -> tuple[int, str]:
     """Deliver one signal; returns the status and a short reason."""
     try:
-        async with session.request(verb, url, data=body, headers={
-                "Content-Type": "application/json", **headers},
-                timeout=aiohttp.ClientTimeout(total=30)) as resp:
+        async with session.request(
+            verb,
+            url,
+            data=body,
+            headers={"Content-Type": "application/json", **headers},
+            timeout=aiohttp.ClientTimeout(total=30),
+        ) as resp:
             return resp.status, _message(await resp.content.read(4096))
     except (aiohttp.ClientError, TimeoutError) as e:
         return 0, repr(e)
 
 
-async def heartbeat(session: aiohttp.ClientSession, url: str, credential: str,
-                    payload: dict[str, Any]) -> None:
+async def heartbeat(
+    session: aiohttp.ClientSession, url: str, credential: str, payload: dict[str, Any]
+) -> None:
     try:
-        async with session.post(url, json=payload, headers={"Authorization": f"Bearer {credential}"},
-                                timeout=aiohttp.ClientTimeout(total=10)) as resp:
+        async with session.post(
+            url,
+            json=payload,
+            headers={"Authorization": f"Bearer {credential}"},
+            timeout=aiohttp.ClientTimeout(total=10),
+        ) as resp:
             await resp.read()
     except (aiohttp.ClientError, TimeoutError):
         return

@@ -47,8 +47,10 @@ def hook_argv(group: str, hook_dirs: Sequence[str]) -> list[str] | None:
 def missing_hook(group: str, hook_dirs: Sequence[str]) -> wire.Signal:
     return wire.Signal(
         status_code=127,
-        stderr=(f"no hook for group {group!r}: built-in hooks are {sorted(BUILTIN_HOOKS)}; "
-                f"hook dirs searched: {list(hook_dirs)}"),
+        stderr=(
+            f"no hook for group {group!r}: built-in hooks are {sorted(BUILTIN_HOOKS)}; "
+            f"hook dirs searched: {list(hook_dirs)}"
+        ),
     )
 
 
@@ -77,8 +79,12 @@ async def run_hook(
     stdin = json.dumps(coerce_inputs(item.to_json())).encode()
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=dict(env), start_new_session=True,
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=dict(env),
+            start_new_session=True,
         )
     except OSError as e:
         return wire.Signal(status_code=127, stderr=f"hook {argv[0]} could not start: {e}")
@@ -110,8 +116,9 @@ async def _communicate(proc: asyncio.subprocess.Process, stdin: bytes) -> tuple[
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         await proc.stdin.drain()
     proc.stdin.close()
-    out, err = await asyncio.gather(_read_capped(proc.stdout, MAX_HOOK_STDOUT),
-                                    _read_capped(proc.stderr, wire.MAX_STREAM_BYTES * 4))
+    out, err = await asyncio.gather(
+        _read_capped(proc.stdout, MAX_HOOK_STDOUT), _read_capped(proc.stderr, wire.MAX_STREAM_BYTES * 4)
+    )
     await proc.wait()
     return out, err
 

@@ -25,9 +25,14 @@ def ensure_keys(state_dir: Path) -> dict[str, str]:
     for kind, make in (("sign", Ed25519PrivateKey.generate), ("box", X25519PrivateKey.generate)):
         path = folder / f"{kind}.pem"
         if not path.exists():
-            write_atomic(path, make().private_bytes(
-                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption()))
+            write_atomic(
+                path,
+                make().private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.NoEncryption(),
+                ),
+            )
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
         if not isinstance(key, (Ed25519PrivateKey, X25519PrivateKey)):
             raise ValueError(f"{path}: unexpected key type")

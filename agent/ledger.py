@@ -114,8 +114,15 @@ class Ledger:
                 db.execute(
                     "INSERT OR IGNORE INTO generations (item_id, deployment_id, generation, name, hash,"
                     " action, state, received_at) VALUES (?, ?, ?, ?, ?, ?, 'received', ?)",
-                    (item["item_id"], item["deployment_id"], item["generation"], item["name"],
-                     item["hash"], item["action"], now),
+                    (
+                        item["item_id"],
+                        item["deployment_id"],
+                        item["generation"],
+                        item["name"],
+                        item["hash"],
+                        item["action"],
+                        now,
+                    ),
                 )
 
     # -------------------------------------------------------------- generations
@@ -123,13 +130,16 @@ class Ledger:
     def entry(self, item_id: str) -> Entry | None:
         row = self._db.execute(
             "SELECT item_id, deployment_id, generation, name, hash, action, state, status_code, note"
-            " FROM generations WHERE item_id = ?", (item_id,)).fetchone()
+            " FROM generations WHERE item_id = ?",
+            (item_id,),
+        ).fetchone()
         return Entry(*row) if row else None
 
     def entries(self) -> list[Entry]:
         rows = self._db.execute(
             "SELECT item_id, deployment_id, generation, name, hash, action, state, status_code, note"
-            " FROM generations ORDER BY received_at, name").fetchall()
+            " FROM generations ORDER BY received_at, name"
+        ).fetchall()
         return [Entry(*r) for r in rows]
 
     def mark_started(self, item_id: str) -> None:
@@ -139,7 +149,8 @@ class Ledger:
                 "INSERT INTO generations (item_id, state, received_at, started_at)"
                 " VALUES (?, 'started', ?, ?) ON CONFLICT(item_id) DO UPDATE SET"
                 " state = 'started', started_at = excluded.started_at",
-                (item_id, time.time(), time.time()))
+                (item_id, time.time(), time.time()),
+            )
 
     def mark_finished(self, item_id: str, status_code: int, signal: Outgoing | None, note: str = "") -> None:
         """Record the result and queue its signal in one transaction."""
@@ -148,11 +159,13 @@ class Ledger:
             db.execute(
                 "UPDATE generations SET state = ?, finished_at = ?, status_code = ?, note = ?"
                 " WHERE item_id = ?",
-                ("finished" if signal else "signalled", now, status_code, note, item_id))
+                ("finished" if signal else "signalled", now, status_code, note, item_id),
+            )
             if signal is not None:
                 db.execute(
                     "INSERT INTO outbox (item_id, url, verb, body, created_at) VALUES (?, ?, ?, ?, ?)",
-                    (item_id, signal.url, signal.verb, signal.body, now))
+                    (item_id, signal.url, signal.verb, signal.body, now),
+                )
 
     def interrupted(self) -> list[Entry]:
         return [e for e in self.entries() if e.state == "started"]
@@ -162,7 +175,9 @@ class Ledger:
     def due(self, now: float) -> list[Outgoing]:
         rows = self._db.execute(
             "SELECT id, item_id, url, verb, body, attempts FROM outbox"
-            " WHERE done_at IS NULL AND next_at <= ? ORDER BY id", (now,)).fetchall()
+            " WHERE done_at IS NULL AND next_at <= ? ORDER BY id",
+            (now,),
+        ).fetchall()
         return [Outgoing(*r) for r in rows]
 
     def pending_count(self) -> int:
@@ -175,20 +190,29 @@ class Ledger:
     def delivered(self, out: Outgoing, outcome: str) -> None:
         now = time.time()
         with self._tx() as db:
-            db.execute("UPDATE outbox SET done_at = ?, outcome = ?, attempts = attempts + 1 WHERE id = ?",
-                       (now, outcome, out.id))
-            db.execute("UPDATE generations SET state = 'signalled', signalled_at = ? WHERE item_id = ?",
-                       (now, out.item_id))
+            db.execute(
+                "UPDATE outbox SET done_at = ?, outcome = ?, attempts = attempts + 1 WHERE id = ?",
+                (now, outcome, out.id),
+            )
+            db.execute(
+                "UPDATE generations SET state = 'signalled', signalled_at = ? WHERE item_id = ?",
+                (now, out.item_id),
+            )
 
     def retry_later(self, out: Outgoing, delay: float, error: str) -> None:
         with self._tx() as db:
-            db.execute("UPDATE outbox SET attempts = attempts + 1, next_at = ?, outcome = ? WHERE id = ?",
-                       (time.time() + delay, error[:500], out.id))
+            db.execute(
+                "UPDATE outbox SET attempts = attempts + 1, next_at = ?, outcome = ? WHERE id = ?",
+                (time.time() + delay, error[:500], out.id),
+            )
 
     def summary(self) -> dict[str, Any]:
         counts = dict(self._db.execute("SELECT state, COUNT(*) FROM generations GROUP BY state").fetchall())
-        return {"serial": int(self.get_state("serial", "0") or 0), "generations": counts,
-                "queued": self.pending_count()}
+        return {
+            "serial": int(self.get_state("serial", "0") or 0),
+            "generations": counts,
+            "queued": self.pending_count(),
+        }
 
 
 def encode_body(obj: Any) -> bytes:

@@ -8,6 +8,7 @@ queued) after; the outbox delivers signals in order until acknowledged.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from agent import client, dispatch, wire
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
-from agent.verify import AddressCheck, SerialCheck, decode_and_verify
+from agent.verify import AddressCheck, SerialCheck, Verifier, decode_and_verify
 
 log = logging.getLogger(__name__)
 VERSION = "0.1.0"
@@ -37,7 +38,7 @@ class Agent:
         self.state_dir = state_dir
         self.ledger = Ledger(state_dir)
         self.serial_check = SerialCheck(int(self.ledger.get_state("serial", "0") or 0))
-        self.verifiers = [AddressCheck(config.server_id), self.serial_check]
+        self.verifiers: list[Verifier] = [AddressCheck(config.server_id), self.serial_check]
         self._work = asyncio.Event()
         self._outbox = asyncio.Event()
         self.running: str | None = None
@@ -85,8 +86,12 @@ class Agent:
     async def poll(self, wait: float) -> bool:
         """Fetch the document; True when a new one was accepted."""
         fetched = await client.fetch_document(
-            self._http, self.config.document_url, self.config.credential,
-            self.ledger.get_state("etag", "") or "", wait)
+            self._http,
+            self.config.document_url,
+            self.config.credential,
+            self.ledger.get_state("etag", "") or "",
+            wait,
+        )
         if fetched.body is None:
             return False
         doc = decode_and_verify(fetched.body, self.verifiers)
@@ -153,8 +158,9 @@ class Agent:
             if argv is None:
                 signal = dispatch.missing_hook(item.group, self.config.hook_dirs)
             else:
-                signal = await dispatch.run_hook(argv, item, env=self._hook_env(meta, timeout),
-                                                 timeout=timeout)
+                signal = await dispatch.run_hook(
+                    argv, item, env=self._hook_env(meta, timeout), timeout=timeout
+                )
         finally:
             self.running = None
         self._finish(item.id, item, signal)
@@ -169,15 +175,17 @@ class Agent:
             env["DEPLOY_IDEMPOTENCY_KEY"] = meta.hash
         return env
 
-    def _finish(self, item_id: str, item: wire.DeploymentItem | None, signal: wire.Signal,
-                note: str = "") -> None:
+    def _finish(
+        self, item_id: str, item: wire.DeploymentItem | None, signal: wire.Signal, note: str = ""
+    ) -> None:
         out = self._outgoing(item_id, item, signal)
         self.ledger.mark_finished(item_id, signal.status_code, out, note)
         if out is not None:
             self._outbox.set()
 
-    def _outgoing(self, item_id: str, item: wire.DeploymentItem | None,
-                  signal: wire.Signal) -> Outgoing | None:
+    def _outgoing(
+        self, item_id: str, item: wire.DeploymentItem | None, signal: wire.Signal
+    ) -> Outgoing | None:
         if item is None:
             return None
         url = item.input_value("deploy_signal_id")
@@ -207,8 +215,9 @@ class Agent:
             self.ledger.delivered(out, f"refused {status}: {reason}")
         else:
             delay = min(self.config.backoff_max, 2 ** min(out.attempts, 10)) * random.uniform(0.5, 1.0)
-            log.warning("signal for %s not delivered (%s %s); retry in %.1f s", out.item_id, status,
-                        reason, delay)
+            log.warning(
+                "signal for %s not delivered (%s %s); retry in %.1f s", out.item_id, status, reason, delay
+            )
             self.ledger.retry_later(out, delay, f"{status} {reason}")
 
     async def _outbox_loop(self) -> None:
@@ -217,22 +226,22 @@ class Agent:
             await self.flush()
             due = self.ledger.next_due()
             timeout = None if due is None else max(0.05, due - time.time())
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._outbox.wait(), timeout)
-            except TimeoutError:
-                pass
 
     async def _heartbeat_loop(self) -> None:
         url = self.config.heartbeat_url
         while True:
-            payload: dict[str, Any] = {"version": VERSION, "running": self.running,
-                                       **self.ledger.summary()}
+            payload: dict[str, Any] = {"version": VERSION, "running": self.running, **self.ledger.summary()}
             await client.heartbeat(self._http, url, self.config.credential, payload)
             await asyncio.sleep(self.config.heartbeat_interval * random.uniform(0.9, 1.1))
 
     def status(self) -> dict[str, Any]:
-        return {"server_id": self.config.server_id, **self.ledger.summary(),
-                "entries": [e.__dict__ for e in self.ledger.entries()]}
+        return {
+            "server_id": self.config.server_id,
+            **self.ledger.summary(),
+            "entries": [e.__dict__ for e in self.ledger.entries()],
+        }
 
 
 def _ledger_item(item: wire.DeploymentItem, doc: wire.Document) -> dict[str, Any]:

@@ -27,8 +27,7 @@ class AddressCheck:
 
     def verify(self, doc: wire.Document, raw: bytes) -> None:
         if doc.server_id and doc.server_id != self._server_id:
-            raise DocumentRejectedError(
-                f"document is for server {doc.server_id}, this is {self._server_id}")
+            raise DocumentRejectedError(f"document is for server {doc.server_id}, this is {self._server_id}")
 
 
 class SerialCheck:
@@ -40,7 +39,8 @@ class SerialCheck:
     def verify(self, doc: wire.Document, raw: bytes) -> None:
         if doc.serial < self.highest:
             raise DocumentRejectedError(
-                f"document serial {doc.serial} is older than {self.highest}, already accepted")
+                f"document serial {doc.serial} is older than {self.highest}, already accepted"
+            )
 
 
 def decode_and_verify(raw: bytes, verifiers: list[Verifier]) -> wire.Document:

@@ -202,11 +202,7 @@ def canonical_json(obj: Any) -> bytes:
 
 def idempotency_hash(item: DeploymentItem, action: str) -> str:
     """A deterministic hash of what a derived config applies (ids, times and credentials left out)."""
-    inputs = [
-        [i.name, i.type, i.value]
-        for i in item.inputs
-        if i.name not in CREDENTIAL_INPUTS
-    ]
+    inputs = [[i.name, i.type, i.value] for i in item.inputs if i.name not in CREDENTIAL_INPUTS]
     body = {
         "name": item.name,
         "group": item.group,
@@ -226,7 +222,7 @@ def _require(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], pa
     if key not in obj or obj[key] is None:
         raise WireError(f"{path}.{key}: required")
     value = obj[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise WireError(f"{path}.{key}: expected {_kind_name(kind)}, got {type(value).__name__}")
     return value
 

@@ -47,7 +47,9 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
     for kind in KEY_KINDS:
         _check_key(keys.get(kind), f"public_keys.{kind}")
     async with rt.sessions() as session:
-        server = await session.scalar(select(ServerRow).where(ServerRow.enrol_token_hash == token_hash(token)))
+        server = await session.scalar(
+            select(ServerRow).where(ServerRow.enrol_token_hash == token_hash(token))
+        )
         if server is None:
             raise AuthError("enrolment token is unknown or already used", where="token")
         if server.enrol_expires is not None and server.enrol_expires < time.time():
@@ -128,17 +130,22 @@ async def record_signal(
             raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
         if sig is not None:
             if not rt.keys.check_signal_signature(deployment_id, generation, sig):
-                raise ForbiddenError("signal signature does not match this deployment and generation",
-                                     where="sig")
+                raise ForbiddenError(
+                    "signal signature does not match this deployment and generation", where="sig"
+                )
         elif server_id is None:
-            raise AuthError("a signal needs its URL's signature or the agent's credential",
-                            where="Authorization")
+            raise AuthError(
+                "a signal needs its URL's signature or the agent's credential", where="Authorization"
+            )
         elif server_id != dep.server_id:
             raise ForbiddenError(f"deployment {deployment_id} belongs to another server", where="deployment")
         if not deploy.apply_signal(dep, generation, signal):
-            return {"deployment_id": dep.id, "generation": generation, "status": dep.status,
-                    "duplicate": True}
+            return {
+                "deployment_id": dep.id,
+                "generation": generation,
+                "status": dep.status,
+                "duplicate": True,
+            }
         await settle(txn, dep)
         await txn.commit(kick)
-        return {"deployment_id": dep.id, "generation": generation, "status": dep.status,
-                "duplicate": False}
+        return {"deployment_id": dep.id, "generation": generation, "status": dep.status, "duplicate": False}

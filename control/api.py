@@ -321,7 +321,12 @@ async def signal(request: web.Request) -> web.Response:
         raise BadRequestError("generation: expected an integer", where="generation") from e
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     result = await agents.record_signal(
-        rt, engine.kick, request.match_info["deployment_id"], generation, body,
-        sig=request.query.get("sig"), server_id=request.get(AUTH_SERVER),
+        rt,
+        engine.kick,
+        request.match_info["deployment_id"],
+        generation,
+        body,
+        sig=request.query.get("sig"),
+        server_id=request.get(AUTH_SERVER),
     )
     return ok(result)

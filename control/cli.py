@@ -24,25 +24,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack")
     p.add_argument("--server")
     p.add_argument("--status", choices=("IN_PROGRESS", "COMPLETE", "FAILED"))
-    _fmt(dep.add_parser("show", help="one deployment with inputs, outputs, stdout, stderr")).add_argument("id")
+    _fmt(dep.add_parser("show", help="one deployment with inputs, outputs, stdout, stderr")).add_argument(
+        "id"
+    )
     srv = sub.add_parser("server", help="servers").add_subparsers(dest="command", required=True)
-    _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token")).add_argument("name")
+    _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token")).add_argument(
+        "name"
+    )
     _fmt(srv.add_parser("list", help="list servers"))
     _fmt(srv.add_parser("show", help="a server and its deployments")).add_argument("name")
     return parser
 
 
 def _serve(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-dir", type=Path, default=Path("anneal-data"),
-                   help="database, admin token and signing key live here (default ./anneal-data)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("anneal-data"),
+        help="database, admin token and signing key live here (default ./anneal-data)",
+    )
     p.add_argument("--db", default="", help="SQLAlchemy URL (default: SQLite in the data dir)")
     p.add_argument("--listen", default="127.0.0.1:8770", help="HOST:PORT (default 127.0.0.1:8770)")
     p.add_argument("--public-url", default="", help="URL agents use to reach this control plane")
-    p.add_argument("--provisioner", choices=("enrol", "local"), default="enrol",
-                   help="enrol: wait for agents to enrol; local: start one local agent per server")
-    p.add_argument("--deployment-timeout", type=float, default=3600.0, help="default per-deployment timeout (s)")
-    p.add_argument("--agent-arg", action="append", default=[],
-                   help="extra argument for local agents (repeat), e.g. --agent-arg=--poll-wait=5")
+    p.add_argument(
+        "--provisioner",
+        choices=("enrol", "local"),
+        default="enrol",
+        help="enrol: wait for agents to enrol; local: start one local agent per server",
+    )
+    p.add_argument(
+        "--deployment-timeout", type=float, default=3600.0, help="default per-deployment timeout (s)"
+    )
+    p.add_argument(
+        "--agent-arg",
+        action="append",
+        default=[],
+        help="extra argument for local agents (repeat), e.g. --agent-arg=--poll-wait=5",
+    )
     p.add_argument("--log-level", default="INFO")
 
 
@@ -51,8 +69,14 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p = _fmt(sub.add_parser(name, help=text))
         p.add_argument("name")
         p.add_argument("-t", "--template", required=True, type=Path, help="HOT template file")
-        p.add_argument("-e", "--environment", action="append", default=[], type=Path,
-                       help="environment file (repeat; later ones win)")
+        p.add_argument(
+            "-e",
+            "--environment",
+            action="append",
+            default=[],
+            type=Path,
+            help="environment file (repeat; later ones win)",
+        )
         p.add_argument("-P", "--parameter", action="append", default=[], metavar="KEY=VALUE")
         p.add_argument("--wait", action="store_true", help="show live progress; non-zero exit on failure")
         p.add_argument("--timeout", type=float, default=3600.0, help="how long --wait waits (s)")
@@ -64,9 +88,12 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--wait", action="store_true")
     p.add_argument("--timeout", type=float, default=3600.0)
     _fmt(sub.add_parser("list", help="list stacks"))
-    for name, text in (("show", "status, resources, outputs"), ("outputs", "stack outputs"),
-                       ("failures", "failed deployments with the tail of their output"),
-                       ("resources", "the stack's resources")):
+    for name, text in (
+        ("show", "status, resources, outputs"),
+        ("outputs", "stack outputs"),
+        ("failures", "failed deployments with the tail of their output"),
+        ("resources", "the stack's resources"),
+    ):
         _fmt(sub.add_parser(name, help=text)).add_argument("name")
     p = _fmt(sub.add_parser("events", help="the stack's events"))
     p.add_argument("name")
@@ -81,7 +108,8 @@ def _fmt(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.group == "serve":
-        from control.server import serve  # the server's imports stay out of the CLI's path
+        # The server's imports (SQLAlchemy, the engine) stay out of the operator commands' path.
+        from control.server import serve  # noqa: PLC0415
 
         return serve(args)
     try:

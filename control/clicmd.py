@@ -37,7 +37,21 @@ def run(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ output
 
 
+TIME_KEYS = (
+    "created_at",
+    "updated_at",
+    "started_at",
+    "completed_at",
+    "enrolled_at",
+    "last_seen",
+    "timestamp",
+)
+
+
 def show(data: Any, fmt: str, columns: list[str] | None = None) -> None:
+    """Print *data* as json, yaml, bare values or a table (times readable in the last two)."""
+    if fmt in ("table", "value"):
+        data = _readable_times(data)
     if fmt == "json":
         print(json.dumps(data, indent=2, sort_keys=True, default=str))
     elif fmt == "yaml":
@@ -45,13 +59,31 @@ def show(data: Any, fmt: str, columns: list[str] | None = None) -> None:
     elif fmt == "value":
         rows = data if isinstance(data, list) else [data]
         for row in rows:
-            values = [row.get(c) for c in columns] if columns and isinstance(row, dict) else (
-                list(row.values()) if isinstance(row, dict) else [row])
+            values = (
+                [row.get(c) for c in columns]
+                if columns and isinstance(row, dict)
+                else (list(row.values()) if isinstance(row, dict) else [row])
+            )
             print(" ".join(_cell(v) for v in values))
     elif isinstance(data, list):
         print(table(data, columns or (list(data[0]) if data else [])))
     else:
         print(table([{"field": k, "value": v} for k, v in data.items()], ["field", "value"]))
+
+
+def _readable_times(data: Any) -> Any:
+    if isinstance(data, list):
+        return [_readable_times(d) for d in data]
+    if isinstance(data, dict):
+        return {
+            k: (_iso(v) if k in TIME_KEYS and isinstance(v, (int, float)) else _readable_times(v))
+            for k, v in data.items()
+        }
+    return data
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
@@ -102,8 +134,13 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
         if not sep or not key:
             raise ClientError(f"-P {pair!r}: expected KEY=VALUE")
         params[key] = value
-    return {"name": args.name, "template": template_text, "files": files, "parameters": params,
-            "environments": [_read(p, "environment") for p in args.environment]}
+    return {
+        "name": args.name,
+        "template": template_text,
+        "files": files,
+        "parameters": params,
+        "environments": [_read(p, "environment") for p in args.environment],
+    }
 
 
 def _read(path: Path, what: str) -> str:
@@ -167,15 +204,17 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
         try:
             events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)})
             stack = client.call("GET", f"/v1/stacks/{name}")
-        except ClientError as e:
-            if e.status == 404:
+        except ClientError as err:
+            if err.status == 404:
                 print(f"stack {name} deleted")
                 return 0
             raise
-        for e in events:
-            last = e["id"]
-            reason = f": {e['reason']}" if e["reason"] and e["reason"] != "state changed" else ""
-            print(f"{_when(e['timestamp'])}  {e['resource_name']:<24} {e['action']}_{e['status']}{reason}")
+        for ev in events:
+            last = ev["id"]
+            reason = f": {ev['reason']}" if ev["reason"] and ev["reason"] != "state changed" else ""
+            print(
+                f"{_when(ev['timestamp'])}  {ev['resource_name']:<24} {ev['action']}_{ev['status']}{reason}"
+            )
         if not stack["status"].endswith("IN_PROGRESS"):
             print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
             if stack["status"].endswith("FAILED"):
@@ -203,7 +242,16 @@ def _stack_list(client: Client, args: argparse.Namespace) -> int:
 
 
 def _stack_show(client: Client, args: argparse.Namespace) -> int:
-    show(client.call("GET", f"/v1/stacks/{args.name}"), args.format)
+    stack = client.call("GET", f"/v1/stacks/{args.name}")
+    if args.format != "table":
+        show(stack, args.format)
+        return 0
+    resources, outputs = stack.pop("resources"), stack.pop("outputs")
+    show(stack, "table")
+    print("resources:")
+    show(resources, "table", COLUMNS[("stack", "resources")])
+    print("outputs:")
+    show(outputs, "table", COLUMNS[("stack", "outputs")])
     return 0
 
 

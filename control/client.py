@@ -31,8 +31,9 @@ class Client:
     def from_env(cls, config_file: str | None = None) -> Client:
         """ANNEAL_URL and ANNEAL_TOKEN, else a JSON file {"url", "token"} (ANNEAL_CONFIG)."""
         url, token = os.environ.get("ANNEAL_URL"), os.environ.get("ANNEAL_TOKEN")
-        path = Path(config_file or os.environ.get("ANNEAL_CONFIG")
-                    or Path.home() / ".config" / "anneal" / "cli.json")
+        path = Path(
+            config_file or os.environ.get("ANNEAL_CONFIG") or Path.home() / ".config" / "anneal" / "cli.json"
+        )
         if (not url or not token) and path.is_file():
             try:
                 saved = json.loads(path.read_text())
@@ -40,21 +41,37 @@ class Client:
                 raise ClientError(f"{path}: not JSON: {e}") from e
             url, token = url or saved.get("url"), token or saved.get("token")
         if not token:
-            raise ClientError("no admin token: set ANNEAL_TOKEN (the file admin-token in the "
-                              "control plane's data dir) or write it to " + str(path))
+            raise ClientError(
+                "no admin token: set ANNEAL_TOKEN (the file admin-token in the "
+                "control plane's data dir) or write it to " + str(path)
+            )
         return cls((url or DEFAULT_URL).rstrip("/"), token)
 
-    def call(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None,
-             headers: dict[str, str] | None = None) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         url = self.url + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(url, data=data, method=method, headers={
-            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json",
-            **(headers or {})})
+        request = urllib.request.Request(  # noqa: S310 (the operator's own http(s) URL)
+            url,
+            data=data,
+            method=method,
+            headers={
+                "Authorization": f"Bearer {self.token}",
+                "Content-Type": "application/json",
+                **(headers or {}),
+            },
+        )
+        # The URL is the operator's own control plane (http or https), never from input.
         try:
-            with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310 (operator's URL)
+            with urllib.request.urlopen(request, timeout=60) as resp:  # noqa: S310
                 raw = resp.read()
         except urllib.error.HTTPError as e:
             raise ClientError(_error_text(e.read(), e.code), e.code) from e

@@ -65,9 +65,7 @@ def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.Inpu
     return items
 
 
-def derived_inputs(
-    txn: Txn, dep: DeploymentRow, stack_path: str, action: str
-) -> list[wire.InputItem]:
+def derived_inputs(txn: Txn, dep: DeploymentRow, stack_path: str, action: str) -> list[wire.InputItem]:
     """The deploy_* inputs Heat's agents and hooks expect."""
     values: dict[str, Any] = {
         "deploy_server_id": dep.server_id,
@@ -79,10 +77,7 @@ def derived_inputs(
     if dep.signal_transport in ("CFN_SIGNAL", "HTTP"):
         values["deploy_signal_id"] = signal_url(txn, dep.id, dep.generation, dep.signal_transport)
         values["deploy_signal_verb"] = "POST"
-    return [
-        wire.InputItem(name=k, value=v, description=_DERIVED_DESCRIPTIONS[k])
-        for k, v in values.items()
-    ]
+    return [wire.InputItem(name=k, value=v, description=_DERIVED_DESCRIPTIONS[k]) for k, v in values.items()]
 
 
 def signal_url(txn: Txn, deployment_id: str, generation: int, transport: str) -> str:
@@ -93,9 +88,7 @@ def signal_url(txn: Txn, deployment_id: str, generation: int, transport: str) ->
     return base
 
 
-def start_generation(
-    txn: Txn, dep: DeploymentRow, source: Source, action: str, stack_path: str
-) -> None:
+def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, stack_path: str) -> None:
     """Give *dep* a new generation for *action* and put its derived config on the server."""
     now = time.time()
     dep.generation += 1

@@ -105,7 +105,9 @@ class Engine:
         failed = [r for r in rows if r.status == "FAILED" and r.traversal == g]
         if failed:
             first = failed[0]
-            await self._finish(txn, stack, "FAILED", f"Resource {first.action} failed: {first.name}: {first.status_reason}")
+            await self._finish(
+                txn, stack, "FAILED", f"Resource {first.action} failed: {first.name}: {first.status_reason}"
+            )
             return True
         if stack.action != "DELETE":
             defn = self._defs.get(stack)
@@ -144,9 +146,14 @@ class Engine:
         res = Res(stack, name, rdef.type)
         handler = HANDLERS[rdef.type]
         try:
-            props = _with_defaults(rdef.type, stackdef.plain(hot.resolve(
-                rdef.properties, _Context(stack, defn, current), f"resources.{name}.properties"
-            )))
+            props = _with_defaults(
+                rdef.type,
+                stackdef.plain(
+                    hot.resolve(
+                        rdef.properties, _Context(stack, defn, current), f"resources.{name}.properties"
+                    )
+                ),
+            )
             if row is not None and row.status == "COMPLETE" and row.properties == props:
                 row.traversal = stack.traversal
                 return row
@@ -158,8 +165,14 @@ class Engine:
             action = "CREATE"
             if row is not None:
                 row.current = False
-                txn.event(stack.id, name, "UPDATE", "IN_PROGRESS", f"replacing {row.physical_id}",
-                          traversal=stack.traversal)
+                txn.event(
+                    stack.id,
+                    name,
+                    "UPDATE",
+                    "IN_PROGRESS",
+                    f"replacing {row.physical_id}",
+                    traversal=stack.traversal,
+                )
             new = _new_row(stack, name, rdef.type)
             txn.session.add(new)
             outcome = await handler.create(txn, res, props)
@@ -170,8 +183,15 @@ class Engine:
             if target is not row:
                 txn.session.add(target)
             reason = str(e) if isinstance(e, hot.TemplateError) else _where(e)
-            self._apply(txn, stack, target, "CREATE" if row is None else "UPDATE",
-                        Outcome("FAILED", reason=reason), target.properties, defn.requires(name))
+            self._apply(
+                txn,
+                stack,
+                target,
+                "CREATE" if row is None else "UPDATE",
+                Outcome("FAILED", reason=reason),
+                target.properties,
+                defn.requires(name),
+            )
             return target
 
     def _apply(
@@ -192,8 +212,15 @@ class Engine:
         row.traversal = stack.traversal
         row.updated_at = time.time()
         reason = outcome.reason or ("state changed" if outcome.status != "IN_PROGRESS" else "")
-        txn.event(stack.id, row.name, action, outcome.status, reason, traversal=stack.traversal,
-                  deployment_id=row.physical_id if row.type == "OS::Heat::SoftwareDeployment" else None)
+        txn.event(
+            stack.id,
+            row.name,
+            action,
+            outcome.status,
+            reason,
+            traversal=stack.traversal,
+            deployment_id=row.physical_id if row.type == "OS::Heat::SoftwareDeployment" else None,
+        )
 
     async def _cleanup(self, txn: Txn, stack: StackRow, old: list[ResourceRow]) -> bool:
         """Delete replaced and removed resources, dependents first; True while any remain."""
@@ -204,11 +231,22 @@ class Engine:
             if any(o is not row and row.name in (o.requires or []) and o.name != row.name for o in remaining):
                 continue
             handler = HANDLERS.get(row.type)
-            outcome = await handler.delete(txn, Res(stack, row.name, row.type), row) if handler else Outcome("COMPLETE")
+            outcome = (
+                await handler.delete(txn, Res(stack, row.name, row.type), row)
+                if handler
+                else Outcome("COMPLETE")
+            )
             if outcome.status == "IN_PROGRESS":
                 row.action, row.status, row.traversal = "DELETE", "IN_PROGRESS", stack.traversal
-                txn.event(stack.id, row.name, "DELETE", "IN_PROGRESS", "", traversal=stack.traversal,
-                          deployment_id=row.physical_id)
+                txn.event(
+                    stack.id,
+                    row.name,
+                    "DELETE",
+                    "IN_PROGRESS",
+                    "",
+                    traversal=stack.traversal,
+                    deployment_id=row.physical_id,
+                )
                 continue
             txn.event(stack.id, row.name, "DELETE", "COMPLETE", "", traversal=stack.traversal)
             await txn.session.delete(row)
@@ -221,7 +259,9 @@ class Engine:
         if not waiting:
             return None
         deps = await txn.session.scalars(
-            select(DeploymentRow).where(DeploymentRow.id.in_(list(waiting)), DeploymentRow.status == "IN_PROGRESS")
+            select(DeploymentRow).where(
+                DeploymentRow.id.in_(list(waiting)), DeploymentRow.status == "IN_PROGRESS"
+            )
         )
         nearest: float | None = None
         now = time.time()
@@ -267,8 +307,15 @@ async def settle(txn: Txn, dep: DeploymentRow) -> None:
     traversal = stack.traversal if stack is not None else row.traversal
     row.status, row.status_reason, row.updated_at = dep.status, dep.status_reason, time.time()
     row.attributes = deploy.attributes(dep)
-    txn.event(dep.stack_id, row.name, row.action, dep.status, dep.status_reason,
-              traversal=traversal, deployment_id=dep.id)
+    txn.event(
+        dep.stack_id,
+        row.name,
+        row.action,
+        dep.status,
+        dep.status_reason,
+        traversal=traversal,
+        deployment_id=dep.id,
+    )
     if row.action == "DELETE" and dep.status == "COMPLETE":
         await forget_deployment(txn, dep)
         await txn.session.delete(row)
@@ -308,8 +355,17 @@ def _done(row: ResourceRow | None, traversal: int) -> bool:
 
 def _new_row(stack: StackRow, name: str, type_name: str) -> ResourceRow:
     now = time.time()
-    return ResourceRow(stack_id=stack.id, name=name, type=type_name, action="INIT",
-                       status="INIT", created_at=now, updated_at=now, current=True, attributes={})
+    return ResourceRow(
+        stack_id=stack.id,
+        name=name,
+        type=type_name,
+        action="INIT",
+        status="INIT",
+        created_at=now,
+        updated_at=now,
+        current=True,
+        attributes={},
+    )
 
 
 def _with_defaults(type_name: str, props: Any) -> Any:

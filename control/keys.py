@@ -17,7 +17,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-ADMIN_TOKEN_FILE = "admin-token"
+ADMIN_TOKEN_FILE = "admin-token"  # noqa: S105 (a file name, not a secret)
 SIGNING_KEY_FILE = "signing-key.pem"
 SIGNAL_KEY_FILE = "signal-key"
 
@@ -88,4 +88,3 @@ def token_hash(token: str) -> str:
 
 def new_token() -> str:
     return secrets.token_urlsafe(32)
-

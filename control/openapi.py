@@ -16,8 +16,14 @@ def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
 
 
 def _errors(*codes: int) -> dict[str, Any]:
-    text = {400: "Invalid input", 401: "No or wrong credential", 403: "Credential out of scope",
-            404: "Not found", 409: "Conflict with the current state", 413: "Over a size cap"}
+    text = {
+        400: "Invalid input",
+        401: "No or wrong credential",
+        403: "Credential out of scope",
+        404: "Not found",
+        409: "Conflict with the current state",
+        413: "Over a size cap",
+    }
     return {str(c): _json(_ref("Error"), text[c]) for c in codes}
 
 
@@ -29,13 +35,23 @@ def _op(summary: str, security: str, responses: dict[str, Any], **extra: Any) ->
 
 
 def _path_param(name: str, description: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "description": description,
-            "schema": {"type": "string"}}
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": {"type": "string"},
+    }
 
 
 def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
-    return {"name": name, "in": "query", "required": False, "description": description,
-            "schema": {"type": type_}}
+    return {
+        "name": name,
+        "in": "query",
+        "required": False,
+        "description": description,
+        "schema": {"type": type_},
+    }
 
 
 def _body(schema: dict[str, Any]) -> dict[str, Any]:
@@ -50,77 +66,152 @@ def _stack_paths() -> dict[str, Any]:
     listing = {"type": "array", "items": _ref("Stack")}
     return {
         "/v1/stacks": {
-            "post": _op("Create a stack", ADMIN, {"201": _json(_ref("Stack")), **_errors(400, 401, 409, 413)},
-                        requestBody=_body(_ref("StackRequest"))),
+            "post": _op(
+                "Create a stack",
+                ADMIN,
+                {"201": _json(_ref("Stack")), **_errors(400, 401, 409, 413)},
+                requestBody=_body(_ref("StackRequest")),
+            ),
             "get": _op("List stacks", ADMIN, {"200": _json(listing), **_errors(401)}),
         },
         "/v1/stacks/{name}": {
             "parameters": [STACK],
-            "get": _op("Show a stack with its resources and outputs", ADMIN,
-                       {"200": _json(_ref("Stack")), **_errors(401, 404)}),
-            "put": _op("Update a stack (If-Match: version gives 409 when it changed)", ADMIN,
-                       {"202": _json(_ref("Stack")), **_errors(400, 401, 404, 409, 413)},
-                       requestBody=_body(_ref("StackRequest"))),
+            "get": _op(
+                "Show a stack with its resources and outputs",
+                ADMIN,
+                {"200": _json(_ref("Stack")), **_errors(401, 404)},
+            ),
+            "put": _op(
+                "Update a stack (If-Match: version gives 409 when it changed)",
+                ADMIN,
+                {"202": _json(_ref("Stack")), **_errors(400, 401, 404, 409, 413)},
+                requestBody=_body(_ref("StackRequest")),
+            ),
             "delete": _op("Delete a stack", ADMIN, {"202": _json(_ref("Stack")), **_errors(401, 404)}),
         },
-        "/v1/stacks/{name}/outputs": {"parameters": [STACK], "get": _op(
-            "Stack outputs", ADMIN, {"200": _json({"type": "array", "items": _ref("Output")}),
-                                     **_errors(401, 404)})},
-        "/v1/stacks/{name}/events": {"parameters": [STACK], "get": _op(
-            "Stack events in order", ADMIN, {"200": _json({"type": "array", "items": _ref("Event")}),
-                                             **_errors(400, 401, 404)},
-            parameters=[_query("after", "only events with a greater id", "integer")])},
-        "/v1/stacks/{name}/resources": {"parameters": [STACK], "get": _op(
-            "Stack resources", ADMIN, {"200": _json({"type": "array", "items": {"type": "object"}}),
-                                       **_errors(401, 404)})},
-        "/v1/stacks/{name}/failures": {"parameters": [STACK], "get": _op(
-            "Failed resources with the tail of their deployments' output", ADMIN,
-            {"200": _json({"type": "array", "items": {"type": "object"}}), **_errors(401, 404)})},
+        "/v1/stacks/{name}/outputs": {
+            "parameters": [STACK],
+            "get": _op(
+                "Stack outputs",
+                ADMIN,
+                {"200": _json({"type": "array", "items": _ref("Output")}), **_errors(401, 404)},
+            ),
+        },
+        "/v1/stacks/{name}/events": {
+            "parameters": [STACK],
+            "get": _op(
+                "Stack events in order",
+                ADMIN,
+                {"200": _json({"type": "array", "items": _ref("Event")}), **_errors(400, 401, 404)},
+                parameters=[_query("after", "only events with a greater id", "integer")],
+            ),
+        },
+        "/v1/stacks/{name}/resources": {
+            "parameters": [STACK],
+            "get": _op(
+                "Stack resources",
+                ADMIN,
+                {"200": _json({"type": "array", "items": {"type": "object"}}), **_errors(401, 404)},
+            ),
+        },
+        "/v1/stacks/{name}/failures": {
+            "parameters": [STACK],
+            "get": _op(
+                "Failed resources with the tail of their deployments' output",
+                ADMIN,
+                {"200": _json({"type": "array", "items": {"type": "object"}}), **_errors(401, 404)},
+            ),
+        },
     }
 
 
 def _other_paths() -> dict[str, Any]:
     obj = {"type": "object"}
     return {
-        "/v1/deployments": {"get": _op(
-            "List deployments", ADMIN, {"200": _json({"type": "array", "items": _ref("Deployment")}),
-                                        **_errors(400, 401, 404)},
-            parameters=[_query("stack", "stack name or id"), _query("server", "server name or id"),
-                        _query("status", "IN_PROGRESS, COMPLETE or FAILED")])},
-        "/v1/deployments/{id}": {"parameters": [_path_param("id", "deployment id")], "get": _op(
-            "Show a deployment: inputs, outputs, stdout, stderr", ADMIN,
-            {"200": _json(_ref("Deployment")), **_errors(401, 404)})},
-        "/v1/servers": {
-            "post": _op("Create a server awaiting enrolment; returns its one-time token", ADMIN,
-                        {"201": _json(obj), **_errors(400, 401, 409)},
-                        requestBody=_body({"type": "object", "required": ["name"],
-                                           "properties": {"name": {"type": "string"}}})),
-            "get": _op("List servers", ADMIN, {"200": _json({"type": "array", "items": obj}),
-                                               **_errors(401)}),
+        "/v1/deployments": {
+            "get": _op(
+                "List deployments",
+                ADMIN,
+                {"200": _json({"type": "array", "items": _ref("Deployment")}), **_errors(400, 401, 404)},
+                parameters=[
+                    _query("stack", "stack name or id"),
+                    _query("server", "server name or id"),
+                    _query("status", "IN_PROGRESS, COMPLETE or FAILED"),
+                ],
+            )
         },
-        "/v1/servers/{name}": {"parameters": [_path_param("name", "server name or id")], "get": _op(
-            "Show a server and its deployments", ADMIN, {"200": _json(obj), **_errors(401, 404)})},
-        "/v1/agent/enrol": {"post": _op(
-            "Enrol an agent with its one-time token and public keys", "public",
-            {"201": _json(obj), **_errors(400, 401, 413)},
-            requestBody=_body({"type": "object", "required": ["token", "public_keys"],
-                               "properties": {"token": {"type": "string"},
-                                              "public_keys": {"type": "object"}}}))},
-        "/v1/agent/document": {"get": _op(
-            "The agent's document; 304 while If-None-Match matches; wait=S long-polls", "agent",
-            {"200": _json(obj, "The per-server document"), "304": {"description": "Unchanged"},
-             **_errors(400, 401)},
-            parameters=[_query("wait", "seconds to wait for a change", "number")])},
-        "/v1/agent/heartbeat": {"post": _op(
-            "Agent heartbeat", "agent", {"200": _json(obj), **_errors(400, 401, 404)},
-            requestBody=_body(obj))},
+        "/v1/deployments/{id}": {
+            "parameters": [_path_param("id", "deployment id")],
+            "get": _op(
+                "Show a deployment: inputs, outputs, stdout, stderr",
+                ADMIN,
+                {"200": _json(_ref("Deployment")), **_errors(401, 404)},
+            ),
+        },
+        "/v1/servers": {
+            "post": _op(
+                "Create a server awaiting enrolment; returns its one-time token",
+                ADMIN,
+                {"201": _json(obj), **_errors(400, 401, 409)},
+                requestBody=_body(
+                    {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+                ),
+            ),
+            "get": _op(
+                "List servers", ADMIN, {"200": _json({"type": "array", "items": obj}), **_errors(401)}
+            ),
+        },
+        "/v1/servers/{name}": {
+            "parameters": [_path_param("name", "server name or id")],
+            "get": _op("Show a server and its deployments", ADMIN, {"200": _json(obj), **_errors(401, 404)}),
+        },
+        "/v1/agent/enrol": {
+            "post": _op(
+                "Enrol an agent with its one-time token and public keys",
+                "public",
+                {"201": _json(obj), **_errors(400, 401, 413)},
+                requestBody=_body(
+                    {
+                        "type": "object",
+                        "required": ["token", "public_keys"],
+                        "properties": {"token": {"type": "string"}, "public_keys": {"type": "object"}},
+                    }
+                ),
+            )
+        },
+        "/v1/agent/document": {
+            "get": _op(
+                "The agent's document; 304 while If-None-Match matches; wait=S long-polls",
+                "agent",
+                {
+                    "200": _json(obj, "The per-server document"),
+                    "304": {"description": "Unchanged"},
+                    **_errors(400, 401),
+                },
+                parameters=[_query("wait", "seconds to wait for a change", "number")],
+            )
+        },
+        "/v1/agent/heartbeat": {
+            "post": _op(
+                "Agent heartbeat",
+                "agent",
+                {"200": _json(obj), **_errors(400, 401, 404)},
+                requestBody=_body(obj),
+            )
+        },
         "/v1/signal/{deployment_id}/{generation}": {
-            "parameters": [_path_param("deployment_id", "deployment id"),
-                           _path_param("generation", "the generation the signal answers")],
-            "post": _op("Signal a deployment's result (Heat's flat form)", "signal",
-                        {"200": _json(obj), **_errors(400, 401, 403, 404, 409, 413)},
-                        parameters=[_query("sig", "the URL's capability (CFN_SIGNAL)")],
-                        requestBody=_body(_ref("Signal")))},
+            "parameters": [
+                _path_param("deployment_id", "deployment id"),
+                _path_param("generation", "the generation the signal answers"),
+            ],
+            "post": _op(
+                "Signal a deployment's result (Heat's flat form)",
+                "signal",
+                {"200": _json(obj), **_errors(400, 401, 403, 404, 409, 413)},
+                parameters=[_query("sig", "the URL's capability (CFN_SIGNAL)")],
+                requestBody=_body(_ref("Signal")),
+            ),
+        },
         "/v1/health": {"get": _op("Liveness", "public", {"200": _json(obj)})},
         "/openapi.json": {"get": _op("This document", "public", {"200": _json(obj)})},
     }
@@ -129,30 +220,75 @@ def _other_paths() -> dict[str, Any]:
 def _schemas() -> dict[str, Any]:
     string, obj = {"type": "string"}, {"type": "object"}
     return {
-        "Error": {"type": "object", "required": ["error"], "properties": {"error": {
-            "type": "object", "properties": {"code": string, "message": string,
-                                             "where": {"type": ["string", "null"]}}}}},
-        "StackRequest": {"type": "object", "properties": {
-            "name": string, "template": {"oneOf": [string, obj]},
-            "files": {"type": "object", "additionalProperties": string},
-            "environments": {"type": "array", "items": string},
-            "parameters": obj, "existing": {"type": "boolean"},
-            "if_match": {"type": ["string", "integer"]}}},
-        "Stack": {"type": "object", "properties": {
-            "id": string, "name": string, "status": string, "status_reason": string,
-            "version": {"type": "integer"}, "parameters": obj}},
-        "Output": {"type": "object", "properties": {"output_key": string, "output_value": {},
-                                                    "description": string}},
-        "Event": {"type": "object", "properties": {
-            "id": {"type": "integer"}, "timestamp": {"type": "number"}, "resource_name": string,
-            "action": string, "status": string, "reason": string}},
-        "Deployment": {"type": "object", "properties": {
-            "id": string, "name": string, "server_id": string, "action": string, "status": string,
-            "status_reason": string, "generation": {"type": "integer"}}},
-        "Signal": {"type": "object", "properties": {
-            "deploy_stdout": string, "deploy_stderr": string,
-            "deploy_status_code": {"type": ["integer", "string"]}},
-            "additionalProperties": True},
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {
+                "error": {
+                    "type": "object",
+                    "properties": {"code": string, "message": string, "where": {"type": ["string", "null"]}},
+                }
+            },
+        },
+        "StackRequest": {
+            "type": "object",
+            "properties": {
+                "name": string,
+                "template": {"oneOf": [string, obj]},
+                "files": {"type": "object", "additionalProperties": string},
+                "environments": {"type": "array", "items": string},
+                "parameters": obj,
+                "existing": {"type": "boolean"},
+                "if_match": {"type": ["string", "integer"]},
+            },
+        },
+        "Stack": {
+            "type": "object",
+            "properties": {
+                "id": string,
+                "name": string,
+                "status": string,
+                "status_reason": string,
+                "version": {"type": "integer"},
+                "parameters": obj,
+            },
+        },
+        "Output": {
+            "type": "object",
+            "properties": {"output_key": string, "output_value": {}, "description": string},
+        },
+        "Event": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer"},
+                "timestamp": {"type": "number"},
+                "resource_name": string,
+                "action": string,
+                "status": string,
+                "reason": string,
+            },
+        },
+        "Deployment": {
+            "type": "object",
+            "properties": {
+                "id": string,
+                "name": string,
+                "server_id": string,
+                "action": string,
+                "status": string,
+                "status_reason": string,
+                "generation": {"type": "integer"},
+            },
+        },
+        "Signal": {
+            "type": "object",
+            "properties": {
+                "deploy_stdout": string,
+                "deploy_stderr": string,
+                "deploy_status_code": {"type": ["integer", "string"]},
+            },
+            "additionalProperties": True,
+        },
     }
 
 
@@ -166,8 +302,12 @@ def spec() -> dict[str, Any]:
             "securitySchemes": {
                 "admin": {"type": "http", "scheme": "bearer", "description": "the admin token"},
                 "agent": {"type": "http", "scheme": "bearer", "description": "an agent's credential"},
-                "signal": {"type": "apiKey", "in": "query", "name": "sig",
-                           "description": "a signal URL's signature, or the agent's bearer credential"},
+                "signal": {
+                    "type": "apiKey",
+                    "in": "query",
+                    "name": "sig",
+                    "description": "a signal URL's signature, or the agent's bearer credential",
+                },
             },
         },
     }

@@ -69,20 +69,34 @@ class LocalProvisioner:
         env = dict(os.environ)
         if enrol_token:
             env["ANNEAL_ENROL_TOKEN"] = enrol_token  # not argv: /proc/*/cmdline is world-readable
-        argv = [sys.executable, "-m", "agent", "run", "--state-dir", str(state),
-                "--url", self._url, *self._extra]
+        argv = [
+            sys.executable,
+            "-m",
+            "agent",
+            "run",
+            "--state-dir",
+            str(state),
+            "--url",
+            self._url,
+            *self._extra,
+        ]
         with open(state / "agent.log", "ab") as log_file:
             self._procs[server_id] = await asyncio.create_subprocess_exec(
-                *argv, env=env, stdin=asyncio.subprocess.DEVNULL,
-                stdout=log_file, stderr=log_file, start_new_session=True,
+                *argv,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=log_file,
+                start_new_session=True,
             )
         log.info("started local agent for %s (pid %s)", name, self._procs[server_id].pid)
 
     async def _watch(self, server_id: str, name: str) -> None:
         while True:
             await self._procs[server_id].wait()
-            log.warning("local agent for %s exited with %s; restarting", name,
-                        self._procs[server_id].returncode)
+            log.warning(
+                "local agent for %s exited with %s; restarting", name, self._procs[server_id].returncode
+            )
             await asyncio.sleep(self.RESTART_DELAY)
             await self._start(server_id, name, None)
 

@@ -109,14 +109,21 @@ async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.status == "FAILED")
     )
     for r in rows:
-        entry: dict[str, Any] = {"resource": r.name, "type": r.type, "status": f"{r.action}_FAILED",
-                                 "reason": r.status_reason}
+        entry: dict[str, Any] = {
+            "resource": r.name,
+            "type": r.type,
+            "status": f"{r.action}_FAILED",
+            "reason": r.status_reason,
+        }
         dep = await session.get(DeploymentRow, r.physical_id or "") if r.physical_id else None
         if dep is not None:
-            entry.update(deployment_id=dep.id, server_id=dep.server_id,
-                         deploy_status_code=dep.status_code,
-                         deploy_stdout=mask(_tail(dep.stdout), secrets),
-                         deploy_stderr=mask(_tail(dep.stderr), secrets))
+            entry.update(
+                deployment_id=dep.id,
+                server_id=dep.server_id,
+                deploy_status_code=dep.status_code,
+                deploy_stdout=mask(_tail(dep.stdout), secrets),
+                deploy_stderr=mask(_tail(dep.stderr), secrets),
+            )
         failures.append(entry)
     return failures
 
@@ -205,8 +212,9 @@ def server_view(server: ServerRow, settings: Settings) -> dict[str, Any]:
         "id": server.id,
         "name": server.name,
         "status": server.status,
-        "agent": "silent" if silent and server.status == "ENROLLED" else
-                 ("alive" if server.status == "ENROLLED" else "not enrolled"),
+        "agent": "silent"
+        if silent and server.status == "ENROLLED"
+        else ("alive" if server.status == "ENROLLED" else "not enrolled"),
         "serial": server.serial,
         "transport": server.transport,
         "last_seen": server.last_seen,

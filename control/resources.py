@@ -57,9 +57,7 @@ class Res:
 
 class Handler(Protocol):
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome: ...
-    async def update(
-        self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]
-    ) -> Outcome: ...
+    async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome: ...
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome: ...
 
 
@@ -145,9 +143,7 @@ class Server:
         return done()
 
 
-async def create_server(
-    txn: Txn, name: str, *, owner_stack_id: str | None
-) -> tuple[ServerRow, str]:
+async def create_server(txn: Txn, name: str, *, owner_stack_id: str | None) -> tuple[ServerRow, str]:
     """A server awaiting enrolment and its one-time token; the provisioner gets it after commit."""
     settings = txn.runtime.settings
     token = new_token()

@@ -52,9 +52,7 @@ class Runtime:
 async def render_document(session: AsyncSession, server: ServerRow) -> wire.Document:
     """The server's document: every deployment currently on it, Heat's shape plus our extras."""
     rows = await session.scalars(
-        select(DeploymentRow).where(
-            DeploymentRow.server_id == server.id, DeploymentRow.item.is_not(None)
-        )
+        select(DeploymentRow).where(DeploymentRow.server_id == server.id, DeploymentRow.item.is_not(None))
     )
     items = []
     meta = {}

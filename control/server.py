@@ -27,11 +27,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     settings = settings_from(args)
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
-    web.run_app(make_app(settings), host=host, port=port, print=None, access_log=None,
-                shutdown_timeout=5)
+    web.run_app(make_app(settings), host=host, port=port, print=None, access_log=None, shutdown_timeout=5)
     return 0

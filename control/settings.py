@@ -55,5 +55,5 @@ def async_url(url: str) -> str:
         ("postgres://", "postgresql+asyncpg://"),
     ):
         if url.startswith(plain):
-            return driver + url[len(plain):]
+            return driver + url[len(plain) :]
     return url

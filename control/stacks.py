@@ -59,9 +59,17 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
             raise ConflictError(f"stack {name!r} already exists", where="name")
         now = time.time()
-        stack = StackRow(id=stack_id, name=name, action="CREATE", status="IN_PROGRESS",
-                         status_reason="Stack CREATE started", created_at=now, updated_at=now,
-                         version=1, traversal=1)
+        stack = StackRow(
+            id=stack_id,
+            name=name,
+            action="CREATE",
+            status="IN_PROGRESS",
+            status_reason="Stack CREATE started",
+            created_at=now,
+            updated_at=now,
+            version=1,
+            traversal=1,
+        )
         _store_definition(stack, template, files, env, params, defn)
         session.add(stack)
         txn.event(stack_id, "", "CREATE", "IN_PROGRESS", "Stack CREATE started", traversal=1)
@@ -79,10 +87,13 @@ async def update_stack(
         stack = await get_stack(session, name)
         if_match = body.get("if_match")
         if if_match is not None and str(if_match) != str(stack.version):
-            raise ConflictError(f"stack {name} is at version {stack.version}, not {if_match}", where="if_match")
+            raise ConflictError(
+                f"stack {name} is at version {stack.version}, not {if_match}", where="if_match"
+            )
         if stack.status == "IN_PROGRESS":
-            raise ConflictError(f"stack {name} is {stack.action}_IN_PROGRESS; wait for it to finish",
-                                where="name")
+            raise ConflictError(
+                f"stack {name} is {stack.action}_IN_PROGRESS; wait for it to finish", where="name"
+            )
         if stack.action == "DELETE":
             raise ConflictError(f"stack {name} is being deleted", where="name")
         if body.get("existing"):
@@ -114,7 +125,9 @@ async def delete_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
             stack.updated_at = time.time()
             for row in await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == stack.id)):
                 row.current = False
-            txn.event(stack.id, "", "DELETE", "IN_PROGRESS", "Stack DELETE started", traversal=stack.traversal)
+            txn.event(
+                stack.id, "", "DELETE", "IN_PROGRESS", "Stack DELETE started", traversal=stack.traversal
+            )
         txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)

@@ -57,9 +57,21 @@ def outputs() -> dict[str, object]:
 def start_control_plane(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
     log = open(data_dir.parent / "control.log", "wb")  # noqa: SIM115 (closed with the process)
     proc = subprocess.Popen(
-        [str(BIN / "anneal"), "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}",
-         "--provisioner", "local", "--log-level", "WARNING"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            str(BIN / "anneal"),
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--provisioner",
+            "local",
+            "--log-level",
+            "WARNING",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -106,8 +118,10 @@ def tour() -> None:
         urllib.request.urlopen(f"http://{first['backend_address']}/", timeout=2)
         raise DemoError("the old v1 backend is still running after the update")
     except OSError:
-        print(f"old backend at {first['backend_address']} is stopped; "
-              f"frontend now uses {second['frontend_upstream']}")
+        print(
+            f"old backend at {first['backend_address']} is stopped; "
+            f"frontend now uses {second['frontend_upstream']}"
+        )
 
     banner("the stack's events")
     anneal("stack", "events", STACK)

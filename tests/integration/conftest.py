@@ -45,16 +45,34 @@ class ControlPlane:
     log: Path
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "ANNEAL_URL": self.url, "ANNEAL_TOKEN": self.token,
-                "ANNEAL_CONFIG": "/nonexistent"}
+        return {
+            **os.environ,
+            "ANNEAL_URL": self.url,
+            "ANNEAL_TOKEN": self.token,
+            "ANNEAL_CONFIG": "/nonexistent",
+        }
 
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """Run the installed `anneal` command against this control plane."""
-        return subprocess.run([str(BIN / "anneal"), *args], env=self.env(), text=True,
-                              capture_output=True, timeout=timeout, check=False)
+        return subprocess.run(
+            [str(BIN / "anneal"), *args],
+            env=self.env(),
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
 
-    def api(self, method: str, path: str, body: Any = None, *, token: str | None = "admin",
-            raw: bytes | None = None, headers: dict[str, str] | None = None) -> Response:
+    def api(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        token: str | None = "admin",
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         hdrs = {"Content-Type": "application/json", **(headers or {})}
         if token == "admin":
@@ -74,12 +92,27 @@ class ControlPlane:
                 parsed = content.decode("utf-8", "replace")
             return Response(e.code, parsed, dict(e.headers))
 
-    def create(self, name: str, template: str | Path, *, params: dict[str, str] | None = None,
-               files: dict[str, str] | None = None, environments: list[str] | None = None) -> Response:
+    def create(
+        self,
+        name: str,
+        template: str | Path,
+        *,
+        params: dict[str, str] | None = None,
+        files: dict[str, str] | None = None,
+        environments: list[str] | None = None,
+    ) -> Response:
         text = template.read_text() if isinstance(template, Path) else template
-        return self.api("POST", "/v1/stacks", {"name": name, "template": text, "files": files or {},
-                                                "parameters": params or {},
-                                                "environments": environments or []})
+        return self.api(
+            "POST",
+            "/v1/stacks",
+            {
+                "name": name,
+                "template": text,
+                "files": files or {},
+                "parameters": params or {},
+                "environments": environments or [],
+            },
+        )
 
     def wait_stack(self, name: str, timeout: float = 120) -> dict[str, Any]:
         """Poll until the stack leaves IN_PROGRESS (bounded in time)."""
@@ -94,7 +127,9 @@ class ControlPlane:
         raise AssertionError(f"stack {name} still in progress after {timeout} s; log: {self.log}")
 
     def outputs(self, name: str) -> dict[str, Any]:
-        return {o["output_key"]: o["output_value"] for o in self.api("GET", f"/v1/stacks/{name}/outputs").body}
+        return {
+            o["output_key"]: o["output_value"] for o in self.api("GET", f"/v1/stacks/{name}/outputs").body
+        }
 
     def agent_dir(self, server_name: str) -> Path:
         return self.data_dir / "agents" / server_name
@@ -106,10 +141,23 @@ def start_control_plane(tmp: Path, *extra: str) -> ControlPlane:
     log = tmp / "control.log"
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [str(BIN / "anneal"), "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}",
-             "--provisioner", "local", "--agent-arg=--poll-wait=5", "--agent-arg=--heartbeat-interval=2",
-             *extra],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                str(BIN / "anneal"),
+                "serve",
+                "--data-dir",
+                str(data_dir),
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--provisioner",
+                "local",
+                "--agent-arg=--poll-wait=5",
+                "--agent-arg=--heartbeat-interval=2",
+                *extra,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

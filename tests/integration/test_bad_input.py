@@ -32,18 +32,39 @@ CASES = {
     "unknown_parameter": (GOOD, {"nope": "1"}, {}, "parameters.nope"),
     "mistyped_parameter": (GOOD, {"port": "eighty"}, {}, "parameters.port"),
     "constraint": (GOOD, {"port": "70000"}, {}, "parameters.port"),
-    "missing_get_file": (GOOD.replace('config: "#!/bin/sh\\n"', "config: {get_file: gone.sh}"), {}, {},
-                         "get_file"),
-    "cycle": (GOOD + "  x: {type: OS::Heat::None, depends_on: y}\n  y: {type: OS::Heat::None, depends_on: x}\n",
-              {}, {}, "cycle"),
-    "unknown_attribute": (GOOD.replace("get_attr: [dep, out]", "get_attr: [dep, nothere]"), {}, {},
-                          "outputs.o"),
-    "unknown_attribute_target": (GOOD.replace("get_attr: [dep, out]", "get_attr: [ghost, out]"), {}, {},
-                                 "ghost"),
+    "missing_get_file": (
+        GOOD.replace('config: "#!/bin/sh\\n"', "config: {get_file: gone.sh}"),
+        {},
+        {},
+        "get_file",
+    ),
+    "cycle": (
+        GOOD + "  x: {type: OS::Heat::None, depends_on: y}\n  y: {type: OS::Heat::None, depends_on: x}\n",
+        {},
+        {},
+        "cycle",
+    ),
+    "unknown_attribute": (
+        GOOD.replace("get_attr: [dep, out]", "get_attr: [dep, nothere]"),
+        {},
+        {},
+        "outputs.o",
+    ),
+    "unknown_attribute_target": (
+        GOOD.replace("get_attr: [dep, out]", "get_attr: [ghost, out]"),
+        {},
+        {},
+        "ghost",
+    ),
     "unsupported_type": (GOOD + "  sg: {type: OS::Neutron::SecurityGroup}\n", {}, {}, "resources.sg.type"),
-    "unsupported_signal": (GOOD.replace("server: {get_resource: srv}}",
-                                        "server: {get_resource: srv}, signal_transport: ZAQAR_SIGNAL}"),
-                           {}, {}, "signal_transport"),
+    "unsupported_signal": (
+        GOOD.replace(
+            "server: {get_resource: srv}}", "server: {get_resource: srv}, signal_transport: ZAQAR_SIGNAL}"
+        ),
+        {},
+        {},
+        "signal_transport",
+    ),
     "bad_version": (GOOD.replace("2018-08-31", "2099-01-01"), {}, {}, "heat_template_version"),
 }
 
@@ -99,10 +120,17 @@ def test_request_errors(control_plane: ControlPlane):
 def test_every_operator_route_needs_the_admin_token(control_plane: ControlPlane):
     """Default deny: no token or a wrong token is 401; the public routes stay open."""
     cp = control_plane
-    for method, path in [("GET", "/v1/stacks"), ("POST", "/v1/stacks"), ("GET", "/v1/deployments"),
-                         ("GET", "/v1/servers"), ("POST", "/v1/servers"), ("GET", "/v1/stacks/x/events"),
-                         ("DELETE", "/v1/stacks/x"), ("GET", "/v1/agent/document"),
-                         ("POST", "/v1/agent/heartbeat")]:
+    for method, path in [
+        ("GET", "/v1/stacks"),
+        ("POST", "/v1/stacks"),
+        ("GET", "/v1/deployments"),
+        ("GET", "/v1/servers"),
+        ("POST", "/v1/servers"),
+        ("GET", "/v1/stacks/x/events"),
+        ("DELETE", "/v1/stacks/x"),
+        ("GET", "/v1/agent/document"),
+        ("POST", "/v1/agent/heartbeat"),
+    ]:
         assert 401 == cp.api(method, path, {}, token=None).status, path
         assert 401 == cp.api(method, path, {}, token="wrong").status, path
     assert 200 == cp.api("GET", "/openapi.json", token=None).status
@@ -131,12 +159,17 @@ def test_signals_are_scoped_and_checked(control_plane: ControlPlane):
     from agent.keys import ensure_keys
 
     keys = ensure_keys(cp.data_dir.parent / "intruder-keys")
-    cred = cp.api("POST", "/v1/agent/enrol", {"token": other["enrol_token"], "public_keys": keys},
-                  token=None).body["credential"]
+    cred = cp.api(
+        "POST", "/v1/agent/enrol", {"token": other["enrol_token"], "public_keys": keys}, token=None
+    ).body["credential"]
     assert 403 == cp.api("POST", f"/v1/signal/{dep['id']}/1", sig, token=cred).status
     assert 400 == cp.api("POST", f"/v1/signal/{dep['id']}/1", {"deploy_status_code": []}, token=cred).status
-    assert 413 == cp.api("POST", f"/v1/signal/{dep['id']}/1",
-                         {"deploy_stdout": "x" * (1024 * 1024 + 10)}, token=cred).status
+    assert (
+        413
+        == cp.api(
+            "POST", f"/v1/signal/{dep['id']}/1", {"deploy_stdout": "x" * (1024 * 1024 + 10)}, token=cred
+        ).status
+    )
     shown = cp.api("GET", f"/v1/deployments/{dep['id']}").body
     assert "IN_PROGRESS" == shown["status"]  # none of the above touched it
     assert 409 == cp.api("POST", f"/v1/signal/{dep['id']}/0", sig, token=own).status

@@ -29,8 +29,11 @@ def test_demo_stack_converges_and_blue_green_update_repoints_frontend(control_pl
     assert first["frontend_upstream"] == first["backend_address"]
     assert "hello from the backend (v1)" == first["frontend_saw"]
 
-    body = {"template": (EXAMPLES / "blue-green.yaml").read_text(), "files": demo_files(),
-            "parameters": {"backend_version": "v2"}}
+    body = {
+        "template": (EXAMPLES / "blue-green.yaml").read_text(),
+        "files": demo_files(),
+        "parameters": {"backend_version": "v2"},
+    }
     assert 202 == cp.api("PUT", "/v1/stacks/bg", body).status
     assert "UPDATE_COMPLETE" == cp.wait_stack("bg")["status"]
     second = cp.outputs("bg")
@@ -44,8 +47,9 @@ def test_demo_stack_converges_and_blue_green_update_repoints_frontend(control_pl
     assert ["backend-v2", "frontend"] == sorted(d["name"] for d in deployments)
     events = cp.api("GET", "/v1/stacks/bg/events").body
     order = [(e["resource_name"], e["action"], e["status"]) for e in events]
-    new_backend = order.index(("backend_deployment", "CREATE", "COMPLETE"), order.index(
-        ("bg", "UPDATE", "IN_PROGRESS")))
+    new_backend = order.index(
+        ("backend_deployment", "CREATE", "COMPLETE"), order.index(("bg", "UPDATE", "IN_PROGRESS"))
+    )
     frontend_updated = order.index(("frontend_deployment", "UPDATE", "COMPLETE"))
     old_deleted = order.index(("backend_deployment", "DELETE", "COMPLETE"))
     assert new_backend < frontend_updated < old_deleted
@@ -258,7 +262,8 @@ def test_agent_killed_mid_hook_reports_interrupted_never_reruns(control_plane: C
 
 
 def test_agent_restarted_between_deployments_converges_without_reruns(
-        control_plane: ControlPlane, tmp_path: Path):
+    control_plane: ControlPlane, tmp_path: Path
+):
     """An agent stopped after its first deployment and started again finishes the stack, once each."""
     cp = control_plane
     cp.create("restarted", SLOW, params={"dir": str(tmp_path)})
@@ -277,30 +282,42 @@ def test_document_is_heat_shaped_with_etag_and_long_poll(control_plane: ControlP
     from agent.keys import ensure_keys
 
     keys = ensure_keys(Path(cp.data_dir.parent / "manual-keys"))
-    enrolled = cp.api("POST", "/v1/agent/enrol", {"token": server["enrol_token"], "public_keys": keys},
-                      token=None)
+    enrolled = cp.api(
+        "POST", "/v1/agent/enrol", {"token": server["enrol_token"], "public_keys": keys}, token=None
+    )
     assert 201 == enrolled.status
     cred = enrolled.body["credential"]
-    assert 401 == cp.api("POST", "/v1/agent/enrol", {"token": server["enrol_token"],
-                                                     "public_keys": keys}, token=None).status
+    assert (
+        401
+        == cp.api(
+            "POST", "/v1/agent/enrol", {"token": server["enrol_token"], "public_keys": keys}, token=None
+        ).status
+    )
     doc = cp.api("GET", "/v1/agent/document", token=cred)
     assert 200 == doc.status and [] == doc.body["deployments"]
     etag = doc.headers["ETag"]
     assert 304 == cp.api("GET", "/v1/agent/document", token=cred, headers={"If-None-Match": etag}).status
     start = time.monotonic()
-    assert 304 == cp.api("GET", "/v1/agent/document?wait=1", token=cred,
-                         headers={"If-None-Match": etag}).status
+    assert (
+        304 == cp.api("GET", "/v1/agent/document?wait=1", token=cred, headers={"If-None-Match": etag}).status
+    )
     assert time.monotonic() - start >= 0.9  # it held the request (a bound, not a timing assertion)
-    template = NO_SIGNAL.replace("{type: OS::Heat::DeployedServer}",
-                                 "{type: OS::Heat::DeployedServer, properties: {name: manual}}")
+    template = NO_SIGNAL.replace(
+        "{type: OS::Heat::DeployedServer}", "{type: OS::Heat::DeployedServer, properties: {name: manual}}"
+    )
     cp.create("manual", template, params={"mark": "/dev/null"})
     changed = cp.api("GET", "/v1/agent/document?wait=20", token=cred, headers={"If-None-Match": etag})
     assert 200 == changed.status
     (item,) = changed.body["deployments"]
     assert {"id", "name", "group", "creation_time", "config", "inputs", "outputs", "options"} == set(item)
     names = [i["name"] for i in item["inputs"]]
-    for derived in ("deploy_server_id", "deploy_action", "deploy_stack_id", "deploy_resource_name",
-                    "deploy_signal_transport"):
+    for derived in (
+        "deploy_server_id",
+        "deploy_action",
+        "deploy_stack_id",
+        "deploy_resource_name",
+        "deploy_signal_transport",
+    ):
         assert derived in names
     meta = changed.body["anneal"]
     assert meta["serial"] > int(etag.strip('"'))

@@ -44,9 +44,13 @@ def test_garbage_stdout_keeps_exit_code():
 
 def test_string_inputs_are_coerced_as_heat_does():
     """String-typed inputs holding numbers or maps reach the hook as strings (maps as JSON)."""
-    item = {"inputs": [{"name": "a", "type": "String", "value": 3},
-                       {"name": "b", "type": "String", "value": {"k": 1}},
-                       {"name": "c", "type": "Json", "value": {"k": 1}},
-                       {"name": "d", "type": "String", "value": None}]}
+    item = {
+        "inputs": [
+            {"name": "a", "type": "String", "value": 3},
+            {"name": "b", "type": "String", "value": {"k": 1}},
+            {"name": "c", "type": "Json", "value": {"k": 1}},
+            {"name": "d", "type": "String", "value": None},
+        ]
+    }
     values = [i["value"] for i in dispatch.coerce_inputs(item)["inputs"]]
     assert ["3", '{"k": 1}', {"k": 1}, None] == values

@@ -79,7 +79,7 @@ def templates(draw: st.DrawFn) -> dict[Any, Any]:
                   "hidden": nodes},
     )
     return draw(st.fixed_dictionaries(
-        {"heat_template_version": st.one_of(st.just("2018-08-31"), scalars)},
+        {"heat_template_version": st.one_of(st.just("2018-08-31"), st.just("rocky"), st.just("pike"), scalars)},
         optional={
             "resources": st.dictionaries(st.sampled_from(["a", "b", "c", "server", "bad name"]), resource,
                                          max_size=4),
@@ -88,8 +88,7 @@ def templates(draw: st.DrawFn) -> dict[Any, Any]:
                                        st.fixed_dictionaries({"value": nodes}, optional={"condition": nodes}),
                                        max_size=2),
             "conditions": st.dictionaries(st.sampled_from(["a", "b", "c"]), nodes, max_size=3),
-            "description": scalars,
-            "extra": nodes,
+            "description": st.one_of(st.text(max_size=5), scalars),
         },
     ))
 

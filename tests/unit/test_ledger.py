@@ -8,8 +8,20 @@ from agent.ledger import Ledger, Outgoing
 def test_generation_states_survive_reopen(tmp_path):
     """received -> started -> finished -> signalled, kept across a new Ledger (a restart)."""
     ledger = Ledger(tmp_path)
-    ledger.accept_document(3, b"{}", [{"item_id": "i1", "deployment_id": "d", "generation": 1,
-                                       "name": "n", "hash": "h", "action": "CREATE"}])
+    ledger.accept_document(
+        3,
+        b"{}",
+        [
+            {
+                "item_id": "i1",
+                "deployment_id": "d",
+                "generation": 1,
+                "name": "n",
+                "hash": "h",
+                "action": "CREATE",
+            }
+        ],
+    )
     assert "received" == ledger.entry("i1").state
     ledger.mark_started("i1")
     ledger.mark_finished("i1", 0, Outgoing(0, "i1", "http://x/s", "POST", b"{}", 0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -46,7 +47,8 @@ def test_document_round_trip_keeps_heat_shape_and_sorts_by_name():
     obj = json.loads(doc.encode())
     assert ["10_a", "20_b"] == [d["name"] for d in obj["deployments"]]
     assert {"id", "name", "group", "creation_time", "config", "inputs", "outputs", "options"} == set(
-        obj["deployments"][0])
+        obj["deployments"][0]
+    )
     assert 7 == obj["anneal"]["serial"]
     again = wire.decode_document(doc.encode())
     assert doc.serial == again.serial
@@ -54,16 +56,21 @@ def test_document_round_trip_keeps_heat_shape_and_sorts_by_name():
     assert sorted(d.id for d in doc.deployments) == sorted(d.id for d in again.deployments)
 
 
-@pytest.mark.parametrize(("mutate", "where"), [
-    (lambda d: d["deployments"][0].pop("id"), "deployments[0].id: required"),
-    (lambda d: d["deployments"][0]["inputs"].append({"value": 1}), "deployments[0].inputs[3].name"),
-    (lambda d: d.update(deployments="x"), "document.deployments: expected list"),
-    (lambda d: d["anneal"].update(serial="7"), "anneal.serial: expected int"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "where"),
+    [
+        (lambda d: d["deployments"][0].pop("id"), "deployments[0].id: required"),
+        (lambda d: d["deployments"][0]["inputs"].append({"value": 1}), "deployments[0].inputs[3].name"),
+        (lambda d: d.update(deployments="x"), "document.deployments: expected list"),
+        (lambda d: d["anneal"].update(serial="7"), "anneal.serial: expected int"),
+    ],
+)
 def test_malformed_document_names_the_path(mutate, where):
     """Every schema error says where it is."""
-    doc = {"deployments": [json.loads(json.dumps(HEAT_ITEM))],
-           "anneal": {"server_id": "s", "serial": 1, "deployments": {}}}
+    doc = {
+        "deployments": [json.loads(json.dumps(HEAT_ITEM))],
+        "anneal": {"server_id": "s", "serial": 1, "deployments": {}},
+    }
     mutate(doc)
     with pytest.raises(wire.WireError, match=where.replace("[", r"\[").replace("]", r"\]")):
         wire.decode_document(json.dumps(doc).encode())
@@ -83,10 +90,22 @@ def test_duplicate_item_ids_are_refused():
 
 def test_signal_heat_flat_form():
     """Keys other than deploy_* are outputs; a string status code is accepted."""
-    sig = wire.decode_signal({"deploy_stdout": "o", "deploy_stderr": "e", "deploy_status_code": "3",
-                              "result": "r", "anneal": {"nonce": "n"}})
+    sig = wire.decode_signal(
+        {
+            "deploy_stdout": "o",
+            "deploy_stderr": "e",
+            "deploy_status_code": "3",
+            "result": "r",
+            "anneal": {"nonce": "n"},
+        }
+    )
     assert (3, "o", "e", {"result": "r"}, {"nonce": "n"}) == (
-        sig.status_code, sig.stdout, sig.stderr, dict(sig.outputs), dict(sig.extra))
+        sig.status_code,
+        sig.stdout,
+        sig.stderr,
+        dict(sig.outputs),
+        dict(sig.extra),
+    )
 
 
 @pytest.mark.parametrize("code", [True, 1.5, [], "x"])
@@ -99,8 +118,11 @@ def test_signal_bad_status_code(code):
 def test_hash_ignores_ids_times_and_credentials():
     """The idempotency hash is about what is applied, not about ids or signal URLs."""
     a = item(id="one", creation_time="t1")
-    b = item(id="two", creation_time="t2", inputs=[*HEAT_ITEM["inputs"][:2],
-                                                   {"name": "deploy_signal_id", "value": "other"}])
+    b = item(
+        id="two",
+        creation_time="t2",
+        inputs=[*HEAT_ITEM["inputs"][:2], {"name": "deploy_signal_id", "value": "other"}],
+    )
     assert wire.idempotency_hash(a, "CREATE") == wire.idempotency_hash(b, "CREATE")
     assert wire.idempotency_hash(a, "CREATE") != wire.idempotency_hash(a, "UPDATE")
     c = item(inputs=[{"name": "foo", "value": "changed"}])
@@ -120,20 +142,32 @@ def test_trim_stream_bounds_size(text, cap):
     assert len(out.encode()) <= cap + 64
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
-                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(), c, max_size=3),
-                    max_leaves=10))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(), c, max_size=3),
+        max_leaves=10,
+    )
+)
 def test_decode_document_only_raises_wire_error(value):
     """Any JSON value either decodes or raises WireError."""
-    try:
+    with contextlib.suppress(wire.WireError):
         wire.decode_document(json.dumps(value).encode())
-    except wire.WireError:
-        pass
 
 
-@pytest.mark.parametrize(("name", "ok"), [("result", True), ("a.b-c_1", True), ("../x", False),
-                                          ("a/b", False), ("", False), (".hidden", False),
-                                          ("x" * 300, False), ("a..b", False)])
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("result", True),
+        ("a.b-c_1", True),
+        ("../x", False),
+        ("a/b", False),
+        ("", False),
+        (".hidden", False),
+        ("x" * 300, False),
+        ("a..b", False),
+    ],
+)
 def test_safe_output_name(name, ok):
     """Output names become file names only when they cannot escape their directory."""
     assert ok == wire.safe_output_name(name)
