@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from agent import wire
 from control import deploy
@@ -33,6 +33,21 @@ async def create_server_record(rt: Runtime, name: Any) -> dict[str, Any]:
         txn = Txn(session, rt)
         server, token = await create_server(txn, name, owner_stack_id=None)
         await txn.commit()
+        return {"id": server.id, "name": server.name, "status": server.status, "enrol_token": token}
+
+
+async def issue_token(rt: Runtime, ref: str) -> dict[str, Any]:
+    """A new one-time enrolment token for a server (a stack-made one, or a rebuilt server)."""
+    async with rt.sessions() as session:
+        server = await session.get(ServerRow, ref) or await session.scalar(
+            select(ServerRow).where(ServerRow.name == ref)
+        )
+        if server is None:
+            raise NotFoundError(f"server {ref!r} not found", where="server")
+        token = new_token()
+        server.enrol_token_hash = token_hash(token)
+        server.enrol_expires = time.time() + rt.settings.enrol_token_ttl
+        await session.commit()
         return {"id": server.id, "name": server.name, "status": server.status, "enrol_token": token}
 
 
@@ -98,14 +113,19 @@ async def authenticate(rt: Runtime, credential: str) -> str:
 
 
 async def heartbeat(rt: Runtime, server_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Note that the agent is alive; one UPDATE, so a concurrent delete cannot make it fail."""
+    status = {k: body[k] for k in ("version", "serial", "running", "queued", "generations") if k in body}
     async with rt.sessions() as session:
-        server = await session.get(ServerRow, server_id)
-        if server is None:
-            raise NotFoundError("server no longer exists", where="server")
-        server.last_seen = time.time()
-        server.agent_status = {k: body[k] for k in ("version", "serial", "running", "queued") if k in body}
+        serial = await session.scalar(
+            update(ServerRow)
+            .where(ServerRow.id == server_id)
+            .values(last_seen=time.time(), agent_status=status)
+            .returning(ServerRow.serial)
+        )
         await session.commit()
-        return {"serial": server.serial}
+    if serial is None:
+        raise NotFoundError("server no longer exists", where="server")
+    return {"serial": serial}
 
 
 async def record_signal(

@@ -15,6 +15,8 @@ from typing import Any
 
 from aiohttp import web
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm.exc import StaleDataError
 
 from agent import wire
 from control import agents, hot, queries, stacks
@@ -56,6 +58,14 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPRequestEntityTooLarge:
         cap = request.app[RUNTIME].settings.max_request_bytes
         return error_body(413, "too_large", f"request body is over the cap of {cap} bytes", "body")
+    except IntegrityError as e:
+        log.info("conflicting write on %s %s: %s", request.method, request.path, e)
+        return error_body(409, "conflict", "the request conflicts with a concurrent change", None)
+    except (OperationalError, StaleDataError) as e:
+        log.warning("database unavailable on %s %s: %s", request.method, request.path, e)
+        response = error_body(503, "unavailable", "busy or raced a concurrent change; retry later", None)
+        response.headers["Retry-After"] = "5"
+        return response
     except web.HTTPException as e:
         if e.status < 400:
             raise
@@ -80,7 +90,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     elif policy in ("agent", "signal"):
         if token is not None:
             request[AUTH_SERVER] = await agents.authenticate(rt, token)
-        elif policy == "agent":
+        elif policy == "agent" or "sig" not in request.query:
             raise AuthError("this route needs the agent's credential", where="Authorization")
     else:
         raise ForbiddenError("route has no access policy", where=request.path)
@@ -236,6 +246,12 @@ async def create_server(request: web.Request) -> web.Response:
     body = await read_json(request)
     name = body.get("name") if isinstance(body, dict) else None
     return ok(await agents.create_server_record(request.app[RUNTIME], name), 201)
+
+
+@routes.post("/v1/servers/{name}/token")
+@auth("admin")
+async def server_token(request: web.Request) -> web.Response:
+    return ok(await agents.issue_token(request.app[RUNTIME], request.match_info["name"]), 201)
 
 
 @routes.get("/v1/servers")

@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token")).add_argument(
         "name"
     )
+    _fmt(srv.add_parser("token", help="a new one-time enrolment token for a server")).add_argument("name")
     _fmt(srv.add_parser("list", help="list servers"))
     _fmt(srv.add_parser("show", help="a server and its deployments")).add_argument("name")
     return parser

@@ -187,11 +187,18 @@ def _after_change(client: Client, args: argparse.Namespace, stack: dict[str, Any
         show(stack, args.format)
         return 0
     print(f"stack {stack['name']} {what} (version {stack['version']})")
+    for warning in stack.get("warnings", []):
+        print(f"warning: {warning}")
     return wait_for(client, stack["name"], args.timeout, since=_last_event_before(client, stack["name"]))
 
 
 def _last_event_before(client: Client, name: str) -> int:
-    events = client.call("GET", f"/v1/stacks/{name}/events")
+    try:
+        events = client.call("GET", f"/v1/stacks/{name}/events")
+    except ClientError as err:
+        if err.status == 404:  # deleted before we looked: wait_for says so
+            return 0
+        raise
     started = [e["id"] for e in events if e["resource_name"] == name and e["status"] == "IN_PROGRESS"]
     return (started[-1] - 1) if started else 0
 
@@ -304,7 +311,14 @@ def _deployment_show(client: Client, args: argparse.Namespace) -> int:
 
 
 def _server_create(client: Client, args: argparse.Namespace) -> int:
-    server = client.call("POST", "/v1/servers", {"name": args.name})
+    return _print_token(client, args, client.call("POST", "/v1/servers", {"name": args.name}))
+
+
+def _server_token(client: Client, args: argparse.Namespace) -> int:
+    return _print_token(client, args, client.call("POST", f"/v1/servers/{args.name}/token"))
+
+
+def _print_token(client: Client, args: argparse.Namespace, server: dict[str, Any]) -> int:
     if args.format == "table":
         print(f"server {server['name']} ({server['id']}) awaits enrolment.")
         print(f"one-time enrolment token: {server['enrol_token']}")

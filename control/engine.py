@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import delete, select
+from sqlalchemy.orm.exc import StaleDataError
 
 from control import deploy, hot, stackdef
 from control.errors import ControlError
@@ -78,6 +79,10 @@ class Engine:
             wake.clear()
             try:
                 finished, deadline = await self._step(stack_id)
+            except StaleDataError:
+                log.info("stack %s: step raced a concurrent change; stepping again", stack_id)
+                wake.set()
+                continue
             except Exception as e:  # a bug must not leave the stack silently in progress
                 log.exception("engine step failed for stack %s", stack_id)
                 await self._fail_stack(stack_id, f"internal error: {e}")
@@ -122,6 +127,8 @@ class Engine:
                     continue
                 if all(_done(current.get(d), g) for d in defn.requires(name)):
                     current[name] = await self._act(txn, stack, defn, name, row, current)
+                    if current[name].status != "IN_PROGRESS":
+                        txn.kicks.add(stack.id)  # done at once: its dependents can start now
             if pending:
                 return False
         old = [r for r in rows if not r.current]
@@ -251,6 +258,7 @@ class Engine:
             txn.event(stack.id, row.name, "DELETE", "COMPLETE", "", traversal=stack.traversal)
             await txn.session.delete(row)
             remaining.remove(row)
+            txn.kicks.add(stack.id)
         return bool(remaining)
 
     async def _expire(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> float | None:
@@ -372,11 +380,7 @@ def _with_defaults(type_name: str, props: Any) -> Any:
     spec = hot.TYPES.get(type_name)
     if spec is None or not isinstance(props, dict):
         return props
-    out = dict(props)
-    for key, prop in spec.properties.items():
-        if out.get(key) is None and prop.default is not None:
-            out[key] = stackdef.plain(prop.default)
-    return out
+    return stackdef.plain(hot.apply_defaults(spec, props))
 
 
 def _where(e: ControlError) -> str:

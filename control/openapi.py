@@ -161,6 +161,14 @@ def _other_paths() -> dict[str, Any]:
                 "List servers", ADMIN, {"200": _json({"type": "array", "items": obj}), **_errors(401)}
             ),
         },
+        "/v1/servers/{name}/token": {
+            "parameters": [_path_param("name", "server name or id")],
+            "post": _op(
+                "A new one-time enrolment token (a stack-made server, or a rebuilt one)",
+                ADMIN,
+                {"201": _json(obj), **_errors(401, 404)},
+            ),
+        },
         "/v1/servers/{name}": {
             "parameters": [_path_param("name", "server name or id")],
             "get": _op("Show a server and its deployments", ADMIN, {"200": _json(obj), **_errors(401, 404)}),

@@ -10,6 +10,8 @@ from aiohttp import web
 
 from control.app import make_app
 from control.settings import Settings
+from control.store.db import SchemaError
+from control.store.db import SchemaError
 
 log = logging.getLogger("control")
 
@@ -35,5 +37,11 @@ def serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
-    web.run_app(make_app(settings), host=host, port=port, print=None, access_log=None, shutdown_timeout=5)
+    try:
+        web.run_app(
+            make_app(settings), host=host, port=port, print=None, access_log=None, shutdown_timeout=5
+        )
+    except (SchemaError, OSError, ValueError) as e:
+        print(f"anneal serve: {e}", file=sys.stderr)
+        return 2
     return 0

@@ -20,11 +20,15 @@ class Definition:
 
     def active(self, name: str) -> bool:
         """False for a resource whose condition is false."""
-        cond = self.template.resources[name].condition
-        return _truth(cond, self.conditions)
+        return self._truth(self.template.resources[name].condition, f"resources.{name}.condition")
 
     def output_active(self, name: str) -> bool:
-        return _truth(self.template.outputs[name].condition, self.conditions)
+        return self._truth(self.template.outputs[name].condition, f"outputs.{name}.condition")
+
+    def _truth(self, cond: Any, path: str) -> bool:
+        if cond is None:
+            return True
+        return hot.evaluate_condition(cond, _Conditions(self), path)
 
     def order(self) -> list[str]:
         return [n for n in self.template.order() if self.active(n)]
@@ -33,14 +37,26 @@ class Definition:
         return sorted(d for d in self.template.dependencies(name) if self.active(d))
 
 
-def _truth(cond: Any, conditions: Mapping[str, bool]) -> bool:
-    if cond is None:
-        return True
-    if isinstance(cond, bool):
-        return cond
-    if isinstance(cond, str):
-        return conditions.get(cond, False)
-    return True
+class _Conditions:
+    """What a resource's or output's `condition` may use: parameters and named conditions."""
+
+    def __init__(self, defn: Definition) -> None:
+        self._defn = defn
+
+    def param(self, name: str) -> Any:
+        return self._defn.params.values.get(name, "")
+
+    def resource_id(self, name: str) -> Any:
+        raise hot.TemplateError(name, "a condition cannot refer to a resource")
+
+    def attribute(self, name: str, attribute: str) -> Any:
+        raise hot.TemplateError(name, "a condition cannot refer to a resource")
+
+    def file(self, path: str) -> str:
+        raise hot.TemplateError(path, "a condition cannot read a file")
+
+    def condition(self, name: str) -> bool:
+        return self._defn.conditions.get(name, False)
 
 
 def environment_to_json(env: hot.Environment) -> dict[str, Any]:

@@ -122,7 +122,7 @@ class _Scan:
         return TemplateError(self.what, f"{problem} (line {mark.line + 1} column {mark.column + 1})")
 
 
-def check_shape(data: Any, what: str) -> None:
+def check_document(data: Any, what: str) -> None:
     """Refuse an already-parsed document nested deeper than YAML input may be."""
     stack: list[tuple[Any, int]] = [(data, 0)]
     seen = 0

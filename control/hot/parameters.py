@@ -5,6 +5,7 @@ Messages never show the value of a hidden parameter.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -183,15 +184,18 @@ def to_boolean(value: Any) -> bool:
 
 
 def _to_number(value: Any) -> int | float:
-    number = float(value) if not isinstance(value, int) else value
-    if isinstance(value, bool) or not isinstance(value, int | float | str) or not math.isfinite(number):
+    """An int when integral, else a float; numbers written as text are parsed."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(value)
+    if isinstance(value, int):
+        return value
     if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    return int(number) if number == int(number) else number
+        with contextlib.suppress(ValueError):
+            return int(value)
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(value)
+    return int(number) if number.is_integer() else number
 
 
 def _to_list(value: Any) -> list[str]:

@@ -17,8 +17,7 @@ from typing import Any
 from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
 from control.hot.functions import CONDITION_FUNCTIONS, call_of, check_shape, is_unsupported, references
-from control.hot.loader import check_shape as check_document
-from control.hot.loader import load_yaml
+from control.hot.loader import check_document, load_yaml
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, parse_parameter_defs
 from control.hot.types import TYPES, TypeSpec, check_properties, describe
 
@@ -76,13 +75,14 @@ class Template:
         return self._graph[name]
 
     def order(self) -> list[str]:
-        """A topological order of the resources; ties keep template order."""
+        """A topological order of the resources; ties keep template order (parsing refused cycles)."""
         position = {name: i for i, name in enumerate(self.resources)}
-        waiting = {name: len(deps) for name, deps in self._graph.items()}
+        waiting = {name: 0 for name in self.resources}
         users: dict[str, list[str]] = {name: [] for name in self.resources}
         for name, deps in self._graph.items():
-            for dep in deps:
+            for dep in deps & users.keys():
                 users[dep].append(name)
+                waiting[name] += 1
         ready = [position[name] for name, count in waiting.items() if count == 0]
         heapq.heapify(ready)
         names, out = list(self.resources), []
@@ -345,11 +345,16 @@ class _Checker:
             self.visit(args[1], at(inner, 1), in_condition)
             self.visit(args[2], at(inner, 2), in_condition)
             return
-        if name in ("get_param", "get_resource", "get_attr", "get_file") and call_of(args) is None:
+        if name in ("get_resource", "get_attr", "get_file") and call_of(args) is not None:
+            # Dependencies and files must be known before anything is evaluated.
+            raise TemplateError(path, f"{name}: the arguments must be written out, not computed")
+        if name in ("get_param", "get_resource", "get_attr", "get_file"):
             getattr(self, f"_{name}")(args, path)
         self.visit(args, inner, in_condition)
 
     def _get_param(self, args: Any, path: str) -> None:
+        if call_of(args) is not None:
+            return
         name = args if isinstance(args, str) else args[0]
         if call_of(name) is None and not isinstance(name, str):
             raise TemplateError(path, "get_param: the parameter name must be a string")

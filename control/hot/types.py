@@ -39,28 +39,23 @@ class TypeSpec:
     open_properties: bool = False  # True: unknown properties are accepted with a warning
 
 
-def _is_number(value: Any) -> bool:
-    if isinstance(value, bool):
+def _parses(value: Any, parse: Callable[[str], Any]) -> bool:
+    """True for a string that ``parse`` accepts (Heat accepts numbers written as text)."""
+    if not isinstance(value, str):
         return False
-    if isinstance(value, int | float):
-        return True
     try:
-        float(value)
-    except (TypeError, ValueError):
+        parse(value)
+    except ValueError:
         return False
-    return isinstance(value, str)
+    return True
 
 
 def _is_integer(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    try:
-        int(value)
-    except (TypeError, ValueError):
-        return False
-    return isinstance(value, str)
+    return (isinstance(value, int) and not isinstance(value, bool)) or _parses(value, int)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)) or _parses(value, float)
 
 
 _CHECKS: dict[str, Callable[[Any], bool]] = {

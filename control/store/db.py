@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
-from control.store.orm import Base
+from control.store.orm import SCHEMA_VERSION, Base, MetaRow
 
 Sessions = async_sessionmaker[AsyncSession]
 
@@ -19,7 +19,23 @@ async def open_database(url: str) -> tuple[AsyncEngine, Sessions]:
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     async with engine.begin() as conn:
         await conn.run_sync(Base.metadata.create_all)
-    return engine, async_sessionmaker(engine, expire_on_commit=False)
+    sessions = async_sessionmaker(engine, expire_on_commit=False)
+    async with sessions() as session:
+        found = await session.get(MetaRow, "schema_version")
+        if found is None:
+            session.add(MetaRow(key="schema_version", value=str(SCHEMA_VERSION)))
+            await session.commit()
+        elif found.value != str(SCHEMA_VERSION):
+            await engine.dispose()
+            raise SchemaError(
+                f"the database is at schema version {found.value}; this control plane needs "
+                f"{SCHEMA_VERSION}: use a new database or migrate this one"
+            )
+    return engine, sessions
+
+
+class SchemaError(RuntimeError):
+    """The database was made by another version of the control plane."""
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

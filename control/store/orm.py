@@ -12,6 +12,18 @@ class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON, Any: JSON}
 
 
+#: Bumped whenever a table changes; a database at another version is refused at start.
+SCHEMA_VERSION = 1
+
+
+class MetaRow(Base):
+    """Facts about the database itself (the schema version)."""
+
+    __tablename__ = "anneal_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(255))
+
+
 class ServerRow(Base):
     """A server an agent runs on; enrolled with a one-time token."""
 
@@ -55,6 +67,10 @@ class StackRow(Base):
     traversal: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.
+    row_version: Mapped[int] = mapped_column(Integer, default=1)
+    __mapper_args__ = {"version_id_col": row_version}  # noqa: RUF012 (SQLAlchemy reads it once)
+
 
 
 class ResourceRow(Base):
@@ -77,6 +93,10 @@ class ResourceRow(Base):
     current: Mapped[bool] = mapped_column(default=True)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.
+    row_version: Mapped[int] = mapped_column(Integer, default=1)
+    __mapper_args__ = {"version_id_col": row_version}  # noqa: RUF012 (SQLAlchemy reads it once)
+
 
 
 class ConfigRow(Base):
@@ -122,6 +142,10 @@ class DeploymentRow(Base):
     updated_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float, default=None)
     completed_at: Mapped[float | None] = mapped_column(Float, default=None)
+    #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.
+    row_version: Mapped[int] = mapped_column(Integer, default=1)
+    __mapper_args__ = {"version_id_col": row_version}  # noqa: RUF012 (SQLAlchemy reads it once)
+
 
 
 class EventRow(Base):

@@ -324,3 +324,21 @@ def test_document_is_heat_shaped_with_etag_and_long_poll(control_plane: ControlP
     assert meta["deployments"][item["id"]]["hash"].startswith("sha256:")
     assert 401 == cp.api("GET", "/v1/agent/document", token=cp.token).status
     assert json.loads(json.dumps(changed.body))  # plain JSON all the way
+
+
+def test_new_token_re_enrols_a_server_and_revokes_the_old_credential(control_plane: ControlPlane):
+    """`server token` lets a rebuilt server enrol again; its old credential stops working."""
+    cp = control_plane
+    from agent.keys import ensure_keys
+
+    cp.api("POST", "/v1/servers", {"name": "rebuilt"})
+    token = cp.api("POST", "/v1/servers/rebuilt/token").body["enrol_token"]
+    keys = ensure_keys(cp.data_dir.parent / "rebuilt-keys")
+    first = cp.api("POST", "/v1/agent/enrol", {"token": token, "public_keys": keys}, token=None).body
+    assert 200 == cp.api("GET", "/v1/agent/document", token=first["credential"]).status
+    again = cp.api("POST", "/v1/servers/rebuilt/token").body["enrol_token"]
+    second = cp.api("POST", "/v1/agent/enrol", {"token": again, "public_keys": keys}, token=None).body
+    assert first["server_id"] == second["server_id"]
+    assert 401 == cp.api("GET", "/v1/agent/document", token=first["credential"]).status
+    assert 200 == cp.api("GET", "/v1/agent/document", token=second["credential"]).status
+    assert 404 == cp.api("POST", "/v1/servers/ghost/token").status

@@ -183,7 +183,8 @@ def test_str_replace_strict_refuses_absent_params():
 def test_str_replace_vstrict_refuses_empty_values():
     """str_replace_vstrict also fails on an empty or null value."""
     assert ev({"str_replace_vstrict": {"template": "a", "params": {"a": "1"}}}) == "1"
-    for empty in ("", None, [], {}):
+    empties: list[Any] = ["", None, [], {}]
+    for empty in empties:
         e = fails({"str_replace_vstrict": {"template": "a", "params": {"a": empty}}})
         assert e.reason == "str_replace_vstrict: param 'a' is empty"
     assert "not found" in fails({"str_replace_vstrict": {"template": "a", "params": {"b": "1"}}}).reason
@@ -423,7 +424,7 @@ def test_calls_lists_every_call_with_paths():
         ("a.list_join[1][0]", "get_param", "p"),
         ("b[0]", "get_resource", "r"),
     ]
-    assert [p for p, _, _ in calls(node, "outputs.o")][0] == "outputs.o.a"
+    assert next(p for p, _, _ in calls(node, "outputs.o")) == "outputs.o.a"
 
 
 def test_references_names_resources_used():

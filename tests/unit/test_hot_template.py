@@ -10,8 +10,10 @@ import pytest
 
 from control.hot import (
     MAX_TEMPLATE_BYTES,
+    TYPES,
     Environment,
     TemplateError,
+    apply_defaults,
     load_yaml,
     parse_template,
 )
@@ -576,3 +578,21 @@ def test_condition_cycle_is_refused():
     """Conditions that refer to each other in a loop are refused."""
     e = error(doc(conditions={"a": {"not": "b"}, "b": {"and": [True, "a"]}}))
     assert (e.path, e.reason) == ("conditions", "condition cycle: a -> b -> a")
+
+
+def test_resource_and_file_references_must_be_literal():
+    """get_resource, get_attr and get_file arguments cannot be computed."""
+    e = error(doc({"a": {"type": "OS::Heat::None"}},
+                  parameters={"p": {"type": "string", "default": "a"}},
+                  outputs={"o": {"value": {"get_resource": {"get_param": "p"}}}}))
+    assert (e.path, e.reason) == ("outputs.o.value", "get_resource: the arguments must be written out, not computed")
+
+
+def test_apply_defaults_fills_absent_properties():
+    """apply_defaults sets absent or null properties to copies of their defaults."""
+    spec = TYPES["OS::Heat::SoftwareDeployment"]
+    props = apply_defaults(spec, {"server": "s", "actions": None})
+    assert props == {"server": "s", "actions": ["CREATE", "UPDATE"]}
+    props["actions"].append("DELETE")
+    assert spec.properties["actions"].default == ["CREATE", "UPDATE"]
+    assert apply_defaults(TYPES["OS::Heat::SoftwareConfig"], {})["group"] == "Heat::Ungrouped"

@@ -1,0 +1,242 @@
+"""A real control plane as a subprocess, an admin client for it, and enrolled fake servers."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+BIN = Path(sys.executable).parent
+
+
+def command(name: str) -> str:
+    """An installed console script: next to this interpreter (the venv) first, else on PATH."""
+    local = BIN / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        raise SystemExit(f"{name} not found: run the benchmarks with the project's venv (make bench)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ControlPlane:
+    url: str
+    token: str
+    data_dir: Path
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def status(self, field: str = "VmRSS") -> int:
+        """A /proc/<pid>/status field in KiB (VmRSS, VmHWM)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+        raise KeyError(field)
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time the process has used so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_control_plane(workdir: Path, *, cpu: int | None = None, extra: Sequence[str] = ()) -> ControlPlane:
+    """`anneal serve` on a free port with a fresh data dir; *cpu* pins it to one core."""
+    port = free_port()
+    data_dir = workdir / "data"
+    log = workdir / "control.log"
+    argv = [command("anneal"), "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}",
+            "--log-level", "WARNING", *extra]
+    if cpu is not None:
+        argv = ["taskset", "-c", str(cpu), *argv]  # taskset execs: the PID stays the control plane's
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"control plane exited at start: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url + "/v1/health", timeout=1):
+                break
+        except OSError:
+            if time.monotonic() > deadline:
+                stop_process(proc)
+                raise SystemExit(f"control plane not up after 30 s; log: {log}") from None
+            time.sleep(0.1)
+    token = (data_dir / "admin-token").read_text().strip()
+    return ControlPlane(url, token, data_dir, proc, log)
+
+
+def stop_process(proc: subprocess.Popen[bytes], grace: float = 15) -> None:
+    """SIGTERM the process we started (by its PID), SIGKILL it if it lingers."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class ApiError(Exception):
+    """The control plane answered a bench request with an unexpected status."""
+
+
+class Api:
+    """The control plane's REST API as the bench uses it (admin token by default)."""
+
+    def __init__(self, session: aiohttp.ClientSession, cp: ControlPlane) -> None:
+        self.session, self.cp = session, cp
+
+    async def call(self, method: str, path: str, body: Any = None, *, token: str | None = None,
+                   expect: Sequence[int] = (200, 201, 202)) -> Any:
+        headers = {"Authorization": f"Bearer {token or self.cp.token}"}
+        async with self.session.request(method, self.cp.url + path, json=body, headers=headers,
+                                        timeout=aiohttp.ClientTimeout(total=120)) as resp:
+            raw = await resp.read()
+            if resp.status not in expect:
+                raise ApiError(f"{method} {path}: {resp.status} {raw[:500]!r}")
+            return json.loads(raw) if raw else None
+
+    async def put_stack(self, name: str, template: dict[str, Any], *, create: bool) -> None:
+        body = {"name": name, "template": template}
+        if create:
+            await self.call("POST", "/v1/stacks", body)
+        else:
+            await self.call("PUT", f"/v1/stacks/{name}", body)
+
+    async def wait_stack(self, name: str, timeout: float = 120) -> str:
+        """Poll until the stack leaves IN_PROGRESS; its final status."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = str((await self.call("GET", f"/v1/stacks/{name}"))["status"])
+            if not status.endswith("IN_PROGRESS"):
+                return status
+            await asyncio.sleep(0.1)
+        raise ApiError(f"stack {name} still in progress after {timeout} s")
+
+
+@dataclass(frozen=True)
+class Server:
+    """A server enrolled by the bench: what a simulated agent needs to poll."""
+
+    name: str
+    server_id: str
+    credential: str
+
+
+def random_key() -> str:
+    return base64.b64encode(os.urandom(32)).decode()
+
+
+async def create_servers(api: Api, names: Sequence[str], concurrency: int = 8) -> dict[str, str]:
+    """Server records awaiting enrolment: name -> one-time token."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(name: str) -> tuple[str, str]:
+        async with gate:
+            return name, str((await api.call("POST", "/v1/servers", {"name": name}))["enrol_token"])
+
+    return dict(await asyncio.gather(*(one(n) for n in names)))
+
+
+async def enrol_servers(api: Api, names: Sequence[str], concurrency: int = 8) -> list[Server]:
+    """Create and enrol servers as an agent would, with random public keys."""
+    tokens = await create_servers(api, names, concurrency)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(name: str) -> Server:
+        body = {"token": tokens[name], "public_keys": {"sign": random_key(), "box": random_key()},
+                "hostname": name}
+        async with gate:
+            got = await api.call("POST", "/v1/agent/enrol", body, expect=(201,))
+        return Server(name, got["server_id"], got["credential"])
+
+    return list(await asyncio.gather(*(one(n) for n in names)))
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0-100), linear between closest ranks."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+#: Name of the gate deployment (see `deployments_template`).
+GATE = "zz-gate"
+
+
+def deployments_template(servers: Sequence[str], per_server: int, value: str, *, gate: str | None = None,
+                         transport: str = "NO_SIGNAL", config: str | None = None) -> dict[str, Any]:
+    """A HOT template putting *per_server* script deployments on each named, existing server.
+
+    With *gate* (a server name), one more CFN_SIGNAL deployment there keeps the stack in progress until
+    `release_gate` signals it: the engine only finishes a stack when woken, and NO_SIGNAL deployments
+    wake nothing, so without the gate the stack would wait for the engine's 30 s idle re-check.
+    """
+    script = config or "#!/bin/sh\necho \"$VALUE\"\n"
+    resources: dict[str, Any] = {
+        "cfg": {"type": "OS::Heat::SoftwareConfig",
+                "properties": {"group": "script", "inputs": [{"name": "VALUE"}], "config": script}},
+    }
+    for i, name in enumerate(servers):
+        resources[f"srv{i}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": name}}
+        for j in range(per_server):
+            resources[f"dep{i}_{j}"] = _deployment(f"{j:02d}-bench", {"get_resource": f"srv{i}"},
+                                                   transport, value)
+    if gate is not None:
+        resources["gate"] = _deployment(GATE, gate, "CFN_SIGNAL", value)
+    return {"heat_template_version": "2018-08-31", "resources": resources}
+
+
+def _deployment(name: str, server: Any, transport: str, value: str) -> dict[str, Any]:
+    return {"type": "OS::Heat::SoftwareDeployment",
+            "properties": {"name": name, "config": {"get_resource": "cfg"}, "server": server,
+                           "signal_transport": transport, "input_values": {"VALUE": value}}}
+
+
+async def release_gate(api: Api, gate: Server, value: str, timeout: float = 60) -> None:
+    """Signal success for the gate deployment carrying *value*, once it is on the gate's document."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        doc = await api.call("GET", "/v1/agent/document", token=gate.credential)
+        for item in doc["deployments"]:
+            inputs = {i["name"]: i.get("value") for i in item["inputs"]}
+            if item["name"] == GATE and inputs.get("VALUE") == value:
+                async with api.session.post(inputs["deploy_signal_id"], json={"deploy_status_code": 0},
+                                            timeout=aiohttp.ClientTimeout(total=60)) as resp:
+                    if resp.status != 200:
+                        raise ApiError(f"gate signal: {resp.status} {(await resp.read())[:300]!r}")
+                return
+        await asyncio.sleep(0.05)
+    raise ApiError(f"no gate deployment for {value!r} after {timeout} s")

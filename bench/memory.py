@@ -1,0 +1,80 @@
+"""(c) Control-plane RSS with 1,000 enrolled servers, 5,000 deployments and every agent long-polling.
+
+The servers are enrolled as agents would enrol them; 50 stacks put 100 NO_SIGNAL
+deployments each on 20 of them (5 per server), so every stack completes and
+every document holds 5 items. Then 1,000 simulated agents hold a long-poll each,
+as a fleet at rest does. RSS is VmRSS from /proc/<pid>/status; the baseline is
+the idle control plane right after start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.harness import (
+    Api,
+    ControlPlane,
+    deployments_template,
+    enrol_servers,
+    release_gate,
+    start_control_plane,
+    stop_process,
+)
+from bench.simagent import Fleet
+
+SERVERS = 1000
+STACKS = 50
+PER_SERVER = 5
+LONG_POLL_WAIT = 25.0
+
+
+async def _measure(cp: ControlPlane) -> dict[str, Any]:
+    rss: dict[str, int] = {}
+    timings: dict[str, float] = {}
+    await asyncio.sleep(1)
+    rss["idle"] = cp.status("VmRSS")
+    async with aiohttp.ClientSession() as http:
+        api = Api(http, cp)
+        start = time.monotonic()
+        *servers, gate = await enrol_servers(api, [*(f"mem-{i:04d}" for i in range(SERVERS)), "gate"])
+        timings["enrol_s"] = time.monotonic() - start
+        rss["servers"] = cp.status("VmRSS")
+        start = time.monotonic()
+        per_stack = SERVERS // STACKS
+        for n in range(STACKS):
+            names = [s.name for s in servers[n * per_stack:(n + 1) * per_stack]]
+            value = f"stack-{n}"
+            await api.put_stack(value, deployments_template(names, PER_SERVER, value, gate=gate.name),
+                                create=True)
+            await release_gate(api, gate, value)
+        for n in range(STACKS):
+            await api.wait_stack(f"stack-{n}")
+        timings["stacks_s"] = time.monotonic() - start
+        rss["deployments"] = cp.status("VmRSS")
+        deployments = len(await api.call("GET", "/v1/deployments"))
+    fleet = Fleet(servers, f"{cp.url}/v1/agent/document")
+    await fleet.start(wait=LONG_POLL_WAIT)
+    await asyncio.sleep(2)
+    rss["long_polls"] = cp.status("VmRSS")
+    open_fds = len(list(Path(f"/proc/{cp.pid}/fd").iterdir()))  # shows the long-polls are held
+    polls = sum(a.polls for a in fleet.agents)
+    await fleet.stop()
+    return {"servers": SERVERS, "deployments": deployments, "stacks": STACKS, "long_polls_held": len(servers),
+            "rss_kib": rss, "peak_kib": cp.status("VmHWM"), "timings": timings, "document_fetches": polls,
+            "open_fds": open_fds,
+            "ratio": rss["long_polls"] / rss["idle"]}
+
+
+def measure(workdir: Path) -> dict[str, Any]:
+    """Run figure (c) against its own control plane."""
+    workdir.mkdir(parents=True)
+    cp = start_control_plane(workdir)
+    try:
+        return asyncio.run(_measure(cp))
+    finally:
+        stop_process(cp.proc)

@@ -1,0 +1,153 @@
+"""Run the benchmarks: `python bench/run.py [--only a|b|c]` (or `make bench`).
+
+(a) publish-to-hook-start latency, (b) no-change polls per second on one core,
+(c) control-plane RSS at 1,000 servers. Each figure has its baseline measured in
+the same run; goals are reported as PASS or MISS and never fail the run. The
+figures go to bench/results/<date>.json; docs/performance.md explains them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the repository, on the path
+    sys.path.insert(0, str(ROOT))
+
+from bench import latency, memory, polls  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+GOAL_P99_S = 1.0
+GOAL_POLLS_PER_S = 10_000
+GOAL_RSS_MIB = 300
+FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "a": latency.measure,
+    "b": polls.measure,
+    "c": memory.measure,
+}
+
+
+def machine() -> dict[str, Any]:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    return {"cpus": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
+            "python": platform.python_version()}
+
+
+def goal(value: float | None, limit: float, below: bool = True) -> str:
+    """PASS or MISS against a goal; no figure at all is a MISS."""
+    if value is None:
+        return "MISS"
+    return "PASS" if (value < limit if below else value >= limit) else "MISS"
+
+
+def num(value: float | None, fmt: str, unit: str = "") -> str:
+    return "n/a" if value is None else f"{value:{fmt}}{unit}"
+
+
+def rows_a(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    sim, real, spawn, base, heat = (r["long_poll_simulated"], r["long_poll_real"],
+                                    r["long_poll_real_hook_spawn"], r["interval_simulated"],
+                                    r["heat_default_derived"])
+    every = f"polling every {base['interval_s']:g} s"
+    return [
+        (f"(a) publish->document in hand p50, 100 simulated agents ({sim['n']} samples)",
+         num(sim["p50"], ".3f", " s"), f"{num(base['p50'], '.3f', ' s')} ({every})",
+         num(r["ratio_p50"], ".1f", "x"), ""),
+        ("(a) publish->document in hand p99, 100 simulated agents", num(sim["p99"], ".3f", " s"),
+         f"{num(base['p99'], '.3f', ' s')} ({every})", num(r["ratio_p99"], ".1f", "x"),
+         f"< {GOAL_P99_S:g} s {goal(sim['p99'], GOAL_P99_S)}"),
+        (f"(a) publish->script start p50 / p99, 2 real agents ({real['n']} samples)",
+         f"{num(real['p50'], '.3f')} / {num(real['p99'], '.3f', ' s')}", "", "",
+         f"< {GOAL_P99_S:g} s {goal(real['p99'], GOAL_P99_S)}"),
+        ("(a)   of which publish->agent starts the hook, p50 / p99",
+         f"{num(spawn['p50'], '.3f')} / {num(spawn['p99'], '.3f', ' s')}", "", "", ""),
+        ("(a) Heat default 30 s polling: DERIVED, not measured", "",
+         f"p50 {heat['p50']:g} s, p99 {heat['p99']:g} s", f"{num(r['ratio_heat_p99_derived'], '.0f', 'x')} (p99)",
+         ""),
+    ]
+
+
+def rows_b(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    nm, full = r["not_modified_304"], r["full_200"]
+    return [(f"(b) no-change polls/s, one core, 304 path ({r['load_generator'].split(' ')[0]})",
+             f"{nm['rps']:,.0f}/s", f"{full['rps']:,.0f}/s (full {r['document_bytes']} B document)",
+             f"{r['ratio']:.2f}x", f">= {GOAL_POLLS_PER_S:,} {goal(nm['rps'], GOAL_POLLS_PER_S, below=False)}")]
+
+
+def rows_c(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    rss, mib = r["rss_kib"], 1024
+    return [
+        (f"(c) RSS, {r['servers']} servers, {r['deployments']} deployments, long-polls held",
+         f"{rss['long_polls'] / mib:.0f} MiB", f"{rss['idle'] / mib:.0f} MiB (idle after start)",
+         f"{r['ratio']:.2f}x", f"< {GOAL_RSS_MIB} MiB {goal(rss['long_polls'] / mib, GOAL_RSS_MIB)}"),
+        ("(c) peak RSS (VmHWM) during the run", f"{r['peak_kib'] / mib:.0f} MiB", "", "",
+         f"< {GOAL_RSS_MIB} MiB {goal(r['peak_kib'] / mib, GOAL_RSS_MIB)}"),
+    ]
+
+
+ROWS = {"a": rows_a, "b": rows_b, "c": rows_c}
+
+
+def table(results: dict[str, Any]) -> str:
+    head = ("figure", "measured", "baseline (same run)", "ratio", "goal")
+    rows = [head] + [row for key in "abc" if key in results for row in ROWS[key](results[key])]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def save(results: dict[str, Any], started: float) -> Path:
+    """Merge into today's file: a later `--only b` keeps the other figures of the day."""
+    RESULTS.mkdir(exist_ok=True)
+    day = datetime.date.fromtimestamp(started).isoformat()
+    path = RESULTS / f"{day}.json"
+    previous = json.loads(path.read_text()) if path.exists() else {}
+    stamp = datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(timespec="seconds")
+    merged = {**previous, "machine": machine(),
+              "figures": {**previous.get("figures", {}), **{k: {**v, "measured_at": stamp}
+                                                             for k, v in results.items()}}}
+    path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=sorted(FIGURES), help="run one figure")
+    parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, data) afterwards")
+    args = parser.parse_args(argv)
+    started = time.time()
+    workdir = Path(tempfile.mkdtemp(prefix="anneal-bench-"))
+    results: dict[str, Any] = {}
+    try:
+        for key in [args.only] if args.only else sorted(FIGURES):
+            print(f"figure ({key}) ...", flush=True)
+            t0 = time.monotonic()
+            results[key] = FIGURES[key](workdir / key)
+            print(f"figure ({key}) took {time.monotonic() - t0:.0f} s", flush=True)
+    except BaseException:
+        print(f"benchmark failed; logs are in {workdir}", file=sys.stderr)
+        raise
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print()
+    print(table(results))
+    print(f"\nmachine: {machine()}; {time.time() - started:.0f} s in all")
+    print(f"results: {save(results, started)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
