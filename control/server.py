@@ -11,7 +11,6 @@ from aiohttp import web
 from control.app import make_app
 from control.settings import Settings
 from control.store.db import SchemaError
-from control.store.db import SchemaError
 
 log = logging.getLogger("control")
 
