@@ -17,11 +17,11 @@ $(STAMP): pyproject.toml
 demo: install
 	$(PY) examples/demo.py
 
-test: install
+test: install lint
 	$(PY) -m pytest
 
 lint: install
-	$(VENV)/bin/ruff check agent control hooks tests bench examples
+	$(VENV)/bin/ruff check agent control hooks tests examples
 	$(VENV)/bin/mypy
 
 bench: install

@@ -17,7 +17,7 @@ import aiohttp
 
 from agent import client, config, keys
 from agent.errors import AgentError, ConfigError
-from agent.fsutil import write_atomic
+from agent.fsutil import lock_state_dir, write_atomic
 from agent.loop import Agent, dump
 
 log = logging.getLogger("agent")
@@ -82,6 +82,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         heartbeat_interval=args.heartbeat_interval,
         hook_dirs=tuple(args.hook_dir) if args.hook_dir else None,
     )
+    if args.command != "status":
+        _lock(state_dir)
     agent = Agent(cfg, state_dir)
     if args.command == "status":
         print(dump(agent.status()))
@@ -90,6 +92,16 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return await agent.once()
     await _run_until_signalled(agent)
     return 0
+
+
+def _lock(state_dir: Path) -> None:
+    """One agent per state dir: two would race on the run-once ledger."""
+    try:
+        lock_state_dir(state_dir)
+    except OSError as e:
+        pid_file = state_dir / "agent.pid"
+        holder = pid_file.read_text().strip() if pid_file.exists() else "unknown"
+        raise ConfigError(f"another agent (pid {holder}) is running on {state_dir}") from e
 
 
 async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentConfig:

@@ -192,18 +192,9 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-#: Name of the gate deployment (see `deployments_template`).
-GATE = "zz-gate"
-
-
-def deployments_template(servers: Sequence[str], per_server: int, value: str, *, gate: str | None = None,
+def deployments_template(servers: Sequence[str], per_server: int, value: str, *,
                          transport: str = "NO_SIGNAL", config: str | None = None) -> dict[str, Any]:
-    """A HOT template putting *per_server* script deployments on each named, existing server.
-
-    With *gate* (a server name), one more CFN_SIGNAL deployment there keeps the stack in progress until
-    `release_gate` signals it: the engine only finishes a stack when woken, and NO_SIGNAL deployments
-    wake nothing, so without the gate the stack would wait for the engine's 30 s idle re-check.
-    """
+    """A HOT template putting *per_server* script deployments on each named, existing server."""
     script = config or "#!/bin/sh\necho \"$VALUE\"\n"
     resources: dict[str, Any] = {
         "cfg": {"type": "OS::Heat::SoftwareConfig",
@@ -212,31 +203,10 @@ def deployments_template(servers: Sequence[str], per_server: int, value: str, *,
     for i, name in enumerate(servers):
         resources[f"srv{i}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": name}}
         for j in range(per_server):
-            resources[f"dep{i}_{j}"] = _deployment(f"{j:02d}-bench", {"get_resource": f"srv{i}"},
-                                                   transport, value)
-    if gate is not None:
-        resources["gate"] = _deployment(GATE, gate, "CFN_SIGNAL", value)
+            resources[f"dep{i}_{j}"] = {
+                "type": "OS::Heat::SoftwareDeployment",
+                "properties": {"name": f"{j:02d}-bench", "config": {"get_resource": "cfg"},
+                               "server": {"get_resource": f"srv{i}"}, "signal_transport": transport,
+                               "input_values": {"VALUE": value}},
+            }
     return {"heat_template_version": "2018-08-31", "resources": resources}
-
-
-def _deployment(name: str, server: Any, transport: str, value: str) -> dict[str, Any]:
-    return {"type": "OS::Heat::SoftwareDeployment",
-            "properties": {"name": name, "config": {"get_resource": "cfg"}, "server": server,
-                           "signal_transport": transport, "input_values": {"VALUE": value}}}
-
-
-async def release_gate(api: Api, gate: Server, value: str, timeout: float = 60) -> None:
-    """Signal success for the gate deployment carrying *value*, once it is on the gate's document."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        doc = await api.call("GET", "/v1/agent/document", token=gate.credential)
-        for item in doc["deployments"]:
-            inputs = {i["name"]: i.get("value") for i in item["inputs"]}
-            if item["name"] == GATE and inputs.get("VALUE") == value:
-                async with api.session.post(inputs["deploy_signal_id"], json={"deploy_status_code": 0},
-                                            timeout=aiohttp.ClientTimeout(total=60)) as resp:
-                    if resp.status != 200:
-                        raise ApiError(f"gate signal: {resp.status} {(await resp.read())[:300]!r}")
-                return
-        await asyncio.sleep(0.05)
-    raise ApiError(f"no gate deployment for {value!r} after {timeout} s")

@@ -21,7 +21,6 @@ from bench.harness import (
     ControlPlane,
     deployments_template,
     enrol_servers,
-    release_gate,
     start_control_plane,
     stop_process,
 )
@@ -41,18 +40,15 @@ async def _measure(cp: ControlPlane) -> dict[str, Any]:
     async with aiohttp.ClientSession() as http:
         api = Api(http, cp)
         start = time.monotonic()
-        *servers, gate = await enrol_servers(api, [*(f"mem-{i:04d}" for i in range(SERVERS)), "gate"])
+        servers = await enrol_servers(api, [f"mem-{i:04d}" for i in range(SERVERS)])
         timings["enrol_s"] = time.monotonic() - start
         rss["servers"] = cp.status("VmRSS")
         start = time.monotonic()
         per_stack = SERVERS // STACKS
         for n in range(STACKS):
             names = [s.name for s in servers[n * per_stack:(n + 1) * per_stack]]
-            value = f"stack-{n}"
-            await api.put_stack(value, deployments_template(names, PER_SERVER, value, gate=gate.name),
+            await api.put_stack(f"stack-{n}", deployments_template(names, PER_SERVER, f"stack {n}"),
                                 create=True)
-            await release_gate(api, gate, value)
-        for n in range(STACKS):
             await api.wait_stack(f"stack-{n}")
         timings["stacks_s"] = time.monotonic() - start
         rss["deployments"] = cp.status("VmRSS")
@@ -63,10 +59,11 @@ async def _measure(cp: ControlPlane) -> dict[str, Any]:
     rss["long_polls"] = cp.status("VmRSS")
     open_fds = len(list(Path(f"/proc/{cp.pid}/fd").iterdir()))  # shows the long-polls are held
     polls = sum(a.polls for a in fleet.agents)
+    documents = sum(a.document_bytes for a in fleet.agents)  # what the HTTP publisher keeps in memory
     await fleet.stop()
     return {"servers": SERVERS, "deployments": deployments, "stacks": STACKS, "long_polls_held": len(servers),
             "rss_kib": rss, "peak_kib": cp.status("VmHWM"), "timings": timings, "document_fetches": polls,
-            "open_fds": open_fds,
+            "open_fds": open_fds, "documents_bytes": documents,
             "ratio": rss["long_polls"] / rss["idle"]}
 
 

@@ -27,7 +27,6 @@ from bench.harness import (
     Server,
     deployments_template,
     enrol_servers,
-    release_gate,
     start_control_plane,
     stop_process,
 )
@@ -42,10 +41,8 @@ async def prepare(cp: ControlPlane) -> tuple[list[Server], dict[str, str], int]:
     """Enrolled servers with one deployment each; their ETags and the size of one full document."""
     async with aiohttp.ClientSession() as http:
         api = Api(http, cp)
-        *servers, gate = await enrol_servers(api, [*(f"poll-{i:03d}" for i in range(SERVERS)), "gate"])
-        template = deployments_template([s.name for s in servers], 1, "v1", gate=gate.name)
-        await api.put_stack("polls", template, create=True)
-        await release_gate(api, gate, "v1")
+        servers = await enrol_servers(api, [f"poll-{i:03d}" for i in range(SERVERS)])
+        await api.put_stack("polls", deployments_template([s.name for s in servers], 1, "v1"), create=True)
         await api.wait_stack("polls")
         etags, size = {}, 0
         for s in servers:

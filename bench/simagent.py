@@ -26,6 +26,8 @@ class SimAgent:
         self.seen: dict[tuple[str, int], float] = {}
         self.highest_generation = 0
         self.polls = 0
+        #: Size of the newest document received.
+        self.document_bytes = 0
         self.errors = 0
 
     async def poll(self, http: aiohttp.ClientSession, wait: float) -> None:
@@ -43,16 +45,17 @@ class SimAgent:
             if resp.status != 200:
                 raise RuntimeError(f"{resp.status} {body[:200]!r}")
             self.etag = resp.headers.get("ETag", "")
+            self.document_bytes = len(body)
         for meta in json.loads(body)["anneal"]["deployments"].values():
             key = (str(meta["deployment_id"]), int(meta["generation"]))
             self.seen.setdefault(key, now)
             self.highest_generation = max(self.highest_generation, key[1])
 
-    async def run(self, http: aiohttp.ClientSession, wait: float, interval: float) -> None:
-        """Poll until cancelled: at once after each long-poll, or every *interval* seconds."""
+    async def run(self, http: aiohttp.ClientSession, wait: float, interval: float, until: float) -> None:
+        """Poll until cancelled or *until* (monotonic): at once after a long-poll, or every *interval* s."""
         if interval > 0:
             await asyncio.sleep(random.uniform(0, interval))  # agents are not in lock-step
-        while True:
+        while time.monotonic() < until:
             try:
                 await self.poll(http, wait)
             except (aiohttp.ClientError, TimeoutError, RuntimeError):
@@ -71,12 +74,13 @@ class Fleet:
         self._tasks: list[asyncio.Task[None]] = []
         self._http: aiohttp.ClientSession | None = None
 
-    async def start(self, wait: float, interval: float = 0.0) -> None:
-        """Fetch every document once, then keep polling in the background."""
+    async def start(self, wait: float, interval: float = 0.0, lifetime: float = 600) -> None:
+        """Fetch every document once, then keep polling in the background (for *lifetime* s at most)."""
         connector = aiohttp.TCPConnector(limit=len(self.agents) + 10)
         self._http = aiohttp.ClientSession(connector=connector)
         await asyncio.gather(*(a.poll(self._http, 0) for a in self.agents))
-        self._tasks = [asyncio.create_task(a.run(self._http, wait, interval)) for a in self.agents]
+        until = time.monotonic() + lifetime
+        self._tasks = [asyncio.create_task(a.run(self._http, wait, interval, until)) for a in self.agents]
         await asyncio.sleep(0.5)  # let the long-polls reach the control plane and park
 
     async def stop(self) -> None:

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -38,11 +39,39 @@ class EnrolProvisioner:
         return None
 
 
+@dataclass
+class _Agent:
+    """A local agent process: started here, or adopted from a control plane that crashed."""
+
+    pid: int
+    proc: asyncio.subprocess.Process | None = None
+
+    async def wait(self) -> None:
+        if self.proc is not None:
+            await self.proc.wait()
+            return
+        while _alive(self.pid):  # not our child: poll
+            await asyncio.sleep(0.5)
+
+    async def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it does not stop in 10 s."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.wait(), 10)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            await self.wait()
+
+
 class LocalProvisioner:
     """One `anneal-agent run` subprocess per server, state under <data_dir>/agents/<name>.
 
     Like a systemd unit with Restart=on-failure, an agent that exits is started
     again after a second, until the server is released or the control plane stops.
+    An agent left running by a control plane that crashed is adopted, not killed:
+    the work it is doing goes on.
     """
 
     RESTART_DELAY = 1.0
@@ -51,7 +80,7 @@ class LocalProvisioner:
         self._root = data_dir / "agents"
         self._url = url
         self._extra = extra_args
-        self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self._agents: dict[str, _Agent] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
 
     def state_dir(self, name: str) -> Path:
@@ -60,7 +89,13 @@ class LocalProvisioner:
     async def provision(self, server_id: str, name: str, enrol_token: str | None) -> None:
         if server_id in self._watchers:
             return
-        await self._start(server_id, name, enrol_token)
+        state = self.state_dir(name)
+        leftover = _leftover_pid(state)
+        if leftover is not None:
+            log.info("adopting agent pid %s still running for %s", leftover, name)
+            self._agents[server_id] = _Agent(leftover)
+        else:
+            await self._start(server_id, name, enrol_token)
         self._watchers[server_id] = asyncio.create_task(self._watch(server_id, name))
 
     async def _start(self, server_id: str, name: str, enrol_token: str | None) -> None:
@@ -69,34 +104,24 @@ class LocalProvisioner:
         env = dict(os.environ)
         if enrol_token:
             env["ANNEAL_ENROL_TOKEN"] = enrol_token  # not argv: /proc/*/cmdline is world-readable
-        argv = [
-            sys.executable,
-            "-m",
-            "agent",
-            "run",
-            "--state-dir",
-            str(state),
-            "--url",
-            self._url,
-            *self._extra,
-        ]
+        argv = [sys.executable, "-m", "agent", "run", "--state-dir", str(state), "--url", self._url]
         with open(state / "agent.log", "ab") as log_file:
-            self._procs[server_id] = await asyncio.create_subprocess_exec(
+            proc = await asyncio.create_subprocess_exec(
                 *argv,
+                *self._extra,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=log_file,
                 start_new_session=True,
             )
-        log.info("started local agent for %s (pid %s)", name, self._procs[server_id].pid)
+        self._agents[server_id] = _Agent(proc.pid, proc)
+        log.info("started local agent for %s (pid %s)", name, proc.pid)
 
     async def _watch(self, server_id: str, name: str) -> None:
         while True:
-            await self._procs[server_id].wait()
-            log.warning(
-                "local agent for %s exited with %s; restarting", name, self._procs[server_id].returncode
-            )
+            await self._agents[server_id].wait()
+            log.warning("local agent for %s exited; restarting", name)
             await asyncio.sleep(self.RESTART_DELAY)
             await self._start(server_id, name, None)
 
@@ -106,27 +131,31 @@ class LocalProvisioner:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-        proc = self._procs.pop(server_id, None)
-        if proc is not None:
-            await _stop(proc)
+        agent = self._agents.pop(server_id, None)
+        if agent is not None:
+            await agent.stop()
 
     async def close(self) -> None:
-        for server_id in list(self._watchers):
-            await self.release(server_id, "")
+        await asyncio.gather(*(self.release(sid, "") for sid in list(self._watchers)))
 
     def pids(self) -> dict[str, int]:
-        return {sid: p.pid for sid, p in self._procs.items() if p.returncode is None}
+        return {sid: a.pid for sid, a in self._agents.items() if _alive(a.pid)}
 
 
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the agent we started, then SIGKILL if it does not stop in 10 s."""
-    if proc.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
+def _leftover_pid(state: Path) -> int | None:
+    """The pid of an agent still running on *state*, by its pid file and command line."""
     try:
-        await asyncio.wait_for(proc.wait(), 10)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await proc.wait()
+        pid = int((state / "agent.pid").read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    if b"agent" not in cmdline or str(state).encode() not in cmdline or not _alive(pid):
+        return None  # gone, or the pid was reused by something that is not our agent
+    return pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except (OSError, IndexError):
+        return False

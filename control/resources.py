@@ -166,7 +166,7 @@ async def create_server(txn: Txn, name: str, *, owner_stack_id: str | None) -> t
     txn.session.add(server)
     await txn.session.flush()
     txn.publish.add(server.id)
-    if settings.provisioner != "enrol":
+    if settings.provisioner != "enrol" and owner_stack_id is not None:  # operators enrol their own
         provisioner = txn.runtime.provisioner
 
         async def provision() -> None:

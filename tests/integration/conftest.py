@@ -135,8 +135,9 @@ class ControlPlane:
         return self.data_dir / "agents" / server_name
 
 
-def start_control_plane(tmp: Path, *extra: str) -> ControlPlane:
-    port = free_port()
+def start_control_plane(tmp: Path, *extra: str, port: int | None = None) -> ControlPlane:
+    """Start `anneal serve` on loopback; the same *tmp* and *port* restart it on its data."""
+    port = port or free_port()
     data_dir = tmp / "data"
     log = tmp / "control.log"
     with open(log, "ab") as out:

@@ -1,0 +1,154 @@
+"""Restarts: the control plane resumes stacks; the agent keeps signals until they are taken."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+
+pytestmark = pytest.mark.slow
+
+TEMPLATE = """
+heat_template_version: 2018-08-31
+parameters:
+  dir: {type: string}
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: standalone}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: DIR}, {name: STEP}]
+      outputs: [{name: step}]
+      config: |
+        #!/bin/sh
+        touch "$DIR/started-$STEP"
+        while [ ! -e "$DIR/go-$STEP" ]; do sleep 0.1; done
+        echo "$STEP" >> "$DIR/runs"
+        printf '%s' "$STEP" > "$heat_outputs_path.step"
+  first:
+    type: OS::Heat::SoftwareDeployment
+    properties: {name: "10-first", config: {get_resource: cfg}, server: {get_resource: box},
+                 input_values: {DIR: {get_param: dir}, STEP: first}}
+  second:
+    type: OS::Heat::SoftwareDeployment
+    properties: {name: "20-second", config: {get_resource: cfg}, server: {get_resource: box},
+                 input_values: {DIR: {get_param: dir},
+                                STEP: {list_join: ["-", ["second", {get_attr: [first, step]}]]}}}
+outputs:
+  last: {value: {get_attr: [second, step]}}
+"""
+
+
+def _wait(path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.exists(), path
+
+
+def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path):
+    """The control plane dies mid-hook; the agent queues the signal, the restarted plane resumes."""
+    work = tmp_path / "work"
+    work.mkdir()
+    cp = start_control_plane(tmp_path, "--provisioner", "enrol")
+    agent = None
+    try:
+        token = cp.api("POST", "/v1/servers", {"name": "standalone"}).body["enrol_token"]
+        state = tmp_path / "agent-state"
+        enrol = subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, "--token", token,
+                                "--state-dir", str(state)], capture_output=True, text=True, timeout=60)
+        assert 0 == enrol.returncode, enrol.stderr
+        with open(tmp_path / "agent.log", "ab") as log:
+            agent = subprocess.Popen([str(BIN / "anneal-agent"), "run", "--state-dir", str(state),
+                                      "--poll-wait", "2"], stdout=log, stderr=log)
+        assert 201 == cp.create("outage", TEMPLATE, params={"dir": str(work)}).status
+        _wait(work / "started-first")
+        cp.proc.send_signal(signal.SIGKILL)  # no graceful shutdown: a crash
+        cp.proc.wait(30)
+        (work / "go-first").touch()  # the hook finishes while nobody listens
+        deadline = time.monotonic() + 30
+        status = subprocess.run([str(BIN / "anneal-agent"), "status", "--state-dir", str(state)],
+                                capture_output=True, text=True, timeout=30)
+        while '"queued": 1' not in status.stdout and time.monotonic() < deadline:
+            time.sleep(0.2)
+            status = subprocess.run([str(BIN / "anneal-agent"), "status", "--state-dir", str(state)],
+                                    capture_output=True, text=True, timeout=30)
+        assert '"queued": 1' in status.stdout, status.stdout
+        port = int(cp.url.rsplit(":", 1)[1])
+        cp = start_control_plane(tmp_path, "--provisioner", "enrol", port=port)
+        _wait(work / "started-second-first")  # runs only once the queued signal has landed
+        (work / "go-second-first").touch()
+        assert "CREATE_COMPLETE" == cp.wait_stack("outage", timeout=90)["status"]
+        assert "second-first" == cp.outputs("outage")["last"]
+        assert ["first", "second-first"] == (work / "runs").read_text().split()
+    finally:
+        if agent is not None:
+            agent.send_signal(signal.SIGTERM)
+            try:
+                agent.wait(30)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+        stop_control_plane(cp)
+
+
+def _agent_processes(state: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            stat = (proc / "stat").read_text().split()
+        except OSError:
+            continue
+        if str(state).encode() in cmd and b"run" in cmd and stat[2] != "Z":
+            pids.append(int(proc.name))
+    return pids
+
+
+def test_control_plane_killed_mid_stack_resumes_with_one_agent_per_server(tmp_path: Path):
+    """kill -9 of the control plane (local agents): the restart resumes the stack, one agent per dir."""
+    work = tmp_path / "work"
+    work.mkdir()
+    cp = start_control_plane(tmp_path)
+    try:
+        assert 201 == cp.create("resume", TEMPLATE, params={"dir": str(work)}).status
+        _wait(work / "started-first")
+        cp.proc.send_signal(signal.SIGKILL)
+        cp.proc.wait(30)
+        port = int(cp.url.rsplit(":", 1)[1])
+        cp = start_control_plane(tmp_path, port=port)
+        (work / "go-first").touch()
+        _wait(work / "started-second-first")
+        (work / "go-second-first").touch()
+        assert "CREATE_COMPLETE" == cp.wait_stack("resume", timeout=90)["status"]
+        assert 1 == len(_agent_processes(cp.agent_dir("standalone")))
+        assert ["first", "second-first"] == (work / "runs").read_text().split()
+    finally:
+        stop_control_plane(cp)
+
+
+def test_second_agent_on_one_state_dir_is_refused(control_plane: ControlPlane, tmp_path: Path):
+    """Two agents on one state dir would race on the ledger: the second exits with a clear error."""
+    cp = control_plane
+    token = cp.api("POST", "/v1/servers", {"name": "solo"}).body["enrol_token"]
+    state = tmp_path / "solo"
+    subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, "--token", token,
+                    "--state-dir", str(state)], check=True, capture_output=True, timeout=60)
+    first = subprocess.Popen([str(BIN / "anneal-agent"), "run", "--state-dir", str(state)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait(state / "agent.pid")
+        second = subprocess.run([str(BIN / "anneal-agent"), "once", "--state-dir", str(state)],
+                                capture_output=True, text=True, timeout=60)
+        assert 2 == second.returncode
+        assert f"another agent (pid {first.pid}) is running" in second.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(30)
