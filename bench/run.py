@@ -31,6 +31,8 @@ RESULTS = ROOT / "bench" / "results"
 GOAL_P99_S = 1.0
 GOAL_POLLS_PER_S = 10_000
 GOAL_RSS_MIB = 300
+#: One-minute load average above which the run warns that the machine is not quiet.
+BUSY_LOAD = 0.5
 FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "a": latency.measure,
     "b": polls.measure,
@@ -109,7 +111,7 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def save(results: dict[str, Any], started: float) -> Path:
+def save(results: dict[str, Any], started: float, load: float) -> Path:
     """Merge into today's file: a later `--only b` keeps the other figures of the day."""
     RESULTS.mkdir(exist_ok=True)
     day = datetime.date.fromtimestamp(started).isoformat()
@@ -117,7 +119,7 @@ def save(results: dict[str, Any], started: float) -> Path:
     previous = json.loads(path.read_text()) if path.exists() else {}
     stamp = datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(timespec="seconds")
     merged = {**previous, "machine": machine(),
-              "figures": {**previous.get("figures", {}), **{k: {**v, "measured_at": stamp}
+              "figures": {**previous.get("figures", {}), **{k: {**v, "measured_at": stamp, "load_before": load}
                                                              for k, v in results.items()}}}
     path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
     return path
@@ -129,6 +131,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, data) afterwards")
     args = parser.parse_args(argv)
     started = time.time()
+    load = os.getloadavg()[0]
+    if load > BUSY_LOAD:
+        print(f"warning: load average {load:.2f} before the run: something else is using the cores, "
+              "so the figures will come out low", file=sys.stderr)
     workdir = Path(tempfile.mkdtemp(prefix="anneal-bench-"))
     results: dict[str, Any] = {}
     try:
@@ -145,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(table(results))
     print(f"\nmachine: {machine()}; {time.time() - started:.0f} s in all")
-    print(f"results: {save(results, started)}")
+    print(f"results: {save(results, started, load)}")
     return 0
 
 
