@@ -157,7 +157,7 @@ class Engine:
                 rdef.type,
                 stackdef.plain(
                     hot.resolve(
-                        rdef.properties, _Context(stack, defn, current), f"resources.{name}.properties"
+                        rdef.properties, stackdef.StackContext(stack, defn, current), f"resources.{name}.properties"
                     )
                 ),
             )
@@ -328,33 +328,6 @@ async def settle(txn: Txn, dep: DeploymentRow) -> None:
         await forget_deployment(txn, dep)
         await txn.session.delete(row)
     txn.kicks.add(dep.stack_id)
-
-
-class _Context:
-    """What intrinsic functions see while the engine resolves a resource."""
-
-    def __init__(self, stack: StackRow, defn: stackdef.Definition, rows: Mapping[str, ResourceRow]) -> None:
-        self._stack, self._defn, self._rows = stack, defn, rows
-
-    def param(self, name: str) -> Any:
-        pseudo = {"OS::stack_name": self._stack.name, "OS::stack_id": self._stack.id, "OS::project_id": ""}
-        if name in pseudo:
-            return pseudo[name]
-        return self._defn.params.values[name]
-
-    def resource_id(self, name: str) -> Any:
-        row = self._rows.get(name)
-        return row.physical_id if row is not None else None
-
-    def attribute(self, name: str, attribute: str) -> Any:
-        row = self._rows.get(name)
-        return row.attributes.get(attribute) if row is not None else None
-
-    def file(self, path: str) -> str:
-        return str(self._stack.files[path])
-
-    def condition(self, name: str) -> bool:
-        return self._defn.conditions.get(name, False)
 
 
 def _done(row: ResourceRow | None, traversal: int) -> bool:

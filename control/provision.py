@@ -138,9 +138,6 @@ class LocalProvisioner:
     async def close(self) -> None:
         await asyncio.gather(*(self.release(sid, "") for sid in list(self._watchers)))
 
-    def pids(self) -> dict[str, int]:
-        return {sid: a.pid for sid, a in self._agents.items() if _alive(a.pid)}
-
 
 def _leftover_pid(state: Path) -> int | None:
     """The pid of an agent still running on *state*, by its pid file and command line."""

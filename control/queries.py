@@ -24,7 +24,7 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
     rows = await session.scalars(
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
     )
-    ctx = _OutputContext(stack, defn, {r.name: r for r in rows})
+    ctx = stackdef.StackContext(stack, defn, {r.name: r for r in rows})
     secrets = secret_values(stack)
     out = []
     for name, odef in defn.template.outputs.items():
@@ -37,29 +37,6 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
             entry["output_value"], entry["output_error"] = None, str(e)
         out.append(entry)
     return out
-
-
-class _OutputContext:
-    def __init__(self, stack: StackRow, defn: stackdef.Definition, rows: Mapping[str, ResourceRow]) -> None:
-        self._stack, self._defn, self._rows = stack, defn, rows
-
-    def param(self, name: str) -> Any:
-        pseudo = {"OS::stack_name": self._stack.name, "OS::stack_id": self._stack.id, "OS::project_id": ""}
-        return pseudo[name] if name in pseudo else self._defn.params.values[name]
-
-    def resource_id(self, name: str) -> Any:
-        row = self._rows.get(name)
-        return row.physical_id if row is not None else None
-
-    def attribute(self, name: str, attribute: str) -> Any:
-        row = self._rows.get(name)
-        return row.attributes.get(attribute) if row is not None else None
-
-    def file(self, path: str) -> str:
-        return str(self._stack.files[path])
-
-    def condition(self, name: str) -> bool:
-        return self._defn.conditions.get(name, False)
 
 
 async def stack_events(session: AsyncSession, ref: str, after: int = 0) -> list[dict[str, Any]]:

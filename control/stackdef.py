@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control import hot
-from control.store.orm import StackRow
+from control.store.orm import ResourceRow, StackRow
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,33 @@ class _Conditions:
 
     def file(self, path: str) -> str:
         raise hot.TemplateError(path, "a condition cannot read a file")
+
+    def condition(self, name: str) -> bool:
+        return self._defn.conditions.get(name, False)
+
+
+class StackContext:
+    """What intrinsic functions see in a stack: its parameters, resources and files."""
+
+    def __init__(self, stack: StackRow, defn: Definition, rows: Mapping[str, ResourceRow]) -> None:
+        self._stack, self._defn, self._rows = stack, defn, rows
+
+    def param(self, name: str) -> Any:
+        pseudo = {"OS::stack_name": self._stack.name, "OS::stack_id": self._stack.id, "OS::project_id": ""}
+        if name in pseudo:
+            return pseudo[name]
+        return self._defn.params.values[name]
+
+    def resource_id(self, name: str) -> Any:
+        row = self._rows.get(name)
+        return row.physical_id if row is not None else None
+
+    def attribute(self, name: str, attribute: str) -> Any:
+        row = self._rows.get(name)
+        return row.attributes.get(attribute) if row is not None else None
+
+    def file(self, path: str) -> str:
+        return str(self._stack.files[path])
 
     def condition(self, name: str) -> bool:
         return self._defn.conditions.get(name, False)
