@@ -149,17 +149,14 @@ class Engine:
         row: ResourceRow | None,
         current: Mapping[str, ResourceRow],
     ) -> ResourceRow:
+        """Create, update or replace one resource; a problem fails that resource, not the step."""
         rdef = defn.template.resources[name]
-        res = Res(stack, name, rdef.type)
-        handler = HANDLERS[rdef.type]
+        res, handler, requires = Res(stack, name, rdef.type), HANDLERS[rdef.type], defn.requires(name)
+        target = row
         try:
+            ctx = stackdef.StackContext(stack, defn, current)
             props = _with_defaults(
-                rdef.type,
-                stackdef.plain(
-                    hot.resolve(
-                        rdef.properties, stackdef.StackContext(stack, defn, current), f"resources.{name}.properties"
-                    )
-                ),
+                rdef.type, stackdef.plain(hot.resolve(rdef.properties, ctx, f"resources.{name}.properties"))
             )
             if row is not None and row.status == "COMPLETE" and row.properties == props:
                 row.traversal = stack.traversal
@@ -167,9 +164,8 @@ class Engine:
             if row is not None and row.status != "FAILED":
                 outcome = await handler.update(txn, res, row, props)
                 if outcome is not REPLACE:
-                    self._apply(txn, stack, row, "UPDATE", outcome, props, defn.requires(name))
+                    self._apply(txn, stack, row, "UPDATE", outcome, props, requires)
                     return row
-            action = "CREATE"
             if row is not None:
                 row.current = False
                 txn.event(
@@ -180,24 +176,18 @@ class Engine:
                     f"replacing {row.physical_id}",
                     traversal=stack.traversal,
                 )
-            new = _new_row(stack, name, rdef.type)
-            txn.session.add(new)
-            outcome = await handler.create(txn, res, props)
-            self._apply(txn, stack, new, action, outcome, props, defn.requires(name))
-            return new
+            target = _new_row(stack, name, rdef.type)
+            txn.session.add(target)
+            self._apply(txn, stack, target, "CREATE", await handler.create(txn, res, props), props, requires)
+            return target
         except (ControlError, hot.TemplateError) as e:
-            target = row if row is not None and row.current else _new_row(stack, name, rdef.type)
-            if target is not row:
+            if target is None:
+                target = _new_row(stack, name, rdef.type)
                 txn.session.add(target)
             reason = str(e) if isinstance(e, hot.TemplateError) else _where(e)
+            action = "UPDATE" if target is row else "CREATE"
             self._apply(
-                txn,
-                stack,
-                target,
-                "CREATE" if row is None else "UPDATE",
-                Outcome("FAILED", reason=reason),
-                target.properties,
-                defn.requires(name),
+                txn, stack, target, action, Outcome("FAILED", reason=reason), target.properties, requires
             )
             return target
 

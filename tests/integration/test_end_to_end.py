@@ -100,6 +100,10 @@ def test_dependency_chain_across_two_servers(control_plane: ControlPlane):
     out = cp.outputs("chain")
     one, two = out["servers"]
     assert f"start>a@{one}>b@{two}>c@{one}" == out["trail"]
+    assert 202 == cp.api("PUT", "/v1/stacks/chain", {"template": CHAIN}).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("chain")["status"]
+    generations = [d["generation"] for d in cp.api("GET", "/v1/deployments?stack=chain").body]
+    assert [1, 1, 1] == generations  # nothing changed, nothing re-ran
 
 
 FAILING = """
@@ -342,3 +346,28 @@ def test_new_token_re_enrols_a_server_and_revokes_the_old_credential(control_pla
     assert 401 == cp.api("GET", "/v1/agent/document", token=first["credential"]).status
     assert 200 == cp.api("GET", "/v1/agent/document", token=second["credential"]).status
     assert 404 == cp.api("POST", "/v1/servers/ghost/token").status
+
+
+UNKNOWN_SERVER = """
+heat_template_version: 2018-08-31
+parameters:
+  server: {type: string}
+resources:
+  cfg: {type: OS::Heat::SoftwareConfig, properties: {group: script, config: "#!/bin/sh\\n"}}
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: cfg}, server: {get_param: server}}
+"""
+
+
+def test_deployment_to_an_unknown_server_fails_with_the_reason(control_plane: ControlPlane):
+    """A server id or name that does not exist fails the deployment, naming the server and the property."""
+    cp = control_plane
+    cp.create("ghost", UNKNOWN_SERVER, params={"server": "nosuch"})
+    stack = cp.wait_stack("ghost")
+    assert "CREATE_FAILED" == stack["status"]
+    assert "resources.dep.properties.server: server 'nosuch' not found" in stack["status_reason"]
+    resources = cp.api("GET", "/v1/stacks/ghost/resources").body
+    assert [("cfg", "CREATE_COMPLETE"), ("dep", "CREATE_FAILED")] == sorted(
+        (r["name"], r["status"]) for r in resources
+    )
