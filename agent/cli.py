@@ -21,6 +21,8 @@ from agent.fsutil import lock_state_dir, write_atomic
 from agent.loop import Agent, dump
 
 log = logging.getLogger("agent")
+#: Seconds a stopping agent waits for its running hook (systemd's TimeoutStopSec should exceed it).
+STOP_GRACE = 60.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,13 +126,28 @@ async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentCon
     return cfg
 
 
-async def _run_until_signalled(agent: Agent) -> None:
+async def _run_until_signalled(agent: Agent, grace: float = STOP_GRACE) -> None:
+    """Run until SIGTERM/SIGINT; the first lets a running hook finish (up to *grace*), a second stops at once."""
     pid_file = agent.state_dir / "agent.pid"
     write_atomic(pid_file, f"{os.getpid()}\n".encode(), 0o644)
     task = asyncio.create_task(agent.run())
     loop = asyncio.get_running_loop()
+    draining: list[asyncio.Task[None]] = []
+
+    def on_signal() -> None:
+        if draining:
+            task.cancel()
+            return
+        log.info("stopping: no new deployments; waiting up to %g s for the running one", grace)
+
+        async def drain_then_stop() -> None:
+            await agent.drain(grace)
+            task.cancel()
+
+        draining.append(loop.create_task(drain_then_stop()))
+
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, task.cancel)
+        loop.add_signal_handler(signum, on_signal)
     with contextlib.suppress(asyncio.CancelledError):
         await task
     agent.ledger.close()

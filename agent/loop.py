@@ -42,6 +42,8 @@ class Agent:
         self._work = asyncio.Event()
         self._outbox = asyncio.Event()
         self.running: str | None = None
+        #: Set on the first SIGTERM: start nothing new, let the running hook finish.
+        self.stopping = False
         self.last_error = ""
 
     # -------------------------------------------------------------- entry points
@@ -135,6 +137,8 @@ class Agent:
         if doc is None:
             return 0
         for item in wire.sorted_items(doc.deployments):
+            if self.stopping:
+                break
             entry = self.ledger.entry(item.id)
             if entry is not None and entry.state != "received":
                 continue
@@ -235,6 +239,16 @@ class Agent:
             payload: dict[str, Any] = {"version": VERSION, "running": self.running, **self.ledger.summary()}
             await client.heartbeat(self._http, url, self.config.credential, payload)
             await asyncio.sleep(self.config.heartbeat_interval * random.uniform(0.9, 1.1))
+
+    async def drain(self, grace: float) -> None:
+        """Stop starting work; wait up to *grace* seconds for the running hook and its signal."""
+        self.stopping = True
+        deadline = time.monotonic() + grace
+        while self.running is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        while self.ledger.pending_count() and time.monotonic() < deadline:
+            self._outbox.set()
+            await asyncio.sleep(0.1)
 
     def status(self) -> dict[str, Any]:
         return {

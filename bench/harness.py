@@ -70,8 +70,17 @@ def start_control_plane(workdir: Path, *, cpu: int | None = None, extra: Sequenc
     port = free_port()
     data_dir = workdir / "data"
     log = workdir / "control.log"
-    argv = [command("anneal"), "serve", "--data-dir", str(data_dir), "--listen", f"127.0.0.1:{port}",
-            "--log-level", "WARNING", *extra]
+    argv = [
+        command("anneal"),
+        "serve",
+        "--data-dir",
+        str(data_dir),
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--log-level",
+        "WARNING",
+        *extra,
+    ]
     if cpu is not None:
         argv = ["taskset", "-c", str(cpu), *argv]  # taskset execs: the PID stays the control plane's
     with open(log, "ab") as out:
@@ -104,6 +113,18 @@ def stop_process(proc: subprocess.Popen[bytes], grace: float = 15) -> None:
             proc.wait()
 
 
+def stop_leftover_agents(agents_dir: Path) -> None:
+    """SIGTERM local agents still running after their control plane stopped (it normally stops them)."""
+    for pid_file in agents_dir.glob("*/agent.pid"):
+        try:
+            pid = int(pid_file.read_text())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue  # gone already
+        if str(pid_file.parent).encode() in cmdline:  # that PID is still this agent, not a reused one
+            os.kill(pid, signal.SIGTERM)
+
+
 class ApiError(Exception):
     """The control plane answered a bench request with an unexpected status."""
 
@@ -114,11 +135,19 @@ class Api:
     def __init__(self, session: aiohttp.ClientSession, cp: ControlPlane) -> None:
         self.session, self.cp = session, cp
 
-    async def call(self, method: str, path: str, body: Any = None, *, token: str | None = None,
-                   expect: Sequence[int] = (200, 201, 202)) -> Any:
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        token: str | None = None,
+        expect: Sequence[int] = (200, 201, 202),
+    ) -> Any:
         headers = {"Authorization": f"Bearer {token or self.cp.token}"}
-        async with self.session.request(method, self.cp.url + path, json=body, headers=headers,
-                                        timeout=aiohttp.ClientTimeout(total=120)) as resp:
+        async with self.session.request(
+            method, self.cp.url + path, json=body, headers=headers, timeout=aiohttp.ClientTimeout(total=120)
+        ) as resp:
             raw = await resp.read()
             if resp.status not in expect:
                 raise ApiError(f"{method} {path}: {resp.status} {raw[:500]!r}")
@@ -172,8 +201,11 @@ async def enrol_servers(api: Api, names: Sequence[str], concurrency: int = 8) ->
     gate = asyncio.Semaphore(concurrency)
 
     async def one(name: str) -> Server:
-        body = {"token": tokens[name], "public_keys": {"sign": random_key(), "box": random_key()},
-                "hostname": name}
+        body = {
+            "token": tokens[name],
+            "public_keys": {"sign": random_key(), "box": random_key()},
+            "hostname": name,
+        }
         async with gate:
             got = await api.call("POST", "/v1/agent/enrol", body, expect=(201,))
         return Server(name, got["server_id"], got["credential"])
@@ -192,21 +224,33 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
-def deployments_template(servers: Sequence[str], per_server: int, value: str, *,
-                         transport: str = "NO_SIGNAL", config: str | None = None) -> dict[str, Any]:
+def deployments_template(
+    servers: Sequence[str],
+    per_server: int,
+    value: str,
+    *,
+    transport: str = "NO_SIGNAL",
+    config: str | None = None,
+) -> dict[str, Any]:
     """A HOT template putting *per_server* script deployments on each named, existing server."""
-    script = config or "#!/bin/sh\necho \"$VALUE\"\n"
+    script = config or '#!/bin/sh\necho "$VALUE"\n'
     resources: dict[str, Any] = {
-        "cfg": {"type": "OS::Heat::SoftwareConfig",
-                "properties": {"group": "script", "inputs": [{"name": "VALUE"}], "config": script}},
+        "cfg": {
+            "type": "OS::Heat::SoftwareConfig",
+            "properties": {"group": "script", "inputs": [{"name": "VALUE"}], "config": script},
+        },
     }
     for i, name in enumerate(servers):
         resources[f"srv{i}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": name}}
         for j in range(per_server):
             resources[f"dep{i}_{j}"] = {
                 "type": "OS::Heat::SoftwareDeployment",
-                "properties": {"name": f"{j:02d}-bench", "config": {"get_resource": "cfg"},
-                               "server": {"get_resource": f"srv{i}"}, "signal_transport": transport,
-                               "input_values": {"VALUE": value}},
+                "properties": {
+                    "name": f"{j:02d}-bench",
+                    "config": {"get_resource": "cfg"},
+                    "server": {"get_resource": f"srv{i}"},
+                    "signal_transport": transport,
+                    "input_values": {"VALUE": value},
+                },
             }
     return {"heat_template_version": "2018-08-31", "resources": resources}

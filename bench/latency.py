@@ -2,24 +2,22 @@
 
 Publish is a deployment's ``started_at`` (set in the transaction that puts the
 new generation on its server). Hook start is, for a real agent, the first line
-of the deployment's script writing ``time.time()`` to a file; for a simulated
+of the deployment's script writing ``date +%s.%N`` to a file; for a simulated
 agent, the moment a document carrying the generation is in hand. One clock:
 everything runs on this machine.
 
-The control plane runs with the ``enrol`` provisioner and the bench starts the
-two real agents itself, with the argv the ``local`` provisioner uses: under
-``local`` every server, the 100 simulated ones too, would get an agent process.
+The control plane runs with the ``local`` provisioner: the stack that creates the
+two real servers gets one ``anneal-agent run`` process each, long-polling 25 s.
+The simulated servers are made with ``POST /v1/servers`` and enrolled by the
+bench, so they get no agent process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import re
-import subprocess
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -30,12 +28,11 @@ import aiohttp
 from bench.harness import (
     Api,
     ControlPlane,
-    command,
-    create_servers,
     deployments_template,
     enrol_servers,
     percentile,
     start_control_plane,
+    stop_leftover_agents,
     stop_process,
 )
 from bench.simagent import Fleet
@@ -47,7 +44,7 @@ LONG_POLL_WAIT = 25.0
 HEAT_INTERVAL = 30.0
 #: The script's first command notes the time: that is "hook start" for a real agent. `date`, not
 #: `python3 -c`: a python3 found on PATH may be a pyenv shim costing ~70 ms, charged to the agent.
-STAMP_SCRIPT = "#!/bin/sh\ndate +%s.%N > \"$VALUE.$deploy_server_id\"\n"
+STAMP_SCRIPT = '#!/bin/sh\ndate +%s.%N > "$VALUE.$deploy_server_id"\n'
 ROUND_TIMEOUT = 60.0
 
 
@@ -61,8 +58,14 @@ class Samples:
 
     def summary(self) -> dict[str, Any]:
         lat = self.latencies
-        out = {"n": len(lat), "missed": self.missed, "p50": percentile(lat, 50), "p99": percentile(lat, 99),
-               "max": max(lat, default=None), "mean": sum(lat) / len(lat) if lat else None}
+        out = {
+            "n": len(lat),
+            "missed": self.missed,
+            "p50": percentile(lat, 50),
+            "p99": percentile(lat, 99),
+            "max": max(lat, default=None),
+            "mean": sum(lat) / len(lat) if lat else None,
+        }
         if self.phases:
             for i, name in enumerate(("transaction_spread", "last_start_to_first_doc", "first_to_last_doc")):
                 out[f"{name}_p50"] = percentile([p[i] for p in self.phases], 50)
@@ -89,9 +92,10 @@ class Scenario:
         names = [a.server.name for a in self.fleet.agents]
         await self.api.put_stack("sim", deployments_template(names, 1, f"round {k}"), create=create)
         if with_real:
-            tpl = deployments_template(REAL, 1, str(self.stamps / f"round{k}"), transport="CFN_SIGNAL",
-                                       config=STAMP_SCRIPT)
-            await self.api.put_stack("real", tpl, create=create)
+            tpl = deployments_template(
+                REAL, 1, str(self.stamps / f"round{k}"), transport="CFN_SIGNAL", config=STAMP_SCRIPT
+            )
+            await self.api.put_stack("real", tpl, create=False)
         self.rounds_done += 1
         await self.fleet.wait_generation(k + 1, ROUND_TIMEOUT)
         if with_real:
@@ -115,8 +119,9 @@ class Scenario:
                 arrivals.append(got)
         self.sim.latencies += latencies
         if latencies:
-            self.sim.phases.append((max(starts) - min(starts), min(arrivals) - max(starts),
-                                    max(arrivals) - min(arrivals)))
+            self.sim.phases.append(
+                (max(starts) - min(starts), min(arrivals) - max(starts), max(arrivals) - min(arrivals))
+            )
 
     async def collect_real(self, k: int) -> None:
         spawned = hook_spawns(self.agents_dir)
@@ -133,7 +138,9 @@ class Scenario:
 
 
 #: The agent's log line just before it starts a hook process (agent/loop.py, `_run`).
-SPAWN_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO agent\.loop: running deployment .* \((\S+)\) with hook")
+SPAWN_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO agent\.loop: running deployment .* \((\S+)\) with hook"
+)
 
 
 def hook_spawns(agents_dir: Path) -> dict[str, float]:
@@ -169,60 +176,38 @@ async def wait_files(directory: Path, pattern: str, count: int, timeout: float) 
     return False
 
 
-def start_real_agents(cp: ControlPlane, tokens: dict[str, str], root: Path) -> list[subprocess.Popen[bytes]]:
-    """`anneal-agent run` per server, as the local provisioner starts it, long-polling 25 s."""
-    procs = []
-    for name in REAL:
-        state = root / name
-        state.mkdir(parents=True, mode=0o700)
-        env = {**os.environ, "ANNEAL_ENROL_TOKEN": tokens[name], "ANNEAL_LOG_LEVEL": "INFO"}
-        argv = [command("anneal-agent"), "run", "--state-dir", str(state), "--url", cp.url,
-                f"--poll-wait={LONG_POLL_WAIT:g}"]
-        with open(state / "agent.log", "ab") as log:
-            procs.append(subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                          stderr=subprocess.STDOUT, start_new_session=True))
-    return procs
+async def start_real_agents(api: Api, stamps: Path) -> None:
+    """The stack that makes the real servers: the local provisioner starts their agents."""
+    tpl = deployments_template(REAL, 1, str(stamps / "setup"), transport="CFN_SIGNAL", config=STAMP_SCRIPT)
+    await api.put_stack("real", tpl, create=True)
+    if not await wait_files(stamps, "setup.*", len(REAL), ROUND_TIMEOUT):
+        raise SystemExit(f"the real agents ran nothing within {ROUND_TIMEOUT:g} s")
+    await api.wait_stack("real")
 
 
-async def wait_enrolled(api: Api, names: Sequence[str], timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        statuses = [(await api.call("GET", f"/v1/servers/{n}"))["status"] for n in names]
-        if all(s == "ENROLLED" for s in statuses):
-            return
-        await asyncio.sleep(0.2)
-    raise SystemExit(f"real agents did not enrol within {timeout} s")
-
-
-async def _measure(cp: ControlPlane, workdir: Path, rounds: int, baseline_rounds: int,
-                   interval: float) -> dict[str, Any]:
-    agents: list[subprocess.Popen[bytes]] = []
+async def _measure(
+    cp: ControlPlane, workdir: Path, rounds: int, baseline_rounds: int, interval: float
+) -> dict[str, Any]:
+    agents_dir, stamps, url = cp.data_dir / "agents", workdir / "stamps", f"{cp.url}/v1/agent/document"
+    stamps.mkdir()
     async with aiohttp.ClientSession() as http:
         api = Api(http, cp)
         servers = await enrol_servers(api, [f"sim-{i:03d}" for i in range(SIMULATED)])
-        try:
-            agents = start_real_agents(cp, await create_servers(api, REAL), workdir / "agents")
-            await wait_enrolled(api, REAL)
-            stamps = workdir / "stamps"
-            stamps.mkdir()
-            long_poll = Scenario(api, Fleet(servers, f"{cp.url}/v1/agent/document"), stamps,
-                                 workdir / "agents")
-            await long_poll.fleet.start(wait=LONG_POLL_WAIT)
-            await asyncio.sleep(1)  # the real agents' first long-poll is parked too
-            for _ in range(rounds):
-                await long_poll.round(with_real=True)
-                await asyncio.sleep(random.uniform(0.3, 1.0))
-            await long_poll.fleet.stop()
-            base = Scenario(api, Fleet(servers, f"{cp.url}/v1/agent/document"), stamps,
-                            workdir / "agents", rounds_done=long_poll.rounds_done)
-            await base.fleet.start(wait=0, interval=interval)
-            for _ in range(baseline_rounds):
-                await base.round(with_real=False)
-                await asyncio.sleep(random.uniform(0, interval))  # publish at a random phase
-            await base.fleet.stop()
-        finally:
-            for proc in agents:
-                stop_process(proc)
+        await start_real_agents(api, stamps)
+        if sorted(p.name for p in agents_dir.iterdir()) != sorted(REAL):
+            raise SystemExit(f"expected local agents for {REAL} only, found {sorted(agents_dir.iterdir())}")
+        long_poll = Scenario(api, Fleet(servers, url), stamps, agents_dir)
+        await long_poll.fleet.start(wait=LONG_POLL_WAIT)
+        for _ in range(rounds):
+            await long_poll.round(with_real=True)
+            await asyncio.sleep(random.uniform(0.3, 1.0))
+        await long_poll.fleet.stop()
+        base = Scenario(api, Fleet(servers, url), stamps, agents_dir, rounds_done=long_poll.rounds_done)
+        await base.fleet.start(wait=0, interval=interval)
+        for _ in range(baseline_rounds):
+            await base.round(with_real=False)
+            await asyncio.sleep(random.uniform(0, interval))  # publish at a random phase
+        await base.fleet.stop()
     return report(long_poll, base, interval)
 
 
@@ -235,8 +220,12 @@ def report(long_poll: Scenario, base: Scenario, interval: float) -> dict[str, An
         "long_poll_real": real,
         "long_poll_real_hook_spawn": long_poll.real_spawn.summary(),
         "interval_simulated": {**polled, "interval_s": interval},
-        "heat_default_derived": {"interval_s": HEAT_INTERVAL, "p50": HEAT_INTERVAL * 0.5,
-                                 "p99": HEAT_INTERVAL * 0.99, "mean": HEAT_INTERVAL * 0.5},
+        "heat_default_derived": {
+            "interval_s": HEAT_INTERVAL,
+            "p50": HEAT_INTERVAL * 0.5,
+            "p99": HEAT_INTERVAL * 0.99,
+            "mean": HEAT_INTERVAL * 0.5,
+        },
         "ratio_p50": ratio(polled["p50"], sim["p50"]),
         "ratio_p99": ratio(polled["p99"], sim["p99"]),
         "ratio_heat_p99_derived": ratio(HEAT_INTERVAL * 0.99, sim["p99"]),
@@ -247,11 +236,16 @@ def ratio(slow: float | None, fast: float | None) -> float | None:
     return slow / fast if slow is not None and fast else None
 
 
-def measure(workdir: Path, rounds: int = 10, baseline_rounds: int = 6, interval: float = 2.0) -> dict[str, Any]:
+def measure(
+    workdir: Path, rounds: int = 10, baseline_rounds: int = 6, interval: float = 2.0
+) -> dict[str, Any]:
     """Run figure (a) against its own control plane; returns the figures as a dict."""
     workdir.mkdir(parents=True)
-    cp = start_control_plane(workdir)
+    cp = start_control_plane(
+        workdir, extra=["--provisioner", "local", f"--agent-arg=--poll-wait={LONG_POLL_WAIT:g}"]
+    )
     try:
         return asyncio.run(_measure(cp, workdir, rounds, baseline_rounds, interval))
     finally:
-        stop_process(cp.proc)
+        stop_process(cp.proc)  # it stops its local agents
+        stop_leftover_agents(cp.data_dir / "agents")

@@ -46,9 +46,10 @@ async def _measure(cp: ControlPlane) -> dict[str, Any]:
         start = time.monotonic()
         per_stack = SERVERS // STACKS
         for n in range(STACKS):
-            names = [s.name for s in servers[n * per_stack:(n + 1) * per_stack]]
-            await api.put_stack(f"stack-{n}", deployments_template(names, PER_SERVER, f"stack {n}"),
-                                create=True)
+            names = [s.name for s in servers[n * per_stack : (n + 1) * per_stack]]
+            await api.put_stack(
+                f"stack-{n}", deployments_template(names, PER_SERVER, f"stack {n}"), create=True
+            )
             await api.wait_stack(f"stack-{n}")
         timings["stacks_s"] = time.monotonic() - start
         rss["deployments"] = cp.status("VmRSS")
@@ -61,10 +62,19 @@ async def _measure(cp: ControlPlane) -> dict[str, Any]:
     polls = sum(a.polls for a in fleet.agents)
     documents = sum(a.document_bytes for a in fleet.agents)  # what the HTTP publisher keeps in memory
     await fleet.stop()
-    return {"servers": SERVERS, "deployments": deployments, "stacks": STACKS, "long_polls_held": len(servers),
-            "rss_kib": rss, "peak_kib": cp.status("VmHWM"), "timings": timings, "document_fetches": polls,
-            "open_fds": open_fds, "documents_bytes": documents,
-            "ratio": rss["long_polls"] / rss["idle"]}
+    return {
+        "servers": SERVERS,
+        "deployments": deployments,
+        "stacks": STACKS,
+        "long_polls_held": len(servers),
+        "rss_kib": rss,
+        "peak_kib": cp.status("VmHWM"),
+        "timings": timings,
+        "document_fetches": polls,
+        "open_fds": open_fds,
+        "documents_bytes": documents,
+        "ratio": rss["long_polls"] / rss["idle"],
+    }
 
 
 def measure(workdir: Path) -> dict[str, Any]:

@@ -41,10 +41,20 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
 
 
 def machine() -> dict[str, Any]:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor())
-    return {"cpus": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
-            "python": platform.python_version()}
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
 
 
 def goal(value: float | None, limit: float, below: bool = True) -> str:
@@ -59,43 +69,83 @@ def num(value: float | None, fmt: str, unit: str = "") -> str:
 
 
 def rows_a(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
-    sim, real, spawn, base, heat = (r["long_poll_simulated"], r["long_poll_real"],
-                                    r["long_poll_real_hook_spawn"], r["interval_simulated"],
-                                    r["heat_default_derived"])
+    sim, real, spawn, base, heat = (
+        r["long_poll_simulated"],
+        r["long_poll_real"],
+        r["long_poll_real_hook_spawn"],
+        r["interval_simulated"],
+        r["heat_default_derived"],
+    )
     every = f"polling every {base['interval_s']:g} s"
     return [
-        (f"(a) publish->document in hand p50, 100 simulated agents ({sim['n']} samples)",
-         num(sim["p50"], ".3f", " s"), f"{num(base['p50'], '.3f', ' s')} ({every})",
-         num(r["ratio_p50"], ".1f", "x"), ""),
-        ("(a) publish->document in hand p99, 100 simulated agents", num(sim["p99"], ".3f", " s"),
-         f"{num(base['p99'], '.3f', ' s')} ({every})", num(r["ratio_p99"], ".1f", "x"),
-         f"< {GOAL_P99_S:g} s {goal(sim['p99'], GOAL_P99_S)}"),
-        (f"(a) publish->script start p50 / p99, 2 real agents ({real['n']} samples)",
-         f"{num(real['p50'], '.3f')} / {num(real['p99'], '.3f', ' s')}", "", "",
-         f"< {GOAL_P99_S:g} s {goal(real['p99'], GOAL_P99_S)}"),
-        ("(a)   of which publish->agent starts the hook, p50 / p99",
-         f"{num(spawn['p50'], '.3f')} / {num(spawn['p99'], '.3f', ' s')}", "", "", ""),
-        ("(a) Heat default 30 s polling: DERIVED, not measured", "",
-         f"p50 {heat['p50']:g} s, p99 {heat['p99']:g} s", f"{num(r['ratio_heat_p99_derived'], '.0f', 'x')} (p99)",
-         ""),
+        (
+            f"(a) publish->document in hand p50, 100 simulated agents ({sim['n']} samples)",
+            num(sim["p50"], ".3f", " s"),
+            f"{num(base['p50'], '.3f', ' s')} ({every})",
+            num(r["ratio_p50"], ".1f", "x"),
+            "",
+        ),
+        (
+            "(a) publish->document in hand p99, 100 simulated agents",
+            num(sim["p99"], ".3f", " s"),
+            f"{num(base['p99'], '.3f', ' s')} ({every})",
+            num(r["ratio_p99"], ".1f", "x"),
+            f"< {GOAL_P99_S:g} s {goal(sim['p99'], GOAL_P99_S)}",
+        ),
+        (
+            f"(a) publish->script start p50 / p99, 2 real agents ({real['n']} samples)",
+            f"{num(real['p50'], '.3f')} / {num(real['p99'], '.3f', ' s')}",
+            "",
+            "",
+            f"< {GOAL_P99_S:g} s {goal(real['p99'], GOAL_P99_S)}",
+        ),
+        (
+            "(a)   of which publish->agent starts the hook, p50 / p99",
+            f"{num(spawn['p50'], '.3f')} / {num(spawn['p99'], '.3f', ' s')}",
+            "",
+            "",
+            "",
+        ),
+        (
+            "(a) Heat default 30 s polling: DERIVED, not measured",
+            "",
+            f"p50 {heat['p50']:g} s, p99 {heat['p99']:g} s",
+            f"{num(r['ratio_heat_p99_derived'], '.0f', 'x')} (p99)",
+            "",
+        ),
     ]
 
 
 def rows_b(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     nm, full = r["not_modified_304"], r["full_200"]
-    return [(f"(b) no-change polls/s, one core, 304 path ({r['load_generator'].split(' ')[0]})",
-             f"{nm['rps']:,.0f}/s", f"{full['rps']:,.0f}/s (full {r['document_bytes']} B document)",
-             f"{r['ratio']:.2f}x", f">= {GOAL_POLLS_PER_S:,} {goal(nm['rps'], GOAL_POLLS_PER_S, below=False)}")]
+    return [
+        (
+            f"(b) no-change polls/s, one core, 304 path ({r['load_generator'].split(' ')[0]})",
+            f"{nm['rps']:,.0f}/s",
+            f"{full['rps']:,.0f}/s (full {r['document_bytes']} B document)",
+            f"{r['ratio']:.2f}x",
+            f">= {GOAL_POLLS_PER_S:,} {goal(nm['rps'], GOAL_POLLS_PER_S, below=False)}",
+        )
+    ]
 
 
 def rows_c(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     rss, mib = r["rss_kib"], 1024
     return [
-        (f"(c) RSS, {r['servers']} servers, {r['deployments']} deployments, long-polls held",
-         f"{rss['long_polls'] / mib:.0f} MiB", f"{rss['idle'] / mib:.0f} MiB (idle after start)",
-         f"{r['ratio']:.2f}x", f"< {GOAL_RSS_MIB} MiB {goal(rss['long_polls'] / mib, GOAL_RSS_MIB)}"),
-        ("(c) peak RSS (VmHWM) during the run", f"{r['peak_kib'] / mib:.0f} MiB", "", "",
-         f"< {GOAL_RSS_MIB} MiB {goal(r['peak_kib'] / mib, GOAL_RSS_MIB)}"),
+        (
+            f"(c) RSS, {r['servers']} servers, {r['deployments']} deployments, long-polls held",
+            f"{rss['long_polls'] / mib:.0f} MiB",
+            f"{rss['idle'] / mib:.0f} MiB (idle after start)",
+            f"{r['ratio']:.2f}x",
+            f"< {GOAL_RSS_MIB} MiB {goal(rss['long_polls'] / mib, GOAL_RSS_MIB)}",
+        ),
+        (
+            "(c) peak RSS (VmHWM) during the run",
+            f"{r['peak_kib'] / mib:.0f} MiB",
+            "",
+            "",
+            f"< {GOAL_RSS_MIB} MiB {goal(r['peak_kib'] / mib, GOAL_RSS_MIB)}",
+        ),
     ]
 
 
@@ -118,23 +168,33 @@ def save(results: dict[str, Any], started: float, load: float) -> Path:
     path = RESULTS / f"{day}.json"
     previous = json.loads(path.read_text()) if path.exists() else {}
     stamp = datetime.datetime.fromtimestamp(started, datetime.UTC).isoformat(timespec="seconds")
-    merged = {**previous, "machine": machine(),
-              "figures": {**previous.get("figures", {}), **{k: {**v, "measured_at": stamp, "load_before": load}
-                                                             for k, v in results.items()}}}
+    merged = {
+        **previous,
+        "machine": machine(),
+        "figures": {
+            **previous.get("figures", {}),
+            **{k: {**v, "measured_at": stamp, "load_before": load} for k, v in results.items()},
+        },
+    }
     path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
     return path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", choices=sorted(FIGURES), help="run one figure")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, data) afterwards")
     args = parser.parse_args(argv)
     started = time.time()
     load = os.getloadavg()[0]
     if load > BUSY_LOAD:
-        print(f"warning: load average {load:.2f} before the run: something else is using the cores, "
-              "so the figures will come out low", file=sys.stderr)
+        print(
+            f"warning: load average {load:.2f} before the run: something else is using the cores, "
+            "so the figures will come out low",
+            file=sys.stderr,
+        )
     workdir = Path(tempfile.mkdtemp(prefix="anneal-bench-"))
     results: dict[str, Any] = {}
     try:

@@ -152,3 +152,38 @@ def test_second_agent_on_one_state_dir_is_refused(control_plane: ControlPlane, t
     finally:
         first.send_signal(signal.SIGTERM)
         first.wait(30)
+
+
+def test_sigterm_lets_the_running_hook_finish_and_signal(tmp_path: Path):
+    """SIGTERM mid-hook: the agent starts nothing new, lets the hook finish, signals it, then exits."""
+    work = tmp_path / "work"
+    work.mkdir()
+    cp = start_control_plane(tmp_path, "--provisioner", "enrol")
+    agent = None
+    try:
+        token = cp.api("POST", "/v1/servers", {"name": "standalone"}).body["enrol_token"]
+        state = tmp_path / "agent-state"
+        subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, "--token", token,
+                        "--state-dir", str(state)], check=True, capture_output=True, timeout=60)
+        argv = [str(BIN / "anneal-agent"), "run", "--state-dir", str(state), "--poll-wait", "2"]
+        agent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert 201 == cp.create("drain", TEMPLATE, params={"dir": str(work)}).status
+        _wait(work / "started-first")
+        agent.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert agent.poll() is None  # still running: waiting for the hook
+        (work / "go-first").touch()
+        assert 0 == agent.wait(30)
+        first = [d for d in cp.api("GET", "/v1/deployments?stack=drain").body if d["name"] == "10-first"]
+        assert "COMPLETE" == first[0]["status"]
+        assert not (work / "started-second-first").exists()  # nothing new was started
+        agent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait(work / "started-second-first")
+        (work / "go-second-first").touch()
+        assert "CREATE_COMPLETE" == cp.wait_stack("drain", timeout=60)["status"]
+        assert ["first", "second-first"] == (work / "runs").read_text().split()
+    finally:
+        if agent is not None and agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+            agent.wait(30)
+        stop_control_plane(cp)
