@@ -21,7 +21,7 @@ test: install lint
 	$(PY) -m pytest
 
 lint: install
-	$(VENV)/bin/ruff check agent control hooks tests examples
+	$(VENV)/bin/ruff check agent control hooks tests examples bench
 	$(VENV)/bin/mypy
 
 bench: install

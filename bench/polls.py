@@ -13,9 +13,10 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -168,22 +169,23 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {**ordered[len(ordered) // 2], "runs_rps": [r["rps"] for r in runs]}
 
 
-def measure(
-    workdir: Path,
-    seconds: float = 5.0,
-    repeats: int = 3,
-    warmup: float = 2.0,
-    cpus: Sequence[int] = (SERVER_CPU, CLIENT_CPU),
-) -> dict[str, Any]:
+def measure(workdir: Path, seconds: float = 5.0, repeats: int = 3, warmup: float = 2.0) -> dict[str, Any]:
     """Run figure (b) against its own control plane, pinned to one core.
 
     The 304 and 200 loads alternate, *repeats* times each, so that a slow patch of a
     shared machine hits both; each figure is the median of its runs.
     """
     workdir.mkdir(parents=True)
-    if len(os.sched_getaffinity(0) & set(cpus)) < 2:
+    if not {SERVER_CPU, CLIENT_CPU} <= os.sched_getaffinity(0):
         raise SystemExit(
-            f"figure (b) needs cores {list(cpus)}; this process may use {os.sched_getaffinity(0)}"
+            f"figure (b) needs cores {SERVER_CPU} and {CLIENT_CPU}; this process may use "
+            f"{sorted(os.sched_getaffinity(0))}"
+        )
+    if shutil.which("wrk") is None:
+        print(
+            f"wrk not found: falling back to a Python load generator, which cannot saturate the "
+            f"control plane (install wrk with `{WRK_HINT}`)",
+            file=sys.stderr,
         )
     cp = start_control_plane(workdir, cpu=SERVER_CPU)
     runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}

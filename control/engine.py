@@ -29,12 +29,14 @@ from control.store.orm import (
     DeploymentRow,
     EventRow,
     ResourceRow,
+    ServerRow,
     StackRow,
 )
 from control.txn import Txn
 
 log = logging.getLogger(__name__)
 IDLE_RECHECK = 30.0
+SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
 
 
 class Engine:
@@ -100,6 +102,7 @@ class Engine:
             if stack is None or stack.status != "IN_PROGRESS":
                 return True, None
             rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == stack_id)))
+            loaded = await _preload(session, stack_id, rows)  # noqa: F841 (kept alive for the step)
             deadline = await self._expire(txn, stack, rows)
             finished = await self._advance(txn, stack, rows)
             await txn.commit(self.kick)
@@ -282,6 +285,7 @@ class Engine:
         for table in (EventRow, ResourceRow, ConfigRow, DeploymentRow):
             await txn.session.execute(delete(table).where(table.stack_id == stack.id))
         await txn.session.delete(stack)
+        self._defs.forget(stack.id)
 
     async def _fail_stack(self, stack_id: str, reason: str) -> None:
         async with self._rt.sessions() as session:
@@ -318,6 +322,21 @@ async def settle(txn: Txn, dep: DeploymentRow) -> None:
         await forget_deployment(txn, dep)
         await txn.session.delete(row)
     txn.kicks.add(dep.stack_id)
+
+
+async def _preload(session: Any, stack_id: str, rows: list[ResourceRow]) -> list[Any]:
+    """Load the stack's deployments, configs and servers in three queries.
+
+    Handlers then find them in the session instead of one query per resource; the
+    returned list keeps them alive (the session's identity map holds weak references).
+    """
+    loaded: list[Any] = []
+    loaded += (await session.scalars(select(DeploymentRow).where(DeploymentRow.stack_id == stack_id))).all()
+    loaded += (await session.scalars(select(ConfigRow).where(ConfigRow.stack_id == stack_id))).all()
+    server_ids = [r.physical_id for r in rows if r.physical_id and r.type in SERVER_TYPES]
+    if server_ids:
+        loaded += (await session.scalars(select(ServerRow).where(ServerRow.id.in_(server_ids)))).all()
+    return loaded
 
 
 def _done(row: ResourceRow | None, traversal: int) -> bool:

@@ -138,6 +138,8 @@ def deployment_summary(dep: DeploymentRow, server_name: str) -> dict[str, Any]:
         "status_reason": dep.status_reason,
         "generation": dep.generation,
         "updated_at": dep.updated_at,
+        "started_at": dep.started_at,
+        "completed_at": dep.completed_at,
     }
 
 
@@ -164,8 +166,6 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
         deploy_status_code=dep.status_code,
         deploy_stdout=mask(dep.stdout, secrets),
         deploy_stderr=mask(dep.stderr, secrets),
-        started_at=dep.started_at,
-        completed_at=dep.completed_at,
     )
     return view
 

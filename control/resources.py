@@ -120,9 +120,14 @@ class Server:
         if server is None:
             server, _ = await create_server(txn, name, owner_stack_id=res.stack.id)
             if txn.runtime.settings.provisioner == "enrol":
-                txn.event(res.stack.id, res.name, "CREATE", "IN_PROGRESS",
-                          f"server {name} awaits its agent: `anneal server token {name}` gives it a token",
-                          traversal=res.stack.traversal)
+                txn.event(
+                    res.stack.id,
+                    res.name,
+                    "CREATE",
+                    "IN_PROGRESS",
+                    f"server {name} awaits its agent: `anneal server token {name}` gives it a token",
+                    traversal=res.stack.traversal,
+                )
         return done(server.id, **_server_attributes(server))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:

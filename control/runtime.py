@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent import wire
 from control.keys import Keys
@@ -34,13 +33,23 @@ class Runtime:
 
     async def publish(self, server_ids: Iterable[str]) -> None:
         """Render each server's document from the database and hand it to the publisher."""
-        for server_id in sorted(set(server_ids)):
-            async with self.sessions() as session:
-                server = await session.get(ServerRow, server_id)
-                if server is None:
-                    await self.publisher.withdraw(server_id)
-                    continue
-                doc = await render_document(session, server)
+        ids = sorted(set(server_ids))
+        if not ids:
+            return
+        async with self.sessions() as session:
+            servers = {s.id: s for s in await session.scalars(select(ServerRow).where(ServerRow.id.in_(ids)))}
+            rows = await session.scalars(
+                select(DeploymentRow).where(DeploymentRow.server_id.in_(ids), DeploymentRow.item.is_not(None))
+            )
+            by_server: dict[str, list[DeploymentRow]] = {}
+            for row in rows:
+                by_server.setdefault(row.server_id, []).append(row)
+        for server_id in ids:
+            server = servers.get(server_id)
+            if server is None:
+                await self.publisher.withdraw(server_id)
+                continue
+            doc = render_document(server, by_server.get(server_id, []))
             await self.publisher.publish(server_id, doc.serial, doc.encode())
 
     async def publish_all(self) -> None:
@@ -49,11 +58,8 @@ class Runtime:
         await self.publish(ids)
 
 
-async def render_document(session: AsyncSession, server: ServerRow) -> wire.Document:
+def render_document(server: ServerRow, rows: Iterable[DeploymentRow]) -> wire.Document:
     """The server's document: every deployment currently on it, Heat's shape plus our extras."""
-    rows = await session.scalars(
-        select(DeploymentRow).where(DeploymentRow.server_id == server.id, DeploymentRow.item.is_not(None))
-    )
     items = []
     meta = {}
     for row in rows:

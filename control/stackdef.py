@@ -140,6 +140,9 @@ class Definitions:
             self._cache[key] = found
         return found
 
+    def forget(self, stack_id: str) -> None:
+        self._cache = {k: v for k, v in self._cache.items() if k[0] != stack_id}
+
 
 def plain(value: Any) -> Any:
     """The JSON form of a resolved value, for storage and comparison."""

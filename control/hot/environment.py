@@ -11,8 +11,7 @@ from control.hot.errors import TemplateError, at
 from control.hot.loader import load_yaml
 from control.hot.types import describe
 
-SECTIONS = ("parameters", "parameter_defaults", "resource_registry", "encrypted_param_names",
-            "event_sinks")
+SECTIONS = ("parameters", "parameter_defaults", "resource_registry", "encrypted_param_names", "event_sinks")
 MAX_CHAIN = 10
 _TEMPLATE_SUFFIXES = (".yaml", ".yml", ".template", ".json", ".hot")
 _NESTED = "nested templates are not supported yet"
@@ -99,7 +98,7 @@ def map_type(env: Environment, type_name: str) -> str:
         if target is None or target == current:
             return current
         if target in seen:
-            loop = " -> ".join([*seen[seen.index(target):], target])
+            loop = " -> ".join([*seen[seen.index(target) :], target])
             raise TemplateError("resource_registry", f"mapping loop: {loop}")
         if len(seen) > MAX_CHAIN:
             raise TemplateError("resource_registry", f"{type_name} maps through more than {MAX_CHAIN} names")

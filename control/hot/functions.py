@@ -17,12 +17,33 @@ from urllib import parse as urlparse
 
 from control.hot.errors import TemplateError, at
 
-FUNCTIONS = frozenset({
-    "get_param", "get_resource", "get_attr", "get_file", "str_replace", "str_replace_strict",
-    "str_replace_vstrict", "list_join", "digest", "repeat", "str_split", "map_merge",
-    "map_replace", "list_concat", "list_concat_unique", "contains", "if", "equals", "not",
-    "and", "or", "filter", "make_url",
-})
+FUNCTIONS = frozenset(
+    {
+        "get_param",
+        "get_resource",
+        "get_attr",
+        "get_file",
+        "str_replace",
+        "str_replace_strict",
+        "str_replace_vstrict",
+        "list_join",
+        "digest",
+        "repeat",
+        "str_split",
+        "map_merge",
+        "map_replace",
+        "list_concat",
+        "list_concat_unique",
+        "contains",
+        "if",
+        "equals",
+        "not",
+        "and",
+        "or",
+        "filter",
+        "make_url",
+    }
+)
 # The only functions a `conditions` entry or an inline condition may call (Heat's rule).
 CONDITION_FUNCTIONS = frozenset({"equals", "not", "and", "or", "contains", "get_param"})
 # Heat/CFN names Anneal does not evaluate; every "Fn::..." key is one too.
@@ -32,20 +53,31 @@ DIGESTS = frozenset({"md5", "sha1", "sha224", "sha256", "sha384", "sha512"})
 MAX_RESULT = 8 * 1024 * 1024
 
 _LIST_ARGS: dict[str, tuple[int, int | None]] = {
-    "get_attr": (2, None), "list_join": (2, None), "digest": (2, 2), "str_split": (2, 3),
-    "map_replace": (2, 2), "contains": (2, 2), "if": (3, 3), "equals": (2, 2),
-    "and": (2, None), "or": (2, None), "filter": (2, 2),
-    "map_merge": (0, None), "list_concat": (0, None), "list_concat_unique": (0, None),
+    "get_attr": (2, None),
+    "list_join": (2, None),
+    "digest": (2, 2),
+    "str_split": (2, 3),
+    "map_replace": (2, 2),
+    "contains": (2, 2),
+    "if": (3, 3),
+    "equals": (2, 2),
+    "and": (2, None),
+    "or": (2, None),
+    "filter": (2, 2),
+    "map_merge": (0, None),
+    "list_concat": (0, None),
+    "list_concat_unique": (0, None),
 }
 _REPLACE_KEYS = frozenset({"template", "params"})
 _MAP_ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # required, allowed
     "str_replace": (_REPLACE_KEYS, _REPLACE_KEYS),
     "str_replace_strict": (_REPLACE_KEYS, _REPLACE_KEYS),
     "str_replace_vstrict": (_REPLACE_KEYS, _REPLACE_KEYS),
-    "repeat": (frozenset({"for_each", "template"}),
-               frozenset({"for_each", "template", "permutations"})),
-    "make_url": (frozenset(), frozenset({"scheme", "username", "password", "host", "port",
-                                         "path", "query", "fragment"})),
+    "repeat": (frozenset({"for_each", "template"}), frozenset({"for_each", "template", "permutations"})),
+    "make_url": (
+        frozenset(),
+        frozenset({"scheme", "username", "password", "host", "port", "path", "query", "fragment"}),
+    ),
 }
 
 
@@ -348,9 +380,7 @@ def _str_split(a: Any, ctx: Context, path: str) -> Any:
     try:
         return parts[int(a[2])]
     except (ValueError, TypeError, IndexError):
-        raise TemplateError(
-            path, f"str_split: index {_show(a[2])} is not in 0..{len(parts) - 1}"
-        ) from None
+        raise TemplateError(path, f"str_split: index {_show(a[2])} is not in 0..{len(parts) - 1}") from None
 
 
 def _map_merge(a: Any, ctx: Context, path: str) -> Any:
@@ -457,8 +487,9 @@ def _make_url(a: Any, ctx: Context, path: str) -> Any:
     netloc += f"[{host}]" if ":" in host else host
     netloc += f":{port}" if port not in ("", None) else ""
     encoded = urlparse.urlencode(query).replace("%2F", "/")
-    return urlparse.urlunsplit((scheme, netloc, urlparse.quote(a.get("path", "")), encoded,
-                                urlparse.quote(a.get("fragment", ""))))
+    return urlparse.urlunsplit(
+        (scheme, netloc, urlparse.quote(a.get("path", "")), encoded, urlparse.quote(a.get("fragment", "")))
+    )
 
 
 _IMPLEMENTATIONS: dict[str, Callable[[Any, Context, str], Any]] = {

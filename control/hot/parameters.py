@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
 PARAMETER_TYPES = ("string", "number", "json", "comma_delimited_list", "boolean")
 PSEUDO_PARAMETERS = frozenset({"OS::stack_name", "OS::stack_id", "OS::project_id"})
-_KEYS = frozenset({"type", "default", "hidden", "label", "description", "immutable", "tags",
-                   "constraints"})
+_KEYS = frozenset({"type", "default", "hidden", "label", "description", "immutable", "tags", "constraints"})
 # Which parameter types each constraint applies to (Heat's rule).
 _APPLIES = {
     "length": ("string", "comma_delimited_list", "json"),
@@ -107,9 +106,13 @@ def _parse_def(name: str, body: Any, warnings: list[str]) -> ParameterDef:
     if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
         raise TemplateError(at(path, "tags"), "expected a list of strings")
     pdef = ParameterDef(
-        name=name, type=ptype, default=body.get("default"),
-        has_default=body.get("default") is not None, hidden=_flag(body, "hidden", path),
-        description=_text(body, "description", path), label=_text(body, "label", path),
+        name=name,
+        type=ptype,
+        default=body.get("default"),
+        has_default=body.get("default") is not None,
+        hidden=_flag(body, "hidden", path),
+        description=_text(body, "description", path),
+        label=_text(body, "label", path),
         constraints=_parse_constraints(body.get("constraints"), ptype, path, warnings),
         immutable=_flag(body, "immutable", path),
     )
@@ -221,10 +224,20 @@ def _to_string(value: Any) -> str:
     return str(value)
 
 
-_CONVERT = {"string": _to_string, "number": _to_number, "comma_delimited_list": _to_list,
-            "json": _to_json, "boolean": to_boolean}
-_EXPECTED = {"string": "a string", "number": "a number", "comma_delimited_list":
-             "a comma-delimited list", "json": "a JSON map or list", "boolean": "a boolean"}
+_CONVERT = {
+    "string": _to_string,
+    "number": _to_number,
+    "comma_delimited_list": _to_list,
+    "json": _to_json,
+    "boolean": to_boolean,
+}
+_EXPECTED = {
+    "string": "a string",
+    "number": "a number",
+    "comma_delimited_list": "a comma-delimited list",
+    "json": "a JSON map or list",
+    "boolean": "a boolean",
+}
 
 
 def convert(ptype: str, value: Any, path: str, hidden: bool = False) -> Any:
@@ -289,8 +302,14 @@ def resolve_parameters(template: Template, environment: Environment, given: Mapp
     values: dict[str, Any] = {}
     for name, pdef in template.parameters.items():
         path = f"parameters.{name}"
-        raw = next((s[name] for s in (given, environment.parameters, environment.parameter_defaults)
-                    if s.get(name) is not None), pdef.default)
+        raw = next(
+            (
+                s[name]
+                for s in (given, environment.parameters, environment.parameter_defaults)
+                if s.get(name) is not None
+            ),
+            pdef.default,
+        )
         if raw is None:
             raise TemplateError(path, "no value given and no default")
         values[name] = convert(pdef.type, raw, path, pdef.hidden)
@@ -344,7 +363,11 @@ class _ConditionContext:
 
 
 def condition_values(
-    template: Template, params: Parameters, *, stack_name: str = "", stack_id: str = "",
+    template: Template,
+    params: Parameters,
+    *,
+    stack_name: str = "",
+    stack_id: str = "",
     project_id: str = "",
 ) -> dict[str, bool]:
     """The truth of every entry of the template's conditions section."""

@@ -23,18 +23,57 @@ from control.hot.types import TYPES, TypeSpec, check_properties, describe
 
 __all__ = ["OutputDef", "ParameterDef", "ResourceDef", "Template", "parse_template"]
 
-_DATES = ("2013-05-23", "2014-10-16", "2015-04-30", "2015-10-15", "2016-04-08", "2016-10-14",
-          "2017-02-24", "2017-09-01", "2018-03-02", "2018-08-31")
-_NAMES = {"newton": "2016-10-14", "ocata": "2017-02-24", "pike": "2017-09-01",
-          "queens": "2018-03-02", "rocky": "2018-08-31"}
+_DATES = (
+    "2013-05-23",
+    "2014-10-16",
+    "2015-04-30",
+    "2015-10-15",
+    "2016-04-08",
+    "2016-10-14",
+    "2017-02-24",
+    "2017-09-01",
+    "2018-03-02",
+    "2018-08-31",
+)
+_NAMES = {
+    "newton": "2016-10-14",
+    "ocata": "2017-02-24",
+    "pike": "2017-09-01",
+    "queens": "2018-03-02",
+    "rocky": "2018-08-31",
+}
 VERSIONS: Mapping[str, str] = {**{d: d for d in _DATES}, **_NAMES}
-SECTIONS = ("heat_template_version", "description", "parameter_groups", "parameters",
-            "resources", "outputs", "conditions")
-RESOURCE_KEYS = ("type", "properties", "metadata", "depends_on", "update_policy",
-                 "deletion_policy", "condition", "external_id")
+SECTIONS = (
+    "heat_template_version",
+    "description",
+    "parameter_groups",
+    "parameters",
+    "resources",
+    "outputs",
+    "conditions",
+)
+RESOURCE_KEYS = (
+    "type",
+    "properties",
+    "metadata",
+    "depends_on",
+    "update_policy",
+    "deletion_policy",
+    "condition",
+    "external_id",
+)
 DELETION_POLICIES = {"delete": "Delete", "retain": "Retain", "snapshot": "Snapshot"}
-INFRASTRUCTURE = ("OS::Neutron::", "OS::Cinder::", "OS::Nova::", "OS::Glance::", "OS::Keystone::",
-                  "OS::Swift::", "OS::Octavia::", "OS::Designate::", "AWS::")
+INFRASTRUCTURE = (
+    "OS::Neutron::",
+    "OS::Cinder::",
+    "OS::Nova::",
+    "OS::Glance::",
+    "OS::Keystone::",
+    "OS::Swift::",
+    "OS::Octavia::",
+    "OS::Designate::",
+    "AWS::",
+)
 _RESOURCE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
@@ -97,13 +136,18 @@ class Template:
 
     @cached_property
     def _graph(self) -> dict[str, frozenset[str]]:
-        return {name: frozenset(r.depends_on) | references(r.properties) | references(r.metadata)
-                for name, r in self.resources.items()}
+        return {
+            name: frozenset(r.depends_on) | references(r.properties) | references(r.metadata)
+            for name, r in self.resources.items()
+        }
 
 
 def parse_template(
-    source: str | Mapping[str, Any], *, files: Mapping[str, str] | None = None,
-    environment: Environment | None = None, types: Mapping[str, TypeSpec] = TYPES,
+    source: str | Mapping[str, Any],
+    *,
+    files: Mapping[str, str] | None = None,
+    environment: Environment | None = None,
+    types: Mapping[str, TypeSpec] = TYPES,
 ) -> Template:
     """Parse and validate a HOT template; raises TemplateError at the first problem."""
     data = _document(source)
@@ -194,8 +238,10 @@ def _check_groups(groups: Any, parameters: Mapping[str, ParameterDef]) -> None:
 def _resources(
     section: Any, env: Environment, types: Mapping[str, TypeSpec], warnings: list[str]
 ) -> dict[str, ResourceDef]:
-    return {name: _resource(name, body, env, types, warnings)
-            for name, body in _names_map(section, "resources").items()}
+    return {
+        name: _resource(name, body, env, types, warnings)
+        for name, body in _names_map(section, "resources").items()
+    }
 
 
 def _mapping(body: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
@@ -229,7 +275,10 @@ def _resource(
     properties = _mapping(body, "properties", path)
     check_properties(types[rtype], properties, at(path, "properties"), warnings)
     return ResourceDef(
-        name=name, type=rtype, original_type=original, properties=properties,
+        name=name,
+        type=rtype,
+        original_type=original,
+        properties=properties,
         depends_on=_depends_on(body.get("depends_on"), at(path, "depends_on")),
         metadata=_mapping(body, "metadata", path),
         deletion_policy=_deletion_policy(body.get("deletion_policy"), at(path, "deletion_policy")),
@@ -242,8 +291,10 @@ def _unsupported_type(path: str, original: str, rtype: str, types: Mapping[str, 
     mapped = f" (mapped from {original!r} by the environment)" if rtype != original else ""
     reason = f"type {rtype!r}{mapped} is not supported; supported types: {', '.join(sorted(types))}"
     if rtype.startswith(INFRASTRUCTURE):
-        reason += ("; Anneal creates no infrastructure: to skip this resource, map its type in an "
-                   f'environment\'s resource_registry, e.g. resource_registry: {{"{rtype}": OS::Heat::None}}')
+        reason += (
+            "; Anneal creates no infrastructure: to skip this resource, map its type in an "
+            f'environment\'s resource_registry, e.g. resource_registry: {{"{rtype}": OS::Heat::None}}'
+        )
     return TemplateError(path, reason)
 
 
@@ -287,8 +338,11 @@ class _Checker:
     def run(self) -> None:
         for name, expr in self.t.conditions.items():
             self.visit(expr, f"conditions.{name}", in_condition=True, position=True)
-        _raise_cycle({n: list(_condition_refs(e)) for n, e in self.t.conditions.items()},
-                     "conditions", "condition cycle")
+        _raise_cycle(
+            {n: list(_condition_refs(e)) for n, e in self.t.conditions.items()},
+            "conditions",
+            "condition cycle",
+        )
         for name, r in self.t.resources.items():
             path = f"resources.{name}"
             for i, dep in enumerate(r.depends_on):
@@ -378,8 +432,11 @@ class _Checker:
         rtype = self.t.resources[target].type
         known = self.types[rtype].attributes
         if known is not None and attribute not in known:
-            raise TemplateError(path, f"get_attr: {target} ({rtype}) has no attribute {attribute!r}; "
-                                      f"it has: {', '.join(sorted(known))}")
+            raise TemplateError(
+                path,
+                f"get_attr: {target} ({rtype}) has no attribute {attribute!r}; "
+                f"it has: {', '.join(sorted(known))}",
+            )
 
     def _get_file(self, args: Any, path: str) -> None:
         if args not in self.t.files:
@@ -400,8 +457,9 @@ def _condition_refs(expr: Any) -> Iterable[str]:
 def _raise_cycle(graph: Mapping[str, Iterable[str]], path: str, what: str) -> None:
     """Raise TemplateError(path, 'what: a -> b -> a') when the graph has a cycle."""
     position = {name: i for i, name in enumerate(graph)}
-    edges = {n: sorted((d for d in deps if d in position), key=position.__getitem__)
-             for n, deps in graph.items()}
+    edges = {
+        n: sorted((d for d in deps if d in position), key=position.__getitem__) for n, deps in graph.items()
+    }
     state: dict[str, int] = {}  # 1: on the current path, 2: finished
     for root in graph:
         if root in state:
@@ -414,7 +472,7 @@ def _raise_cycle(graph: Mapping[str, Iterable[str]], path: str, what: str) -> No
                 state[trail.pop()] = 2
                 stack.pop()
             elif state.get(nxt) == 1:
-                loop = [*trail[trail.index(nxt):], nxt]
+                loop = [*trail[trail.index(nxt) :], nxt]
                 raise TemplateError(path, f"{what}: {' -> '.join(loop)}")
             elif nxt not in state:
                 state[nxt] = 1

@@ -67,8 +67,14 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
     "list": lambda v: isinstance(v, list),
     "any": lambda v: True,
 }
-_NAMES = {"string": "a string", "integer": "an integer", "number": "a number",
-          "boolean": "a boolean", "map": "a map", "list": "a list"}
+_NAMES = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "a boolean",
+    "map": "a map",
+    "list": "a list",
+}
 
 
 def describe(value: Any) -> str:
@@ -147,26 +153,54 @@ def _s(**kw: Any) -> PropSpec:
 
 IO_TYPES = ("String", "Number", "CommaDelimitedList", "Json", "Boolean")
 INPUT_SCHEMA = {
-    "name": _s(required=True), "description": _s(), "type": _s(allowed=IO_TYPES),
-    "default": PropSpec("any"), "replace_on_change": PropSpec("boolean"),
+    "name": _s(required=True),
+    "description": _s(),
+    "type": _s(allowed=IO_TYPES),
+    "default": PropSpec("any"),
+    "replace_on_change": PropSpec("boolean"),
 }
 OUTPUT_SCHEMA = {
-    "name": _s(required=True), "description": _s(), "type": _s(allowed=IO_TYPES),
+    "name": _s(required=True),
+    "description": _s(),
+    "type": _s(allowed=IO_TYPES),
     "error_output": PropSpec("boolean"),
 }
 ACTIONS = ("CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME")
-SIGNAL_TRANSPORTS = ("CFN_SIGNAL", "HTTP", "NO_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL",
-                     "ZAQAR_SIGNAL")
-CONFIG_TRANSPORTS = ("POLL_SERVER_CFN", "POLL_SERVER_HEAT", "POLL_TEMP_URL", "ZAQAR_MESSAGE",
-                     "HTTP", "SWIFT", "S3", "LOCAL")
-COMPUTE_PROPERTIES = (
-    "image", "flavor", "key_name", "networks", "security_groups", "availability_zone",
-    "config_drive", "block_device_mapping", "block_device_mapping_v2", "scheduler_hints",
-    "admin_pass", "personality", "diskConfig", "flavor_update_policy", "image_update_policy",
-    "reservation_id", "user_data_update_policy", "deployment_swift_data", "tags",
+SIGNAL_TRANSPORTS = ("CFN_SIGNAL", "HTTP", "NO_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "ZAQAR_SIGNAL")
+CONFIG_TRANSPORTS = (
+    "POLL_SERVER_CFN",
+    "POLL_SERVER_HEAT",
+    "POLL_TEMP_URL",
+    "ZAQAR_MESSAGE",
+    "HTTP",
+    "SWIFT",
+    "S3",
+    "LOCAL",
 )
-SERVER_ATTRIBUTES = frozenset({"name", "os_collect_config", "networks", "addresses",
-                               "accessIPv4", "accessIPv6"})
+COMPUTE_PROPERTIES = (
+    "image",
+    "flavor",
+    "key_name",
+    "networks",
+    "security_groups",
+    "availability_zone",
+    "config_drive",
+    "block_device_mapping",
+    "block_device_mapping_v2",
+    "scheduler_hints",
+    "admin_pass",
+    "personality",
+    "diskConfig",
+    "flavor_update_policy",
+    "image_update_policy",
+    "reservation_id",
+    "user_data_update_policy",
+    "deployment_swift_data",
+    "tags",
+)
+SERVER_ATTRIBUTES = frozenset(
+    {"name", "os_collect_config", "networks", "addresses", "accessIPv4", "accessIPv6"}
+)
 
 _SERVER = {
     "name": _s(),
@@ -174,35 +208,59 @@ _SERVER = {
     "software_config_transport": _s(allowed=CONFIG_TRANSPORTS),
 }
 
-TYPES: Mapping[str, TypeSpec] = {t.name: t for t in (
-    TypeSpec("OS::Heat::SoftwareConfig", {
-        "group": _s(default="Heat::Ungrouped", update="replace"),
-        "config": PropSpec("any", update="replace"),
-        "options": PropSpec("map", update="replace"),
-        "inputs": PropSpec("list", update="replace", schema=INPUT_SCHEMA),
-        "outputs": PropSpec("list", update="replace", schema=OUTPUT_SCHEMA),
-    }, frozenset({"config"})),
-    TypeSpec("OS::Heat::SoftwareDeployment", {
-        "config": _s(),
-        "server": _s(required=True, update="replace"),
-        "input_values": PropSpec("map"),
-        "actions": PropSpec("list", default=["CREATE", "UPDATE"], allowed=ACTIONS),
-        "name": _s(),
-        "signal_transport": _s(allowed=SIGNAL_TRANSPORTS, update="replace"),
-        "timeout": PropSpec("number"),
-    }, None),
-    TypeSpec("OS::Heat::DeployedServer", {
-        **_SERVER, "deployment_swift_data": PropSpec("map"),
-    }, SERVER_ATTRIBUTES),
-    TypeSpec("OS::Nova::Server", {
-        **_SERVER,
-        "user_data_format": _s(allowed=("HEAT_CFNTOOLS", "RAW", "SOFTWARE_CONFIG"), update="replace"),
-        "user_data": PropSpec("any", update="replace"),
-        **{name: PropSpec("any", ignored=True) for name in COMPUTE_PROPERTIES},
-    }, SERVER_ATTRIBUTES | {"first_address", "instance_name", "show"}),
-    TypeSpec("OS::Heat::None", {}, None, open_properties=True),
-    TypeSpec("OS::Heat::Value", {
-        "value": PropSpec("any", required=True),
-        "type": _s(allowed=("string", "number", "comma_delimited_list", "json", "boolean")),
-    }, frozenset({"value"})),
-)}
+TYPES: Mapping[str, TypeSpec] = {
+    t.name: t
+    for t in (
+        TypeSpec(
+            "OS::Heat::SoftwareConfig",
+            {
+                "group": _s(default="Heat::Ungrouped", update="replace"),
+                "config": PropSpec("any", update="replace"),
+                "options": PropSpec("map", update="replace"),
+                "inputs": PropSpec("list", update="replace", schema=INPUT_SCHEMA),
+                "outputs": PropSpec("list", update="replace", schema=OUTPUT_SCHEMA),
+            },
+            frozenset({"config"}),
+        ),
+        TypeSpec(
+            "OS::Heat::SoftwareDeployment",
+            {
+                "config": _s(),
+                "server": _s(required=True, update="replace"),
+                "input_values": PropSpec("map"),
+                "actions": PropSpec("list", default=["CREATE", "UPDATE"], allowed=ACTIONS),
+                "name": _s(),
+                "signal_transport": _s(allowed=SIGNAL_TRANSPORTS, update="replace"),
+                "timeout": PropSpec("number"),
+            },
+            None,
+        ),
+        TypeSpec(
+            "OS::Heat::DeployedServer",
+            {
+                **_SERVER,
+                "deployment_swift_data": PropSpec("map"),
+            },
+            SERVER_ATTRIBUTES,
+        ),
+        TypeSpec(
+            "OS::Nova::Server",
+            {
+                **_SERVER,
+                "user_data_format": _s(allowed=("HEAT_CFNTOOLS", "RAW", "SOFTWARE_CONFIG"), update="replace"),
+                "user_data": PropSpec("any", update="replace"),
+                **{name: PropSpec("any", ignored=True) for name in COMPUTE_PROPERTIES},
+            },
+            SERVER_ATTRIBUTES | {"first_address", "instance_name", "show"},
+        ),
+        TypeSpec("OS::Heat::None", {}, None, open_properties=True),
+        TypeSpec(
+            "OS::Heat::Value",
+            {
+                "value": PropSpec("any", required=True),
+                "type": _s(allowed=("string", "number", "comma_delimited_list", "json", "boolean")),
+            },
+            frozenset({"value"}),
+        ),
+    )
+}

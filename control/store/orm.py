@@ -72,7 +72,6 @@ class StackRow(Base):
     __mapper_args__ = {"version_id_col": row_version}  # noqa: RUF012 (SQLAlchemy reads it once)
 
 
-
 class ResourceRow(Base):
     """One resource of a stack; a replaced one stays until cleanup removes it."""
 
@@ -96,7 +95,6 @@ class ResourceRow(Base):
     #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.
     row_version: Mapped[int] = mapped_column(Integer, default=1)
     __mapper_args__ = {"version_id_col": row_version}  # noqa: RUF012 (SQLAlchemy reads it once)
-
 
 
 class ConfigRow(Base):
@@ -145,7 +143,6 @@ class DeploymentRow(Base):
     #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.
     row_version: Mapped[int] = mapped_column(Integer, default=1)
     __mapper_args__ = {"version_id_col": row_version}  # noqa: RUF012 (SQLAlchemy reads it once)
-
 
 
 class EventRow(Base):
