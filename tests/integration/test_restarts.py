@@ -52,6 +52,15 @@ def _wait(path: Path, timeout: float = 30) -> None:
     assert path.exists(), path
 
 
+def enrol_agent(cp: ControlPlane, name: str, state: Path) -> list[str]:
+    """Create a server, enrol an agent for it in *state*; return the argv that runs that agent."""
+    token = cp.api("POST", "/v1/servers", {"name": name}).body["enrol_token"]
+    enrol = subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, "--token", token,
+                            "--state-dir", str(state)], capture_output=True, text=True, timeout=60, check=False)
+    assert 0 == enrol.returncode, enrol.stderr
+    return [str(BIN / "anneal-agent"), "run", "--state-dir", str(state), "--poll-wait", "2"]
+
+
 def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path):
     """The control plane dies mid-hook; the agent queues the signal, the restarted plane resumes."""
     work = tmp_path / "work"
@@ -59,14 +68,10 @@ def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path):
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
     agent = None
     try:
-        token = cp.api("POST", "/v1/servers", {"name": "standalone"}).body["enrol_token"]
         state = tmp_path / "agent-state"
-        enrol = subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, "--token", token,
-                                "--state-dir", str(state)], capture_output=True, text=True, timeout=60, check=False)
-        assert 0 == enrol.returncode, enrol.stderr
+        argv = enrol_agent(cp, "standalone", state)
         with open(tmp_path / "agent.log", "ab") as log:
-            agent = subprocess.Popen([str(BIN / "anneal-agent"), "run", "--state-dir", str(state),
-                                      "--poll-wait", "2"], stdout=log, stderr=log)
+            agent = subprocess.Popen(argv, stdout=log, stderr=log)
         assert 201 == cp.create("outage", TEMPLATE, params={"dir": str(work)}).status
         _wait(work / "started-first")
         cp.proc.send_signal(signal.SIGKILL)  # no graceful shutdown: a crash
@@ -137,12 +142,9 @@ def test_control_plane_killed_mid_stack_resumes_with_one_agent_per_server(tmp_pa
 def test_second_agent_on_one_state_dir_is_refused(control_plane: ControlPlane, tmp_path: Path):
     """Two agents on one state dir would race on the ledger: the second exits with a clear error."""
     cp = control_plane
-    token = cp.api("POST", "/v1/servers", {"name": "solo"}).body["enrol_token"]
     state = tmp_path / "solo"
-    subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, "--token", token,
-                    "--state-dir", str(state)], check=True, capture_output=True, timeout=60)
-    first = subprocess.Popen([str(BIN / "anneal-agent"), "run", "--state-dir", str(state)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(enrol_agent(cp, "solo", state), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
     try:
         _wait(state / "agent.pid")
         second = subprocess.run([str(BIN / "anneal-agent"), "once", "--state-dir", str(state)],
@@ -161,11 +163,7 @@ def test_sigterm_lets_the_running_hook_finish_and_signal(tmp_path: Path):
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
     agent = None
     try:
-        token = cp.api("POST", "/v1/servers", {"name": "standalone"}).body["enrol_token"]
-        state = tmp_path / "agent-state"
-        subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, "--token", token,
-                        "--state-dir", str(state)], check=True, capture_output=True, timeout=60)
-        argv = [str(BIN / "anneal-agent"), "run", "--state-dir", str(state), "--poll-wait", "2"]
+        argv = enrol_agent(cp, "standalone", tmp_path / "agent-state")
         agent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         assert 201 == cp.create("drain", TEMPLATE, params={"dir": str(work)}).status
         _wait(work / "started-first")
