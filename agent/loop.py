@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 VERSION = "0.1.0"
 #: Statuses that will never succeed on retry: the signal is dropped and noted.
 FINAL_REFUSALS = frozenset({400, 403, 404, 409, 410, 413})
+#: Seconds, at most, an agent waits before its first poll.
+START_JITTER = 0.5
 
 
 class Agent:
@@ -106,6 +108,8 @@ class Agent:
         return True
 
     async def _poll_loop(self) -> None:
+        # A fleet restarted together (a control-plane return, a mass reboot) spreads its first polls.
+        await asyncio.sleep(random.uniform(0, START_JITTER))
         failures = 0
         while True:
             try:
