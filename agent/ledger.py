@@ -45,7 +45,6 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-STATES = ("received", "started", "finished", "signalled")
 
 
 @dataclass(frozen=True)

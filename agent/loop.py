@@ -46,7 +46,6 @@ class Agent:
         self.running: str | None = None
         #: Set on the first SIGTERM: start nothing new, let the running hook finish.
         self.stopping = False
-        self.last_error = ""
 
     # -------------------------------------------------------------- entry points
 
@@ -117,7 +116,6 @@ class Agent:
                 failures = 0
             except (SourceNotAvailableError, DocumentRejectedError) as e:
                 failures += 1
-                self.last_error = str(e)
                 delay = min(self.config.backoff_max, 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
                 log.warning("poll failed (%s); retrying in %.1f s", e, delay)
                 await asyncio.sleep(delay)

@@ -32,7 +32,6 @@ SIGNAL_KEYS = ("deploy_stdout", "deploy_stderr", "deploy_status_code")
 EXTRA_KEY = "anneal"
 #: Derived inputs that carry the signal credential; not part of what is applied.
 CREDENTIAL_INPUTS = frozenset({"deploy_signal_id", "deploy_signal_verb", "deploy_signal_transport"})
-INPUT_TYPES = frozenset({"String", "Number", "CommaDelimitedList", "Json", "Boolean"})
 _OUTPUT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}$")
 
 

@@ -70,11 +70,6 @@ class Engine:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def idle(self) -> None:
-        """Wait until no stack task is running (tests)."""
-        while any(not t.done() for t in self._tasks.values()):
-            await asyncio.sleep(0.05)
-
     async def _run(self, stack_id: str) -> None:
         wake = self._wake.setdefault(stack_id, asyncio.Event())
         while True:
