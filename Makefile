@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install tools demo test lint bench clean
 
 install: $(STAMP)
 
@@ -14,10 +14,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[control,dev]'
 	touch $(STAMP)
 
+# The real components the tests drive (puppet, salt, Swift, PostgreSQL, ...): ci/tools.d/.
+tools: install
+	bash ci/tools.sh
+
 demo: install
 	$(PY) examples/demo.py
 
-test: install lint
+test: install tools lint
 	$(PY) -m pytest
 
 lint: install
