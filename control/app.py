@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -9,7 +11,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from sqlalchemy import select
 
-from control import api, keys
+from control import api, keys, reconcile
 from control.app_keys import DEFS, ENGINE, RUNTIME
 from control.engine import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
@@ -41,7 +43,11 @@ def make_app(settings: Settings) -> web.Application:
         await runtime.publish_all()
         await restart_local_agents(runtime)
         await engine.resume()
+        republish = asyncio.create_task(reconcile.loop(runtime, settings.work_poll * 2), name="republish")
         yield
+        republish.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await republish
         await engine.close()
         await provisioner.close()
         await engine_db.dispose()

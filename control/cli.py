@@ -62,6 +62,12 @@ def _serve(p: argparse.ArgumentParser) -> None:
         default=[],
         help="extra argument for local agents (repeat), e.g. --agent-arg=--poll-wait=5",
     )
+    p.add_argument(
+        "--work-lease",
+        type=float,
+        default=15.0,
+        help="seconds a claimed engine step stays leased; a dead process's work moves on after this",
+    )
     p.add_argument("--log-level", default="INFO")
 
 

@@ -13,14 +13,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import delete, select
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
-from control import deploy, hot, stackdef
+from control import deploy, hot, stackdef, work
 from control.errors import ControlError
 from control.resources import HANDLERS, REPLACE, Outcome, Res, forget_deployment
 from control.runtime import Runtime
@@ -32,74 +36,152 @@ from control.store.orm import (
     ServerRow,
     StackRow,
 )
+from control.store.workrow import WorkRow
 from control.txn import Txn
 
 log = logging.getLogger(__name__)
+#: A stack waiting only for signals is stepped again after this long anyway (seconds).
 IDLE_RECHECK = 30.0
+#: A step that raced a concurrent change is retried after this long (seconds).
+RACE_RETRY = 0.05
+#: Stacks one process steps at the same time.
+MAX_STEPPING = 16
 SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
 
 
 class Engine:
-    """One asyncio task per stack in progress, woken by signals and deadlines."""
+    """Steps stacks whose durable work rows (control/work.py) this process has leased.
+
+    A claim loop leases due rows (at once when this process committed a change,
+    else every ``work_poll`` seconds), a task per leased stack steps it until it
+    waits for a signal or a deadline, and a renew loop extends the leases held.
+    A step commits only while its lease still holds (``work.fence``), so two
+    processes never both commit a step of one stack, and a process killed at any
+    instruction leaves either its whole step or nothing; its rows go to another
+    process (or to itself, restarted) once their lease expires.
+    """
 
     def __init__(self, runtime: Runtime, definitions: stackdef.Definitions) -> None:
         self._rt = runtime
         self._defs = definitions
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._wake = asyncio.Event()
+        self._running: dict[str, work.Claim] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._wake: dict[str, asyncio.Event] = {}
+        self._loops: list[asyncio.Task[None]] = []
+
+    @property
+    def _lease(self) -> float:
+        return self._rt.settings.work_lease
 
     def kick(self, stack_id: str) -> None:
-        """Make the stack's task take another step (starting it if needed)."""
-        self._wake.setdefault(stack_id, asyncio.Event()).set()
-        task = self._tasks.get(stack_id)
-        if task is None or task.done():
-            self._tasks[stack_id] = asyncio.create_task(self._run(stack_id), name=f"stack-{stack_id}")
+        """A change for *stack_id* was committed (its work row with it): claim without waiting."""
+        self._wake.set()
 
     async def resume(self) -> None:
-        """Pick up every stack a previous process left in progress."""
+        """Start claiming; every stack in progress without a work row gets one (older databases)."""
         async with self._rt.sessions() as session:
-            ids = await session.scalars(select(StackRow.id).where(StackRow.status == "IN_PROGRESS"))
-            for stack_id in ids:
-                self.kick(stack_id)
+            ids = set(await session.scalars(select(StackRow.id).where(StackRow.status == "IN_PROGRESS")))
+            ids -= set(await session.scalars(select(WorkRow.stack_id)))
+            if ids:
+                await work.request(session, ids)
+                await session.commit()
+        self._loops = [
+            asyncio.create_task(self._claim_loop(), name="engine-claim"),
+            asyncio.create_task(self._renew_loop(), name="engine-renew"),
+        ]
 
     async def close(self) -> None:
-        tasks = list(self._tasks.values())
+        tasks = [*self._loops, *self._tasks.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _run(self, stack_id: str) -> None:
-        wake = self._wake.setdefault(stack_id, asyncio.Event())
+    async def _claim_loop(self) -> None:
         while True:
-            wake.clear()
-            try:
-                finished, deadline = await self._step(stack_id)
-            except StaleDataError:
-                log.info("stack %s: step raced a concurrent change; stepping again", stack_id)
-                wake.set()
-                continue
-            except Exception as e:  # a bug must not leave the stack silently in progress
-                log.exception("engine step failed for stack %s", stack_id)
-                await self._fail_stack(stack_id, f"internal error: {e}")
-                return
-            if finished:
-                return
-            timeout = IDLE_RECHECK if deadline is None else max(0.0, deadline - time.time())
+            self._wake.clear()
+            free = MAX_STEPPING - len(self._running)
+            if free > 0:
+                try:
+                    async with self._rt.sessions() as session:
+                        claims = await work.claim(session, self.owner, self._lease, free, self._running)
+                except DBAPIError as e:
+                    log.warning("claiming work failed (retrying): %s", e)
+                    claims = []
+                if claims:
+                    log.info("%s claimed %s", self.owner, " ".join(c.stack_id for c in claims))
+                for c in claims:
+                    self._running[c.stack_id] = c
+                    self._tasks[c.stack_id] = asyncio.create_task(self._work(c), name=f"stack-{c.stack_id}")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), min(timeout, IDLE_RECHECK))
+                await asyncio.wait_for(self._wake.wait(), self._rt.settings.work_poll)
 
-    async def _step(self, stack_id: str) -> tuple[bool, float | None]:
+    async def _renew_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._lease / 3)
+            if not self._running:
+                continue
+            try:
+                async with self._rt.sessions() as session:
+                    lost = await work.renew(session, list(self._running.values()), self._lease)
+            except DBAPIError as e:
+                log.warning("renewing leases failed (retrying): %s", e)
+                continue
+            for stack_id in lost:
+                log.warning("stack %s: lease lost to another process; stopping here", stack_id)
+                task = self._tasks.get(stack_id)
+                if task is not None:
+                    task.cancel()
+
+    async def _work(self, c: work.Claim) -> None:
+        """Step the stack until it settles or waits; keep the lease while more steps are asked for."""
+        try:
+            while True:
+                finished, next_at = await self._one(c)
+                async with self._rt.sessions() as session:
+                    seq = await work.finish(session, c, done=finished, next_at=next_at)
+                if seq is None:
+                    return
+                c = work.Claim(c.stack_id, c.token, seq)
+                self._running[c.stack_id] = c
+        except work.LeaseLost as e:
+            log.info("%s", e)
+        except DBAPIError as e:  # the lease runs out and the row is claimed again
+            log.warning("stack %s: releasing work failed: %s", c.stack_id, e)
+        finally:
+            self._running.pop(c.stack_id, None)
+            self._tasks.pop(c.stack_id, None)
+            self._wake.set()
+
+    async def _one(self, c: work.Claim) -> tuple[bool, float]:
+        """One step; (settled, when to step next if not)."""
+        try:
+            finished, deadline = await self._step(c)
+        except (StaleDataError, OperationalError) as e:
+            log.info("stack %s: step raced a concurrent change (%s); stepping again", c.stack_id, e)
+            return False, time.time() + RACE_RETRY
+        except work.LeaseLost:
+            raise
+        except Exception as e:  # a bug must not leave the stack silently in progress
+            log.exception("engine step failed for stack %s", c.stack_id)
+            await self._fail_stack(c, f"internal error: {e}")
+            return True, 0.0
+        now = time.time()
+        return finished, min(deadline if deadline is not None else now + IDLE_RECHECK, now + IDLE_RECHECK)
+
+    async def _step(self, c: work.Claim) -> tuple[bool, float | None]:
         async with self._rt.sessions() as session:
             txn = Txn(session, self._rt)
-            stack = await session.get(StackRow, stack_id)
+            stack = await session.get(StackRow, c.stack_id)
             if stack is None or stack.status != "IN_PROGRESS":
                 return True, None
-            rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == stack_id)))
-            loaded = await _preload(session, stack_id, rows)  # noqa: F841 (kept alive for the step)
+            rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == c.stack_id)))
+            loaded = await _preload(session, c.stack_id, rows)  # noqa: F841 (kept alive for the step)
             deadline = await self._expire(txn, stack, rows)
             finished = await self._advance(txn, stack, rows)
+            await work.fence(session, c, self._lease)
             await txn.commit(self.kick)
             return finished, deadline
 
@@ -282,12 +364,13 @@ class Engine:
         await txn.session.delete(stack)
         self._defs.forget(stack.id)
 
-    async def _fail_stack(self, stack_id: str, reason: str) -> None:
+    async def _fail_stack(self, c: work.Claim, reason: str) -> None:
         async with self._rt.sessions() as session:
             txn = Txn(session, self._rt)
-            stack = await session.get(StackRow, stack_id)
+            stack = await session.get(StackRow, c.stack_id)
             if stack is not None and stack.status == "IN_PROGRESS":
                 await self._finish(txn, stack, "FAILED", reason)
+                await work.fence(session, c, self._lease)
                 await txn.commit()
 
 

@@ -30,6 +30,8 @@ class Runtime:
     provisioner: Provisioner
     #: credential hash -> server id, so that polls need no database read.
     credentials: dict[str, str] = field(default_factory=dict)
+    #: server id -> serial of the document this process last handed to the publisher.
+    published: dict[str, int] = field(default_factory=dict)
 
     async def publish(self, server_ids: Iterable[str]) -> None:
         """Render each server's document from the database and hand it to the publisher."""
@@ -48,9 +50,11 @@ class Runtime:
             server = servers.get(server_id)
             if server is None:
                 await self.publisher.withdraw(server_id)
+                self.published.pop(server_id, None)
                 continue
             doc = render_document(server, by_server.get(server_id, []))
             await self.publisher.publish(server_id, doc.serial, doc.encode())
+            self.published[server_id] = max(doc.serial, self.published.get(server_id, 0))
 
     async def publish_all(self) -> None:
         async with self.sessions() as session:

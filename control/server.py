@@ -24,6 +24,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         provisioner=args.provisioner,
         deployment_timeout=args.deployment_timeout,
         local_agent_args=tuple(args.agent_arg),
+        work_lease=args.work_lease,
     )
 
 

@@ -29,6 +29,11 @@ class Settings:
     max_request_bytes: int = 2 * 1024 * 1024
     #: Seconds an agent may stay silent before it is shown as silent.
     heartbeat_lease: float = 90.0
+    #: How long a claimed unit of engine work stays leased without renewal (seconds);
+    #: work of a process that died goes to another process after at most this long.
+    work_lease: float = 15.0
+    #: How often each process looks for due work committed by other processes (seconds).
+    work_poll: float = 0.5
     #: Environment passed to local agents (provisioner "local"): poll settings for tests.
     local_agent_args: tuple[str, ...] = ()
 

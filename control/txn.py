@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from control import work
 from control.runtime import Runtime
 from control.store.orm import EventRow, ServerRow
 
@@ -46,7 +47,13 @@ class Txn:
         )
 
     async def commit(self, kick: Callable[[str], None] | None = None) -> None:
-        """Commit, then publish documents, run deferred work and wake the engine."""
+        """Commit, then publish documents, run deferred work and wake the engine.
+
+        Every stack in ``kicks`` gets its durable work row (control/work.py) in this
+        same transaction; *kick* only wakes this process's claim loop early.
+        """
+        if self.kicks:
+            await work.request(self.session, self.kicks)
         if self.publish:
             # One serial bump per transaction: the document agents see changes exactly once.
             await self.session.execute(

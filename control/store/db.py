@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from control.store import workrow  # noqa: F401 (registers the work table)
 from control.store.orm import SCHEMA_VERSION, Base, MetaRow
 
 Sessions = async_sessionmaker[AsyncSession]

@@ -13,7 +13,7 @@ class Base(DeclarativeBase):
 
 
 #: Bumped whenever a table changes; a database at another version is refused at start.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class MetaRow(Base):

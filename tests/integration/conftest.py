@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.pg import Postgres, running_postgres
+
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -181,6 +183,22 @@ def stop_control_plane(cp: ControlPlane) -> None:
         except subprocess.TimeoutExpired:
             cp.proc.kill()
             cp.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """One throw-away PostgreSQL cluster for the whole run; each test takes a fresh database."""
+    with running_postgres() as pg:
+        yield pg
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_args(request: pytest.FixtureRequest) -> list[str]:
+    """`anneal serve` arguments for each database: SQLite in the data dir, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return []
+    pg: Postgres = request.getfixturevalue("postgres")
+    return ["--db", pg.new_database()]
 
 
 @pytest.fixture

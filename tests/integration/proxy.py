@@ -1,0 +1,74 @@
+"""A loopback TCP front for several control-plane processes (what a load balancer does).
+
+Each connection goes to the backends in turn, skipping those that refuse the
+connection, so agents and the CLI see one URL while processes die and restart.
+Runs its own asyncio loop in a thread; stop() closes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import threading
+
+
+class Front:
+    def __init__(self, backends: list[int]) -> None:
+        self.backends = list(backends)
+        self.port = 0
+        self._rr = itertools.count()
+        self._loop = asyncio.new_event_loop()
+        self._server: asyncio.base_events.Server | None = None
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise AssertionError("front proxy did not start")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _run(self, ready: threading.Event) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = self._server.sockets[0].getsockname()[1]
+        ready.set()
+        self._loop.run_forever()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        start = next(self._rr)
+        upstream = None
+        for i in range(len(self.backends)):
+            port = self.backends[(start + i) % len(self.backends)]
+            try:
+                upstream = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2)
+                break
+            except (OSError, TimeoutError):
+                continue
+        if upstream is None:
+            writer.close()
+            return
+        up_reader, up_writer = upstream
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            with contextlib.suppress(OSError):
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def stop(self) -> None:
+        def close() -> None:
+            if self._server is not None:
+                self._server.close()
+            for task in asyncio.all_tasks(self._loop):
+                task.cancel()
+            self._loop.stop()
+
+        self._loop.call_soon_threadsafe(close)
+        self._thread.join(10)
