@@ -7,13 +7,22 @@ import os
 import signal
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import EXAMPLES, ControlPlane
+from tests.integration.conftest import EXAMPLES, ControlPlane, start_control_plane, stop_control_plane
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def control_plane(tmp_path: Path, db_args: list[str]) -> Iterator[ControlPlane]:
+    """These end-to-end tests run on SQLite and on PostgreSQL (a fresh database each)."""
+    cp = start_control_plane(tmp_path, *db_args)
+    yield cp
+    stop_control_plane(cp)
 
 
 def demo_files() -> dict[str, str]:
