@@ -8,6 +8,7 @@ Stopped by the postmaster's PID at the end; the temp dir is removed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import glob
 import os
 import shutil
@@ -50,7 +51,7 @@ class Postgres:
         name = f"t_{uuid.uuid4().hex[:12]}"
 
         async def create() -> None:
-            import asyncpg  # noqa: PLC0415
+            import asyncpg
 
             conn = await asyncpg.connect(host="127.0.0.1", port=self.port, user="postgres", database="postgres")
             try:
@@ -91,10 +92,8 @@ def running_postgres() -> Iterator[Postgres]:
     try:
         yield Postgres(port, root, pid)
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGINT)  # "fast" shutdown
-        except ProcessLookupError:
-            pass
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
             time.sleep(0.1)
