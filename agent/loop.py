@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from agent import client, dispatch, wire
+from agent import client, dispatch, orders, wire
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
@@ -42,6 +42,8 @@ class Agent:
         self.serial_check = SerialCheck(int(self.ledger.get_state("serial", "0") or 0))
         self.verifiers: list[Verifier] = [AddressCheck(config.server_id), self.serial_check]
         self._work = asyncio.Event()
+        #: Set whenever a new document is accepted: a running hook checks for a stop order.
+        self._doc_changed = asyncio.Event()
         self._outbox = asyncio.Event()
         self.running: str | None = None
         #: Set on the first SIGTERM: start nothing new, let the running hook finish.
@@ -104,6 +106,7 @@ class Agent:
         self.serial_check.highest = doc.serial
         log.info("accepted document serial %s with %d deployments", doc.serial, len(items))
         self._work.set()
+        self._doc_changed.set()
         return True
 
     async def _poll_loop(self) -> None:
@@ -144,6 +147,10 @@ class Agent:
             entry = self.ledger.entry(item.id)
             if entry is not None and entry.state != "received":
                 continue
+            if orders.stop_requested(self.document(), item.id):
+                self.ledger.mark_started(item.id)
+                self._finish(item.id, item, wire.Signal(orders.STOPPED_CODE, stderr=orders.STOPPED), "stopped")
+                continue
             signal = await self._run(item, doc.meta.get(item.id))
             failures += signal.status_code != 0
         return failures
@@ -164,8 +171,12 @@ class Agent:
             if argv is None:
                 signal = dispatch.missing_hook(item.group, self.config.hook_dirs)
             else:
-                signal = await dispatch.run_hook(
-                    argv, item, env=self._hook_env(meta, timeout), timeout=timeout
+                self._doc_changed.clear()
+                signal = await orders.run_unless_stopped(
+                    dispatch.run_hook(argv, item, env=self._hook_env(meta, timeout), timeout=timeout),
+                    item.id,
+                    self._doc_changed,
+                    self.document,
                 )
         finally:
             self.running = None
@@ -239,6 +250,7 @@ class Agent:
         url = self.config.heartbeat_url
         while True:
             payload: dict[str, Any] = {"version": VERSION, "running": self.running, **self.ledger.summary()}
+            payload["ledger"] = orders.ledger_report(self.ledger, self.document())
             await client.heartbeat(self._http, url, self.config.credential, payload)
             await asyncio.sleep(self.config.heartbeat_interval * random.uniform(0.9, 1.1))
 

@@ -128,6 +128,8 @@ class ItemMeta:
     hash: str
     action: str
     timeout: float | None = None
+    #: The control plane gave up on this generation (cancelled, timed out): do not run it, stop it.
+    stop: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -138,6 +140,8 @@ class ItemMeta:
         }
         if self.timeout is not None:
             out["timeout"] = self.timeout
+        if self.stop:
+            out["stop"] = True
         return out
 
 
@@ -292,6 +296,7 @@ def decode_meta(obj: Any, path: str) -> ItemMeta:
         hash=_require(obj, "hash", str, path),
         action=_require(obj, "action", str, path),
         timeout=float(timeout) if timeout is not None else None,
+        stop=bool(_optional(obj, "stop", bool, path) or False),
     )
 
 

@@ -21,6 +21,8 @@ from control.store.orm import DeploymentRow, ServerRow
 from control.txn import Txn
 
 KEY_KINDS = ("sign", "box")
+#: A heartbeat's ledger report is kept only up to this many items.
+MAX_LEDGER_ITEMS = 10_000
 
 
 async def create_server_record(rt: Runtime, name: Any) -> dict[str, Any]:
@@ -115,6 +117,10 @@ async def authenticate(rt: Runtime, credential: str) -> str:
 async def heartbeat(rt: Runtime, server_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """Note that the agent is alive; one UPDATE, so a concurrent delete cannot make it fail."""
     status = {k: body[k] for k in ("version", "serial", "running", "queued", "generations") if k in body}
+    ledger = body.get("ledger")
+    if isinstance(ledger, dict) and len(ledger) <= MAX_LEDGER_ITEMS:
+        status["ledger"] = ledger  # what `stack check` compares with the database
+    status["reported_at"] = time.time()
     async with rt.sessions() as session:
         serial = await session.scalar(
             update(ServerRow)

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
 from agent import wire
-from control import agents, hot, queries, stacks
+from control import agents, converge, hot, queries, stacks
 from control.app_keys import DEFS, ENGINE, RUNTIME
 from control.errors import AuthError, BadRequestError, ControlError, ForbiddenError, TooLargeError
 from control.openapi import spec
@@ -195,8 +195,29 @@ async def stack_outputs(request: web.Request) -> web.Response:
 @auth("admin")
 async def stack_events(request: web.Request) -> web.Response:
     after = _int_query(request, "after", 0)
-    async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.stack_events(session, request.match_info["name"], after))
+    wait = min(_float_query(request, "wait"), 30.0)
+    events = await queries.wait_events(request.app[RUNTIME], request.match_info["name"], after, wait)
+    return ok(events)
+
+
+@routes.post("/v1/stacks/{name}/cancel")
+@auth("admin")
+async def cancel_stack(request: web.Request) -> web.Response:
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    return ok(await stacks.cancel_stack(rt, engine.kick, request.match_info["name"]))
+
+
+@routes.get("/v1/stacks/{name}/check")
+@auth("admin")
+async def check_stack(request: web.Request) -> web.Response:
+    return ok(await converge.check(request.app[RUNTIME], request.match_info["name"]))
+
+
+@routes.post("/v1/stacks/{name}/converge")
+@auth("admin")
+async def converge_stack(request: web.Request) -> web.Response:
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    return ok(await converge.converge(rt, engine.kick, request.match_info["name"]), 202)
 
 
 @routes.get("/v1/stacks/{name}/resources")

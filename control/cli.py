@@ -68,6 +68,12 @@ def _serve(p: argparse.ArgumentParser) -> None:
         default=15.0,
         help="seconds a claimed engine step stays leased; a dead process's work moves on after this",
     )
+    p.add_argument(
+        "--heartbeat-lease",
+        type=float,
+        default=90.0,
+        help="seconds an agent may stay silent before `stack check` reports its server silent",
+    )
     p.add_argument("--log-level", default="INFO")
 
 
@@ -87,6 +93,11 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.add_argument("-P", "--parameter", action="append", default=[], metavar="KEY=VALUE")
         p.add_argument("--wait", action="store_true", help="show live progress; non-zero exit on failure")
         p.add_argument("--timeout", type=float, default=3600.0, help="how long --wait waits (s)")
+        p.add_argument(
+            "--rollback",
+            action="store_true",
+            help="if a deployment fails, return the stack to its previous state (Heat: disable_rollback false)",
+        )
         if name == "update":
             p.add_argument("--existing", action="store_true", help="keep parameters given before")
             p.add_argument("--if-match", help="fail with 409 unless the stack is at this version")
@@ -95,6 +106,16 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--wait", action="store_true")
     p.add_argument("--timeout", type=float, default=3600.0)
     _fmt(sub.add_parser("list", help="list stacks"))
+    _fmt(
+        sub.add_parser("cancel", help="fail deployments in progress as cancelled; agents stop their hooks")
+    ).add_argument("name")
+    _fmt(
+        sub.add_parser("check", help="compare agents' ledgers with the stack; exit 1 on drift")
+    ).add_argument("name")
+    p = _fmt(sub.add_parser("converge", help="re-apply what `stack check` found missing or failed"))
+    p.add_argument("name")
+    p.add_argument("--wait", action="store_true")
+    p.add_argument("--timeout", type=float, default=3600.0)
     for name, text in (
         ("show", "status, resources, outputs"),
         ("outputs", "stack outputs"),

@@ -164,13 +164,18 @@ def _get_files(node: Any) -> set[str]:
 
 
 def _stack_create(client: Client, args: argparse.Namespace) -> int:
-    stack = client.call("POST", "/v1/stacks", stack_request(args))
+    body = stack_request(args)
+    if args.rollback:
+        body["rollback"] = True
+    stack = client.call("POST", "/v1/stacks", body)
     return _after_change(client, args, stack, "created")
 
 
 def _stack_update(client: Client, args: argparse.Namespace) -> int:
     body = stack_request(args)
     body["existing"] = args.existing
+    if args.rollback:
+        body["rollback"] = True
     if args.if_match:
         body["if_match"] = args.if_match
     stack = client.call("PUT", f"/v1/stacks/{args.name}", body)
@@ -209,7 +214,8 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
     last = since
     while time.monotonic() < deadline:
         try:
-            events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)})
+            # Long-poll: the control plane answers as soon as a newer event exists.
+            events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last), "wait": "5"})
             stack = client.call("GET", f"/v1/stacks/{name}")
         except ClientError as err:
             if err.status == 404:
@@ -229,7 +235,7 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
                     _print_failure(f)
                 return 1
             return 0
-        time.sleep(0.3)
+        time.sleep(0.05)
     print(f"anneal: stack {name} still in progress after {timeout:g} s", file=sys.stderr)
     return 1
 
@@ -283,6 +289,36 @@ def _stack_failures(client: Client, args: argparse.Namespace) -> int:
         return 0
     show(data, args.format, COLUMNS[("stack", "failures")])
     return 0
+
+
+def _stack_cancel(client: Client, args: argparse.Namespace) -> int:
+    stack = client.call("POST", f"/v1/stacks/{args.name}/cancel")
+    show(stack, args.format)
+    return 0
+
+
+def _stack_check(client: Client, args: argparse.Namespace) -> int:
+    """Exit 0 when in sync, 1 when anything drifted."""
+    report = client.call("GET", f"/v1/stacks/{args.name}/check")
+    if args.format != "table":
+        show(report, args.format)
+        return 0 if report["in_sync"] else 1
+    print(
+        f"stack {report['stack']} ({report['status']}): {report['deployments_checked']} deployment(s) "
+        f"on {report['servers']} server(s) checked"
+    )
+    for d in report["drift"]:
+        where = d.get("resource") or d.get("server")
+        print(f"  {d['kind']:<8} {where}: {d['reason']}")
+    print("in sync" if report["in_sync"] else f"{len(report['drift'])} drifted")
+    return 0 if report["in_sync"] else 1
+
+
+def _stack_converge(client: Client, args: argparse.Namespace) -> int:
+    stack = client.call("POST", f"/v1/stacks/{args.name}/converge")
+    return _after_change(
+        client, args, stack, f"converge started ({len(stack.get('reapplied', []))} to re-apply)"
+    )
 
 
 def _stack_events(client: Client, args: argparse.Namespace) -> int:

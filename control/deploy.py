@@ -45,6 +45,20 @@ class Source:
     name: str
 
 
+def timeout_for(props: Mapping[str, Any], source: Source, default: float) -> float:
+    """Seconds a generation may take: the deployment's `timeout`, else its config's option, else *default*."""
+    for value in (props.get("timeout"), (source.options or {}).get("timeout")):
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return float(value)
+        if isinstance(value, str):
+            try:
+                if float(value) > 0:
+                    return float(value)
+            except ValueError:
+                pass
+    return default
+
+
 def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.InputItem]:
     """Declared inputs with their values (or defaults), then undeclared values as Strings."""
     left = dict(values)

@@ -18,11 +18,12 @@ import socket
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
+from sqlalchemy.orm.util import identity_key
 
 from control import deploy, hot, stackdef, work
 from control.errors import ControlError
@@ -40,6 +41,8 @@ from control.store.workrow import WorkRow
 from control.txn import Txn
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+EMPTY_TEMPLATE = {"heat_template_version": "2018-08-31", "resources": {}}
 #: A stack waiting only for signals is stepped again after this long anyway (seconds).
 IDLE_RECHECK = 30.0
 #: A step that raced a concurrent change is retried after this long (seconds).
@@ -190,9 +193,11 @@ class Engine:
         failed = [r for r in rows if r.status == "FAILED" and r.traversal == g]
         if failed:
             first = failed[0]
-            await self._finish(
-                txn, stack, "FAILED", f"Resource {first.action} failed: {first.name}: {first.status_reason}"
-            )
+            reason = f"Resource {first.action} failed: {first.name}: {first.status_reason}"
+            if stack.rollback and stack.action in ("CREATE", "UPDATE"):
+                await self._start_rollback(txn, stack, rows, reason)
+                return False
+            await self._finish(txn, stack, "FAILED", reason)
             return True
         if stack.action != "DELETE":
             defn = self._defs.get(stack)
@@ -203,7 +208,9 @@ class Engine:
                 if _done(row, g):
                     continue
                 pending = True
-                if row is not None and row.status == "IN_PROGRESS" and row.traversal == g:
+                if row is not None and row.status == "IN_PROGRESS":
+                    # Running on its server (this traversal or one an update superseded):
+                    # it finishes, and its result is compared with this traversal's wishes then.
                     continue
                 if all(_done(current.get(d), g) for d in defn.requires(name)):
                     current[name] = await self._act(txn, stack, defn, name, row, current)
@@ -219,6 +226,42 @@ class Engine:
         else:
             await self._finish(txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
         return True
+
+    async def _start_rollback(self, txn: Txn, stack: StackRow, rows: list[ResourceRow], reason: str) -> None:
+        """Go back to the definition before the failed create/update (after a create: to nothing)."""
+        prev = stack.previous or {
+            "template": EMPTY_TEMPLATE,
+            "files": {},
+            "environment": {},
+            "params_given": {},
+        }
+        env = stackdef.environment_from_json(prev.get("environment") or {})
+        defn = stackdef.build(
+            prev["template"],
+            prev.get("files") or {},
+            env,
+            prev.get("params_given") or {},
+            stack_name=stack.name,
+            stack_id=stack.id,
+        )
+        stack.template, stack.files = prev["template"], dict(prev.get("files") or {})
+        stack.environment, stack.params_given = (
+            dict(prev.get("environment") or {}),
+            dict(prev.get("params_given") or {}),
+        )
+        stack.parameters = stackdef.plain(dict(defn.params.values))
+        stack.hidden = sorted(defn.params.hidden)
+        stack.version += 1
+        stack.traversal += 1
+        stack.action, stack.status, stack.updated_at = "ROLLBACK", "IN_PROGRESS", time.time()
+        stack.status_reason = f"Stack ROLLBACK started: {reason}"
+        stack.rollback, stack.previous = False, None
+        keep = set(defn.order())
+        for row in rows:
+            if row.name not in keep:
+                row.current = False
+        txn.event(stack.id, "", "ROLLBACK", "IN_PROGRESS", stack.status_reason, traversal=stack.traversal)
+        txn.kicks.add(stack.id)
 
     async def _act(
         self,
@@ -281,6 +324,7 @@ class Engine:
         props: Any,
         requires: list[str],
     ) -> None:
+        """Record *outcome* on *row*, and an event tied to the deployment generation it started."""
         row.action, row.status, row.status_reason = action, outcome.status, outcome.reason
         row.physical_id = outcome.physical_id or row.physical_id
         row.attributes = dict(outcome.attributes)
@@ -289,6 +333,7 @@ class Engine:
         row.traversal = stack.traversal
         row.updated_at = time.time()
         reason = outcome.reason or ("state changed" if outcome.status != "IN_PROGRESS" else "")
+        dep = _identity(txn, DeploymentRow, row.physical_id)
         txn.event(
             stack.id,
             row.name,
@@ -296,15 +341,16 @@ class Engine:
             outcome.status,
             reason,
             traversal=stack.traversal,
-            deployment_id=row.physical_id if row.type == "OS::Heat::SoftwareDeployment" else None,
+            deployment_id=dep.id if dep is not None else None,
+            generation=dep.generation if dep is not None else None,
         )
 
     async def _cleanup(self, txn: Txn, stack: StackRow, old: list[ResourceRow]) -> bool:
         """Delete replaced and removed resources, dependents first; True while any remain."""
         remaining = list(old)
         for row in old:
-            if row.status == "IN_PROGRESS" and row.action == "DELETE":
-                continue
+            if row.status == "IN_PROGRESS":
+                continue  # its DELETE runs, or work a superseded traversal started finishes first
             if any(o is not row and row.name in (o.requires or []) and o.name != row.name for o in remaining):
                 continue
             handler = HANDLERS.get(row.type)
@@ -315,6 +361,7 @@ class Engine:
             )
             if outcome.status == "IN_PROGRESS":
                 row.action, row.status, row.traversal = "DELETE", "IN_PROGRESS", stack.traversal
+                dep = _identity(txn, DeploymentRow, row.physical_id)
                 txn.event(
                     stack.id,
                     row.name,
@@ -323,6 +370,7 @@ class Engine:
                     "",
                     traversal=stack.traversal,
                     deployment_id=row.physical_id,
+                    generation=dep.generation if dep is not None else None,
                 )
                 continue
             txn.event(stack.id, row.name, "DELETE", "COMPLETE", "", traversal=stack.traversal)
@@ -346,7 +394,7 @@ class Engine:
         for dep in deps:
             deadline = (dep.started_at or now) + dep.timeout
             if deadline <= now:
-                dep.status, dep.status_reason = "FAILED", f"timed out after {dep.timeout:g} s"
+                dep.status, dep.status_reason = "FAILED", timed_out_reason(dep)
                 dep.completed_at = dep.updated_at = now
                 await settle(txn, dep)
             else:
@@ -355,11 +403,25 @@ class Engine:
 
     async def _finish(self, txn: Txn, stack: StackRow, status: str, reason: str) -> None:
         stack.status, stack.status_reason, stack.updated_at = status, reason, time.time()
+        if status == "COMPLETE":
+            stack.previous = None  # a later rollback returns here, not further back
         txn.event(stack.id, "", stack.action, status, reason, traversal=stack.traversal)
 
     async def _purge(self, txn: Txn, stack: StackRow) -> None:
-        """A deleted stack leaves nothing behind."""
-        for table in (EventRow, ResourceRow, ConfigRow, DeploymentRow):
+        """A deleted stack leaves nothing behind but its events (queryable by its name)."""
+        txn.event(
+            stack.id,
+            "",
+            "DELETE",
+            "COMPLETE",
+            "Stack DELETE completed successfully",
+            traversal=stack.traversal,
+        )
+        await txn.session.flush()
+        await txn.session.execute(
+            update(EventRow).where(EventRow.stack_id == stack.id).values(stack_name=stack.name)
+        )
+        for table in (ResourceRow, ConfigRow, DeploymentRow):
             await txn.session.execute(delete(table).where(table.stack_id == stack.id))
         await txn.session.delete(stack)
         self._defs.forget(stack.id)
@@ -395,6 +457,7 @@ async def settle(txn: Txn, dep: DeploymentRow) -> None:
         dep.status_reason,
         traversal=traversal,
         deployment_id=dep.id,
+        generation=dep.generation,
     )
     if row.action == "DELETE" and dep.status == "COMPLETE":
         await forget_deployment(txn, dep)
@@ -415,6 +478,27 @@ async def _preload(session: Any, stack_id: str, rows: list[ResourceRow]) -> list
     if server_ids:
         loaded += (await session.scalars(select(ServerRow).where(ServerRow.id.in_(server_ids)))).all()
     return loaded
+
+
+def timed_out_reason(dep: DeploymentRow) -> str:
+    """ "timed out after N s", with the last output the control plane has for this generation."""
+    reason = f"timed out after {dep.timeout:g} s"
+    tail = [
+        line for line in (dep.stdout or "").splitlines() + (dep.stderr or "").splitlines() if line.strip()
+    ]
+    if tail:
+        reason += "; last output: " + " | ".join(tail[-3:])[-500:]
+    else:
+        reason += "; no progress received"
+    return reason
+
+
+def _identity(txn: Txn, cls: type[T], key: str | None) -> T | None:
+    """A row already in the session (preloaded or just added), without a query."""
+    if not key:
+        return None
+    found = txn.session.sync_session.identity_map.get(identity_key(cls, key))
+    return found if isinstance(found, cls) else None
 
 
 def _done(row: ResourceRow | None, traversal: int) -> bool:

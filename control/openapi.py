@@ -103,7 +103,10 @@ def _stack_paths() -> dict[str, Any]:
                 "Stack events in order",
                 ADMIN,
                 {"200": _json({"type": "array", "items": _ref("Event")}), **_errors(400, 401, 404)},
-                parameters=[_query("after", "only events with a greater id", "integer")],
+                parameters=[
+                    _query("after", "only events with a greater id", "integer"),
+                    _query("wait", "seconds to wait for a newer event (long-poll, at most 30)", "number"),
+                ],
             ),
         },
         "/v1/stacks/{name}/resources": {
@@ -112,6 +115,30 @@ def _stack_paths() -> dict[str, Any]:
                 "Stack resources",
                 ADMIN,
                 {"200": _json({"type": "array", "items": {"type": "object"}}), **_errors(401, 404)},
+            ),
+        },
+        "/v1/stacks/{name}/cancel": {
+            "parameters": [STACK],
+            "post": _op(
+                "Cancel the stack's action: deployments in progress fail as cancelled, agents stop their hooks",
+                ADMIN,
+                {"200": _json(_ref("Stack")), **_errors(401, 404, 409)},
+            ),
+        },
+        "/v1/stacks/{name}/check": {
+            "parameters": [STACK],
+            "get": _op(
+                "Compare the agents' ledger reports with the database: missing, failed, silent",
+                ADMIN,
+                {"200": _json({"type": "object"}), **_errors(401, 404)},
+            ),
+        },
+        "/v1/stacks/{name}/converge": {
+            "parameters": [STACK],
+            "post": _op(
+                "Re-apply every missing or failed deployment as a new generation",
+                ADMIN,
+                {"202": _json(_ref("Stack")), **_errors(401, 404, 409)},
             ),
         },
         "/v1/stacks/{name}/failures": {
@@ -248,6 +275,8 @@ def _schemas() -> dict[str, Any]:
                 "parameters": obj,
                 "existing": {"type": "boolean"},
                 "if_match": {"type": ["string", "integer"]},
+                "rollback": {"type": "boolean"},
+                "disable_rollback": {"type": "boolean"},
             },
         },
         "Stack": {
@@ -258,6 +287,8 @@ def _schemas() -> dict[str, Any]:
                 "status": string,
                 "status_reason": string,
                 "version": {"type": "integer"},
+                "traversal": {"type": "integer"},
+                "rollback": {"type": "boolean"},
                 "parameters": obj,
             },
         },
@@ -274,6 +305,9 @@ def _schemas() -> dict[str, Any]:
                 "action": string,
                 "status": string,
                 "reason": string,
+                "deployment_id": {"type": ["string", "null"]},
+                "generation": {"type": ["integer", "null"]},
+                "traversal": {"type": "integer"},
             },
         },
         "Deployment": {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -11,11 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from control import hot, stackdef
 from control.errors import BadRequestError, NotFoundError
+from control.runtime import Runtime
 from control.settings import Settings
 from control.stacks import get_stack, mask, secret_values
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
 
 TAIL_LINES = 20
+#: How often a long-polled events request looks for new events (any process may write them).
+EVENT_POLL = 0.25
 
 
 async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: str) -> list[dict[str, Any]]:
@@ -40,23 +44,52 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
 
 
 async def stack_events(session: AsyncSession, ref: str, after: int = 0) -> list[dict[str, Any]]:
-    stack = await get_stack(session, ref)
+    """A stack's events after *after*; a deleted stack's events stay queryable by its name or id."""
+    try:
+        stack = await get_stack(session, ref)
+        stack_id, name = stack.id, stack.name
+    except NotFoundError:
+        found = (
+            await session.execute(
+                select(EventRow.stack_id, EventRow.stack_name)
+                .where(
+                    (EventRow.stack_name == ref) | ((EventRow.stack_id == ref) & (EventRow.stack_name != ""))
+                )
+                .order_by(EventRow.id.desc())
+                .limit(1)
+            )
+        ).first()
+        if found is None:
+            raise
+        stack_id, name = found
     rows = await session.scalars(
-        select(EventRow).where(EventRow.stack_id == stack.id, EventRow.id > after).order_by(EventRow.id)
+        select(EventRow).where(EventRow.stack_id == stack_id, EventRow.id > after).order_by(EventRow.id)
     )
     return [
         {
             "id": e.id,
             "timestamp": e.timestamp,
-            "resource_name": e.resource_name or stack.name,
+            "resource_name": e.resource_name or name,
             "action": e.action,
             "status": e.status,
             "reason": e.reason,
             "deployment_id": e.deployment_id,
+            "generation": e.generation,
             "traversal": e.traversal,
         }
         for e in rows
     ]
+
+
+async def wait_events(rt: Runtime, ref: str, after: int, wait: float) -> list[dict[str, Any]]:
+    """Events after *after*; with *wait* > 0, hold the request until one arrives (bounded, polled)."""
+    deadline = time.monotonic() + wait
+    while True:
+        async with rt.sessions() as session:
+            events = await stack_events(session, ref, after)
+        if events or time.monotonic() >= deadline:
+            return events
+        await asyncio.sleep(min(EVENT_POLL, max(0.0, deadline - time.monotonic())))
 
 
 async def stack_resources(session: AsyncSession, ref: str) -> list[dict[str, Any]]:

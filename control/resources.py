@@ -227,7 +227,7 @@ class SoftwareDeployment:
             signal_transport=transport,
             status="COMPLETE",
             status_reason="CREATE is not among the deployment's actions",
-            timeout=float(props.get("timeout") or txn.runtime.settings.deployment_timeout),
+            timeout=deploy.timeout_for(props, source, txn.runtime.settings.deployment_timeout),
             input_values=dict(props.get("input_values") or {}),
             generation=0,
             created_at=now,
@@ -254,7 +254,7 @@ class SoftwareDeployment:
         dep.config_id = props.get("config") or None
         dep.actions = list(props.get("actions") or ["CREATE", "UPDATE"])
         dep.input_values = values
-        dep.timeout = float(props.get("timeout") or txn.runtime.settings.deployment_timeout)
+        dep.timeout = deploy.timeout_for(props, source, txn.runtime.settings.deployment_timeout)
         if "UPDATE" not in dep.actions:
             return done(dep.id, **deploy.attributes(dep))  # the server keeps what it has
         deploy.start_generation(txn, dep, source, "UPDATE", res.stack_path)

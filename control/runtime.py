@@ -69,7 +69,9 @@ def render_document(server: ServerRow, rows: Iterable[DeploymentRow]) -> wire.Do
     for row in rows:
         item = wire.decode_item(row.item, f"deployment {row.id}")
         items.append(item)
-        meta[item.id] = wire.ItemMeta(row.id, row.generation, row.hash, row.action, row.timeout)
+        # A generation failed without a signal (cancelled, timed out): its agent stops the hook.
+        stop = row.status == "FAILED" and row.status_code is None
+        meta[item.id] = wire.ItemMeta(row.id, row.generation, row.hash, row.action, row.timeout, stop=stop)
     return wire.Document(
         server_id=server.id,
         serial=server.serial,

@@ -25,6 +25,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         deployment_timeout=args.deployment_timeout,
         local_agent_args=tuple(args.agent_arg),
         work_lease=args.work_lease,
+        heartbeat_lease=args.heartbeat_lease,
     )
 
 

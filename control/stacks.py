@@ -13,7 +13,7 @@ from sqlalchemy import select
 from control import hot, stackdef
 from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.runtime import Runtime
-from control.store.orm import ResourceRow, StackRow
+from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 from control.validate import check_definition
 
@@ -71,6 +71,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             traversal=1,
         )
         _store_definition(stack, template, files, env, params, defn)
+        stack.rollback = _rollback_wanted(body)
         session.add(stack)
         txn.event(stack_id, "", "CREATE", "IN_PROGRESS", "Stack CREATE started", traversal=1)
         txn.kicks.add(stack_id)
@@ -90,16 +91,19 @@ async def update_stack(
             raise ConflictError(
                 f"stack {name} is at version {stack.version}, not {if_match}", where="if_match"
             )
-        if stack.status == "IN_PROGRESS":
-            raise ConflictError(
-                f"stack {name} is {stack.action}_IN_PROGRESS; wait for it to finish", where="name"
-            )
         if stack.action == "DELETE":
             raise ConflictError(f"stack {name} is being deleted", where="name")
         if body.get("existing"):
             params = {**stack.params_given, **params}
         defn = stackdef.build(template, files, env, params, stack_name=stack.name, stack_id=stack.id)
         check_definition(defn)
+        # An update accepted while another runs supersedes it: the new traversal starts now;
+        # what runs on servers finishes, and a rollback still returns to the last settled state.
+        if not (stack.status == "IN_PROGRESS" and stack.previous is not None):
+            stack.previous = (
+                None if stack.action == "CREATE" and stack.status == "IN_PROGRESS" else _definition(stack)
+            )
+        stack.rollback = _rollback_wanted(body)
         _store_definition(stack, template, files, env, params, defn)
         stack.version += 1
         stack.traversal += 1
@@ -131,6 +135,65 @@ async def delete_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
         txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)
+
+
+async def cancel_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> dict[str, Any]:
+    """Fail every deployment in progress as cancelled and stop the stack's traversal.
+
+    The cancelled generations are marked ``stop`` in their servers' documents: an
+    agent running one stops its hook (SIGTERM, then SIGKILL), one not yet started
+    never starts it.
+    """
+    from control.engine import settle  # noqa: PLC0415 (the engine imports this module's peers)
+
+    async with rt.sessions() as session:
+        txn = Txn(session, rt)
+        stack = await get_stack(session, name)
+        if stack.status != "IN_PROGRESS":
+            raise ConflictError(
+                f"stack {name} is {stack.action}_{stack.status}: nothing to cancel", where="name"
+            )
+        now = time.time()
+        deps = await session.scalars(
+            select(DeploymentRow).where(
+                DeploymentRow.stack_id == stack.id, DeploymentRow.status == "IN_PROGRESS"
+            )
+        )
+        for dep in deps:
+            dep.status, dep.status_reason = (
+                "FAILED",
+                f"cancelled by `anneal stack cancel` (generation {dep.generation})",
+            )
+            dep.completed_at = dep.updated_at = now
+            txn.publish.add(dep.server_id)
+            await settle(txn, dep)
+        stack.status, stack.status_reason, stack.updated_at = "FAILED", f"Stack {stack.action} cancelled", now
+        txn.event(stack.id, "", stack.action, "FAILED", stack.status_reason, traversal=stack.traversal)
+        txn.kicks.add(stack.id)
+        await txn.commit(kick)
+        return stack_view(stack)
+
+
+def _rollback_wanted(body: Mapping[str, Any]) -> bool:
+    """`rollback: true`, or Heat's `disable_rollback: false`."""
+    if "disable_rollback" in body:
+        value = body["disable_rollback"]
+        if not isinstance(value, bool):
+            raise BadRequestError("disable_rollback: expected true or false", where="disable_rollback")
+        return not value
+    value = body.get("rollback", False)
+    if not isinstance(value, bool):
+        raise BadRequestError("rollback: expected true or false", where="rollback")
+    return value
+
+
+def _definition(stack: StackRow) -> dict[str, Any]:
+    return {
+        "template": stack.template,
+        "files": dict(stack.files),
+        "environment": dict(stack.environment),
+        "params_given": dict(stack.params_given),
+    }
 
 
 def _store_definition(
@@ -168,6 +231,8 @@ def stack_view(stack: StackRow) -> dict[str, Any]:
         "action": stack.action,
         "status_reason": stack.status_reason,
         "version": stack.version,
+        "traversal": stack.traversal,
+        "rollback": stack.rollback,
         "parameters": masked_parameters(stack),
         "warnings": list(stack.warnings),
         "created_at": stack.created_at,

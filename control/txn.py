@@ -32,12 +32,14 @@ class Txn:
         *,
         traversal: int = 0,
         deployment_id: str | None = None,
+        generation: int | None = None,
     ) -> None:
         self.session.add(
             EventRow(
                 stack_id=stack_id,
                 resource_name=resource_name,
                 deployment_id=deployment_id,
+                generation=generation,
                 traversal=traversal,
                 action=action,
                 status=status,

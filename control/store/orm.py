@@ -65,6 +65,10 @@ class StackRow(Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
     #: The traversal being run; resources done in it carry the same number.
     traversal: Mapped[int] = mapped_column(Integer, default=1)
+    #: Roll back to ``previous`` (or, after a create, to nothing) when this action fails.
+    rollback: Mapped[bool] = mapped_column(default=False)
+    #: template, files, environment and params_given before the running create/update.
+    previous: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.
@@ -151,9 +155,13 @@ class EventRow(Base):
     __tablename__ = "events"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     stack_id: Mapped[str] = mapped_column(String(64))
+    #: Kept so that a deleted stack's events stay queryable by its name.
+    stack_name: Mapped[str] = mapped_column(String(255), default="", index=True)
     resource_name: Mapped[str] = mapped_column(String(255), default="")
     deployment_id: Mapped[str | None] = mapped_column(String(64), default=None)
     traversal: Mapped[int] = mapped_column(Integer, default=0)
+    #: The deployment generation the change belongs to (deployment events only).
+    generation: Mapped[int | None] = mapped_column(Integer, default=None)
     action: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16))
     reason: Mapped[str] = mapped_column(Text, default="")

@@ -1,0 +1,69 @@
+"""What the control plane asks of a running agent besides new generations.
+
+- ``stop``: a generation the control plane gave up on (``anneal stack cancel``, or
+  its timeout passed) is marked ``stop`` in the document. A hook running it is
+  stopped the way dispatch stops hooks (SIGTERM, then SIGKILL of its group); one
+  not yet started is never started. Either way the run is recorded as finished
+  with status 143, so the ledger never runs that generation.
+- the ledger report sent with each heartbeat: per item of the current document,
+  its deployment, generation, ledger state and status code. `anneal stack check`
+  compares it with the database to find drift.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import Any
+
+from agent import wire
+from agent.ledger import Ledger
+
+STOPPED_CODE = 143
+STOPPED = "stopped: the control plane cancelled this generation (cancel or timeout)"
+
+
+def stop_requested(doc: wire.Document | None, item_id: str) -> bool:
+    meta = doc.meta.get(item_id) if doc is not None else None
+    return bool(meta is not None and meta.stop)
+
+
+async def run_unless_stopped(
+    hook: Awaitable[wire.Signal], item_id: str, changed: asyncio.Event, document: Any
+) -> wire.Signal:
+    """Run *hook*; stop it if a newer document (``changed``) marks *item_id* ``stop``."""
+    task = asyncio.ensure_future(hook)
+    try:
+        while True:
+            waiter = asyncio.ensure_future(changed.wait())
+            done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if task in done:
+                waiter.cancel()
+                return task.result()
+            changed.clear()
+            if stop_requested(document(), item_id):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                return wire.Signal(status_code=STOPPED_CODE, stderr=STOPPED)
+    finally:
+        if not task.done():  # the agent itself is stopping
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def ledger_report(ledger: Ledger, doc: wire.Document | None) -> dict[str, Any]:
+    """item id -> [deployment id, generation, state, status code], for the document's items."""
+    if doc is None:
+        return {}
+    out: dict[str, Any] = {}
+    for item in doc.deployments:
+        entry = ledger.entry(item.id)
+        meta = doc.meta.get(item.id)
+        if entry is not None:
+            out[item.id] = [entry.deployment_id, entry.generation, entry.state, entry.status_code]
+        elif meta is not None:
+            out[item.id] = [meta.deployment_id, meta.generation, "missing", None]
+    return out

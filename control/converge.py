@@ -1,0 +1,148 @@
+"""`stack check` and `stack converge`: compare what agents report with the database, re-apply drift.
+
+Each agent sends a ledger report with its heartbeat (agent/orders.py): for every
+item of its current document, the deployment, generation, ledger state and
+status code. A stack's deployment has drifted when
+
+- ``missing``: the database has it COMPLETE on the server, the agent reported after
+  that and its ledger does not hold that generation (or holds it unfinished);
+- ``failed``: the agent ran that generation and it failed, or the deployment is FAILED;
+- ``silent``: its server's agent has not been heard from within the heartbeat lease
+  (nothing can be said about the server; converge leaves it alone).
+
+``converge`` gives every ``missing`` or ``failed`` deployment a new generation (the
+same action again, with a new derived config id), starting a CONVERGE traversal of
+the stack; unchanged resources are reused by the engine without touching servers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import select
+
+from control import deploy
+from control.errors import ConflictError
+from control.resources import Res, SoftwareDeployment
+from control.runtime import Runtime
+from control.stacks import get_stack, stack_view
+from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
+from control.txn import Txn
+
+FINISHED = ("finished", "signalled")
+
+
+async def check(rt: Runtime, ref: str) -> dict[str, Any]:
+    async with rt.sessions() as session:
+        stack = await get_stack(session, ref)
+        return await _check(rt, session, stack)
+
+
+async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
+    deps = list(await session.scalars(select(DeploymentRow).where(DeploymentRow.stack_id == stack.id)))
+    server_ids = sorted({d.server_id for d in deps})
+    servers = {s.id: s for s in await session.scalars(select(ServerRow).where(ServerRow.id.in_(server_ids)))}
+    now = time.time()
+    drift: list[dict[str, Any]] = []
+    silent = []
+    for sid in server_ids:
+        server = servers.get(sid)
+        if server is None or server.last_seen is None or now - server.last_seen > rt.settings.heartbeat_lease:
+            silent.append(sid)
+            seen = None if server is None or server.last_seen is None else round(now - server.last_seen, 1)
+            drift.append(
+                {
+                    "kind": "silent",
+                    "server": server.name if server else sid,
+                    "server_id": sid,
+                    "reason": "never heard from"
+                    if seen is None
+                    else f"silent for {seen} s (heartbeat lease {rt.settings.heartbeat_lease:g} s)",
+                }
+            )
+    checked = 0
+    for dep in deps:
+        if dep.server_id in silent or dep.item_id is None:
+            continue
+        checked += 1
+        server = servers[dep.server_id]
+        report = (server.agent_status or {}).get("ledger")
+        reported_at = float((server.agent_status or {}).get("reported_at") or 0)
+        found = report.get(dep.item_id) if isinstance(report, dict) else None
+        base = {
+            "deployment_id": dep.id,
+            "resource": dep.resource_name,
+            "server": server.name,
+            "generation": dep.generation,
+            "status": dep.status,
+        }
+        if dep.status == "FAILED":
+            drift.append({**base, "kind": "failed", "reason": dep.status_reason})
+        elif dep.status == "COMPLETE" and report is not None and reported_at > (dep.completed_at or 0):
+            if found is None or found[2] not in FINISHED:
+                state = "absent" if found is None else found[2]
+                drift.append({**base, "kind": "missing", "reason": f"agent ledger: {state}"})
+            elif found[3] not in (0, None):
+                drift.append({**base, "kind": "failed", "reason": f"agent ledger: exit status {found[3]}"})
+        elif report is None:
+            drift.append({**base, "kind": "unknown", "reason": "the agent sends no ledger report"})
+    return {
+        "stack": stack.name,
+        "status": f"{stack.action}_{stack.status}",
+        "deployments_checked": checked,
+        "servers": len(server_ids),
+        "drift": drift,
+        "in_sync": not drift,
+    }
+
+
+async def converge(rt: Runtime, kick: Callable[[str], None], ref: str) -> dict[str, Any]:
+    """Re-apply every missing or failed deployment as a new generation (a CONVERGE traversal)."""
+    async with rt.sessions() as session:
+        txn = Txn(session, rt)
+        stack = await get_stack(session, ref)
+        if stack.status == "IN_PROGRESS":
+            raise ConflictError(f"stack {stack.name} is {stack.action}_IN_PROGRESS; converge when it settles")
+        if stack.action == "DELETE":
+            raise ConflictError(f"stack {stack.name} is being deleted", where="name")
+        report = await _check(rt, session, stack)
+        wanted = {d["deployment_id"] for d in report["drift"] if d["kind"] in ("missing", "failed")}
+        stack.traversal += 1
+        stack.action, stack.status, stack.updated_at = "CONVERGE", "IN_PROGRESS", time.time()
+        stack.status_reason = f"Stack CONVERGE started: {len(wanted)} deployment(s) to re-apply"
+        txn.event(stack.id, "", "CONVERGE", "IN_PROGRESS", stack.status_reason, traversal=stack.traversal)
+        rows = {
+            r.physical_id: r
+            for r in await session.scalars(
+                select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
+            )
+        }
+        handler = SoftwareDeployment()
+        for dep in await session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(sorted(wanted)))):
+            row = rows.get(dep.id)
+            if row is None:
+                continue
+            res = Res(stack, row.name, row.type)
+            source = await handler._source(txn, res, row.properties or {}, dep.name)
+            action = dep.action if dep.action in dep.actions else "UPDATE"
+            deploy.start_generation(txn, dep, source, action, res.stack_path)
+            row.action, row.status, row.status_reason = action, dep.status, dep.status_reason
+            row.traversal = stack.traversal
+            row.updated_at = time.time()
+            txn.event(
+                stack.id,
+                row.name,
+                action,
+                dep.status,
+                "re-applied by converge",
+                traversal=stack.traversal,
+                deployment_id=dep.id,
+                generation=dep.generation,
+            )
+        txn.kicks.add(stack.id)
+        await txn.commit(kick)
+        view = stack_view(stack)
+        view["reapplied"] = sorted(wanted)
+        return view

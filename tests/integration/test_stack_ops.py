@@ -1,0 +1,272 @@
+"""Overlapping updates, If-Match, cancel, timeouts, rollback, check/converge, events: real agents."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
+
+pytestmark = pytest.mark.slow
+
+GATED = """
+heat_template_version: 2018-08-31
+parameters:
+  dir: {type: string}
+  rev: {type: string, default: r1}
+  server: {type: string}
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: {get_param: server}}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: DIR}, {name: REV}, {name: STEP}]
+      outputs: [{name: rev}]
+      config: |
+        #!/bin/sh
+        touch "$DIR/started-$STEP-$REV"
+        i=0
+        while [ ! -e "$DIR/go-$STEP-$REV" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+        echo "$STEP $REV $deploy_action" >> "$DIR/runs"
+        [ -e "$DIR/fail-$STEP-$REV" ] && { echo "failing $STEP $REV" >&2; exit 3; }
+        printf '%s' "$REV" > "$heat_outputs_path.rev"
+  first:
+    type: OS::Heat::SoftwareDeployment
+    properties: {name: 10-first, config: {get_resource: cfg}, server: {get_resource: box},
+                 input_values: {DIR: {get_param: dir}, REV: {get_param: rev}, STEP: first}}
+  second:
+    type: OS::Heat::SoftwareDeployment
+    depends_on: [first]
+    properties: {name: 20-second, config: {get_resource: cfg}, server: {get_resource: box},
+                 input_values: {DIR: {get_param: dir}, REV: {get_param: rev}, STEP: second}}
+outputs:
+  rev: {value: {get_attr: [second, rev]}}
+"""
+
+
+def _wait(path: Path, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.exists(), path
+
+
+def _runs(work: Path) -> list[str]:
+    path = work / "runs"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = start_control_plane(
+        tmp_path_factory.mktemp("ops"), "--work-lease", "3", "--heartbeat-lease", "6"
+    )
+    yield plane
+    stop_control_plane(plane)
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
+
+
+def _create(cp: ControlPlane, name: str, work: Path, **extra: object) -> None:
+    body = {"name": name, "template": GATED, "parameters": {"dir": str(work), "server": f"{name}-box"}, **extra}
+    resp = cp.api("POST", "/v1/stacks", body)
+    assert 201 == resp.status, resp.body
+
+
+def _update(cp: ControlPlane, name: str, work: Path, rev: str, **extra: object) -> object:
+    body = {"template": GATED, "parameters": {"dir": str(work), "server": f"{name}-box", "rev": rev}, **extra}
+    return cp.api("PUT", f"/v1/stacks/{name}", body)
+
+
+def test_update_while_update_runs_supersedes_it(cp: ControlPlane, work: Path):
+    """r2 is accepted while r1's first deployment runs: it finishes, r1's second never starts, r3 wins."""
+    _create(cp, "overlap", work)
+    (work / "go-first-r1").touch()
+    (work / "go-second-r1").touch()
+    assert "CREATE_COMPLETE" == cp.wait_stack("overlap")["status"]
+    assert 202 == _update(cp, "overlap", work, "r2").status
+    _wait(work / "started-first-r2")
+    resp = _update(cp, "overlap", work, "r3")  # while first runs r2
+    assert 202 == resp.status, resp.body
+    assert "UPDATE_IN_PROGRESS" == resp.body["status"]
+    (work / "go-first-r2").touch()
+    _wait(work / "started-first-r3")
+    (work / "go-first-r3").touch()
+    _wait(work / "started-second-r3")
+    (work / "go-second-r3").touch()
+    final = cp.wait_stack("overlap")
+    assert "UPDATE_COMPLETE" == final["status"], final
+    assert "r3" == cp.outputs("overlap")["rev"]
+    runs = _runs(work)
+    assert "second r2 UPDATE" not in runs  # nothing more of the superseded traversal started
+    assert ["first r1 CREATE", "second r1 CREATE", "first r2 UPDATE", "first r3 UPDATE",
+            "second r3 UPDATE"] == runs
+
+
+def test_update_reuses_a_superseded_result_that_is_still_valid(cp: ControlPlane, work: Path):
+    """An update that does not change what a running deployment gets reuses its result."""
+    _create(cp, "reuse", work)
+    (work / "go-first-r1").touch()
+    _wait(work / "started-second-r1")
+    # Same template and parameters: everything the running create does is still what is wanted.
+    resp = _update(cp, "reuse", work, "r1")
+    assert 202 == resp.status, resp.body
+    (work / "go-second-r1").touch()
+    assert "UPDATE_COMPLETE" == cp.wait_stack("reuse")["status"]
+    assert ["first r1 CREATE", "second r1 CREATE"] == _runs(work)
+
+
+def test_if_match_gives_409_when_the_stack_changed(cp: ControlPlane, work: Path):
+    _create(cp, "ifmatch", work)
+    version = cp.api("GET", "/v1/stacks/ifmatch").body["version"]
+    (work / "go-first-r1").touch()
+    (work / "go-second-r1").touch()
+    assert 202 == _update(cp, "ifmatch", work, "r1", if_match=version).status
+    stale = _update(cp, "ifmatch", work, "r2", if_match=version)
+    assert 409 == stale.status
+    assert f"not {version}" in stale.body["error"]["message"]
+    header = cp.api("PUT", "/v1/stacks/ifmatch", {"template": GATED, "parameters": {
+        "dir": str(work), "server": "ifmatch-box"}}, headers={"If-Match": f'"{version}"'})
+    assert 409 == header.status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("ifmatch")["status"]
+    cli = cp.cli("stack", "update", "ifmatch", "-t", str(_template_file(work)), "-P", f"dir={work}",
+                 "-P", "server=ifmatch-box", "--if-match", str(version))
+    assert 1 == cli.returncode
+    assert "HTTP 409" in cli.stderr
+
+
+def _template_file(work: Path) -> Path:
+    path = work / "gated.yaml"
+    path.write_text(GATED)
+    return path
+
+
+def test_cancel_fails_deployments_and_the_agent_stops_the_hook(cp: ControlPlane, work: Path):
+    _create(cp, "cancel", work)
+    _wait(work / "started-first-r1")
+    out = cp.cli("stack", "cancel", "cancel")
+    assert 0 == out.returncode, out.stderr
+    stack = cp.api("GET", "/v1/stacks/cancel").body
+    assert "CREATE_FAILED" == stack["status"]
+    assert "cancelled" in stack["status_reason"]
+    deps = cp.api("GET", "/v1/deployments?stack=cancel").body
+    first = next(d for d in deps if d["name"] == "10-first")
+    assert "FAILED" == first["status"]
+    assert "cancelled" in first["status_reason"]
+    # The agent stops the hook: it never reaches its end even once released.
+    deadline = time.monotonic() + 30
+    state = cp.agent_dir("cancel-box")
+    while time.monotonic() < deadline and "status code 143" not in (state / "agent.log").read_text():
+        time.sleep(0.2)
+    assert "status code 143" in (state / "agent.log").read_text()
+    (work / "go-first-r1").touch()
+    time.sleep(1.0)
+    assert [] == _runs(work)
+    assert not (work / "started-second-r1").exists()
+    again = cp.api("POST", "/v1/stacks/cancel/cancel")
+    assert 409 == again.status
+
+
+def test_timeout_fails_the_deployment_with_its_reason(cp: ControlPlane, work: Path):
+    text = GATED.replace("name: 10-first, config:", "name: 10-first, timeout: 2, config:")
+    body = {"name": "slow", "template": text, "parameters": {"dir": str(work), "server": "slow-box"}}
+    assert 201 == cp.api("POST", "/v1/stacks", body).status
+    final = cp.wait_stack("slow", timeout=120)
+    assert "CREATE_FAILED" == final["status"]
+    deps = cp.api("GET", "/v1/deployments?stack=slow").body
+    first = next(d for d in deps if d["name"] == "10-first")
+    assert first["status_reason"].startswith("timed out after 2 s")
+    assert "timed out after 2 s" in final["status_reason"]
+
+
+def test_rollback_returns_a_failed_update_to_the_previous_template(cp: ControlPlane, work: Path):
+    _create(cp, "rollback", work)
+    for step in ("first", "second"):
+        (work / f"go-{step}-r1").touch()
+    assert "CREATE_COMPLETE" == cp.wait_stack("rollback")["status"]
+    for step in ("first", "second"):
+        (work / f"go-{step}-r2").touch()
+    (work / "fail-second-r2").touch()
+    assert 202 == _update(cp, "rollback", work, "r2", rollback=True).status
+    final = cp.wait_stack("rollback", timeout=120)
+    assert "ROLLBACK_COMPLETE" == final["status"], final
+    assert "r1" == final["parameters"]["rev"]
+    assert "r1" == cp.outputs("rollback")["rev"]
+    runs = _runs(work)
+    assert runs[:4] == ["first r1 CREATE", "second r1 CREATE", "first r2 UPDATE", "second r2 UPDATE"]
+    assert "first r1 UPDATE" in runs[4:]  # the previous inputs applied again
+
+
+def test_rollback_of_a_failed_create_removes_what_it_made(cp: ControlPlane, work: Path):
+    (work / "go-first-r1").touch()
+    (work / "fail-first-r1").touch()
+    _create(cp, "rbcreate", work, rollback=True)
+    final = cp.wait_stack("rbcreate", timeout=120)
+    assert "ROLLBACK_COMPLETE" == final["status"], final
+    assert [] == cp.api("GET", "/v1/stacks/rbcreate/resources").body
+
+
+def test_check_reports_drift_and_converge_reapplies_it(cp: ControlPlane, work: Path):
+    (work / "go-first-r1").touch()
+    (work / "go-second-r1").touch()
+    (work / "fail-second-r1").touch()
+    _create(cp, "drift", work)
+    assert "CREATE_FAILED" == cp.wait_stack("drift")["status"]
+    time.sleep(3)  # a heartbeat (every 2 s) carries the ledger report
+    check = cp.cli("stack", "check", "drift")
+    assert 1 == check.returncode, check.stdout
+    assert "failed" in check.stdout and "second" in check.stdout
+    (work / "fail-second-r1").unlink()
+    out = cp.cli("stack", "converge", "drift", "--wait", "--timeout", "120")
+    assert 0 == out.returncode, out.stdout + out.stderr
+    assert "CONVERGE_COMPLETE" == cp.api("GET", "/v1/stacks/drift").body["status"]
+    assert 2 == _runs(work).count("second r1 CREATE")  # failed once, re-applied once
+    assert 1 == _runs(work).count("first r1 CREATE")  # in sync: left alone
+    time.sleep(3)
+    report = cp.api("GET", "/v1/stacks/drift/check").body
+    assert report["in_sync"], report
+
+
+def test_check_reports_a_silent_server(cp: ControlPlane, work: Path):
+    (work / "go-first-r1").touch()
+    (work / "go-second-r1").touch()
+    _create(cp, "silent", work)
+    assert "CREATE_COMPLETE" == cp.wait_stack("silent")["status"]
+    pid = int((cp.agent_dir("silent-box") / "agent.pid").read_text())
+    os.kill(pid, signal.SIGSTOP)  # frozen: no heartbeats
+    try:
+        time.sleep(8)  # past the 6 s heartbeat lease of this control plane
+        report = cp.api("GET", "/v1/stacks/silent/check").body
+        assert ["silent"] == [d["kind"] for d in report["drift"]], report
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_events_carry_generations_follow_and_outlive_the_stack(cp: ControlPlane, work: Path):
+    for step in ("first", "second"):
+        (work / f"go-{step}-r1").touch()
+    _create(cp, "events", work)
+    follow = cp.cli("stack", "events", "events", "--follow", timeout=120)
+    assert 0 == follow.returncode, follow.stderr
+    assert "CREATE_COMPLETE" in follow.stdout
+    events = cp.api("GET", "/v1/stacks/events/events").body
+    deployment_events = [e for e in events if e["deployment_id"]]
+    assert deployment_events and all(e["generation"] == 1 for e in deployment_events)
+    last = events[-1]["id"]
+    assert [] == cp.api("GET", f"/v1/stacks/events/events?after={last}&wait=1").body  # nothing new
+    assert 202 == cp.api("DELETE", "/v1/stacks/events").status
+    assert "DELETED" == cp.wait_stack("events")["status"]
+    after = cp.api("GET", "/v1/stacks/events/events").body
+    assert len(after) > len(events)
+    assert ("DELETE", "COMPLETE") == (after[-1]["action"], after[-1]["status"])
