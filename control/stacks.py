@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm.exc import StaleDataError
 
 from control import hot, stackdef
 from control.errors import BadRequestError, ConflictError, NotFoundError
@@ -17,6 +18,7 @@ from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 from control.validate import check_definition
 
+UPDATE_RETRIES = 5
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,254}$")
 MASK = "******"
 
@@ -82,7 +84,33 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
 async def update_stack(
     rt: Runtime, kick: Callable[[str], None], name: str, body: Mapping[str, Any]
 ) -> dict[str, Any]:
+    """Accept a new definition at once, superseding a running update.
+
+    Two writers racing on one stack row (two updates, or an update and an engine
+    step): its row_version column lets only one commit. The loser reads the stack
+    again and retries; with ``if_match`` the re-read version decides, so an update
+    that lost to another update answers 409 (the stack changed meanwhile).
+    """
     template, files, env, params = parse_request(body)
+    for attempt in range(UPDATE_RETRIES):
+        try:
+            return await _update_once(rt, kick, name, body, template, files, env, params)
+        except StaleDataError:
+            if attempt == UPDATE_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def _update_once(
+    rt: Runtime,
+    kick: Callable[[str], None],
+    name: str,
+    body: Mapping[str, Any],
+    template: Any,
+    files: dict[str, str],
+    env: hot.Environment,
+    params: dict[str, Any],
+) -> dict[str, Any]:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
