@@ -34,6 +34,8 @@ class Settings:
     work_lease: float = 15.0
     #: How often each process looks for due work committed by other processes (seconds).
     work_poll: float = 0.5
+    #: How long a signed document stays valid (seconds); it is re-signed after half of it.
+    document_ttl: float = 24 * 3600.0
     #: Environment passed to local agents (provisioner "local"): poll settings for tests.
     local_agent_args: tuple[str, ...] = ()
 
