@@ -1,0 +1,223 @@
+"""Scale: one stack of N deployments (N/5 servers x 5), create, update 10 %, delete.
+
+    .venv/bin/python bench/scale.py                       # growth curve 1k..50k on SQLite and PostgreSQL
+    .venv/bin/python bench/scale.py --sizes 50000 --db sqlite
+
+The control plane runs in this process (Runtime + Engine + the durable work loop,
+exactly as `anneal serve` builds them, without the HTTP listener). Simulated
+agents see each server's document the moment the publisher gets it (the signed
+bytes `runtime.publish` hands over), and signal every new generation at once by
+calling `control.agents.record_signal`: the same function `POST /v1/signal/...`
+calls, with the CFN_SIGNAL URL's signature checked as over HTTP. The HTTP layer
+itself (aiohttp, 12,000+ small requests/s on one core: docs/performance.md (b))
+is left out so the figure is the engine's and the database's.
+
+Each size runs in its own child process, so peak RSS (VmHWM) is that size's. The
+child's RSS includes the simulated agents (a few MB at 10,000 servers).
+PostgreSQL: a throw-away cluster (tests/pg.py: initdb + pg_ctl on a free loopback
+port, `fsync=off`), one database per size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PER_SERVER = 5
+WORKERS = 16
+
+
+def template(deployments: int) -> dict[str, Any]:
+    servers = max(1, deployments // PER_SERVER)
+    resources: dict[str, Any] = {
+        "cfg": {
+            "type": "OS::Heat::SoftwareConfig",
+            "properties": {"group": "script", "config": "true", "inputs": [{"name": "REV"}]},
+        }
+    }
+    for s in range(servers):
+        resources[f"srv{s}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": f"scale-{s}"}}
+    for i in range(deployments):
+        resources[f"d{i}"] = {
+            "type": "OS::Heat::SoftwareDeployment",
+            "properties": {
+                "config": {"get_resource": "cfg"},
+                "server": {"get_resource": f"srv{i // PER_SERVER}"},
+                "input_values": {"REV": {"get_param": f"rev{i % 10}"}},
+                "signal_transport": "CFN_SIGNAL",
+            },
+        }
+    params = {f"rev{k}": {"type": "number", "default": 0} for k in range(10)}
+    return {"heat_template_version": "2018-08-31", "parameters": params, "resources": resources}
+
+
+async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]:
+    from control import agents, keys, stacks  # noqa: PLC0415 (the child's imports)
+    from control.engine import Engine  # noqa: PLC0415
+    from control.provision import EnrolProvisioner  # noqa: PLC0415
+    from control.publish import HttpPublisher  # noqa: PLC0415
+    from control.runtime import Runtime  # noqa: PLC0415
+    from control.settings import Settings  # noqa: PLC0415
+    from control.stackdef import Definitions  # noqa: PLC0415
+    from control.store.db import open_database  # noqa: PLC0415
+    from control.store.orm import StackRow  # noqa: PLC0415
+
+    queue: asyncio.Queue[tuple[str, int, str]] = asyncio.Queue()
+    seen: set[tuple[str, int]] = set()
+    signalled = {"n": 0, "errors": 0}
+
+    class SimPublisher(HttpPublisher):
+        """The HTTP publisher, plus simulated agents that read each document as it is published."""
+
+        async def publish(self, server_id: str, serial: int, body: bytes) -> None:
+            await super().publish(server_id, serial, body)
+            doc = json.loads(body)
+            meta = doc["anneal"]["deployments"]
+            for item in doc["deployments"]:
+                m = meta[item["id"]]
+                key = (m["deployment_id"], m["generation"])
+                if key in seen or m.get("stop"):
+                    continue
+                seen.add(key)
+                url = next((i["value"] for i in item["inputs"] if i["name"] == "deploy_signal_id"), None)
+                if url:
+                    sig = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["sig"][0]
+                    queue.put_nowait((m["deployment_id"], m["generation"], sig))
+
+    settings = Settings(
+        data_dir=data_dir, database_url=db_url, provisioner="enrol", default_signal_transport="CFN_SIGNAL"
+    )
+    secrets = keys.load_or_create(settings.data_dir)
+    db, sessions = await open_database(settings.db_url)
+    rt = Runtime(settings, secrets, sessions, SimPublisher(), EnrolProvisioner())
+    engine = Engine(rt, Definitions())
+    await engine.resume()
+
+    async def agent_worker() -> None:
+        while True:
+            dep_id, gen, sig = await queue.get()
+            body = {"deploy_status_code": 0, "deploy_stdout": "ok", "deploy_stderr": ""}
+            try:
+                await agents.record_signal(rt, engine.kick, dep_id, gen, body, sig=sig, server_id=None)
+                signalled["n"] += 1
+            except Exception:  # a stale signal (superseded generation) is refused: counted
+                signalled["errors"] += 1
+
+    workers = [asyncio.create_task(agent_worker()) for _ in range(WORKERS)]
+
+    async def wait_settled(name: str, timeout: float = 3600) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            async with sessions() as session:
+                from sqlalchemy import select  # noqa: PLC0415
+
+                row = (await session.execute(select(StackRow.action, StackRow.status).where(StackRow.name == name))).first()
+            if row is None:
+                return "DELETED"
+            if row[1] != "IN_PROGRESS":
+                return f"{row[0]}_{row[1]}"
+            await asyncio.sleep(0.2)
+        return "TIMEOUT"
+
+    phases: dict[str, Any] = {}
+    tmpl = template(deployments)
+    t0 = time.monotonic()
+    await stacks.create_stack(rt, engine.kick, {"name": "scale", "template": tmpl})
+    phases["create"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
+                        "signals": signalled["n"]}
+    before = signalled["n"]
+    t0 = time.monotonic()
+    await stacks.update_stack(rt, engine.kick, "scale", {"template": tmpl, "parameters": {"rev0": 1}})
+    phases["update10"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
+                          "signals": signalled["n"] - before}
+    t0 = time.monotonic()
+    await stacks.delete_stack(rt, engine.kick, "scale")
+    phases["delete"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0}
+    for w in workers:
+        w.cancel()
+    await engine.close()
+    await db.dispose()
+    hwm = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+               if line.startswith("VmHWM:"))
+    return {"deployments": deployments, "servers": deployments // PER_SERVER, "phases": phases,
+            "peak_rss_mb": round(hwm / 1024, 1), "signal_errors": signalled["errors"]}
+
+
+def run_child(deployments: int, db_url: str) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="anneal-scale-") as tmp:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(deployments), "--db-url", db_url or f"sqlite:///{tmp}/a.db",
+             "--data-dir", tmp],
+            capture_output=True, text=True, timeout=7200, check=False,
+        )
+    if out.returncode != 0:
+        raise SystemExit(f"child for {deployments} failed:\n{out.stderr[-3000:]}")
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="1000,5000,10000,25000,50000")
+    p.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
+    p.add_argument("--child", type=int)
+    p.add_argument("--db-url", default="")
+    p.add_argument("--data-dir", type=Path)
+    p.add_argument("--json", type=Path, help="also write the results here")
+    args = p.parse_args()
+    if args.child:
+        import logging  # noqa: PLC0415
+
+        logging.basicConfig(level=logging.WARNING)
+        print(json.dumps(asyncio.run(child(args.child, args.db_url, args.data_dir))))
+        return 0
+    sizes = [int(s) for s in args.sizes.split(",")]
+    backends = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
+    print(f"scale bench {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, nproc {os.cpu_count()}, "
+          f"load {os.getloadavg()[0]:.2f}")
+    results = []
+    for backend in backends:
+        pg_ctx = None
+        if backend == "postgresql":
+            from tests.pg import running_postgres  # noqa: PLC0415
+
+            pg_ctx = running_postgres()
+            pg = pg_ctx.__enter__()
+        try:
+            base = None
+            for n in sizes:
+                url = pg.new_database() if backend == "postgresql" else ""
+                r = run_child(n, url)
+                r["db"] = backend
+                results.append(r)
+                c, u, d = (r["phases"][k] for k in ("create", "update10", "delete"))
+                per_min = n / c["seconds"] * 60
+                base = base or (c["seconds"] / n)
+                print(
+                    f"{backend:<10} {n:>6} deployments: create {c['seconds']:7.1f} s ({c['status']}, "
+                    f"{per_min:8.0f}/min, {c['seconds'] / n / base:4.2f}x per-deployment time of the smallest), "
+                    f"update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
+                    f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB",
+                    flush=True,
+                )
+        finally:
+            if pg_ctx is not None:
+                pg_ctx.__exit__(None, None, None)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
