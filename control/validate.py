@@ -10,6 +10,14 @@ from control.deploy import SUPPORTED_SIGNAL_TRANSPORTS
 from control.stackdef import Definition
 
 DEPLOYMENT = "OS::Heat::SoftwareDeployment"
+SIGNALLING = frozenset(
+    {
+        DEPLOYMENT,
+        "OS::Heat::StructuredDeployment",
+        "OS::Heat::SoftwareDeploymentGroup",
+        "OS::Heat::StructuredDeploymentGroup",
+    }
+)
 ALWAYS = frozenset({"deploy_stdout", "deploy_stderr", "deploy_status_code"})
 
 
@@ -17,7 +25,7 @@ def check_definition(defn: Definition) -> None:
     """Raise hot.TemplateError for what would fail later: unsupported transports, unknown outputs."""
     resources = defn.template.resources
     for name, rdef in resources.items():
-        if rdef.type != DEPLOYMENT:
+        if rdef.type not in SIGNALLING:
             continue
         transport = rdef.properties.get("signal_transport")
         if isinstance(transport, str) and transport not in SUPPORTED_SIGNAL_TRANSPORTS:
