@@ -231,6 +231,8 @@ def component_action_clash(configs: Any) -> tuple[int, str] | None:
 
 
 def _check_component(props: Mapping[Any, Any], path: str) -> None:
+    if props.get("configs") == []:
+        raise TemplateError(at(path, "configs"), "a component needs at least one config")
     clash = component_action_clash(props.get("configs"))
     if clash is not None:
         raise TemplateError(at(at(at(path, "configs"), clash[0]), "actions"), clash[1])

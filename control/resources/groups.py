@@ -67,7 +67,7 @@ class DeploymentGroup:
         members = await _members(txn, state)
         running = []
         for key, dep in sorted(members.items()):
-            if await self._member.retire(txn, res, dep, _own_props(dep)):
+            if await self._member.retire(txn, res, dep, _own_props(dep, row.properties or {})):
                 running.append(key)
             else:
                 await forget_deployment(txn, dep)
@@ -88,7 +88,7 @@ class DeploymentGroup:
         state = dict(row.attributes.get(STATE) or _state())
         members = await _members(txn, state)
         for dep in members.values():
-            await self._member.run(txn, res, dep, _own_props(dep), action)
+            await self._member.run(txn, res, dep, _own_props(dep, row.properties or {}), action)
         state.update(action=action, queue=[], running=sorted(members), pause_until=None)
         return await self._settle(
             txn, res, row.properties or {}, state, list(members.values()), row.physical_id
@@ -206,7 +206,7 @@ class DeploymentGroup:
                 continue
             key = label.split("@", 1)[0]
             if dep.action != "DELETE":
-                await self._member.retire(txn, res, dep, _own_props(dep))
+                await self._member.retire(txn, res, dep, _own_props(dep, props))
             _expire([dep])
             if dep.action == "DELETE" and dep.status == "IN_PROGRESS":
                 waiting[label] = dep_id
@@ -269,9 +269,11 @@ def _member_props(props: Mapping[str, Any], key: str, res: Res) -> dict[str, Any
     return out
 
 
-def _own_props(dep: DeploymentRow) -> dict[str, Any]:
-    """A member's own last properties, for the actions it runs after leaving the map."""
-    return {"server": dep.server_id, "config": dep.config_id, "input_values": dep.input_values}
+def _own_props(dep: DeploymentRow, props: Mapping[str, Any]) -> dict[str, Any]:
+    """A member's own config and inputs with the group's other *props*, for actions on it alone."""
+    out = {k: v for k, v in props.items() if k != "servers"}
+    out.update(server=dep.server_id, config=dep.config_id, input_values=dep.input_values)
+    return out
 
 
 def _policy(res: Res, name: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
+from tests.integration.conftest import EXAMPLES, ControlPlane, start_control_plane, stop_control_plane
 
 pytestmark = pytest.mark.slow
 
@@ -362,3 +362,25 @@ def test_cloud_config_and_multipart_mime(cp: ControlPlane):
     assert "#!/bin/sh\necho hi\n" == texts[1]
     assert ("x-shellscript", "run.sh") == (parts[1].get_content_subtype(), parts[1].get_filename())
     assert "inline text" == texts[2]
+
+
+def test_example_component_and_group_run_end_to_end(cp: ControlPlane):
+    """examples/component.yaml and examples/group.yaml converge, update and suspend as they say."""
+    assert 201 == cp.create("ex-comp", EXAMPLES / "component.yaml").status
+    assert "CREATE_COMPLETE" == cp.wait_stack("ex-comp")["status"]
+    assert "installed (hello)" == cp.outputs("ex-comp")["state"]
+    body = {"template": (EXAMPLES / "component.yaml").read_text(), "parameters": {"greeting": "hi"}}
+    assert 202 == cp.api("PUT", "/v1/stacks/ex-comp", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("ex-comp")["status"]
+    assert "reconfigured (hi)" == cp.outputs("ex-comp")["state"]
+    assert 202 == cp.api("POST", "/v1/stacks/ex-comp/suspend").status
+    assert "SUSPEND_COMPLETE" == cp.wait_stack("ex-comp")["status"]
+    assert "SUSPEND" == cp.outputs("ex-comp")["state"]
+
+    assert 201 == cp.create("ex-group", EXAMPLES / "group.yaml").status
+    assert "CREATE_COMPLETE" == cp.wait_stack("ex-group", timeout=180)["status"]
+    assert {"web0": "1@web0", "web1": "1@web1", "web2": "1@web2"} == cp.outputs("ex-group")["running"]
+    body = {"template": (EXAMPLES / "group.yaml").read_text(), "parameters": {"release": "2"}}
+    assert 202 == cp.api("PUT", "/v1/stacks/ex-group", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("ex-group", timeout=180)["status"]
+    assert {"web0": "2@web0", "web1": "2@web1", "web2": "2@web2"} == cp.outputs("ex-group")["running"]
