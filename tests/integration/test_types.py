@@ -384,3 +384,53 @@ def test_example_component_and_group_run_end_to_end(cp: ControlPlane):
     assert 202 == cp.api("PUT", "/v1/stacks/ex-group", body).status
     assert "UPDATE_COMPLETE" == cp.wait_stack("ex-group", timeout=180)["status"]
     assert {"web0": "2@web0", "web1": "2@web1", "web2": "2@web2"} == cp.outputs("ex-group")["running"]
+
+
+GROUP_NAMED = """
+heat_template_version: 2018-08-31
+parameters:
+  log: {type: string}
+  name: {type: string, default: web-v1}
+resources:
+  sa: {type: OS::Heat::DeployedServer}
+  sb: {type: OS::Heat::DeployedServer}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: LOG}]
+      config: |
+        #!/bin/sh
+        echo "$deploy_action $deploy_resource_name $deploy_server_id" >> "$LOG"
+  group:
+    type: OS::Heat::SoftwareDeploymentGroup
+    properties:
+      config: {get_resource: cfg}
+      name: {get_param: name}
+      actions: [CREATE, DELETE, SUSPEND, RESUME]
+      servers: {a: {get_resource: sa}, b: {get_resource: sb}}
+      input_values: {LOG: {get_param: log}}
+"""
+
+
+def test_group_suspends_resumes_and_is_replaced_on_a_new_name(cp: ControlPlane, tmp_path: Path):
+    """Every member runs SUSPEND and RESUME; a new `name` creates new members, then deletes the old."""
+    log = tmp_path / "runs.log"
+    assert 201 == cp.create("gname", GROUP_NAMED, params={"log": str(log)}).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("gname")["status"]
+    assert 202 == cp.api("POST", "/v1/stacks/gname/suspend").status
+    assert "SUSPEND_COMPLETE" == cp.wait_stack("gname")["status"]
+    assert 202 == cp.api("POST", "/v1/stacks/gname/resume").status
+    assert "RESUME_COMPLETE" == cp.wait_stack("gname")["status"]
+    lines = [ln.rsplit(" ", 1)[0] for ln in log.read_text().splitlines()]
+    assert ["CREATE a", "CREATE b", "RESUME a", "RESUME b", "SUSPEND a", "SUSPEND b"] == sorted(lines)
+    old = {d["id"] for d in cp.api("GET", "/v1/deployments?stack=gname").body}
+
+    body = {"template": GROUP_NAMED, "parameters": {"log": str(log), "name": "web-v2"}}
+    assert 202 == cp.api("PUT", "/v1/stacks/gname", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("gname")["status"]
+    new = [ln.rsplit(" ", 1)[0] for ln in log.read_text().splitlines()[6:]]
+    assert ["CREATE a", "CREATE b"] == sorted(new[:2]) and ["DELETE a", "DELETE b"] == sorted(new[2:])
+    deployments = cp.api("GET", "/v1/deployments?stack=gname").body
+    assert not old & {d["id"] for d in deployments}
+    assert ["web-v2", "web-v2"] == [d["name"] for d in deployments]

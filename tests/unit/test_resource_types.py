@@ -198,3 +198,23 @@ def test_agent_leaves_other_groups_alone():
     """A script item is run as it is."""
     plain = item("echo", "CREATE", group="script")
     assert plain is component.pick(plain)
+
+
+def test_get_attr_of_an_undeclared_output_is_refused_for_structured_and_components():
+    """get_attr of an output the (structured or component) config does not declare names the path."""
+    from control import hot, stackdef
+    from control.validate import check_definition
+
+    for cfg_type, props in (
+        ("OS::Heat::StructuredConfig", {"config": {"a": 1}, "outputs": [{"name": "ok"}]}),
+        ("OS::Heat::SoftwareComponent", {"configs": [{"tool": "script"}], "outputs": [{"name": "ok"}]}),
+    ):
+        dep_type = "OS::Heat::StructuredDeployment" if "Structured" in cfg_type else "OS::Heat::SoftwareDeployment"
+        template = doc({
+            "cfg": {"type": cfg_type, "properties": props},
+            "d": {"type": dep_type, "properties": {"config": {"get_resource": "cfg"}, "server": "s"}},
+        }, outputs={"good": {"value": {"get_attr": ["d", "ok"]}}, "bad": {"value": {"get_attr": ["d", "nope"]}}})
+        defn = stackdef.build(template, {}, hot.Environment(), {}, stack_name="s", stack_id="i")
+        with pytest.raises(TemplateError) as info:
+            check_definition(defn)
+        assert "outputs.bad.value" == info.value.path and "'nope'" in info.value.reason
