@@ -112,7 +112,9 @@ class DeploymentGroup:
         if waiting:
             return Outcome("IN_PROGRESS", row.physical_id, row.attributes)
         if failed:
-            return Outcome("FAILED", row.physical_id, row.attributes, _failure(failed[0], members[failed[0]]))
+            state["failed"] = members[failed[0]].id
+            attrs = {**row.attributes, STATE: state}
+            return Outcome("FAILED", row.physical_id, attrs, _failure(failed[0], members[failed[0]]))
         for key, dep in members.items():
             await forget_deployment(txn, dep)
             state["members"].pop(key, None)
@@ -132,6 +134,7 @@ class DeploymentGroup:
         _expire(running)
         for dep in running:
             if dep.status == "FAILED":
+                state["failed"] = dep.id
                 attrs = await _aggregate(txn, state)
                 return Outcome("FAILED", physical_id, attrs, _failure(dep.resource_name, dep))
         if any(dep.status == "IN_PROGRESS" for dep in running):
@@ -211,6 +214,7 @@ class DeploymentGroup:
             if dep.action == "DELETE" and dep.status == "IN_PROGRESS":
                 waiting[label] = dep_id
             elif dep.action == "DELETE" and dep.status == "FAILED":
+                state["failed"] = dep.id
                 return Outcome("FAILED", physical_id, await _aggregate(txn, state), _failure(key, dep))
             else:
                 await forget_deployment(txn, dep)
@@ -238,6 +242,12 @@ class DeploymentGroup:
             if source.name != dep.name or deploy.replace_on_change_differs(dep, source, values):
                 return True
         return False
+
+
+def failed_member(row: ResourceRow) -> str | None:
+    """The id of the member deployment that failed the group, if one did."""
+    failed = (row.attributes or {}).get(STATE, {}).get("failed")
+    return str(failed) if failed else None
 
 
 def _state(**given: Any) -> dict[str, Any]:
