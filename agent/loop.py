@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from agent import client, dispatch, envelope, keys, sealed, verify, wire
+from agent import client, component, dispatch, envelope, keys, sealed, verify, wire
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
@@ -214,22 +214,39 @@ class Agent:
             await self.work()
 
     async def _run(self, item: wire.DeploymentItem, meta: wire.ItemMeta | None) -> wire.Signal:
+        try:
+            # Secrets are opened only here, to go into the hook's stdin (and its environment, by the hook).
+            opened = self._open(item, meta)
+        except sealed.SealError as e:
+            self.ledger.mark_started(item.id)
+            signal = wire.Signal(status_code=1, stderr=f"cannot open a secret of this deployment: {e}")
+            self._finish(item.id, item, meta, signal)
+            return signal
+        chosen = component.pick(opened)
+        if chosen is None:
+            note = f"component has no config for {item.input_value('deploy_action')}; nothing run"
+            log.warning("deployment %s: %s", item.name, note)
+            self.ledger.mark_started(item.id)
+            self.ledger.mark_finished(item.id, 0, None, note)
+            return wire.Signal(status_code=0)
+        return await self._run_hook(item, chosen, meta)
+
+    async def _run_hook(
+        self, item: wire.DeploymentItem, chosen: wire.DeploymentItem, meta: wire.ItemMeta | None
+    ) -> wire.Signal:
+        """Run *chosen* (the item, or a component's entry for the action) and record it as *item*."""
         self.ledger.mark_started(item.id)
         self.running = item.id
         timeout = meta.timeout if meta and meta.timeout else self.config.hook_timeout
-        argv = dispatch.hook_argv(item.group, self.config.hook_dirs)
-        log.info("running deployment %s (%s) with hook %s", item.name, item.id, item.group)
+        argv = dispatch.hook_argv(chosen.group, self.config.hook_dirs)
+        log.info("running deployment %s (%s) with hook %s", item.name, item.id, chosen.group)
         try:
-            # Secrets are opened only here, into the hook's stdin (and its environment, by the hook).
-            opened = self._open(item, meta)
             if argv is None:
-                signal = dispatch.missing_hook(item.group, self.config.hook_dirs)
+                signal = dispatch.missing_hook(chosen.group, self.config.hook_dirs)
             else:
                 signal = await dispatch.run_hook(
-                    argv, opened, env=self._hook_env(meta, timeout), timeout=timeout
+                    argv, chosen, env=self._hook_env(meta, timeout), timeout=timeout
                 )
-        except sealed.SealError as e:
-            signal = wire.Signal(status_code=1, stderr=f"cannot open a secret of this deployment: {e}")
         finally:
             self.running = None
         self._finish(item.id, item, meta, signal)
