@@ -100,7 +100,7 @@ async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]
         data_dir=data_dir, database_url=db_url, provisioner="enrol", default_signal_transport="CFN_SIGNAL"
     )
     secrets = keys.load_or_create(settings.data_dir)
-    db, sessions = await open_database(settings.db_url)
+    db, sessions = await open_database(settings.db_url, secrets.data_key)
     rt = Runtime(settings, secrets, sessions, SimPublisher(), EnrolProvisioner())
     engine = Engine(rt, Definitions())
     await engine.resume()

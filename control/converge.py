@@ -25,7 +25,7 @@ from sqlalchemy import select
 
 from control import deploy
 from control.errors import ConflictError
-from control.resources import Res, SoftwareDeployment
+from control.resources import HANDLERS, Res
 from control.runtime import Runtime
 from control.stacks import get_stack, stack_view
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
@@ -119,13 +119,15 @@ async def converge(rt: Runtime, kick: Callable[[str], None], ref: str) -> dict[s
                 select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
             )
         }
-        handler = SoftwareDeployment()
         for dep in await session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(sorted(wanted)))):
             row = rows.get(dep.id)
             if row is None:
                 continue
             res = Res(stack, row.name, row.type)
-            source = await handler._source(txn, res, row.properties or {}, dep.name)
+            source_of = getattr(HANDLERS.get(row.type), "source", None)
+            if source_of is None:
+                continue  # a group's members are re-applied through the group (not yet)
+            source = await source_of(txn, res, row.properties or {}, dep.name)
             action = dep.action if dep.action in dep.actions else "UPDATE"
             deploy.start_generation(txn, dep, source, action, res.stack_path)
             row.action, row.status, row.status_reason = action, dep.status, dep.status_reason

@@ -25,9 +25,9 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 from sqlalchemy.orm.util import identity_key
 
-from control import deploy, hot, stackdef, work
+from control import deploy, hot, lifecycle, stackdef, work
 from control.errors import ControlError
-from control.resources import HANDLERS, REPLACE, Outcome, Res, forget_deployment
+from control.resources import DEPLOYMENT_TYPES, HANDLERS, REPLACE, Outcome, Res, forget_deployment
 from control.runtime import Runtime
 from control.store.orm import (
     ConfigRow,
@@ -182,7 +182,7 @@ class Engine:
                 return True, None
             rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == c.stack_id)))
             loaded = await _preload(session, c.stack_id, rows)  # noqa: F841 (kept alive for the step)
-            deadline = await self._expire(txn, stack, rows)
+            deadline = _nearest(await self._expire(txn, stack, rows), await self._check(txn, stack, rows))
             finished = await self._advance(txn, stack, rows)
             await work.fence(session, c, self._lease)
             await txn.commit(self.kick)
@@ -192,13 +192,9 @@ class Engine:
         g = stack.traversal
         failed = [r for r in rows if r.status == "FAILED" and r.traversal == g]
         if failed:
-            first = failed[0]
-            reason = f"Resource {first.action} failed: {first.name}: {first.status_reason}"
-            if stack.rollback and stack.action in ("CREATE", "UPDATE"):
-                await self._start_rollback(txn, stack, rows, reason)
-                return False
-            await self._finish(txn, stack, "FAILED", reason)
-            return True
+            return await self._failed(txn, stack, rows, failed[0])
+        if stack.action in lifecycle.ACTIONS:
+            return await self._lifecycle(txn, stack, rows)
         if stack.action != "DELETE":
             defn = self._defs.get(stack)
             current = {r.name: r for r in rows if r.current}
@@ -225,6 +221,15 @@ class Engine:
             await self._purge(txn, stack)
         else:
             await self._finish(txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
+        return True
+
+    async def _failed(self, txn: Txn, stack: StackRow, rows: list[ResourceRow], first: ResourceRow) -> bool:
+        """A resource failed in this traversal: roll back if asked to, else fail the stack."""
+        reason = f"Resource {first.action} failed: {first.name}: {first.status_reason}"
+        if stack.rollback and stack.action in ("CREATE", "UPDATE"):
+            await self._start_rollback(txn, stack, rows, reason)
+            return False
+        await self._finish(txn, stack, "FAILED", reason)
         return True
 
     async def _start_rollback(self, txn: Txn, stack: StackRow, rows: list[ResourceRow], reason: str) -> None:
@@ -262,6 +267,13 @@ class Engine:
                 row.current = False
         txn.event(stack.id, "", "ROLLBACK", "IN_PROGRESS", stack.status_reason, traversal=stack.traversal)
         txn.kicks.add(stack.id)
+
+    async def _lifecycle(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> bool:
+        """SUSPEND or RESUME (control/lifecycle.py walks the resources)."""
+        if not await lifecycle.advance(txn, stack, rows, self._defs.get(stack)):
+            return False
+        await self._finish(txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
+        return True
 
     async def _act(
         self,
@@ -341,7 +353,7 @@ class Engine:
             outcome.status,
             reason,
             traversal=stack.traversal,
-            deployment_id=dep.id if dep is not None else None,
+            deployment_id=row.physical_id if row.type in DEPLOYMENT_TYPES else None,
             generation=dep.generation if dep is not None else None,
         )
 
@@ -378,6 +390,31 @@ class Engine:
             remaining.remove(row)
             txn.kicks.add(stack.id)
         return bool(remaining)
+
+    async def _check(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> float | None:
+        """Ask handlers that follow their own progress (deployment groups) how it goes.
+
+        Returns the earliest time one of them asked to be asked again.
+        """
+        nearest: float | None = None
+        for row in rows:
+            check = getattr(HANDLERS.get(row.type), "check", None)
+            if row.status != "IN_PROGRESS" or check is None:
+                continue
+            try:
+                outcome: Outcome = await check(txn, Res(stack, row.name, row.type), row)
+            except ControlError as e:
+                outcome = Outcome("FAILED", row.physical_id, row.attributes, _where(e))
+            row.attributes = dict(outcome.attributes)
+            if outcome.status == "IN_PROGRESS":
+                nearest = _nearest(nearest, outcome.wake_at)
+                continue
+            row.status, row.status_reason, row.updated_at = outcome.status, outcome.reason, time.time()
+            txn.event(
+                stack.id, row.name, row.action, outcome.status, outcome.reason, traversal=stack.traversal
+            )
+            txn.kicks.add(stack.id)
+        return nearest
 
     async def _expire(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> float | None:
         """Fail deployments past their deadline; return the nearest deadline still ahead."""
@@ -444,6 +481,7 @@ async def settle(txn: Txn, dep: DeploymentRow) -> None:
         select(ResourceRow).where(ResourceRow.stack_id == dep.stack_id, ResourceRow.physical_id == dep.id)
     )
     if row is None or row.status != "IN_PROGRESS":
+        txn.kicks.add(dep.stack_id)  # a group member: its group looks on the next step
         return
     stack = await txn.session.get(StackRow, dep.stack_id)
     traversal = stack.traversal if stack is not None else row.traversal
@@ -499,6 +537,10 @@ def _identity(txn: Txn, cls: type[T], key: str | None) -> T | None:
         return None
     found = txn.session.sync_session.identity_map.get(identity_key(cls, key))
     return found if isinstance(found, cls) else None
+
+
+def _nearest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _done(row: ResourceRow | None, traversal: int) -> bool:

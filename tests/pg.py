@@ -51,7 +51,7 @@ class Postgres:
         name = f"t_{uuid.uuid4().hex[:12]}"
 
         async def create() -> None:
-            import asyncpg
+            import asyncpg  # type: ignore[import-untyped]
 
             conn = await asyncpg.connect(host="127.0.0.1", port=self.port, user="postgres", database="postgres")
             try:

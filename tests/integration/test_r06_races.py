@@ -27,7 +27,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
-from control import work
+from control import keys, work
 from control.settings import async_url
 from control.store.db import open_database
 from control.store.orm import StackRow
@@ -59,7 +59,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
         pg: Postgres = request.getfixturevalue("postgres")
         url = async_url(pg.new_database())
     loop = asyncio.new_event_loop()
-    engine, sessions = loop.run_until_complete(open_database(url))
+    data_key = keys.load_or_create(tmp_path / "keys").data_key
+    engine, sessions = loop.run_until_complete(open_database(url, data_key))
     b = Backend(loop, sessions, engine.dispose)
     b.name = request.param  # type: ignore[attr-defined]
     yield b
