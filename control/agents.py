@@ -11,13 +11,12 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import deploy
-from control.engine import settle
-from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
+from control import signals
+from control.errors import AuthError, BadRequestError, ConflictError, NotFoundError
 from control.keys import new_token, token_hash
 from control.resources import create_server
 from control.runtime import Runtime
-from control.store.orm import DeploymentRow, ServerRow
+from control.store.orm import ServerRow
 from control.txn import Txn
 
 KEY_KINDS = ("sign", "box")
@@ -156,29 +155,6 @@ async def record_signal(
         signal = wire.decode_signal(body)
     except wire.WireError as e:
         raise BadRequestError(str(e), where="signal") from e
-    async with rt.sessions() as session:
-        txn = Txn(session, rt)
-        dep = await session.get(DeploymentRow, deployment_id)
-        if dep is None:
-            raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
-        if sig is not None:
-            if not rt.keys.check_signal_signature(deployment_id, generation, sig):
-                raise ForbiddenError(
-                    "signal signature does not match this deployment and generation", where="sig"
-                )
-        elif server_id is None:
-            raise AuthError(
-                "a signal needs its URL's signature or the agent's credential", where="Authorization"
-            )
-        elif server_id != dep.server_id:
-            raise ForbiddenError(f"deployment {deployment_id} belongs to another server", where="deployment")
-        if not deploy.apply_signal(dep, generation, signal):
-            return {
-                "deployment_id": dep.id,
-                "generation": generation,
-                "status": dep.status,
-                "duplicate": True,
-            }
-        await settle(txn, dep)
-        await txn.commit(kick)
-        return {"deployment_id": dep.id, "generation": generation, "status": dep.status, "duplicate": False}
+    # Applied with every other signal waiting at this moment, in one transaction (control/signals.py).
+    pending = signals.Pending(deployment_id, generation, signal, sig, server_id)
+    return await signals.batcher(rt, kick).submit(pending)

@@ -47,6 +47,8 @@ EMPTY_TEMPLATE = {"heat_template_version": "2018-08-31", "resources": {}}
 IDLE_RECHECK = 30.0
 #: A step that raced a concurrent change is retried after this long (seconds).
 RACE_RETRY = 0.05
+#: The longest a stack's next step waits for more changes to gather (seconds).
+MAX_GATHER = 2.0
 #: Stacks one process steps at the same time.
 MAX_STEPPING = 16
 SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
@@ -95,6 +97,9 @@ class Engine:
         ]
 
     async def close(self) -> None:
+        from control import signals  # noqa: PLC0415 (signals imports this module)
+
+        await signals.close(self._rt)
         tasks = [*self._loops, *self._tasks.values()]
         for task in tasks:
             task.cancel()
@@ -142,6 +147,7 @@ class Engine:
         """Step the stack until it settles or waits; keep the lease while more steps are asked for."""
         try:
             while True:
+                started = time.monotonic()
                 finished, next_at = await self._one(c)
                 async with self._rt.sessions() as session:
                     seq = await work.finish(session, c, done=finished, next_at=next_at)
@@ -149,6 +155,9 @@ class Engine:
                     return
                 c = work.Claim(c.stack_id, c.token, seq)
                 self._running[c.stack_id] = c
+                # More was asked for during the step (signals arriving): let them gather for as
+                # long as the step took, so a big stack is not re-walked per signal.
+                await asyncio.sleep(min(time.monotonic() - started, MAX_GATHER))
         except work.LeaseLost as e:
             log.info("%s", e)
         except DBAPIError as e:  # the lease runs out and the row is claimed again
@@ -181,7 +190,9 @@ class Engine:
             if stack is None or stack.status != "IN_PROGRESS":
                 return True, None
             rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == c.stack_id)))
-            loaded = await _preload(session, c.stack_id, rows)  # noqa: F841 (kept alive for the step)
+            # Load the stack's deployments, configs and servers only when some resource may act.
+            acting = _may_act(stack, rows)
+            loaded = await _preload(session, c.stack_id, rows) if acting else []  # noqa: F841
             deadline = _nearest(await self._expire(txn, stack, rows), await self._check(txn, stack, rows))
             finished = await self._advance(txn, stack, rows)
             await work.fence(session, c, self._lease)
@@ -418,24 +429,33 @@ class Engine:
 
     async def _expire(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> float | None:
         """Fail deployments past their deadline; return the nearest deadline still ahead."""
-        waiting = {r.physical_id: r for r in rows if r.status == "IN_PROGRESS" and r.physical_id}
+        waiting = {r.physical_id for r in rows if r.status == "IN_PROGRESS" and r.physical_id}
         if not waiting:
             return None
-        deps = await txn.session.scalars(
-            select(DeploymentRow).where(
-                DeploymentRow.id.in_(list(waiting)), DeploymentRow.status == "IN_PROGRESS"
+        # Three columns of the stack's deployments in progress: no item decoded, no IN list.
+        found = await txn.session.execute(
+            select(DeploymentRow.id, DeploymentRow.started_at, DeploymentRow.timeout).where(
+                DeploymentRow.stack_id == stack.id, DeploymentRow.status == "IN_PROGRESS"
             )
         )
         nearest: float | None = None
         now = time.time()
-        for dep in deps:
-            deadline = (dep.started_at or now) + dep.timeout
+        expired = []
+        for dep_id, started_at, timeout in found.tuples():
+            if dep_id not in waiting:
+                continue
+            deadline = (started_at or now) + timeout
             if deadline <= now:
-                dep.status, dep.status_reason = "FAILED", timed_out_reason(dep)
-                dep.completed_at = dep.updated_at = now
-                await settle(txn, dep)
+                expired.append(dep_id)
             else:
                 nearest = deadline if nearest is None else min(nearest, deadline)
+        for dep_id in expired:
+            dep = await txn.session.get(DeploymentRow, dep_id)
+            if dep is None or dep.status != "IN_PROGRESS":
+                continue
+            dep.status, dep.status_reason = "FAILED", timed_out_reason(dep)
+            dep.completed_at = dep.updated_at = now
+            await settle(txn, dep)
         return nearest
 
     async def _finish(self, txn: Txn, stack: StackRow, status: str, reason: str) -> None:
@@ -541,6 +561,15 @@ def _identity(txn: Txn, cls: type[T], key: str | None) -> T | None:
 
 def _nearest(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
+
+
+def _may_act(stack: StackRow, rows: list[ResourceRow]) -> bool:
+    """False when every resource is done in this traversal or waiting for its signal."""
+    if stack.action == "DELETE" or stack.action in lifecycle.ACTIONS:
+        return True
+    return any(
+        not r.current or (r.status != "IN_PROGRESS" and not _done(r, stack.traversal)) for r in rows
+    ) or len(rows) < len(stack.template.get("resources") or {})
 
 
 def _done(row: ResourceRow | None, traversal: int) -> bool:
