@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PER_SERVER = 5
-WORKERS = 16
+WORKERS = 512
 
 
 def template(deployments: int) -> dict[str, Any]:

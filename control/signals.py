@@ -108,11 +108,12 @@ class Batcher:
             ids = sorted({p.deployment_id for p in batch})
             deps = {d.id: d for d in await session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(ids)))}
             out: list[dict[str, Any] | BaseException] = []
-            for p in batch:
-                try:
-                    out.append(await _one(rt, txn, deps.get(p.deployment_id), p))
-                except ControlError as e:
-                    out.append(e)
+            with session.no_autoflush:  # one flush at commit, not one per signal's queries
+                for p in batch:
+                    try:
+                        out.append(await _one(rt, txn, deps.get(p.deployment_id), p))
+                    except ControlError as e:
+                        out.append(e)
             await txn.commit(self._kick)
             return out
 
