@@ -39,7 +39,7 @@ from control.settings import Settings
 from control.store.orm import DeploymentRow, ServerRow
 
 pytestmark = pytest.mark.slow
-EXAMPLES, STEPS = 30, 30
+EXAMPLES, STEPS = 15, 30
 
 
 def _free_port() -> int:
@@ -80,8 +80,8 @@ class Plane:
         self.settings = Settings(
             data_dir=root / "data",
             listen=f"127.0.0.1:{self.port}",
-            work_lease=0.3,
-            work_poll=0.05,
+            work_lease=1.0,
+            work_poll=0.2,
             deployment_timeout=600,
         )
         self.runner: web.AppRunner | None = None
@@ -104,7 +104,7 @@ class Plane:
 
     async def crash(self) -> None:
         assert self.runner is not None
-        await self.runner.cleanup()  # every engine task cancelled where it stood
+        await asyncio.wait_for(self.runner.cleanup(), 120)  # every engine task cancelled where it stood
         await self.start()
 
     async def stop(self) -> None:
@@ -114,10 +114,16 @@ class Plane:
             await self.http.close()
 
     async def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """One API call; a 503 (database busy: "retry later") is retried a few times, as a client would."""
         assert self.http is not None
         headers = {"Authorization": f"Bearer {self.token}"}
-        async with self.http.request(method, self.url + path, json=body, headers=headers) as resp:
-            return resp.status, await resp.json()
+        for _ in range(5):
+            async with self.http.request(method, self.url + path, json=body, headers=headers) as resp:
+                status, answer = resp.status, await resp.json()
+            if status != 503:
+                break
+            await asyncio.sleep(0.5)
+        return status, answer
 
     async def post_signal(self, url: str, body: dict[str, Any]) -> tuple[int, Any]:
         assert self.http is not None
