@@ -22,7 +22,7 @@ from pathlib import Path
 from agent import wire
 
 log = logging.getLogger(__name__)
-BUILTIN_HOOKS = frozenset({"script"})
+BUILTIN_HOOKS = frozenset({"script", "puppet", "ansible", "salt", "chef"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 #: Grace between the hook's own timeout and the agent killing its process group.
 KILL_GRACE = 15.0
