@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
         f.write(json.dumps({"argv": argv, "client_rb": client_rb, "node": node}) + "\n")
     print(f"Starting Chef Infra Client, run list {node.get('run_list')}", flush=True)
     for name, value in (node.get("fake_outputs") or {}).items():
-        with open(f"{os.environ['heat_outputs_path']}.{name}", "w") as f:
+        with open(f"{os.environ['heat_outputs_path']}.{name}", "w") as f:  # noqa: SIM112 (Heat's name)
             f.write(value)
     if node.get("fake_sleep"):
         with open(node["fake_pidfile"], "w") as f:
