@@ -11,12 +11,13 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import signals
-from control.errors import AuthError, BadRequestError, ConflictError, NotFoundError
+from control import deploy, signals
+from control.engine import settle
+from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
 from control.keys import new_token, token_hash
 from control.resources import create_server
 from control.runtime import Runtime
-from control.store.orm import ServerRow
+from control.store.orm import DeploymentRow, ServerRow
 from control.txn import Txn
 
 KEY_KINDS = ("sign", "box")
@@ -155,6 +156,24 @@ async def record_signal(
         signal = wire.decode_signal(body)
     except wire.WireError as e:
         raise BadRequestError(str(e), where="signal") from e
-    # Applied with every other signal waiting at this moment, in one transaction (control/signals.py).
-    pending = signals.Pending(deployment_id, generation, signal, sig, server_id)
-    return await signals.batcher(rt, kick).submit(pending)
+    # The credential first: a wrong one learns nothing, not even whether the deployment exists.
+    signals.check_credential(rt.keys, deployment_id, generation, sig, server_id)
+    async with rt.sessions() as session:
+        txn = Txn(session, rt)
+        dep = await session.get(DeploymentRow, deployment_id)
+        if dep is None and sig is not None:
+            raise GoneError(f"deployment {deployment_id} no longer exists", where="deployment")
+        if dep is None:
+            raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
+        signals.check_owner(dep, sig, server_id)
+        signals.check_answer(dep, generation, signal)
+        if not deploy.apply_signal(dep, generation, signal):
+            return {
+                "deployment_id": dep.id,
+                "generation": generation,
+                "status": dep.status,
+                "duplicate": True,
+            }
+        await settle(txn, dep)
+        await txn.commit(kick)
+        return {"deployment_id": dep.id, "generation": generation, "status": dep.status, "duplicate": False}

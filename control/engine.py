@@ -97,9 +97,6 @@ class Engine:
         ]
 
     async def close(self) -> None:
-        from control import signals  # noqa: PLC0415 (signals imports this module)
-
-        await signals.close(self._rt)
         tasks = [*self._loops, *self._tasks.values()]
         for task in tasks:
             task.cancel()
