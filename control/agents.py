@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import deploy
+from control import deploy, progress
 from control.engine import settle
 from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from control.keys import new_token, token_hash
@@ -145,11 +145,17 @@ async def record_signal(
     sig: str | None,
     server_id: str | None,
 ) -> dict[str, Any]:
-    """Store a deployment's result; duplicates are answered idempotently, stale ones refused."""
-    try:
-        signal = wire.decode_signal(body)
-    except wire.WireError as e:
-        raise BadRequestError(str(e), where="signal") from e
+    """Store a deployment's result; duplicates are answered idempotently, stale ones refused.
+
+    A progress signal (control/progress.py) is checked the same way and only recorded.
+    """
+    if progress.is_progress(body):
+        signal = None
+    else:
+        try:
+            signal = wire.decode_signal(body)
+        except wire.WireError as e:
+            raise BadRequestError(str(e), where="signal") from e
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         dep = await session.get(DeploymentRow, deployment_id)
@@ -166,6 +172,12 @@ async def record_signal(
             )
         elif server_id != dep.server_id:
             raise ForbiddenError(f"deployment {deployment_id} belongs to another server", where="deployment")
+        if signal is None:
+            recorded = progress.apply_progress(dep, generation, body)
+            if recorded:
+                await session.commit()
+            return {"deployment_id": dep.id, "generation": generation, "status": dep.status,
+                    "duplicate": not recorded, "progress": True}
         if not deploy.apply_signal(dep, generation, signal):
             return {
                 "deployment_id": dep.id,
