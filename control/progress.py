@@ -52,6 +52,12 @@ def decode(body: Mapping[str, Any]) -> dict[str, Any]:
 def apply_progress(dep: DeploymentRow, generation: int, body: Mapping[str, Any]) -> bool:
     """Keep *body* as the deployment's last progress; False when it is late or a repeat."""
     progress = decode(body)
+    claimed = body[wire.EXTRA_KEY].get("generation")
+    if claimed is not None and claimed != generation:
+        raise BadRequestError(
+            f"the body reports on generation {claimed!r} but was sent to generation {generation}",
+            where="anneal.generation",
+        )
     if generation < dep.generation:
         raise StaleSignalError(
             f"generation {generation} of deployment {dep.id} is stale; current is {dep.generation}",

@@ -6,7 +6,8 @@ import io
 
 import pytest
 
-from control import logcmd
+from agent import wire
+from control import deploy, logcmd
 from control.errors import BadRequestError, StaleSignalError
 from control.progress import apply_progress, is_progress
 from control.store.orm import DeploymentRow
@@ -80,3 +81,18 @@ def test_log_prints_only_what_is_new_and_says_what_it_missed():
     cursor = logcmd.print_new({"generation": 1, "output_tail": "yz", "output_bytes": 10}, cursor, out)
     assert out.getvalue() == "abcd[... 4 bytes not shown ...]\nyz"
     assert cursor == (1, 10)
+
+
+def test_a_progress_body_read_as_a_result_never_completes_the_deployment():
+    """Whatever path hands a progress body to apply_signal (it has no status code), nothing changes."""
+    dep = running()
+    assert not deploy.apply_signal(dep, 2, wire.decode_signal(body(1)))
+    assert dep.status == "IN_PROGRESS"
+
+
+def test_progress_claiming_another_generation_is_refused():
+    """anneal.generation in the body must match the URL's generation."""
+    bad = body(1)
+    bad["anneal"]["generation"] = 1
+    with pytest.raises(BadRequestError, match="generation"):
+        apply_progress(running(2), 2, bad)
