@@ -538,9 +538,10 @@ async def _preload(session: Any, stack_id: str, rows: list[ResourceRow]) -> list
 def timed_out_reason(dep: DeploymentRow) -> str:
     """ "timed out after N s", with the last output the control plane has for this generation."""
     reason = f"timed out after {dep.timeout:g} s"
-    tail = [
-        line for line in (dep.stdout or "").splitlines() + (dep.stderr or "").splitlines() if line.strip()
-    ]
+    progress = getattr(dep, "progress", None) or {}
+    text = str(progress.get("output_tail") or "") if progress.get("generation") == dep.generation else ""
+    text = text or (dep.stdout or "") + "\n" + (dep.stderr or "")
+    tail = [line for line in text.splitlines() if line.strip()]
     if tail:
         reason += "; last output: " + " | ".join(tail[-3:])[-500:]
     else:
