@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import deploy
+from control import deploy, signals
 from control.engine import settle
-from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
+from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
 from control.keys import new_token, token_hash
 from control.resources import create_server
 from control.runtime import Runtime
@@ -150,22 +150,17 @@ async def record_signal(
         signal = wire.decode_signal(body)
     except wire.WireError as e:
         raise BadRequestError(str(e), where="signal") from e
+    # The credential first: a wrong one learns nothing, not even whether the deployment exists.
+    signals.check_credential(rt.keys, deployment_id, generation, sig, server_id)
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         dep = await session.get(DeploymentRow, deployment_id)
+        if dep is None and sig is not None:
+            raise GoneError(f"deployment {deployment_id} no longer exists", where="deployment")
         if dep is None:
             raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
-        if sig is not None:
-            if not rt.keys.check_signal_signature(deployment_id, generation, sig):
-                raise ForbiddenError(
-                    "signal signature does not match this deployment and generation", where="sig"
-                )
-        elif server_id is None:
-            raise AuthError(
-                "a signal needs its URL's signature or the agent's credential", where="Authorization"
-            )
-        elif server_id != dep.server_id:
-            raise ForbiddenError(f"deployment {deployment_id} belongs to another server", where="deployment")
+        signals.check_owner(dep, sig, server_id)
+        signals.check_answer(dep, generation, signal)
         if not deploy.apply_signal(dep, generation, signal):
             return {
                 "deployment_id": dep.id,
