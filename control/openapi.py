@@ -317,6 +317,10 @@ def _schemas() -> dict[str, Any]:
                 "status": string,
                 "status_reason": string,
                 "generation": {"type": "integer"},
+                "progress": {
+                    "type": ["object", "null"],
+                    "description": "the last progress signal: seq, output_tail, output_bytes, elapsed, at",
+                },
             },
         },
         "Signal": {

@@ -199,6 +199,30 @@ def test_duplicates_are_idempotent_and_stale_generations_refused(
     json.dumps(stale.body)
 
 
+def test_a_re_enrolled_server_gets_secrets_sealed_to_its_new_key(
+    setup: tuple[ControlPlane, Server, Server],
+) -> None:
+    """R15 (per-server key): after enrolling again, the old key opens nothing and the old credential is dead."""
+    cp, a, _ = setup
+    doc = cp.api("GET", "/v1/agent/document", token=a.credential).body
+    (item_json,) = doc["deployments"]
+    fields = doc["anneal"]["deployments"][item_json["id"]]["sealed"]
+    old_box, old_credential = a.box, a.credential
+    renewed = enrol(cp, a.name)
+    assert renewed.id == a.id
+    assert cp.api("GET", "/v1/agent/document", token=old_credential).status == 401
+    fresh = cp.api("GET", "/v1/agent/document", token=renewed.credential).body
+    assert fresh["anneal"]["serial"] > doc["anneal"]["serial"]
+    (fresh_item,) = fresh["deployments"]
+    fresh_fields = fresh["anneal"]["deployments"][fresh_item["id"]]["sealed"]
+    assert fresh_fields == fields
+    opened = sealed.open_item(wire.decode_item(fresh_item), fresh_fields, a.id, renewed.box)
+    assert "sig=" in str(opened.input_value("deploy_signal_id"))
+    with pytest.raises(sealed.SealError):
+        sealed.open_item(wire.decode_item(fresh_item), fresh_fields, a.id, old_box)
+    a.credential, a.box = renewed.credential, renewed.box  # the next test goes on as the new agent
+
+
 def test_a_signal_url_of_a_deleted_deployment_is_gone(setup: tuple[ControlPlane, Server, Server]) -> None:
     """R23: once the deployment is deleted, its URL answers 410 and changes nothing."""
     cp, a, b = setup
