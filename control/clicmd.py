@@ -234,9 +234,12 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
     last = since
     while time.monotonic() < deadline:
         try:
-            # Long-poll: the control plane answers as soon as a newer event exists.
-            events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last), "wait": "5"})
+            # The stack first: events read after it include every one up to the state it shows.
             stack = client.call("GET", f"/v1/stacks/{name}")
+            query = {"after": str(last)}
+            if stack["status"].endswith("IN_PROGRESS"):
+                query["wait"] = "5"  # long-poll: answered as soon as a newer event exists
+            events = client.call("GET", f"/v1/stacks/{name}/events", query=query)
         except ClientError as err:
             if err.status == 404:
                 print(f"stack {name} deleted")
