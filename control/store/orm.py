@@ -76,7 +76,7 @@ class StackRow(Base):
     #: Roll back to ``previous`` (or, after a create, to nothing) when this action fails.
     rollback: Mapped[bool] = mapped_column(default=False)
     #: template, files, environment and params_given before the running create/update.
-    previous: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
+    previous: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.

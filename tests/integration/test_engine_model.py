@@ -117,7 +117,7 @@ class Plane:
         """One API call; a 503 (database busy: "retry later") is retried a few times, as a client would."""
         assert self.http is not None
         headers = {"Authorization": f"Bearer {self.token}"}
-        for _ in range(5):
+        for _ in range(20):
             async with self.http.request(method, self.url + path, json=body, headers=headers) as resp:
                 status, answer = resp.status, await resp.json()
             if status != 503:

@@ -94,11 +94,13 @@ def test_r05_overlapping_updates_and_if_match_writers(cp: ControlPlane, tmp_path
     # Two accepted writes never read the same version (each If-Match write saw its predecessor).
     duplicates = len(accepted) - len({v for v, _ in accepted})
     last_rev = max(accepted, key=lambda a: a[0])[1] if accepted else 2
-    # Agents never run an older revision after a newer one.
+    # Agents never run an older generation after a newer one: a write's place in the history
+    # is the version it read (distinct for accepted writes), revs 0-2 came first.
+    order = {0: -3, 1: -2, 2: -1, **{rev: v for v, rev in accepted}}
     runs: dict[str, list[int]] = collections.defaultdict(list)
     for line in (work / "runs").read_text().splitlines():
         name, rev = line.split()
-        runs[name].append(int(rev))
+        runs[name].append(order[int(rev)])
     regressions = sum(1 for seq in runs.values() for a, b in itertools.pairwise(seq) if b <= a)
     print(f"\nR05: {len(results)} If-Match writes, {statuses[202]} accepted, {statuses[409]} answered 409, "
           f"other {sum(n for s, n in statuses.items() if s not in (202, 409))}; lost updates {lost}; "
@@ -109,5 +111,5 @@ def test_r05_overlapping_updates_and_if_match_writers(cp: ControlPlane, tmp_path
     assert 0 == duplicates
     assert 0 == regressions
     assert "UPDATE_COMPLETE" == final["status"]
-    assert all(seq[-1] == last_rev for seq in runs.values())
+    assert all(seq[-1] == order[last_rev] for seq in runs.values())
     assert final["parameters"]["rev"] == last_rev

@@ -34,7 +34,7 @@ from control.store.orm import StackRow
 from control.store.workrow import WorkRow
 from tests.pg import Postgres
 
-EXAMPLES, STEPS = 125, 100  # over 10,000 operations per backend (some rules are skipped)
+EXAMPLES, STEPS = 150, 100  # over 10,000 operations per backend (some rules are skipped)
 LEASE = 30.0
 STACK = "r06-stack"
 
