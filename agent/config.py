@@ -32,6 +32,9 @@ class AgentConfig:
     backoff_max: float = 60.0
     #: Per-hook timeout when the document does not set one (seconds).
     hook_timeout: float = 3600.0
+    #: LOCAL transport: where the media with ``document.json`` is mounted, and the signal outbox.
+    media_dir: str = ""
+    signal_dir: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_overrides(self, **changes: Any) -> AgentConfig:

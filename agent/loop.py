@@ -24,6 +24,7 @@ from agent import client, dispatch, wire
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
+from agent.transports import AgentTransport
 from agent.verify import AddressCheck, SerialCheck, Verifier, decode_and_verify
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class Agent:
         self.ledger = Ledger(state_dir)
         self.serial_check = SerialCheck(int(self.ledger.get_state("serial", "0") or 0))
         self.verifiers: list[Verifier] = [AddressCheck(config.server_id), self.serial_check]
+        self.transport = AgentTransport(config, self.ledger)
         self._work = asyncio.Event()
         self._outbox = asyncio.Event()
         self.running: str | None = None
@@ -88,19 +90,14 @@ class Agent:
 
     async def poll(self, wait: float) -> bool:
         """Fetch the document; True when a new one was accepted."""
-        fetched = await client.fetch_document(
-            self._http,
-            self.config.document_url,
-            self.config.credential,
-            self.ledger.get_state("etag", "") or "",
-            wait,
-        )
+        fetched = await self.transport.fetch(self._http, self.ledger.get_state("etag", "") or "", wait)
         if fetched.body is None:
             return False
         doc = decode_and_verify(fetched.body, self.verifiers)
         items = [_ledger_item(d, doc) for d in doc.deployments]
         self.ledger.accept_document(doc.serial, fetched.body, items)
-        self.ledger.set_state("etag", fetched.etag)
+        # A new transport has its own ETags: its first poll fetches the document afresh.
+        self.ledger.set_state("etag", "" if self.transport.accept(doc.transport) else fetched.etag)
         self.serial_check.highest = doc.serial
         log.info("accepted document serial %s with %d deployments", doc.serial, len(items))
         self._work.set()
@@ -210,10 +207,7 @@ class Agent:
             await self._deliver(out)
 
     async def _deliver(self, out: Outgoing) -> None:
-        headers = {}
-        if out.url.startswith(self.config.url.rstrip("/") + "/"):
-            headers["Authorization"] = f"Bearer {self.config.credential}"  # never to a third party
-        status, reason = await client.send(self._http, out.verb, out.url, out.body, headers)
+        status, reason = await self.transport.deliver(self._http, out)
         if 200 <= status < 300:
             self.ledger.delivered(out, f"{status}")
         elif status in FINAL_REFUSALS:
@@ -236,9 +230,10 @@ class Agent:
                 await asyncio.wait_for(self._outbox.wait(), timeout)
 
     async def _heartbeat_loop(self) -> None:
-        url = self.config.heartbeat_url
+        url = self.transport.route(self.config.heartbeat_url)
         while True:
             payload: dict[str, Any] = {"version": VERSION, "running": self.running, **self.ledger.summary()}
+            payload["transport"] = self.transport.kind
             await client.heartbeat(self._http, url, self.config.credential, payload)
             await asyncio.sleep(self.config.heartbeat_interval * random.uniform(0.9, 1.1))
 

@@ -152,6 +152,8 @@ class Document:
     meta: Mapping[str, ItemMeta] = field(default_factory=dict)
     #: Other top-level keys (template metadata, ``os-collect-config``), kept as given.
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: Where the agent finds its next document and sends its signals (docs/transports.md).
+    transport: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.extra)
@@ -163,6 +165,8 @@ class Document:
             "issued_at": self.issued_at,
             "deployments": {k: v.to_json() for k, v in sorted(self.meta.items())},
         }
+        if self.transport is not None:
+            out[EXTRA_KEY]["transport"] = dict(self.transport)
         return out
 
     def encode(self) -> bytes:
@@ -330,6 +334,7 @@ def decode_document(raw: bytes | Mapping[str, Any]) -> Document:
         deployments=deployments,
         meta=meta,
         extra=extra,
+        transport=_optional(ours, "transport", dict, EXTRA_KEY),
     )
 
 

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from control import clicmd
+from control import clicmd, transport_options
 from control.client import ClientError
 
 FORMATS = ("table", "json", "yaml", "value")
@@ -63,6 +63,7 @@ def _serve(p: argparse.ArgumentParser) -> None:
         help="extra argument for local agents (repeat), e.g. --agent-arg=--poll-wait=5",
     )
     p.add_argument("--log-level", default="INFO")
+    transport_options.add(p)
 
 
 def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

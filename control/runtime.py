@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable
@@ -50,6 +51,9 @@ class Runtime:
                 await self.publisher.withdraw(server_id)
                 continue
             doc = render_document(server, by_server.get(server_id, []))
+            section = self.publisher.section(server, by_server.get(server_id, []))
+            if section is not None:
+                doc = dataclasses.replace(doc, transport=section)
             await self.publisher.publish(server_id, doc.serial, doc.encode())
 
     async def publish_all(self) -> None:

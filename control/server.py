@@ -8,6 +8,7 @@ import sys
 
 from aiohttp import web
 
+from control import transport_options
 from control.app import make_app
 from control.settings import Settings
 from control.store.db import SchemaError
@@ -24,6 +25,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         provisioner=args.provisioner,
         deployment_timeout=args.deployment_timeout,
         local_agent_args=tuple(args.agent_arg),
+        **transport_options.settings(args),
     )
 
 

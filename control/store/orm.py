@@ -13,7 +13,7 @@ class Base(DeclarativeBase):
 
 
 #: Bumped whenever a table changes; a database at another version is refused at start.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class MetaRow(Base):
@@ -39,6 +39,8 @@ class ServerRow(Base):
     public_keys: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     serial: Mapped[int] = mapped_column(Integer, default=0)
     transport: Mapped[str] = mapped_column(String(32), default="HTTP")
+    #: Transports the server was moved away from, comma-separated, published to until its agent moved.
+    transport_previous: Mapped[str] = mapped_column(String(64), default="")
     created_at: Mapped[float] = mapped_column(Float)
     enrolled_at: Mapped[float | None] = mapped_column(Float, default=None)
     last_seen: Mapped[float | None] = mapped_column(Float, default=None)

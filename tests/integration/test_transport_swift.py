@@ -1,0 +1,124 @@
+"""SWIFT transport end to end: real Swift (tempauth + tempurl), real control plane, real agents.
+
+The agent enrols over HTTP, reads a document naming SWIFT, and from then on polls its
+document through a GET TempURL and PUTs its signals to per-deployment TempURLs; the
+control plane collects them by listing the signal container.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.swift import Swift, swift_server
+from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
+
+__all__ = ["swift_server"]
+pytestmark = pytest.mark.slow
+
+TEMPLATE = """
+heat_template_version: rocky
+parameters:
+  message: {type: string, default: one}
+resources:
+  box:
+    type: OS::Heat::DeployedServer
+    properties: {software_config_transport: POLL_TEMP_URL}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: MESSAGE}]
+      outputs: [{name: said}]
+      config: |
+        #!/bin/sh
+        printf 'said %s' "$MESSAGE" > "$heat_outputs_path.said"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: box}
+      input_values: {MESSAGE: {get_param: message}}
+outputs:
+  said: {value: {get_attr: [dep, said]}}
+"""
+
+
+def swift_args(swift: Swift, prefix: str, *extra: str) -> list[str]:
+    return [
+        f"--swift-auth-url={swift.auth_url}",
+        f"--swift-user={swift.user}",
+        f"--store-prefix={prefix}",
+        "--store-poll-interval=1",
+        "--store-signal-poll=0.5",
+        *extra,
+    ]
+
+
+@pytest.fixture
+def swift_cp(swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ControlPlane]:
+    monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)  # secrets stay out of argv
+    cp = start_control_plane(tmp_path, *swift_args(swift_server, f"t{tmp_path.name[-12:].lower()}"))
+    yield cp
+    stop_control_plane(cp)
+
+
+def agent_state(cp: ControlPlane, server: str, key: str) -> str | None:
+    db = sqlite3.connect(cp.agent_dir(server) / "ledger.sqlite")
+    try:
+        row = db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+    finally:
+        db.close()
+    return None if row is None else str(row[0])
+
+
+def wait_for(check, what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: ControlPlane, swift_server: Swift):
+    cp = swift_cp
+    assert 201 == cp.create("sw", TEMPLATE).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("sw")["status"]
+    assert {"said": "said one"} == cp.outputs("sw")
+    server = cp.api("GET", "/v1/servers/sw-box").body
+    assert "SWIFT" == server["transport"]
+
+    # The agent now polls Swift: its stored transport names a TempURL on the Swift proxy.
+    section = json.loads(agent_state(cp, "sw-box", "transport") or "{}")
+    assert "SWIFT" == section["kind"]
+    assert section["document_url"].startswith(swift_server.url + "/v1/AUTH_test/")
+    assert "temp_url_sig=" in section["document_url"]
+    assert section["expires"] - time.time() <= 2 * 86400 + 900 + 60  # bounded lifetime (default + margin)
+    with urllib.request.urlopen(section["document_url"], timeout=30) as resp:
+        stored = json.loads(resp.read())
+    assert server["id"] == stored["anneal"]["server_id"]
+
+    # An update goes through Swift both ways; the signal container is emptied once imported.
+    body = {"template": TEMPLATE, "parameters": {"message": "two"}}
+    assert 202 == cp.api("PUT", "/v1/stacks/sw", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("sw")["status"]
+    assert {"said": "said two"} == cp.outputs("sw")
+    prefix = section["document_url"].split("/v1/AUTH_test/")[1].split("-documents/")[0]
+    wait_for(lambda: swift_server.list_objects(f"{prefix}-signals") == [], "signal container emptied")
+    log = cp.log.read_text()
+    assert log.count("SWIFT: signal for deployment") >= 2
+    assert f"{server['id']}.json" in swift_server.list_objects(f"{prefix}-documents")
+
+    # The document URL cannot be turned into a write, and a signal URL writes only its own object.
+    put = urllib.request.Request(section["document_url"], data=b"{}", method="PUT")
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(put, timeout=30)
+    assert 401 == err.value.code
