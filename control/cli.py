@@ -28,12 +28,18 @@ def build_parser() -> argparse.ArgumentParser:
         "id"
     )
     srv = sub.add_parser("server", help="servers").add_subparsers(dest="command", required=True)
-    _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token")).add_argument(
-        "name"
-    )
+    p = _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token"))
+    p.add_argument("name")
+    p.add_argument("--transport", help="HTTP, SWIFT, S3, LOCAL or Heat's POLL_* (docs/transports.md)")
+    p = _fmt(srv.add_parser("transport", help="move a server to another transport"))
+    p.add_argument("name")
+    p.add_argument("transport", help="HTTP, SWIFT, S3, LOCAL or Heat's POLL_* (docs/transports.md)")
     _fmt(srv.add_parser("token", help="a new one-time enrolment token for a server")).add_argument("name")
     _fmt(srv.add_parser("list", help="list servers"))
     _fmt(srv.add_parser("show", help="a server and its deployments")).add_argument("name")
+    sig = sub.add_parser("signal", help="signals").add_subparsers(dest="command", required=True)
+    p = _fmt(sig.add_parser("import", help="import signal files carried back from LOCAL servers"))
+    p.add_argument("dir", type=Path, help="directory of <deployment id>.<generation>.json files")
     return parser
 
 

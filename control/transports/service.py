@@ -6,14 +6,14 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
 from agent import wire
 from control import agents, transports
 from control.errors import ControlError, NotFoundError
 from control.runtime import Runtime
 from control.settings import Settings
-from control.store.orm import DeploymentRow
+from control.store.orm import DeploymentRow, ServerRow
 from control.transports import Lifetimes, Store, Transports
 from control.transports.local import LocalStore
 from control.transports.s3 import S3Config, S3Store
@@ -64,14 +64,24 @@ async def start(rt: Runtime, kick: Callable[[str], None]) -> None:
     if not isinstance(publisher, Transports) or not publisher.stores:
         return
 
-    async def on_ready() -> None:
-        await rt.publish_all()
-
     async def refresh(server_ids: list[str]) -> None:
         async with rt.sessions() as session:
             txn = Txn(session, rt)
             txn.publish.update(server_ids)
             await txn.commit()
+
+    async def on_ready() -> None:
+        """A store became reachable: servers on it get a document naming its URLs (new serial)."""
+        async with rt.sessions() as session:
+            ids = list(
+                await session.scalars(
+                    select(ServerRow.id).where(
+                        or_(ServerRow.transport != "HTTP", ServerRow.transport_previous != "")
+                    )
+                )
+            )
+        if ids:
+            await refresh(ids)
 
     async def intake(kind: str, deployment_id: str, generation: int, body: bytes) -> None:
         try:

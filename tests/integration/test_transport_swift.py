@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.swift import Swift, swift_server
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
+from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
 
 __all__ = ["swift_server"]
 pytestmark = pytest.mark.slow
@@ -64,8 +65,16 @@ def swift_args(swift: Swift, prefix: str, *extra: str) -> list[str]:
 
 @pytest.fixture
 def swift_cp(swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ControlPlane]:
+    """A control plane with SWIFT and S3 (Swift's s3api, which checks SigV4 signatures) configured."""
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)  # secrets stay out of argv
-    cp = start_control_plane(tmp_path, *swift_args(swift_server, f"t{tmp_path.name[-12:].lower()}"))
+    monkeypatch.setenv("ANNEAL_S3_SECRET_KEY", swift_server.key)
+    prefix = "t" + "".join(c for c in tmp_path.name[-14:].lower() if c.isalnum())
+    cp = start_control_plane(
+        tmp_path,
+        *swift_args(
+            swift_server, prefix, f"--s3-endpoint={swift_server.url}", f"--s3-access-key={swift_server.user}"
+        ),
+    )
     yield cp
     stop_control_plane(cp)
 
@@ -100,6 +109,7 @@ def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: Control
     section = json.loads(agent_state(cp, "sw-box", "transport") or "{}")
     assert "SWIFT" == section["kind"]
     assert section["document_url"].startswith(swift_server.url + "/v1/AUTH_test/")
+    assert "temp_url_expires=" in section["document_url"]
     assert "temp_url_sig=" in section["document_url"]
     assert section["expires"] - time.time() <= 2 * 86400 + 900 + 60  # bounded lifetime (default + margin)
     with urllib.request.urlopen(section["document_url"], timeout=30) as resp:
@@ -122,3 +132,66 @@ def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: Control
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(put, timeout=30)
     assert 401 == err.value.code
+
+
+def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_server: Swift):
+    cp = swift_cp
+    template = TEMPLATE.replace("POLL_TEMP_URL", "S3")
+    assert 201 == cp.create("s3", template).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("s3")["status"]
+    assert {"said": "said one"} == cp.outputs("s3")
+    section = json.loads(agent_state(cp, "s3-box", "transport") or "{}")
+    assert "S3" == section["kind"]
+    url = section["document_url"]
+    assert url.startswith(swift_server.url + "/")
+    assert "X-Amz-Signature=" in url
+    expires_in = int(url.split("X-Amz-Expires=")[1].split("&")[0])
+    assert 0 < expires_in <= 7 * 24 * 3600
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        assert (
+            cp.api("GET", "/v1/servers/s3-box").body["id"] == json.loads(resp.read())["anneal"]["server_id"]
+        )
+    sig = url.split("X-Amz-Signature=")[1][:64]
+    forged = url.replace(sig, ("0" if sig[0] != "0" else "1") + sig[1:])
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(forged, timeout=30)
+    assert 403 == err.value.code
+
+    body = {"template": template, "parameters": {"message": "two"}}
+    assert 202 == cp.api("PUT", "/v1/stacks/s3", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("s3")["status"]
+    assert {"said": "said two"} == cp.outputs("s3")
+    assert cp.log.read_text().count("S3: signal for deployment") >= 2
+
+
+def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPlane):
+    """SWIFT -> S3 -> HTTP -> SWIFT, each switch in the same update as a new deployment generation."""
+    cp = swift_cp
+    assert 201 == cp.create("mv", TEMPLATE).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("mv")["status"]
+    for step, kind in enumerate(("S3", "HTTP", "SWIFT", "POLL_SERVER_HEAT"), start=2):
+        body = {"template": TEMPLATE.replace("POLL_TEMP_URL", kind), "parameters": {"message": f"m{step}"}}
+        assert 202 == cp.api("PUT", "/v1/stacks/mv", body).status
+        assert "UPDATE_COMPLETE" == cp.wait_stack("mv")["status"], cp.log.read_text()[-3000:]
+        assert {"said": f"said m{step}"} == cp.outputs("mv")
+        expected = {"POLL_SERVER_HEAT": "HTTP"}.get(kind, kind)
+        wait_for(
+            lambda expected=expected: (
+                json.loads(agent_state(cp, "mv-box", "transport") or "{}").get("kind") == expected
+            ),
+            f"agent on {expected}",
+        )
+        assert expected == cp.api("GET", "/v1/servers/mv-box").body["transport"]
+    deployments = cp.api("GET", "/v1/deployments?stack=mv").body
+    assert ["COMPLETE"] == [d["status"] for d in deployments]
+    # The agent ran each of the five generations exactly once, and has no signal left to send.
+    out = subprocess.run(
+        [str(BIN / "anneal-agent"), "status", "--state-dir", str(cp.agent_dir("mv-box"))],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    status = json.loads(out.stdout)
+    assert [1, 2, 3, 4, 5] == sorted(e["generation"] for e in status["entries"])
+    assert {"signalled"} == {e["state"] for e in status["entries"]}
+    assert 0 == status["queued"]
