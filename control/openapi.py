@@ -203,6 +203,20 @@ def _other_paths() -> dict[str, Any]:
                 ),
             ),
         },
+        "/v1/keys": {
+            "get": _op(
+                "The document-signing key: id, public key, rotation chain, document lifetime",
+                ADMIN,
+                {"200": _json(obj), **_errors(401)},
+            )
+        },
+        "/v1/keys/rotate": {
+            "post": _op(
+                "A new signing key chained from the current one; every document is re-signed",
+                ADMIN,
+                {"201": _json(obj), **_errors(401)},
+            )
+        },
         "/v1/agent/enrol": {
             "post": _op(
                 "Enrol an agent with its one-time token and public keys",
