@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--hook-dir", action="append", help="directory of hook executables (repeat)")
         p.add_argument("--media-dir", help="LOCAL transport: where the media with document.json is mounted")
         p.add_argument("--signal-dir", help="LOCAL transport: signal outbox (default MEDIA_DIR/signals)")
+    relay = sub.add_parser("relay", help="store and forward documents and signals for an isolated network")
+    relay.add_argument("--listen", required=True, help="HOST:PORT the agents reach")
+    relay.add_argument("--upstream", required=True, help="the control plane's URL")
     for p in sub.choices.values():
         p.add_argument("--state-dir", required=True, type=Path, help="the agent's state directory")
     return parser
@@ -60,6 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command == "relay":
+        from agent import relay  # noqa: PLC0415 - only the relay needs the server side of aiohttp
+
+        relay.serve(args.listen, args.upstream, args.state_dir)
+        return 0
     try:
         return asyncio.run(_dispatch(args))
     except AgentError as e:

@@ -78,6 +78,7 @@ def _serve(p: argparse.ArgumentParser) -> None:
         help="extra argument for local agents (repeat), e.g. --agent-arg=--poll-wait=5",
     )
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--access-log", action="store_true", help="log every request: peer address, request line, status")
     transport_options.add(p)
 
 

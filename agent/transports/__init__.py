@@ -75,7 +75,15 @@ class AgentTransport:
         if isinstance(target, dict) and target.get("verb") == "FILE":
             return file.deliver(self.config, str(target.get("name", "")), out.body)
         if isinstance(target, dict) and isinstance(target.get("url"), str):
-            return await tempurl.deliver(session, str(target.get("verb") or "PUT"), target["url"], out.body)
+            status, reason = await tempurl.deliver(
+                session, str(target.get("verb") or "PUT"), target["url"], out.body
+            )
+            if status != 0 or not out.url:
+                return status, reason
+            log.warning("%s; trying the control plane's signal URL", reason)  # expired: where reachable
+        return await self._send_http(session, out)
+
+    async def _send_http(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:
         url = self.route(out.url)
         headers = {}
         if url.startswith(self.config.url.rstrip("/") + "/"):

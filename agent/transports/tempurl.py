@@ -51,5 +51,5 @@ async def deliver(session: aiohttp.ClientSession, verb: str, url: str, body: byt
     """PUT the signal; an expired URL is retried (a fresh one comes with the next document)."""
     status, reason = await client.send(session, verb, url, body, {})
     if status in EXPIRED or status == 404:
-        return 0, f"store refused the signal URL ({status}): waiting for a fresh one"
+        return 0, f"store refused the signal URL ({status}): expired?"
     return status, reason

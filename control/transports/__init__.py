@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 KINDS = ("HTTP", "SWIFT", "S3", "LOCAL")
 #: Heat's software_config_transport values and what they mean here.
 HEAT_KINDS = {"POLL_SERVER_CFN": "HTTP", "POLL_SERVER_HEAT": "HTTP", "POLL_TEMP_URL": "SWIFT"}
+#: No store URL lives longer than this (seconds): S3 SigV4's limit, applied to every store.
+MAX_URL_LIFETIME = 7 * 24 * 3600
 #: Capped exponential back-off of store writes (seconds).
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
 
@@ -93,10 +95,12 @@ class Lifetimes:
 
     @property
     def total(self) -> float:
-        return self.need + self.margin
+        return min(float(MAX_URL_LIFETIME), self.need + self.margin)
 
     def due(self, expires: float, now: float) -> bool:
-        return expires - now < self.margin + self.need / 2
+        """Refresh once half of the usable part (lifetime less margin) is gone."""
+        margin = min(self.margin, self.total)
+        return expires - now < margin + (self.total - margin) / 2
 
 
 class _Writer:
