@@ -8,6 +8,7 @@ control plane collects them by listing the signal container.
 from __future__ import annotations
 
 import json
+import random
 import sqlite3
 import subprocess
 import time
@@ -80,7 +81,10 @@ def swift_cp(swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def agent_state(cp: ControlPlane, server: str, key: str) -> str | None:
-    db = sqlite3.connect(cp.agent_dir(server) / "ledger.sqlite")
+    path = cp.agent_dir(server) / "ledger.sqlite"
+    if not path.exists():
+        return None
+    db = sqlite3.connect(path)
     try:
         row = db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
     finally:
@@ -195,3 +199,57 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
     assert [1, 2, 3, 4, 5] == sorted(e["generation"] for e in status["entries"])
     assert {"signalled"} == {e["state"] for e in status["entries"]}
     assert 0 == status["queued"]
+
+
+def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: ControlPlane, swift_server: Swift):
+    """R07/R08 through the store: duplicates idempotent, stale generations refused, forged URLs 401."""
+    cp = swift_cp
+    slow = TEMPLATE.replace("printf 'said %s'", "sleep 4; printf 'said %s'")
+    assert 201 == cp.create("sc", slow).status
+    urls: dict[str, str] = {}
+
+    def grab() -> bool:
+        try:
+            raw = agent_state(cp, "sc-box", "transport")
+        except sqlite3.OperationalError:
+            return False  # the agent has not made its ledger yet
+        if not raw or json.loads(raw).get("kind") != "SWIFT":
+            return False
+        with urllib.request.urlopen(json.loads(raw)["document_url"], timeout=30) as resp:
+            signals = json.loads(resp.read())["anneal"]["transport"]["signals"]
+        for target in signals.values():
+            urls["gen1"] = target["url"]
+        return bool(urls)
+
+    wait_for(grab, "a signal URL in the stored document")
+    assert "CREATE_COMPLETE" == cp.wait_stack("sc")["status"]
+    url = urls["gen1"]
+
+    def put(target: str, body: bytes) -> int:
+        try:
+            with urllib.request.urlopen(
+                urllib.request.Request(target, data=body, method="PUT"), timeout=30
+            ) as r:
+                return int(r.status)
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    signal = json.dumps({"deploy_status_code": 0, "said": "forged"}).encode()
+    # A replay of the same generation: accepted by the store, answered as a duplicate, nothing changes.
+    assert 201 == put(url, signal)
+    wait_for(lambda: "(duplicate)" in cp.log.read_text(), "the duplicate imported")
+    assert {"said": "said one"} == cp.outputs("sc")
+    # Another object, or a changed signature: the store refuses (R08), 200 guesses, 0 hits.
+    path, query = url.split("?", 1)
+    assert 401 == put(path.rsplit("/", 2)[0] + "/00000000-0000-0000-0000-000000000000/1?" + query, signal)
+    sig = query.split("temp_url_sig=")[1].split("&")[0]
+    for i in range(200):
+        guess = f"{random.getrandbits(256):064x}"
+        assert 401 == put(url.replace(sig, guess), signal), i
+    # After the next generation, the old URL still writes its own object but the signal is stale.
+    body = {"template": slow, "parameters": {"message": "two"}}
+    assert 202 == cp.api("PUT", "/v1/stacks/sc", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("sc")["status"]
+    assert 201 == put(url, signal)
+    wait_for(lambda: "is stale" in cp.log.read_text(), "the stale signal refused")
+    assert {"said": "said two"} == cp.outputs("sc")
