@@ -194,6 +194,19 @@ class Transports(HttpPublisher):
         self._expires[server.id] = expires
         return store.section(server.id, waiting, expires)
 
+    def signal_url(self, kind: str, deployment_id: str, generation: int) -> str | None:
+        """A store PUT URL for one deployment generation's signal (Heat's TEMP_URL_SIGNAL uses SWIFT's).
+
+        Whatever is PUT there is collected and recorded like any signal of that generation.
+        None when *kind* is not configured or not reachable yet.
+        """
+        store = self.stores.get(kind)
+        if store is None or not store.ready():
+            return None
+        expires = int(time.time() + self.lifetimes.total)
+        target = store.section("", [Waiting("x", deployment_id, generation)], expires)["signals"]["x"]
+        return str(target["url"]) if "url" in target else None
+
     async def publish(self, server_id: str, serial: int, body: bytes) -> None:
         await super().publish(server_id, serial, body)
         for kind in self._routes.get(server_id, ()):

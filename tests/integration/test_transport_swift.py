@@ -253,3 +253,42 @@ def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: Control
     assert 201 == put(url, signal)
     wait_for(lambda: "is stale" in cp.log.read_text(), "the stale signal refused")
     assert {"said": "said two"} == cp.outputs("sc")
+
+
+async def test_swift_store_signal_url_and_collection(swift_server: Swift):
+    """The store API in-process: a TEMP_URL_SIGNAL-style PUT URL, listing, import once, delete."""
+    import asyncio
+
+    from control.transports import Lifetimes, Transports, collect
+    from control.transports.swift import SwiftConfig, SwiftStore
+
+    store = SwiftStore(
+        SwiftConfig(swift_server.auth_url, swift_server.user, swift_server.key, "unit"), b"k" * 32
+    )
+    ready = asyncio.Event()
+
+    async def on_ready() -> None:
+        ready.set()
+
+    await store.start(on_ready)
+    try:
+        await asyncio.wait_for(ready.wait(), 60)
+        transports = Transports([store], Lifetimes(need=300, margin=900))
+        url = transports.signal_url("SWIFT", "dep-1", 4)
+        assert url is not None and "/unit-signals/dep-1/4?temp_url_sig=" in url
+        assert transports.signal_url("S3", "dep-1", 4) is None
+        expires = int(url.split("temp_url_expires=")[1])
+        assert 0 < expires - time.time() <= 1200 + 5
+        body = b'{"deploy_status_code": 0}'
+        req = urllib.request.Request(url, data=body, method="PUT")
+        await asyncio.to_thread(urllib.request.urlopen, req, None, 30)
+        got: list[tuple[str, str, int, bytes]] = []
+
+        async def intake(kind: str, dep: str, gen: int, raw: bytes) -> None:
+            got.append((kind, dep, gen, raw))
+
+        assert 1 == await collect(store, intake)
+        assert [("SWIFT", "dep-1", 4, body)] == got
+        assert 0 == await collect(store, intake)  # deleted after import: the next listing is empty
+    finally:
+        await store.close()
