@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import os
@@ -56,8 +57,14 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def proc_cpu(pid: int) -> float:
+    """CPU seconds of *pid* and its children (a Swift server is a parent plus its worker)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with contextlib.suppress(OSError):
+                total += proc_cpu(int(child))
+    return total
 
 
 class Sim:

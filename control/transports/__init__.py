@@ -36,6 +36,8 @@ HEAT_KINDS = {"POLL_SERVER_CFN": "HTTP", "POLL_SERVER_HEAT": "HTTP", "POLL_TEMP_
 MAX_URL_LIFETIME = 7 * 24 * 3600
 #: Capped exponential back-off of store writes (seconds).
 BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
+#: Documents written to a store at once.
+WRITE_CONCURRENCY = 16
 
 
 def normalize(value: Any, where: str) -> str:
@@ -122,37 +124,48 @@ class _Writer:
         self.pending[server_id] = (serial, body)
         self.wake.set()
 
+    async def _write(self, server_id: str, serial: int, body: bytes | None) -> StoreError | None:
+        try:
+            if body is None:
+                await self.store.delete_document(server_id)
+            else:
+                await self.store.put_document(server_id, body)
+        except StoreError as e:
+            return e
+        if self.pending.get(server_id) == (serial, body):
+            del self.pending[server_id]
+        if body is not None:
+            self.written[server_id] = max(serial, self.written.get(server_id, -1))
+        return None
+
     async def run(self) -> None:
         while True:
             await self.wake.wait()
             self.wake.clear()
             if not self.store.ready():
                 continue  # on_ready re-publishes everything
-            for server_id, (serial, body) in list(self.pending.items()):
-                try:
-                    if body is None:
-                        await self.store.delete_document(server_id)
-                    else:
-                        await self.store.put_document(server_id, body)
-                except StoreError as e:
-                    self.failures += 1
-                    delay = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** min(self.failures, 10))
-                    delay *= random.uniform(0.5, 1.0)
-                    log.warning(
-                        "%s: document for %s not written (%s); retrying in %.1f s",
-                        self.store.kind,
-                        server_id,
-                        e,
-                        delay,
-                    )
-                    await asyncio.sleep(delay)
-                    self.wake.set()
+            items = list(self.pending.items())
+            error: StoreError | None = None
+            for i in range(0, len(items), WRITE_CONCURRENCY):
+                batch = items[i : i + WRITE_CONCURRENCY]
+                errors = [e for e in await asyncio.gather(*(self._write(k, *v) for k, v in batch)) if e]
+                if errors:
+                    error = errors[0]
                     break
+            if error is None:
                 self.failures = 0
-                if self.pending.get(server_id) == (serial, body):
-                    del self.pending[server_id]
-                if body is not None:
-                    self.written[server_id] = serial
+                continue
+            self.failures += 1
+            delay = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** min(self.failures, 10)) * random.uniform(0.5, 1.0)
+            log.warning(
+                "%s: %d documents not written (%s); retrying in %.1f s",
+                self.store.kind,
+                len(self.pending),
+                error,
+                delay,
+            )
+            await asyncio.sleep(delay)
+            self.wake.set()
 
 
 class Transports(HttpPublisher):
