@@ -37,6 +37,8 @@ class AgentConfig:
     #: LOCAL transport: where the media with ``document.json`` is mounted, and the signal outbox.
     media_dir: str = ""
     signal_dir: str = ""
+    #: Added to every hook's environment: tool paths such as ANNEAL_SALT_CALL (docs/hooks.md).
+    hook_env: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_overrides(self, **changes: Any) -> AgentConfig:
