@@ -16,7 +16,7 @@ import os
 import re
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from agent import wire
@@ -28,6 +28,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 KILL_GRACE = 15.0
 #: The most of a hook's stdout the agent reads (a result bigger than a signal is useless).
 MAX_HOOK_STDOUT = 2 * wire.MAX_SIGNAL_BYTES
+#: The most of a hook's stderr the agent keeps (head and tail); all of it feeds progress.
+MAX_HOOK_STDERR = 4 * wire.MAX_STREAM_BYTES
 
 
 def hook_argv(group: str, hook_dirs: Sequence[str]) -> list[str] | None:
@@ -88,6 +90,7 @@ async def run_hook(
     *,
     env: Mapping[str, str],
     timeout: float,
+    on_stderr: Callable[[bytes], None] | None = None,
 ) -> wire.Signal:
     """Run one hook in its own process group; its stdout JSON is the result."""
     if (refused := unsafe_names(item)) is not None:
@@ -105,7 +108,7 @@ async def run_hook(
     except OSError as e:
         return wire.Signal(status_code=127, stderr=f"hook {argv[0]} could not start: {e}")
     try:
-        out, err = await asyncio.wait_for(_communicate(proc, stdin), timeout + KILL_GRACE)
+        out, err = await asyncio.wait_for(_communicate(proc, stdin, on_stderr), timeout + KILL_GRACE)
     except TimeoutError:
         await _stop(proc)
         return wire.Signal(status_code=124, stderr=f"hook {argv[0]} timed out after {timeout:g} s; killed")
@@ -126,14 +129,17 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
 
 
-async def _communicate(proc: asyncio.subprocess.Process, stdin: bytes) -> tuple[bytes, bytes]:
+async def _communicate(
+    proc: asyncio.subprocess.Process, stdin: bytes, on_stderr: Callable[[bytes], None] | None
+) -> tuple[bytes, bytes]:
     assert proc.stdin and proc.stdout and proc.stderr
     proc.stdin.write(stdin)
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         await proc.stdin.drain()
     proc.stdin.close()
     out, err = await asyncio.gather(
-        _read_capped(proc.stdout, MAX_HOOK_STDOUT), _read_capped(proc.stderr, wire.MAX_STREAM_BYTES * 4)
+        _read_capped(proc.stdout, MAX_HOOK_STDOUT),
+        _read_head_and_tail(proc.stderr, MAX_HOOK_STDERR, on_stderr),
     )
     await proc.wait()
     return out, err
@@ -146,6 +152,25 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
         if len(kept) < cap:
             kept.extend(chunk[: cap - len(kept)])
     return bytes(kept)
+
+
+async def _read_head_and_tail(
+    stream: asyncio.StreamReader, cap: int, on_chunk: Callable[[bytes], None] | None
+) -> bytes:
+    """Read to EOF, handing each chunk to *on_chunk*; keep the first and last cap/2 bytes."""
+    head, tail, total = bytearray(), bytearray(), 0
+    while chunk := await stream.read(65536):
+        total += len(chunk)
+        if on_chunk is not None:
+            on_chunk(chunk)
+        room = cap // 2 - len(head)
+        head += chunk[: max(room, 0)]
+        tail += chunk[max(room, 0) :]
+        if len(tail) > cap:
+            del tail[: len(tail) - cap // 2]
+    tail = tail[-(cap // 2) :]
+    cut = total - len(head) - len(tail)
+    return bytes(head) + (f"\n[... {cut} bytes cut ...]\n".encode() if cut > 0 else b"") + bytes(tail)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
