@@ -229,8 +229,9 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
     last = since
     while time.monotonic() < deadline:
         try:
-            events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)})
+            # The stack first: events read after it include every one up to the state it shows.
             stack = client.call("GET", f"/v1/stacks/{name}")
+            events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)})
         except ClientError as err:
             if err.status == 404:
                 print(f"stack {name} deleted")
