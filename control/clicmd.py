@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from control import logcmd
+from control import logcmd, signal_import
 from control.client import Client, ClientError
 
 COLUMNS = {
@@ -335,7 +335,23 @@ def _deployment_log(client: Client, args: argparse.Namespace) -> int:
 
 
 def _server_create(client: Client, args: argparse.Namespace) -> int:
-    return _print_token(client, args, client.call("POST", "/v1/servers", {"name": args.name}))
+    body = {"name": args.name}
+    if args.transport:
+        body["transport"] = args.transport
+    return _print_token(client, args, client.call("POST", "/v1/servers", body))
+
+
+def _server_transport(client: Client, args: argparse.Namespace) -> int:
+    show(client.call("PATCH", f"/v1/servers/{args.name}", {"transport": args.transport}), args.format)
+    return 0
+
+
+def _signal_import(client: Client, args: argparse.Namespace) -> int:
+    results, errors = signal_import.import_dir(client, args.dir)
+    show(results, args.format, ["file", "deployment_id", "generation", "status", "duplicate"])
+    for error in errors:
+        print(f"anneal signal import: {error}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 def _server_token(client: Client, args: argparse.Namespace) -> int:
