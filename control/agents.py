@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import deploy
+from control import deploy, heatcompat
 from control.engine import settle
 from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from control.keys import new_token, token_hash
@@ -23,16 +23,26 @@ from control.txn import Txn
 KEY_KINDS = ("sign", "box")
 
 
-async def create_server_record(rt: Runtime, name: Any) -> dict[str, Any]:
-    """A server awaiting enrolment, and the one-time token its agent enrols with."""
+async def create_server_record(rt: Runtime, name: Any, heat_compatible: Any = False) -> dict[str, Any]:
+    """A server awaiting enrolment, and the one-time token its agent enrols with.
+
+    A Heat-compatible server runs Heat's own agent chain: it gets a metadata URL instead.
+    """
     if not isinstance(name, str) or not name or len(name) > 255 or "/" in name:
         raise BadRequestError("name: a non-empty server name without '/'", where="name")
+    if not isinstance(heat_compatible, bool):
+        raise BadRequestError("heat_compatible: expected true or false", where="heat_compatible")
     async with rt.sessions() as session:
         if await session.scalar(select(ServerRow.id).where(ServerRow.name == name)) is not None:
             raise ConflictError(f"server {name!r} already exists", where="name")
         txn = Txn(session, rt)
         server, token = await create_server(txn, name, owner_stack_id=None)
+        if heat_compatible:
+            server.agent_kind, server.status = heatcompat.HEAT_AGENT, "HEAT_COMPATIBLE"
+            server.enrol_token_hash, server.enrol_expires = None, None
         await txn.commit()
+        if heat_compatible:
+            return {"id": server.id, "name": server.name, "status": server.status, **heatcompat.heat_view(rt, server)}
         return {"id": server.id, "name": server.name, "status": server.status, "enrol_token": token}
 
 

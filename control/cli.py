@@ -28,8 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
         "id"
     )
     srv = sub.add_parser("server", help="servers").add_subparsers(dest="command", required=True)
-    _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token")).add_argument(
-        "name"
+    create = _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token"))
+    create.add_argument("name")
+    create.add_argument(
+        "--heat-compatible",
+        action="store_true",
+        help="the server runs Heat's own agent chain: print its metadata URL instead of a token",
     )
     _fmt(srv.add_parser("token", help="a new one-time enrolment token for a server")).add_argument("name")
     _fmt(srv.add_parser("list", help="list servers"))

@@ -311,7 +311,17 @@ def _deployment_show(client: Client, args: argparse.Namespace) -> int:
 
 
 def _server_create(client: Client, args: argparse.Namespace) -> int:
-    return _print_token(client, args, client.call("POST", "/v1/servers", {"name": args.name}))
+    body = {"name": args.name, "heat_compatible": bool(getattr(args, "heat_compatible", False))}
+    server = client.call("POST", "/v1/servers", body)
+    if "metadata_url" not in server:
+        return _print_token(client, args, server)
+    if args.format != "table":
+        show(server, args.format)
+        return 0
+    print(f"server {server['name']} ({server['id']}) runs Heat's agent chain.")
+    print(f"metadata URL (a capability; keep it secret): {server['metadata_url']}")
+    print(f"on the server: os-collect-config --request-metadata-url '{server['metadata_url']}' request local")
+    return 0
 
 
 def _server_token(client: Client, args: argparse.Namespace) -> int:

@@ -43,6 +43,8 @@ class ServerRow(Base):
     enrolled_at: Mapped[float | None] = mapped_column(Float, default=None)
     last_seen: Mapped[float | None] = mapped_column(Float, default=None)
     agent_status: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: "anneal" (our agent enrols) or "heat" (Heat's agent chain polls its metadata URL).
+    agent_kind: Mapped[str] = mapped_column(String(16), default="anneal")
 
 
 class StackRow(Base):
