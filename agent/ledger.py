@@ -167,6 +167,14 @@ class Ledger:
                     (item_id, signal.url, signal.verb, signal.body, now),
                 )
 
+    def mark_received(self, item_id: str, note: str) -> None:
+        """Back to received: an interrupted generation whose config allows a re-run."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE generations SET state = 'received', started_at = NULL, note = ? WHERE item_id = ?",
+                (note, item_id),
+            )
+
     def interrupted(self) -> list[Entry]:
         return [e for e in self.entries() if e.state == "started"]
 

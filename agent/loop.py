@@ -20,7 +20,7 @@ from typing import Any
 
 import aiohttp
 
-from agent import client, dispatch, wire
+from agent import client, dispatch, recovery, wire
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
@@ -78,11 +78,8 @@ class Agent:
     # -------------------------------------------------------------- recovery
 
     def recover(self) -> None:
-        """A generation started but never finished was interrupted: report it, never re-run it."""
-        for entry in self.ledger.interrupted():
-            log.warning("deployment %s (%s) was interrupted by an agent restart", entry.name, entry.item_id)
-            signal = wire.Signal(status_code=137, stderr="interrupted by agent restart")
-            self._finish(entry.item_id, self._item(entry.item_id), signal, note="interrupted")
+        """A generation started but never finished was interrupted: re-run only if its config allows."""
+        recovery.recover(self)
 
     # -------------------------------------------------------------- polling
 
@@ -155,21 +152,35 @@ class Agent:
             await self.work()
 
     async def _run(self, item: wire.DeploymentItem, meta: wire.ItemMeta | None) -> wire.Signal:
+        run = recovery.attempts(self, item.id) + 1
+        self.ledger.set_state(f"runs:{item.id}", str(run))
         self.ledger.mark_started(item.id)
         self.running = item.id
         timeout = meta.timeout if meta and meta.timeout else self.config.hook_timeout
         argv = dispatch.hook_argv(item.group, self.config.hook_dirs)
         log.info("running deployment %s (%s) with hook %s", item.name, item.id, item.group)
+        env = self._hook_env(meta, timeout)
+        env.update(ANNEAL_IDEMPOTENCY_KEY=item.id, ANNEAL_RUN_ATTEMPT=str(run))
+
+        def started(pid: int) -> None:
+            self.ledger.set_state(f"hookpid:{item.id}", recovery.hook_identity(pid))
+
         try:
             if argv is None:
                 signal = dispatch.missing_hook(item.group, self.config.hook_dirs)
             else:
                 signal = await dispatch.run_hook(
-                    argv, item, env=self._hook_env(meta, timeout), timeout=timeout
+                    argv,
+                    item,
+                    env=env,
+                    timeout=timeout,
+                    tee=recovery.output_paths(self.state_dir, item.id),
+                    on_start=started,
                 )
         finally:
             self.running = None
         self._finish(item.id, item, signal)
+        recovery.discard_output(self.state_dir, item.id)
         log.info("deployment %s finished with status code %s", item.name, signal.status_code)
         return signal
 

@@ -56,7 +56,7 @@ def _wait(path: Path, timeout: float = 30) -> None:
 def enrol_agent(cp: ControlPlane, name: str, state: Path) -> list[str]:
     """Create a server, enrol an agent for it in *state*; return the argv that runs that agent."""
     token = cp.api("POST", "/v1/servers", {"name": name}).body["enrol_token"]
-    enrol = subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, "--token", token,
+    enrol = subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, f"--token={token}",
                             "--state-dir", str(state)], capture_output=True, text=True, timeout=60, check=False)
     assert 0 == enrol.returncode, enrol.stderr
     return [str(BIN / "anneal-agent"), "run", "--state-dir", str(state), "--poll-wait", "2"]
