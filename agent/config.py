@@ -24,6 +24,8 @@ class AgentConfig:
     document_url: str
     heartbeat_url: str
     control_public_key: str = ""
+    #: How documents are verified: "signed" (default) or "heat-compatible" (Heat's unsigned ones).
+    document_policy: str = "signed"
     hook_dirs: tuple[str, ...] = HEAT_HOOK_DIRS
     #: Seconds a long-poll may wait on the control plane.
     poll_wait: float = 25.0

@@ -27,4 +27,8 @@ class SourceNotAvailableError(AgentError):
 
 
 class DocumentRejectedError(AgentError):
-    pass
+    """``kind``: malformed, address, rollback, unsigned, signature, expired."""
+
+    def __init__(self, message: str, kind: str = "malformed") -> None:
+        super().__init__(message)
+        self.kind = kind

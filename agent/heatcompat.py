@@ -185,6 +185,7 @@ def agent_config(settings: HeatSettings, hook_dirs: Sequence[str] | None) -> Age
         credential="",
         document_url=settings.metadata_url,
         heartbeat_url="",
+        document_policy="heat-compatible",
     )
     dirs = tuple(hook_dirs or settings.hook_dirs)
     return cfg.with_overrides(hook_dirs=dirs or None)

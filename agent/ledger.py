@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 LEDGER_FILE = "ledger.sqlite"
+#: Rejected documents remembered with their reason (all are counted).
+MAX_REJECTIONS = 10
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS generations (
     item_id TEXT PRIMARY KEY,
@@ -103,10 +105,14 @@ class Ledger:
         with self._tx() as db:
             db.execute("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", (key, value))
 
-    def accept_document(self, serial: int, body: bytes, items: list[dict[str, Any]]) -> None:
-        """Keep the document and its serial, and mark its new generations received, at once."""
+    def accept_document(
+        self, serial: int, body: bytes, items: list[dict[str, Any]], state: dict[str, str] | None = None
+    ) -> None:
+        """Keep the document, its serial and *state*, and mark its new generations received, at once."""
         now = time.time()
         with self._tx() as db:
+            for key, value in (state or {}).items():
+                db.execute("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", (key, value))
             db.execute("INSERT OR REPLACE INTO state VALUES ('serial', ?)", (str(serial),))
             db.execute("INSERT OR REPLACE INTO state VALUES ('document', ?)", (body.decode(),))
             db.execute("INSERT OR REPLACE INTO state VALUES ('document_at', ?)", (f"{now:.3f}",))
@@ -223,12 +229,30 @@ class Ledger:
                 (time.time() + delay, error[:500], out.id),
             )
 
+    def note_rejection(self, kind: str, reason: str, now: float) -> None:
+        """Count a refused document by kind and keep the last few reasons."""
+        with self._tx() as db:
+            row = db.execute("SELECT value FROM state WHERE key = 'rejections'").fetchone()
+            seen: dict[str, Any] = json.loads(row[0]) if row else {"counts": {}, "last": []}
+            seen["counts"][kind] = seen["counts"].get(kind, 0) + 1
+            seen["last"] = [*seen["last"], {"at": now, "kind": kind, "reason": reason[:500]}][
+                -MAX_REJECTIONS:
+            ]
+            db.execute(
+                "INSERT OR REPLACE INTO state (key, value) VALUES ('rejections', ?)", (json.dumps(seen),)
+            )
+
+    def rejections(self) -> dict[str, Any]:
+        raw = self.get_state("rejections")
+        return json.loads(raw) if raw else {"counts": {}, "last": []}
+
     def summary(self) -> dict[str, Any]:
         counts = dict(self._db.execute("SELECT state, COUNT(*) FROM generations GROUP BY state").fetchall())
         return {
             "serial": int(self.get_state("serial", "0") or 0),
             "generations": counts,
             "queued": self.pending_count(),
+            "rejections": self.rejections(),
         }
 
 

@@ -8,6 +8,7 @@ queued) after; the outbox delivers signals in order until acknowledged.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -15,16 +16,16 @@ import os
 import random
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from agent import client, dispatch, recovery, wire
+from agent import client, dispatch, envelope, recovery, verify, wire
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
-from agent.verify import AddressCheck, SerialCheck, Verifier, decode_and_verify
 
 log = logging.getLogger(__name__)
 VERSION = "0.1.0"
@@ -39,10 +40,18 @@ class Agent:
         self.config = config
         self.state_dir = state_dir
         self.ledger = Ledger(state_dir)
-        self.serial_check = SerialCheck(int(self.ledger.get_state("serial", "0") or 0))
-        self.verifiers: list[Verifier] = [AddressCheck(config.server_id), self.serial_check]
+        #: The agent's notion of now (expiry checks); tests move it instead of sleeping.
+        self.clock: Callable[[], float] = time.time
+        self.verifiers, self.serial_check, self.signature_check = verify.policy(
+            config.document_policy,
+            config.server_id,
+            self.ledger.get_state("trusted_key") or config.control_public_key,
+            int(self.ledger.get_state("serial", "0") or 0),
+            lambda: self.clock(),  # noqa: PLW0108 (late binding: tests replace self.clock)
+        )
         self._work = asyncio.Event()
         self._outbox = asyncio.Event()
+        self._report = asyncio.Event()
         self.running: str | None = None
         #: Set on the first SIGTERM: start nothing new, let the running hook finish.
         self.stopping = False
@@ -69,10 +78,15 @@ class Agent:
             self._http = http
             try:
                 await self.poll(wait=0)
-            except (SourceNotAvailableError, DocumentRejectedError) as e:
+            except SourceNotAvailableError as e:
                 log.error("%s", e)
+            except DocumentRejectedError:
+                pass  # noted and logged by poll
             failures = await self.work()
             await self.flush()
+            if self._report.is_set():
+                payload = {"version": VERSION, "running": None, **self.ledger.summary()}
+                await client.heartbeat(http, self.config.heartbeat_url, self.config.credential, payload)
         return 1 if failures else 0
 
     # -------------------------------------------------------------- recovery
@@ -93,11 +107,20 @@ class Agent:
             wait,
         )
         if fetched.body is None:
+            self.check_frozen()
             return False
-        doc = decode_and_verify(fetched.body, self.verifiers)
+        try:
+            doc = verify.decode_and_verify(fetched.body, self.verifiers)
+        except DocumentRejectedError as e:
+            self.note_rejection(e.kind, str(e))
+            raise
         items = [_ledger_item(d, doc) for d in doc.deployments]
-        self.ledger.accept_document(doc.serial, fetched.body, items)
-        self.ledger.set_state("etag", fetched.etag)
+        state = {"etag": fetched.etag}
+        if self.signature_check is not None and self.signature_check.signer != self.signature_check.trusted:
+            # Adopted through the chain: from now on only the new key (and its successors) counts.
+            state["trusted_key"] = base64.b64encode(self.signature_check.signer).decode()
+            self.signature_check.trusted = self.signature_check.signer
+        self.ledger.accept_document(doc.serial, fetched.body, items, state)
         self.serial_check.highest = doc.serial
         log.info("accepted document serial %s with %d deployments", doc.serial, len(items))
         self._work.set()
@@ -117,6 +140,25 @@ class Agent:
                 log.warning("poll failed (%s); retrying in %.1f s", e, delay)
                 await asyncio.sleep(delay)
 
+    def note_rejection(self, kind: str, reason: str) -> None:
+        """Keep the rejection in the ledger (for `status`) and report it with the next heartbeat, now."""
+        log.error("%s", reason)
+        self.ledger.note_rejection(kind, reason, time.time())
+        self._report.set()
+
+    def check_frozen(self) -> bool:
+        """True when the document held is past its expiry: nothing from it runs any more."""
+        doc = self.document()
+        if doc is None or not verify.expired(doc, self.clock()):
+            return False
+        if self.ledger.get_state("frozen_serial") != str(doc.serial):
+            self.ledger.set_state("frozen_serial", str(doc.serial))
+            self.note_rejection(
+                "expired",
+                f"document serial {doc.serial} expired at {doc.expires_at} and no newer one arrived (frozen)",
+            )
+        return True
+
     # -------------------------------------------------------------- running
 
     def document(self) -> wire.Document | None:
@@ -133,7 +175,7 @@ class Agent:
         """Run every generation of the document not yet in the ledger, in name order."""
         doc = self.document()
         failures = 0
-        if doc is None:
+        if doc is None or self.check_frozen():
             return 0
         for item in wire.sorted_items(doc.deployments):
             if self.stopping:
@@ -251,7 +293,12 @@ class Agent:
         while True:
             payload: dict[str, Any] = {"version": VERSION, "running": self.running, **self.ledger.summary()}
             await client.heartbeat(self._http, url, self.config.credential, payload)
-            await asyncio.sleep(self.config.heartbeat_interval * random.uniform(0.9, 1.1))
+            self._report.clear()
+            # A rejected document is reported at once, not at the next beat.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._report.wait(), self.config.heartbeat_interval * random.uniform(0.9, 1.1)
+                )
 
     async def drain(self, grace: float) -> None:
         """Stop starting work; wait up to *grace* seconds for the running hook and its signal."""
@@ -264,8 +311,14 @@ class Agent:
             await asyncio.sleep(0.1)
 
     def status(self) -> dict[str, Any]:
+        doc = self.document()
+        check = self.signature_check
         return {
             "server_id": self.config.server_id,
+            "document_policy": self.config.document_policy,
+            "trusted_key_id": envelope.key_id(check.trusted) if check else None,
+            "document_expires_at": doc.expires_at if doc else None,
+            "frozen": bool(doc and verify.expired(doc, self.clock())),
             **self.ledger.summary(),
             "entries": [e.__dict__ for e in self.ledger.entries()],
         }

@@ -54,9 +54,9 @@ def view(agent: Agent) -> dict[str, Any]:
             for s in ledger.pending()
         ],
     }
-    for key in ("rule", "settings", "recovery"):
-        if key in raw:
-            out[key] = raw[key]
+    for key, value in raw.items():  # policy, pinned key, expiry, frozen, rejections, counts, ...
+        if key not in out and key != "entries":
+            out[key] = value
     return out
 
 
@@ -67,7 +67,11 @@ def render(v: dict[str, Any]) -> str:
         f"mode:       {v['mode']}" + (f" ({v['rule']})" if v.get("rule") else ""),
         f"server:     {v['server_id'] or '-'}",
         f"transport:  {v['transport']['kind']} {v['transport']['document_url'] or '-'}",
-        f"document:   serial {doc['serial']}, received {age}",
+        f"document:   serial {doc['serial']}, received {age}"
+        + (f", expires {v['document_expires_at']}" if v.get("document_expires_at") else "")
+        + (" (FROZEN: expired, nothing runs)" if v.get("frozen") else ""),
+        f"policy:     {v.get('document_policy', '-')}"
+        + (f", trusted key {v['trusted_key_id']}" if v.get("trusted_key_id") else ""),
         f"deployments ({len(v['deployments'])}):",
     ]
     for d in v["deployments"]:
@@ -75,6 +79,10 @@ def render(v: dict[str, Any]) -> str:
         note = f" ({d['note']})" if d["note"] else ""
         gen = f" gen {d['generation']}" if d["generation"] else ""
         lines.append(f"  {d['name'] or '-':<24} {d['item_id'][:8]}{gen} {d['action']:<7} {d['state']}{code}{note}")
+    rejected = v.get("rejections") or {}
+    if rejected.get("counts"):
+        lines.append(f"refused documents: {rejected['counts']}")
+        lines.extend(f"  {r['kind']}: {r['reason']}" for r in rejected.get("last", [])[-3:])
     lines.append(f"queued signals ({len(v['queued_signals'])}):")
     for s in v["queued_signals"]:
         lines.append(

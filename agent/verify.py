@@ -1,17 +1,25 @@
 """Document verification: what makes the agent accept a document.
 
-Today: the document must parse, be addressed to this server, and carry a
-serial no lower than the highest the agent accepted (kept in the ledger, so
-also after restarts). Signature and expiry checks plug in here as further
-``Verifier``s.
+A policy is a list of ``Verifier``s. The default policy (``signed``) checks
+the control plane's signature against the key pinned at enrolment (following
+a rotation chain), the expiry, the address and the serial (never lower than
+the highest accepted, kept in the ledger so also after restarts and after the
+cached copy expired). ``heat-compatible`` is for documents Heat itself writes
+(unsigned): it must be configured explicitly and skips the signature.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import time
+from collections.abc import Callable
 from typing import Protocol
 
-from agent import wire
-from agent.errors import DocumentRejectedError
+from agent import envelope, wire
+from agent.errors import ConfigError, DocumentRejectedError
+
+POLICIES = ("signed", "heat-compatible")
 
 
 class Verifier(Protocol):
@@ -27,7 +35,9 @@ class AddressCheck:
 
     def verify(self, doc: wire.Document, raw: bytes) -> None:
         if doc.server_id and doc.server_id != self._server_id:
-            raise DocumentRejectedError(f"document is for server {doc.server_id}, this is {self._server_id}")
+            raise DocumentRejectedError(
+                f"document is for server {doc.server_id}, this is {self._server_id}", "address"
+            )
 
 
 class SerialCheck:
@@ -39,15 +49,67 @@ class SerialCheck:
     def verify(self, doc: wire.Document, raw: bytes) -> None:
         if doc.serial < self.highest:
             raise DocumentRejectedError(
-                f"document serial {doc.serial} is older than {self.highest}, already accepted"
+                f"document serial {doc.serial} is older than {self.highest}, already accepted", "rollback"
             )
+
+
+class SignatureCheck:
+    """The control plane signed these exact bytes, with the pinned key or one chained from it, and
+    they have not expired. ``signer`` is the key of the last document that passed: once that
+    document is accepted it becomes the pinned key (older keys are then refused)."""
+
+    def __init__(self, trusted: bytes, clock: Callable[[], float] = time.time) -> None:
+        self.trusted = trusted
+        self.signer = trusted
+        self._clock = clock
+
+    def verify(self, doc: wire.Document, raw: bytes) -> None:
+        try:
+            self.signer = envelope.verify(raw, self.trusted, self._clock()).signer
+        except envelope.EnvelopeError as e:
+            raise DocumentRejectedError(f"document refused: {e}", e.kind) from e
+
+
+def decode_key(text: str, where: str) -> bytes:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise ConfigError(f"{where}: not base64") from e
+    if len(raw) != 32:
+        raise ConfigError(f"{where}: expected a 32-byte Ed25519 public key")
+    return raw
+
+
+def policy(
+    name: str, server_id: str, pinned: str, highest: int, clock: Callable[[], float] = time.time
+) -> tuple[list[Verifier], SerialCheck, SignatureCheck | None]:
+    """The verifiers of policy *name*; the serial and signature checks are returned to be advanced."""
+    serial = SerialCheck(highest)
+    if name == "heat-compatible":
+        return [AddressCheck(server_id), serial], serial, None
+    if name != "signed":
+        raise ConfigError(f"document_policy: {name!r} is not one of {', '.join(POLICIES)}")
+    if not pinned:
+        raise ConfigError("document_policy signed needs the control plane's public key (enrol again)")
+    signature = SignatureCheck(decode_key(pinned, "control_public_key"), clock)
+    return [signature, AddressCheck(server_id), serial], serial, signature
 
 
 def decode_and_verify(raw: bytes, verifiers: list[Verifier]) -> wire.Document:
     try:
         doc = wire.decode_document(raw)
     except wire.WireError as e:
-        raise DocumentRejectedError(f"malformed document: {e}") from e
+        raise DocumentRejectedError(f"malformed document: {e}", "malformed") from e
     for verifier in verifiers:
         verifier.verify(doc, raw)
     return doc
+
+
+def expired(doc: wire.Document, now: float) -> bool:
+    """True when *doc* carries an expiry and it has passed (Heat's documents carry none)."""
+    if not doc.expires_at:
+        return False
+    try:
+        return envelope.parse_time(doc.expires_at, "expires_at") <= now
+    except envelope.EnvelopeError:
+        return True

@@ -152,6 +152,8 @@ class Document:
     meta: Mapping[str, ItemMeta] = field(default_factory=dict)
     #: Other top-level keys (template metadata, ``os-collect-config``), kept as given.
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: After this time the document must not be applied (``YYYY-MM-DDTHH:MM:SSZ``; empty: Heat's).
+    expires_at: str = ""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.extra)
@@ -163,6 +165,8 @@ class Document:
             "issued_at": self.issued_at,
             "deployments": {k: v.to_json() for k, v in sorted(self.meta.items())},
         }
+        if self.expires_at:
+            out[EXTRA_KEY]["expires_at"] = self.expires_at
         return out
 
     def encode(self) -> bytes:
@@ -330,6 +334,7 @@ def decode_document(raw: bytes | Mapping[str, Any]) -> Document:
         deployments=deployments,
         meta=meta,
         extra=extra,
+        expires_at=_optional(ours, "expires_at", str, EXTRA_KEY) or "",
     )
 
 

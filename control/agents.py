@@ -86,8 +86,11 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
         server.enrol_token_hash, server.enrol_expires = None, None
         server.public_keys = {k: keys[k] for k in KEY_KINDS}
         server.status, server.enrolled_at, server.last_seen = "ENROLLED", time.time(), time.time()
+        # Secrets in the document are sealed to the box key just given: render it anew.
+        server.serial, server.serial_at = server.serial + 1, time.time()
         await session.commit()
         rt.credentials[server.credential_hash] = server.id
+        await rt.publish([server.id])
         base = rt.settings.base_url
         return {
             "server_id": server.id,
@@ -124,7 +127,11 @@ async def authenticate(rt: Runtime, credential: str) -> str:
 
 async def heartbeat(rt: Runtime, server_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """Note that the agent is alive; one UPDATE, so a concurrent delete cannot make it fail."""
-    status = {k: body[k] for k in ("version", "serial", "running", "queued", "generations") if k in body}
+    status = {
+        k: body[k]
+        for k in ("version", "serial", "running", "queued", "generations", "rejections")
+        if k in body
+    }
     async with rt.sessions() as session:
         serial = await session.scalar(
             update(ServerRow)

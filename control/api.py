@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
 from agent import wire
-from control import agents, heatcompat, hot, queries, stacks
+from control import agents, heatcompat, hot, queries, signing, stacks
 from control.app_keys import DEFS, ENGINE, RUNTIME
 from control.errors import AuthError, BadRequestError, ControlError, ForbiddenError, TooLargeError
 from control.openapi import spec
@@ -275,6 +275,21 @@ async def show_server(request: web.Request) -> web.Response:
             view.update(heatcompat.heat_view(rt, server))
         view["deployments"] = await queries.list_deployments(session, {"server": server.id})
         return ok(view)
+
+
+# ------------------------------------------------------------------ signing key
+
+
+@routes.get("/v1/keys")
+@auth("admin")
+async def show_key(request: web.Request) -> web.Response:
+    return ok(signing.key_view(request.app[RUNTIME]))
+
+
+@routes.post("/v1/keys/rotate")
+@auth("admin")
+async def rotate_key(request: web.Request) -> web.Response:
+    return ok(await signing.rotate(request.app[RUNTIME]), 201)
 
 
 # ------------------------------------------------------------------ agents

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -41,13 +43,28 @@ def make_app(settings: Settings) -> web.Application:
         await runtime.publish_all()
         await restart_local_agents(runtime)
         await engine.resume()
+        refresher = asyncio.create_task(refresh_documents(runtime))
         yield
+        refresher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await refresher
         await engine.close()
         await provisioner.close()
         await engine_db.dispose()
 
     app.cleanup_ctx.append(lifetime)
     return app
+
+
+async def refresh_documents(runtime: Runtime) -> None:
+    """Re-sign documents well before they expire (each after half its lifetime)."""
+    period = min(max(runtime.settings.document_ttl / 8, 0.5), 600.0)
+    while True:
+        await asyncio.sleep(period)
+        try:
+            await runtime.refresh_due()
+        except Exception:  # a database hiccup must not stop the refresher for good
+            log.exception("re-signing documents failed; retrying in %g s", period)
 
 
 def make_provisioner(settings: Settings) -> Provisioner:

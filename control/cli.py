@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     _fmt(srv.add_parser("token", help="a new one-time enrolment token for a server")).add_argument("name")
     _fmt(srv.add_parser("list", help="list servers"))
     _fmt(srv.add_parser("show", help="a server and its deployments")).add_argument("name")
+    key = sub.add_parser("key", help="the document-signing key").add_subparsers(dest="command", required=True)
+    _fmt(key.add_parser("show", help="the signing key's id, public key and rotation chain"))
+    _fmt(key.add_parser("rotate", help="a new signing key, chained from the current one"))
     return parser
 
 
@@ -59,6 +62,12 @@ def _serve(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--deployment-timeout", type=float, default=3600.0, help="default per-deployment timeout (s)"
+    )
+    p.add_argument(
+        "--document-ttl",
+        type=float,
+        default=24 * 3600.0,
+        help="seconds a signed document stays valid; re-signed after half (default 86400)",
     )
     p.add_argument(
         "--agent-arg",

@@ -346,3 +346,20 @@ def _server_list(client: Client, args: argparse.Namespace) -> int:
 def _server_show(client: Client, args: argparse.Namespace) -> int:
     show(client.call("GET", f"/v1/servers/{args.name}"), args.format)
     return 0
+
+
+def _key_show(client: Client, args: argparse.Namespace) -> int:
+    show(client.call("GET", "/v1/keys"), args.format)
+    return 0
+
+
+def _key_rotate(client: Client, args: argparse.Namespace) -> int:
+    result = client.call("POST", "/v1/keys/rotate")
+    if args.format == "table":
+        print(f"signing key rotated: {result['previous_key_id']} -> {result['key_id']}")
+        print(
+            f"{result['documents_resigned']} documents re-signed; agents adopt the new key through the chain"
+        )
+        return 0
+    show(result, args.format)
+    return 0

@@ -76,7 +76,7 @@ async def metadata(rt: Runtime, server_id: str, sig: str | None) -> tuple[bytes,
                 )
             )
         )
-    doc = render_document(server, rows)
+    doc = render_document(server, rows, rt.settings.document_ttl)
     # Heat's chain re-runs its command whenever the document differs, so nothing in it may
     # change between renders or on a signal: issued_at is when the newest generation started.
     started = max([server.created_at, *(r.started_at or 0 for r in rows)])

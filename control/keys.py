@@ -1,6 +1,8 @@
-"""The control plane's secrets in its data dir: admin token, signing key, signal key.
+"""The control plane's secrets in its data dir: admin token, signing key, signal key, data key.
 
-Each is created on first start with mode 0600 and read back afterwards.
+Each is created on first start with mode 0600 and read back afterwards. The
+signing key's rotation chain (``key-chain.json``, public) lists every link from
+the first signing key to the current one; ``rotate`` adds a link.
 """
 
 from __future__ import annotations
@@ -8,18 +10,23 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import os
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from agent import envelope
+
 ADMIN_TOKEN_FILE = "admin-token"  # noqa: S105 (a file name, not a secret)
 SIGNING_KEY_FILE = "signing-key.pem"
 SIGNAL_KEY_FILE = "signal-key"
+DATA_KEY_FILE = "data-key"
+CHAIN_FILE = "key-chain.json"
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,14 @@ class Keys:
     admin_token: str
     signing_key: Ed25519PrivateKey
     signal_key: bytes
+    #: Encrypts secret values at rest in the database (AES-256-GCM).
+    data_key: bytes = b""
+    #: Rotation links from the first signing key to the current one.
+    chain: tuple[envelope.Link, ...] = ()
+
+    @property
+    def key_id(self) -> str:
+        return envelope.key_id(envelope.public_raw(self.signing_key.public_key()))
 
     @property
     def public_key_b64(self) -> str:
@@ -50,11 +65,52 @@ def load_or_create(data_dir: Path) -> Keys:
     os.chmod(data_dir, 0o700)
     admin = _read_or_write(data_dir / ADMIN_TOKEN_FILE, lambda: secrets.token_urlsafe(32).encode())
     signal = _read_or_write(data_dir / SIGNAL_KEY_FILE, lambda: secrets.token_hex(32).encode())
+    data = _read_or_write(data_dir / DATA_KEY_FILE, lambda: secrets.token_hex(32).encode())
     pem = _read_or_write(data_dir / SIGNING_KEY_FILE, _new_signing_key)
     key = serialization.load_pem_private_key(pem, password=None)
     if not isinstance(key, Ed25519PrivateKey):
         raise ValueError(f"{data_dir / SIGNING_KEY_FILE}: not an Ed25519 private key")
-    return Keys(admin.decode().strip(), key, bytes.fromhex(signal.decode().strip()))
+    return Keys(
+        admin.decode().strip(),
+        key,
+        bytes.fromhex(signal.decode().strip()),
+        bytes.fromhex(data.decode().strip()),
+        _read_chain(data_dir / CHAIN_FILE),
+    )
+
+
+def _read_chain(path: Path) -> tuple[envelope.Link, ...]:
+    try:
+        raw = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return ()
+    except ValueError as e:
+        raise ValueError(f"{path}: not JSON: {e}") from e
+    if not isinstance(raw, list):
+        raise ValueError(f"{path}: expected a list of chain links")
+    try:
+        return tuple(envelope.decode_link(x, f"{path}[{i}]") for i, x in enumerate(raw))
+    except envelope.EnvelopeError as e:
+        raise ValueError(str(e)) from e
+
+
+def rotate(data_dir: Path, keys: Keys, now: float) -> Keys:
+    """A new signing key, linked from the current one; the old private key is destroyed.
+
+    The chain is written first: a crash between the two writes leaves the old key
+    in use with one unused link, which a later rotation simply extends past.
+    """
+    new = Ed25519PrivateKey.generate()
+    link = envelope.make_link(keys.signing_key, envelope.public_raw(new.public_key()), envelope.iso(now))
+    chain = (*keys.chain, link)
+    _write_private(data_dir / CHAIN_FILE, json.dumps([x.to_json() for x in chain], indent=2).encode())
+    _write_private(
+        data_dir / SIGNING_KEY_FILE,
+        new.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ),
+    )
+    return replace(keys, signing_key=new, chain=chain)
 
 
 def _new_signing_key() -> bytes:
@@ -71,6 +127,11 @@ def _read_or_write(path: Path, make: Callable[[], bytes]) -> bytes:
     except FileNotFoundError:
         pass
     data = make()
+    _write_private(path, data)
+    return data
+
+
+def _write_private(path: Path, data: bytes) -> None:
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
@@ -78,7 +139,6 @@ def _read_or_write(path: Path, make: Callable[[], bytes]) -> bytes:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    return data
 
 
 def token_hash(token: str) -> str:

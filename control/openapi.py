@@ -173,6 +173,20 @@ def _other_paths() -> dict[str, Any]:
             "parameters": [_path_param("name", "server name or id")],
             "get": _op("Show a server and its deployments", ADMIN, {"200": _json(obj), **_errors(401, 404)}),
         },
+        "/v1/keys": {
+            "get": _op(
+                "The document-signing key: id, public key, rotation chain, document lifetime",
+                ADMIN,
+                {"200": _json(obj), **_errors(401)},
+            )
+        },
+        "/v1/keys/rotate": {
+            "post": _op(
+                "A new signing key chained from the current one; every document is re-signed",
+                ADMIN,
+                {"201": _json(obj), **_errors(401)},
+            )
+        },
         "/v1/agent/enrol": {
             "post": _op(
                 "Enrol an agent with its one-time token and public keys",

@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from agent import wire
+from agent import envelope, wire
 from control.keys import Keys
 from control.provision import Provisioner
 from control.publish import Publisher
@@ -32,12 +32,25 @@ class Runtime:
     credentials: dict[str, str] = field(default_factory=dict)
 
     async def publish(self, server_ids: Iterable[str]) -> None:
-        """Render each server's document from the database and hand it to the publisher."""
+        """Render, sign and hand each server's document to the publisher; re-sign those near expiry."""
         ids = sorted(set(server_ids))
         if not ids:
             return
         async with self.sessions() as session:
             servers = {s.id: s for s in await session.scalars(select(ServerRow).where(ServerRow.id.in_(ids)))}
+            due = time.time() - self.settings.document_ttl / 2
+            stale = sorted(s.id for s in servers.values() if s.serial_at < due)
+            if stale:  # a new serial, so that agents holding the old signature fetch the new one
+                await session.execute(
+                    update(ServerRow)
+                    .where(ServerRow.id.in_(stale))
+                    .values(serial=ServerRow.serial + 1, serial_at=time.time())
+                    .execution_options(synchronize_session=False)
+                )
+                await session.commit()
+                query = select(ServerRow).where(ServerRow.id.in_(stale))
+                for fresh in await session.scalars(query.execution_options(populate_existing=True)):
+                    servers[fresh.id] = fresh
             rows = await session.scalars(
                 select(DeploymentRow).where(DeploymentRow.server_id.in_(ids), DeploymentRow.item.is_not(None))
             )
@@ -49,16 +62,24 @@ class Runtime:
             if server is None:
                 await self.publisher.withdraw(server_id)
                 continue
-            doc = render_document(server, by_server.get(server_id, []))
-            await self.publisher.publish(server_id, doc.serial, doc.encode())
+            doc = render_document(server, by_server.get(server_id, []), self.settings.document_ttl)
+            body = envelope.sign(doc.to_json(), self.keys.signing_key, self.keys.chain)
+            await self.publisher.publish(server_id, doc.serial, body)
 
     async def publish_all(self) -> None:
         async with self.sessions() as session:
             ids = list(await session.scalars(select(ServerRow.id)))
         await self.publish(ids)
 
+    async def refresh_due(self) -> None:
+        """Re-sign every document past half its lifetime (the serial moves, agents refetch)."""
+        due = time.time() - self.settings.document_ttl / 2
+        async with self.sessions() as session:
+            ids = list(await session.scalars(select(ServerRow.id).where(ServerRow.serial_at < due)))
+        await self.publish(ids)
 
-def render_document(server: ServerRow, rows: Iterable[DeploymentRow]) -> wire.Document:
+
+def render_document(server: ServerRow, rows: Iterable[DeploymentRow], ttl: float) -> wire.Document:
     """The server's document: every deployment currently on it, Heat's shape plus our extras."""
     items = []
     meta = {}
@@ -69,9 +90,10 @@ def render_document(server: ServerRow, rows: Iterable[DeploymentRow]) -> wire.Do
     return wire.Document(
         server_id=server.id,
         serial=server.serial,
-        issued_at=iso(time.time()),
+        issued_at=iso(server.serial_at),
         deployments=tuple(wire.sorted_items(items)),
         meta=meta,
+        expires_at=iso(server.serial_at + ttl),
     )
 
 

@@ -23,6 +23,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         public_url=args.public_url,
         provisioner=args.provisioner,
         deployment_timeout=args.deployment_timeout,
+        document_ttl=args.document_ttl,
         local_agent_args=tuple(args.agent_arg),
     )
 

@@ -29,6 +29,8 @@ class Settings:
     max_request_bytes: int = 2 * 1024 * 1024
     #: Seconds an agent may stay silent before it is shown as silent.
     heartbeat_lease: float = 90.0
+    #: How long a signed document stays valid (seconds); it is re-signed after half of it.
+    document_ttl: float = 24 * 3600.0
     #: Environment passed to local agents (provisioner "local"): poll settings for tests.
     local_agent_args: tuple[str, ...] = ()
 

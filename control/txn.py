@@ -52,7 +52,7 @@ class Txn:
             await self.session.execute(
                 update(ServerRow)
                 .where(ServerRow.id.in_(sorted(self.publish)))
-                .values(serial=ServerRow.serial + 1)
+                .values(serial=ServerRow.serial + 1, serial_at=time.time())
             )
         await self.session.commit()
         if self.publish:

@@ -13,7 +13,7 @@ class Base(DeclarativeBase):
 
 
 #: Bumped whenever a table changes; a database at another version is refused at start.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class MetaRow(Base):
@@ -38,6 +38,8 @@ class ServerRow(Base):
     credential_hash: Mapped[str | None] = mapped_column(String(128), default=None, unique=True)
     public_keys: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     serial: Mapped[int] = mapped_column(Integer, default=0)
+    #: When the serial last moved: the document's issue time (its expiry counts from here).
+    serial_at: Mapped[float] = mapped_column(Float, default=0.0)
     transport: Mapped[str] = mapped_column(String(32), default="HTTP")
     created_at: Mapped[float] = mapped_column(Float)
     enrolled_at: Mapped[float | None] = mapped_column(Float, default=None)

@@ -40,13 +40,13 @@ resources:
         #!/bin/sh
         echo "$ANNEAL_IDEMPOTENCY_KEY $ANNEAL_RUN_ATTEMPT" >> "$DIR/starts-$STEP"
         echo "started $STEP"
-        sleep %s
+        sleep HOOK_SECONDS
         echo "$ANNEAL_IDEMPOTENCY_KEY" >> "$DIR/ends-$STEP"
   dep:
     type: OS::Heat::SoftwareDeployment
     properties: {config: {get_resource: cfg}, server: r03box,
                  input_values: {DIR: {get_param: dir}, STEP: {get_param: step}}}
-""" % HOOK_SECONDS
+""".replace("HOOK_SECONDS", str(HOOK_SECONDS))
 
 
 def _lines(path: Path) -> list[str]:

@@ -1,0 +1,109 @@
+"""The real control plane signs, refreshes and rotates; real local agents follow (R13, R15)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+
+pytestmark = pytest.mark.slow
+TTL = 6.0
+
+TEMPLATE = """
+heat_template_version: 2018-08-31
+parameters:
+  step: {type: string}
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: keys-box}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: STEP}]
+      outputs: [{name: step}]
+      config: |
+        #!/bin/sh
+        printf '%s' "$STEP" > "$heat_outputs_path.step"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: cfg}, server: {get_resource: box}, input_values: {STEP: {get_param: step}}}
+outputs:
+  step: {value: {get_attr: [dep, step]}}
+"""
+
+
+@pytest.fixture(scope="module")
+def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = start_control_plane(tmp_path_factory.mktemp("keys"), "--document-ttl", str(TTL))
+    assert 201 == plane.create("keys", TEMPLATE, params={"step": "one"}).status
+    assert "CREATE_COMPLETE" == plane.wait_stack("keys")["status"]
+    yield plane
+    stop_control_plane(plane)
+
+
+def agent_status(cp: ControlPlane) -> dict[str, Any]:
+    out = subprocess.run(
+        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir("keys-box"))],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    return dict(json.loads(out.stdout))
+
+
+def update(cp: ControlPlane, step: str) -> None:
+    body = {"template": TEMPLATE, "parameters": {"step": step}}
+    assert 202 == cp.api("PUT", "/v1/stacks/keys", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("keys")["status"]
+    assert step == cp.outputs("keys")["step"]
+
+
+def test_documents_are_re_signed_before_they_expire(cp: ControlPlane) -> None:
+    """With nothing changing, the serial still moves before expiry and the agent never freezes."""
+    first = cp.api("GET", "/v1/servers/keys-box").body["serial"]
+    deadline = time.monotonic() + 10 * TTL
+    seen = []
+    while time.monotonic() < deadline and len(seen) < 3:
+        status = agent_status(cp)
+        assert status["frozen"] is False, status
+        if status["serial"] > first and status["serial"] not in seen:
+            seen.append(status["serial"])
+        time.sleep(0.5)
+    assert len(seen) == 3, f"serial did not move past {first}: {seen}"
+    assert not agent_status(cp)["rejections"]["counts"]
+    update(cp, "after-refresh")
+
+
+def test_key_rotation_reaches_running_agents_through_the_chain(cp: ControlPlane) -> None:
+    """`anneal key rotate`: agents adopt the new key via the chain and keep deploying."""
+    before = json.loads(cp.cli("key", "show", "-f", "json").stdout)
+    rotated = cp.cli("key", "rotate")
+    assert rotated.returncode == 0, rotated.stderr
+    after = json.loads(cp.cli("key", "show", "-f", "json").stdout)
+    assert after["key_id"] != before["key_id"]
+    assert after["chain"][-1]["previous"] == before["key_id"]
+    update(cp, "after-rotation")
+    deadline = time.monotonic() + 60
+    while agent_status(cp)["trusted_key_id"] != after["key_id"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert agent_status(cp)["trusted_key_id"] == after["key_id"]
+    assert not agent_status(cp)["rejections"]["counts"]
+
+
+def test_an_agents_rejection_report_shows_in_server_show(cp: ControlPlane) -> None:
+    """What an agent reports refusing is visible to the operator in `anneal server show`."""
+    token = cp.api("POST", "/v1/servers", {"name": "reporter"}).body["enrol_token"]
+    keys = {"sign": base64.b64encode(os.urandom(32)).decode(), "box": base64.b64encode(os.urandom(32)).decode()}
+    enrolled = cp.api("POST", "/v1/agent/enrol", {"token": token, "public_keys": keys}, token=None)
+    assert enrolled.status == 201 and enrolled.body["control_public_key"]
+    report = {"counts": {"rollback": 2}, "last": [{"at": 1.0, "kind": "rollback", "reason": "serial 3 < 9"}]}
+    resp = cp.api("POST", "/v1/agent/heartbeat", {"rejections": report}, token=enrolled.body["credential"])
+    assert resp.status == 200
+    shown = json.loads(cp.cli("server", "show", "reporter", "-f", "json").stdout)
+    assert shown["agent_status"]["rejections"] == report
