@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import deploy, heatcompat
+from control import deploy, heatcompat, rebuild
 from control.engine import settle
 from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from control.keys import new_token, token_hash
@@ -79,6 +79,11 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
             raise AuthError("enrolment token is unknown or already used", where="token")
         if server.enrol_expires is not None and server.enrol_expires < time.time():
             raise AuthError(f"enrolment token of server {server.name} has expired", where="token")
+        new_keys = {k: keys[k] for k in KEY_KINDS}
+        if rebuild.is_rebuild(server, new_keys):  # the state dir was lost: decide, visibly
+            # Same transaction as the enrolment; the serial bump and publish below cover it.
+            record = await rebuild.rerun_as_new(Txn(session, rt), server, new_keys)
+            server.rebuilds = [*(server.rebuilds or []), record]
         credential = new_token()
         if server.credential_hash:
             rt.credentials.pop(server.credential_hash, None)

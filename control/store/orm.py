@@ -47,6 +47,8 @@ class ServerRow(Base):
     agent_status: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     #: "anneal" (our agent enrols) or "heat" (Heat's agent chain polls its metadata URL).
     agent_kind: Mapped[str] = mapped_column(String(16), default="anneal")
+    #: Each time the agent came back with new keys (state dir lost) and what was decided.
+    rebuilds: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
 
 
 class StackRow(Base):
