@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from agent import client, dispatch, envelope, recovery, verify, wire
+from agent import client, component, dispatch, envelope, recovery, verify, wire
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
@@ -194,13 +194,26 @@ class Agent:
             await self.work()
 
     async def _run(self, item: wire.DeploymentItem, meta: wire.ItemMeta | None) -> wire.Signal:
+        chosen = component.pick(item)
+        if chosen is None:
+            note = f"component has no config for {item.input_value('deploy_action')}; nothing run"
+            log.warning("deployment %s: %s", item.name, note)
+            self.ledger.mark_started(item.id)
+            self.ledger.mark_finished(item.id, 0, None, note)
+            return wire.Signal(status_code=0)
+        return await self._run_hook(item, chosen, meta)
+
+    async def _run_hook(
+        self, item: wire.DeploymentItem, chosen: wire.DeploymentItem, meta: wire.ItemMeta | None
+    ) -> wire.Signal:
+        """Run *chosen* (the item, or a component's entry for the action) and record it as *item*."""
         run = recovery.attempts(self, item.id) + 1
         self.ledger.set_state(f"runs:{item.id}", str(run))
         self.ledger.mark_started(item.id)
         self.running = item.id
         timeout = meta.timeout if meta and meta.timeout else self.config.hook_timeout
-        argv = dispatch.hook_argv(item.group, self.config.hook_dirs)
-        log.info("running deployment %s (%s) with hook %s", item.name, item.id, item.group)
+        argv = dispatch.hook_argv(chosen.group, self.config.hook_dirs)
+        log.info("running deployment %s (%s) with hook %s", item.name, item.id, chosen.group)
         env = self._hook_env(meta, timeout)
         env.update(ANNEAL_IDEMPOTENCY_KEY=item.id, ANNEAL_RUN_ATTEMPT=str(run))
 
@@ -209,11 +222,11 @@ class Agent:
 
         try:
             if argv is None:
-                signal = dispatch.missing_hook(item.group, self.config.hook_dirs)
+                signal = dispatch.missing_hook(chosen.group, self.config.hook_dirs)
             else:
                 signal = await dispatch.run_hook(
                     argv,
-                    item,
+                    chosen,
                     env=env,
                     timeout=timeout,
                     tee=recovery.output_paths(self.state_dir, item.id),

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
 from agent import wire
-from control import agents, heatcompat, hot, queries, signing, stacks
+from control import agents, heatcompat, hot, lifecycle, queries, signing, stacks
 from control.app_keys import DEFS, ENGINE, RUNTIME
 from control.errors import AuthError, BadRequestError, ControlError, ForbiddenError, TooLargeError
 from control.openapi import spec
@@ -182,6 +182,20 @@ async def update_stack(request: web.Request) -> web.Response:
 async def delete_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     return ok(await stacks.delete_stack(rt, engine.kick, request.match_info["name"]), 202)
+
+
+@routes.post("/v1/stacks/{name}/suspend")
+@auth("admin")
+async def suspend_stack(request: web.Request) -> web.Response:
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    return ok(await lifecycle.change_stack(rt, engine.kick, request.match_info["name"], "SUSPEND"), 202)
+
+
+@routes.post("/v1/stacks/{name}/resume")
+@auth("admin")
+async def resume_stack(request: web.Request) -> web.Response:
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    return ok(await lifecycle.change_stack(rt, engine.kick, request.match_info["name"], "RESUME"), 202)
 
 
 @routes.get("/v1/stacks/{name}/outputs")

@@ -97,10 +97,15 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         if name == "update":
             p.add_argument("--existing", action="store_true", help="keep parameters given before")
             p.add_argument("--if-match", help="fail with 409 unless the stack is at this version")
-    p = _fmt(sub.add_parser("delete", help="delete a stack"))
-    p.add_argument("name")
-    p.add_argument("--wait", action="store_true")
-    p.add_argument("--timeout", type=float, default=3600.0)
+    for name, text in (
+        ("delete", "delete a stack"),
+        ("suspend", "suspend a stack (deployments listing SUSPEND run it)"),
+        ("resume", "resume a suspended stack (deployments listing RESUME run it)"),
+    ):
+        p = _fmt(sub.add_parser(name, help=text))
+        p.add_argument("name")
+        p.add_argument("--wait", action="store_true")
+        p.add_argument("--timeout", type=float, default=3600.0)
     _fmt(sub.add_parser("list", help="list stacks"))
     for name, text in (
         ("show", "status, resources, outputs"),

@@ -182,6 +182,16 @@ def _stack_delete(client: Client, args: argparse.Namespace) -> int:
     return _after_change(client, args, stack, "delete started")
 
 
+def _stack_suspend(client: Client, args: argparse.Namespace) -> int:
+    stack = client.call("POST", f"/v1/stacks/{args.name}/suspend")
+    return _after_change(client, args, stack, "suspend started")
+
+
+def _stack_resume(client: Client, args: argparse.Namespace) -> int:
+    stack = client.call("POST", f"/v1/stacks/{args.name}/resume")
+    return _after_change(client, args, stack, "resume started")
+
+
 def _after_change(client: Client, args: argparse.Namespace, stack: dict[str, Any], what: str) -> int:
     if not args.wait:
         show(stack, args.format)

@@ -43,6 +43,9 @@ class Source:
     outputs: tuple[Mapping[str, Any], ...]
     options: Mapping[str, Any] | None
     name: str
+    input_key: str | None = None  # structured: maps {input_key: NAME} become the input's value
+    strict: bool = False  # structured: a NAME that is not an input is an error (else null)
+    where: str = "config"
 
 
 def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.InputItem]:
@@ -95,12 +98,16 @@ def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, 
     dep.action = action
     values = dict(dep.input_values)
     inputs = declared_inputs(source, values) + derived_inputs(txn, dep, stack_path, action)
+    config = source.config
+    if source.input_key is not None:
+        given = {i.name: i.value for i in inputs}
+        config = substitute_inputs(config, source.input_key, given, source.strict, source.where)
     item = wire.DeploymentItem(
         id=str(uuid.uuid4()),
         name=source.name,
         group=source.group,
         creation_time=iso(now),
-        config=source.config,
+        config=config,
         inputs=tuple(inputs),
         outputs=tuple(wire.decode_output(o, "outputs") for o in source.outputs),
         options=dict(source.options) if source.options is not None else None,
@@ -120,6 +127,24 @@ def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, 
     else:
         dep.status, dep.status_reason = "IN_PROGRESS", "Deploy data available"
     txn.publish.add(dep.server_id)
+
+
+def substitute_inputs(node: Any, key: str, inputs: Mapping[str, Any], strict: bool, where: str) -> Any:
+    """Replace every map ``{key: NAME}`` in *node* by input NAME's value (Heat's StructuredDeployment)."""
+    if isinstance(node, Mapping):
+        if len(node) == 1 and key in node:
+            name = node[key]
+            if not isinstance(name, str) or (strict and name not in inputs):
+                raise BadRequestError(
+                    f"{key}: {name!r} is not an input of this deployment "
+                    f"(inputs: {', '.join(sorted(inputs))})",
+                    where=where,
+                )
+            return inputs.get(name)
+        return {k: substitute_inputs(v, key, inputs, strict, f"{where}.{k}") for k, v in node.items()}
+    if isinstance(node, list):
+        return [substitute_inputs(v, key, inputs, strict, f"{where}[{i}]") for i, v in enumerate(node)]
+    return node
 
 
 def item_inputs(dep: DeploymentRow) -> dict[str, Any]:

@@ -20,9 +20,9 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm.exc import StaleDataError
 
-from control import deploy, hot, stackdef
+from control import deploy, hot, lifecycle, stackdef
 from control.errors import ControlError
-from control.resources import HANDLERS, REPLACE, Outcome, Res, forget_deployment
+from control.resources import DEPLOYMENT_TYPES, HANDLERS, REPLACE, Outcome, Res, forget_deployment
 from control.runtime import Runtime
 from control.store.orm import (
     ConfigRow,
@@ -98,7 +98,7 @@ class Engine:
                 return True, None
             rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == stack_id)))
             loaded = await _preload(session, stack_id, rows)  # noqa: F841 (kept alive for the step)
-            deadline = await self._expire(txn, stack, rows)
+            deadline = _nearest(await self._expire(txn, stack, rows), await self._check(txn, stack, rows))
             finished = await self._advance(txn, stack, rows)
             await txn.commit(self.kick)
             return finished, deadline
@@ -112,6 +112,8 @@ class Engine:
                 txn, stack, "FAILED", f"Resource {first.action} failed: {first.name}: {first.status_reason}"
             )
             return True
+        if stack.action in lifecycle.ACTIONS:
+            return await self._lifecycle(txn, stack, rows)
         if stack.action != "DELETE":
             defn = self._defs.get(stack)
             current = {r.name: r for r in rows if r.current}
@@ -136,6 +138,13 @@ class Engine:
             await self._purge(txn, stack)
         else:
             await self._finish(txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
+        return True
+
+    async def _lifecycle(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> bool:
+        """SUSPEND or RESUME (control/lifecycle.py walks the resources)."""
+        if not await lifecycle.advance(txn, stack, rows, self._defs.get(stack)):
+            return False
+        await self._finish(txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
         return True
 
     async def _act(
@@ -214,7 +223,7 @@ class Engine:
             outcome.status,
             reason,
             traversal=stack.traversal,
-            deployment_id=row.physical_id if row.type == "OS::Heat::SoftwareDeployment" else None,
+            deployment_id=row.physical_id if row.type in DEPLOYMENT_TYPES else None,
         )
 
     async def _cleanup(self, txn: Txn, stack: StackRow, old: list[ResourceRow]) -> bool:
@@ -248,6 +257,31 @@ class Engine:
             remaining.remove(row)
             txn.kicks.add(stack.id)
         return bool(remaining)
+
+    async def _check(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> float | None:
+        """Ask handlers that follow their own progress (deployment groups) how it goes.
+
+        Returns the earliest time one of them asked to be asked again.
+        """
+        nearest: float | None = None
+        for row in rows:
+            check = getattr(HANDLERS.get(row.type), "check", None)
+            if row.status != "IN_PROGRESS" or check is None:
+                continue
+            try:
+                outcome: Outcome = await check(txn, Res(stack, row.name, row.type), row)
+            except ControlError as e:
+                outcome = Outcome("FAILED", row.physical_id, row.attributes, _where(e))
+            row.attributes = dict(outcome.attributes)
+            if outcome.status == "IN_PROGRESS":
+                nearest = _nearest(nearest, outcome.wake_at)
+                continue
+            row.status, row.status_reason, row.updated_at = outcome.status, outcome.reason, time.time()
+            txn.event(
+                stack.id, row.name, row.action, outcome.status, outcome.reason, traversal=stack.traversal
+            )
+            txn.kicks.add(stack.id)
+        return nearest
 
     async def _expire(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> float | None:
         """Fail deployments past their deadline; return the nearest deadline still ahead."""
@@ -299,6 +333,7 @@ async def settle(txn: Txn, dep: DeploymentRow) -> None:
         select(ResourceRow).where(ResourceRow.stack_id == dep.stack_id, ResourceRow.physical_id == dep.id)
     )
     if row is None or row.status != "IN_PROGRESS":
+        txn.kicks.add(dep.stack_id)  # a group member: its group looks on the next step
         return
     stack = await txn.session.get(StackRow, dep.stack_id)
     traversal = stack.traversal if stack is not None else row.traversal
@@ -332,6 +367,10 @@ async def _preload(session: Any, stack_id: str, rows: list[ResourceRow]) -> list
     if server_ids:
         loaded += (await session.scalars(select(ServerRow).where(ServerRow.id.in_(server_ids)))).all()
     return loaded
+
+
+def _nearest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
 
 
 def _done(row: ResourceRow | None, traversal: int) -> bool:

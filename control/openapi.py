@@ -89,6 +89,22 @@ def _stack_paths() -> dict[str, Any]:
             ),
             "delete": _op("Delete a stack", ADMIN, {"202": _json(_ref("Stack")), **_errors(401, 404)}),
         },
+        "/v1/stacks/{name}/suspend": {
+            "parameters": [STACK],
+            "post": _op(
+                "Suspend a stack: deployments that list SUSPEND run it, dependents first",
+                ADMIN,
+                {"202": _json(_ref("Stack")), **_errors(401, 404, 409)},
+            ),
+        },
+        "/v1/stacks/{name}/resume": {
+            "parameters": [STACK],
+            "post": _op(
+                "Resume a suspended stack: deployments that list RESUME run it, dependencies first",
+                ADMIN,
+                {"202": _json(_ref("Stack")), **_errors(401, 404, 409)},
+            ),
+        },
         "/v1/stacks/{name}/outputs": {
             "parameters": [STACK],
             "get": _op(

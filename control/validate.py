@@ -10,6 +10,15 @@ from control.deploy import SUPPORTED_SIGNAL_TRANSPORTS
 from control.stackdef import Definition
 
 DEPLOYMENT = "OS::Heat::SoftwareDeployment"
+SIGNALLING = frozenset(
+    {
+        DEPLOYMENT,
+        "OS::Heat::StructuredDeployment",
+        "OS::Heat::SoftwareDeploymentGroup",
+        "OS::Heat::StructuredDeploymentGroup",
+    }
+)
+CONFIGS = frozenset({"OS::Heat::SoftwareConfig", "OS::Heat::StructuredConfig", "OS::Heat::SoftwareComponent"})
 ALWAYS = frozenset({"deploy_stdout", "deploy_stderr", "deploy_status_code"})
 
 
@@ -17,7 +26,7 @@ def check_definition(defn: Definition) -> None:
     """Raise hot.TemplateError for what would fail later: unsupported transports, unknown outputs."""
     resources = defn.template.resources
     for name, rdef in resources.items():
-        if rdef.type != DEPLOYMENT:
+        if rdef.type not in SIGNALLING:
             continue
         transport = rdef.properties.get("signal_transport")
         if isinstance(transport, str) and transport not in SUPPORTED_SIGNAL_TRANSPORTS:
@@ -52,13 +61,13 @@ def _get_attrs(defn: Definition) -> Iterator[tuple[str, Any]]:
 def _declared_outputs(resources: Mapping[str, hot.ResourceDef], target: str) -> frozenset[str] | None:
     """Names a deployment's config declares, when the template says them literally."""
     rdef = resources.get(target)
-    if rdef is None or rdef.type != DEPLOYMENT:
+    if rdef is None or rdef.type not in (DEPLOYMENT, "OS::Heat::StructuredDeployment"):
         return None
     config = rdef.properties.get("config")
     if not (isinstance(config, Mapping) and list(config) == ["get_resource"]):
         return None
     cfg = resources.get(str(config["get_resource"]))
-    if cfg is None or cfg.type != "OS::Heat::SoftwareConfig":
+    if cfg is None or cfg.type not in CONFIGS:
         return None
     outputs = cfg.properties.get("outputs", [])
     if not isinstance(outputs, list):

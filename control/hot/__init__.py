@@ -25,7 +25,14 @@ from control.hot.parameters import (
     resolve_parameters,
 )
 from control.hot.template import OutputDef, ResourceDef, Template, parse_template
-from control.hot.types import TYPES, PropSpec, TypeSpec, apply_defaults
+from control.hot.types import (
+    TYPES,
+    PropSpec,
+    TypeSpec,
+    apply_defaults,
+    component_action_clash,
+    random_minimum,
+)
 
 __all__ = [
     "CONDITION_FUNCTIONS",
@@ -46,6 +53,7 @@ __all__ = [
     "apply_defaults",
     "call_of",
     "calls",
+    "component_action_clash",
     "condition_values",
     "evaluate_condition",
     "load_yaml",
@@ -53,6 +61,7 @@ __all__ = [
     "merge_environments",
     "parse_environment",
     "parse_template",
+    "random_minimum",
     "references",
     "resolve",
     "resolve_parameters",

@@ -19,7 +19,7 @@ from control.hot.errors import TemplateError, at
 from control.hot.functions import CONDITION_FUNCTIONS, call_of, check_shape, is_unsupported, references
 from control.hot.loader import check_document, load_yaml
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, parse_parameter_defs
-from control.hot.types import TYPES, TypeSpec, check_properties, describe
+from control.hot.types import ALIASES, TYPES, TypeSpec, check_keys, check_properties, describe
 
 __all__ = ["OutputDef", "ParameterDef", "ResourceDef", "Template", "parse_template"]
 
@@ -270,10 +270,14 @@ def _resource(
     if not isinstance(original, str) or not original:
         raise TemplateError(at(path, "type"), "is required: the name of a resource type")
     rtype = map_type(env, original)
+    rtype = ALIASES.get(rtype, rtype)
     if rtype not in types:
         raise _unsupported_type(at(path, "type"), original, rtype, types)
     properties = _mapping(body, "properties", path)
     check_properties(types[rtype], properties, at(path, "properties"), warnings)
+    update_policy = _mapping(body, "update_policy", path)
+    if types[rtype].update_policy is not None:
+        check_keys(types[rtype].update_policy or {}, update_policy, at(path, "update_policy"))
     return ResourceDef(
         name=name,
         type=rtype,
@@ -282,7 +286,7 @@ def _resource(
         depends_on=_depends_on(body.get("depends_on"), at(path, "depends_on")),
         metadata=_mapping(body, "metadata", path),
         deletion_policy=_deletion_policy(body.get("deletion_policy"), at(path, "deletion_policy")),
-        update_policy=_mapping(body, "update_policy", path),
+        update_policy=update_policy,
         condition=body.get("condition"),
     )
 

@@ -37,6 +37,8 @@ class TypeSpec:
     properties: Mapping[str, PropSpec]
     attributes: frozenset[str] | None  # None: any name (the engine checks)
     open_properties: bool = False  # True: unknown properties are accepted with a warning
+    check: Callable[[Mapping[Any, Any], str], None] | None = None  # type's own literal checks
+    update_policy: Mapping[str, PropSpec] | None = None  # the update_policy keys it takes
 
 
 def _parses(value: Any, parse: Callable[[str], Any]) -> bool:
@@ -136,6 +138,8 @@ def check_properties(spec: TypeSpec, props: Mapping[Any, Any], path: str, warnin
     for key, prop in spec.properties.items():
         if prop.required and props.get(key) is None:
             raise TemplateError(at(path, key), f"required property of {spec.name} is missing")
+    if spec.check is not None:
+        spec.check(props, path)
 
 
 def apply_defaults(spec: TypeSpec, props: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,6 +212,95 @@ _SERVER = {
     "software_config_transport": _s(allowed=CONFIG_TRANSPORTS),
 }
 
+
+def component_action_clash(configs: Any) -> tuple[int, str] | None:
+    """(index, problem) when an action is in more than one of a component's configs."""
+    seen: dict[Any, int] = {}
+    for i, entry in enumerate(configs if isinstance(configs, list) else []):
+        actions = entry.get("actions") if isinstance(entry, Mapping) else None
+        if call_of(actions) is not None:
+            continue
+        for action in actions or ("CREATE", "UPDATE"):
+            if isinstance(action, str) and action in seen:
+                return i, (
+                    f"action {action} is already in configs[{seen[action]}]; "
+                    "a component may define only one config per action"
+                )
+            seen[action] = i
+    return None
+
+
+def _check_component(props: Mapping[Any, Any], path: str) -> None:
+    if props.get("configs") == []:
+        raise TemplateError(at(path, "configs"), "a component needs at least one config")
+    clash = component_action_clash(props.get("configs"))
+    if clash is not None:
+        raise TemplateError(at(at(at(path, "configs"), clash[0]), "actions"), clash[1])
+
+
+RANDOM_CLASSES = ("lettersdigits", "letters", "lowercase", "uppercase", "digits", "hexdigits", "octdigits")
+RANDOM_MAX_LENGTH = 512
+
+
+def random_minimum(props: Mapping[Any, Any]) -> int:
+    """How many characters a RandomString's classes and sequences ask for at least."""
+    total = 0
+    for key in ("character_classes", "character_sequences"):
+        for entry in props.get(key) or []:
+            if isinstance(entry, Mapping) and _is_integer(entry.get("min", 1)):
+                total += int(entry.get("min", 1))
+    return total
+
+
+def _check_random(props: Mapping[Any, Any], path: str) -> None:
+    length = props.get("length", 32)
+    if call_of(length) is not None or not _is_integer(length):
+        return
+    if not 1 <= int(length) <= RANDOM_MAX_LENGTH:
+        raise TemplateError(at(path, "length"), f"{length} is not in 1..{RANDOM_MAX_LENGTH}")
+    for key in ("character_classes", "character_sequences"):
+        for i, entry in enumerate(props.get(key) or []):
+            low = entry.get("min", 1) if isinstance(entry, Mapping) else 1
+            if _is_integer(low) and not 1 <= int(low) <= RANDOM_MAX_LENGTH:
+                raise TemplateError(at(at(at(path, key), i), "min"), f"is not in 1..{RANDOM_MAX_LENGTH}")
+            if key == "character_sequences" and isinstance(entry, Mapping):
+                seq = entry.get("sequence")
+                if isinstance(seq, str) and not seq:
+                    raise TemplateError(at(at(at(path, key), i), "sequence"), "must not be empty")
+    if random_minimum(props) > int(length):
+        raise TemplateError(
+            at(path, "length"),
+            f"{length} is shorter than the {random_minimum(props)} characters the "
+            "character_classes and character_sequences minimums ask for",
+        )
+
+
+_CONFIG_IO = {
+    "options": PropSpec("map", update="replace"),
+    "inputs": PropSpec("list", update="replace", schema=INPUT_SCHEMA),
+    "outputs": PropSpec("list", update="replace", schema=OUTPUT_SCHEMA),
+}
+_DEPLOYMENT = {
+    "config": _s(),
+    "server": _s(required=True, update="replace"),
+    "input_values": PropSpec("map"),
+    "actions": PropSpec("list", default=["CREATE", "UPDATE"], allowed=ACTIONS),
+    "name": _s(),
+    "signal_transport": _s(allowed=SIGNAL_TRANSPORTS, update="replace"),
+    "timeout": PropSpec("number"),
+}
+_STRUCTURED = {
+    "input_key": _s(default="get_input"),
+    "input_values_validate": _s(default="LAX", allowed=("LAX", "STRICT")),
+}
+_GROUP = {k: v for k, v in _DEPLOYMENT.items() if k != "server"} | {"servers": PropSpec("map", required=True)}
+_BATCH = {"max_batch_size": PropSpec("integer", default=1), "pause_time": PropSpec("number", default=0)}
+GROUP_UPDATE_POLICY = {
+    "rolling_update": PropSpec("map", schema=_BATCH),
+    "batch_create": PropSpec("map", schema=_BATCH),
+}
+
+
 TYPES: Mapping[str, TypeSpec] = {
     t.name: t
     for t in (
@@ -222,18 +315,81 @@ TYPES: Mapping[str, TypeSpec] = {
             },
             frozenset({"config"}),
         ),
+        TypeSpec("OS::Heat::SoftwareDeployment", _DEPLOYMENT, None),
+        TypeSpec("OS::Heat::StructuredDeployment", _DEPLOYMENT | _STRUCTURED, None),
+        TypeSpec("OS::Heat::SoftwareDeploymentGroup", _GROUP, None, update_policy=GROUP_UPDATE_POLICY),
         TypeSpec(
-            "OS::Heat::SoftwareDeployment",
-            {
-                "config": _s(),
-                "server": _s(required=True, update="replace"),
-                "input_values": PropSpec("map"),
-                "actions": PropSpec("list", default=["CREATE", "UPDATE"], allowed=ACTIONS),
-                "name": _s(),
-                "signal_transport": _s(allowed=SIGNAL_TRANSPORTS, update="replace"),
-                "timeout": PropSpec("number"),
-            },
+            "OS::Heat::StructuredDeploymentGroup",
+            _GROUP | _STRUCTURED,
             None,
+            update_policy=GROUP_UPDATE_POLICY,
+        ),
+        TypeSpec(
+            "OS::Heat::StructuredConfig",
+            {
+                "group": _s(default="Heat::Ungrouped", update="replace"),
+                "config": PropSpec("map", update="replace"),
+                **_CONFIG_IO,
+            },
+            frozenset({"config"}),
+        ),
+        TypeSpec(
+            "OS::Heat::SoftwareComponent",
+            {
+                "configs": PropSpec(
+                    "list",
+                    required=True,
+                    update="replace",
+                    schema={
+                        "actions": PropSpec("list"),
+                        "config": PropSpec("any"),
+                        "tool": _s(required=True),
+                    },
+                ),
+                **_CONFIG_IO,
+            },
+            frozenset({"config", "configs"}),
+            check=_check_component,
+        ),
+        TypeSpec(
+            "OS::Heat::CloudConfig",
+            {"cloud_config": PropSpec("map", update="replace")},
+            frozenset({"config"}),
+        ),
+        TypeSpec(
+            "OS::Heat::MultipartMime",
+            {
+                "parts": PropSpec(
+                    "list",
+                    update="replace",
+                    schema={
+                        "config": _s(required=True),
+                        "filename": _s(),
+                        "type": _s(allowed=("text", "multipart")),
+                        "subtype": _s(),
+                    },
+                ),
+                "group": _s(default="Heat::Ungrouped", update="replace"),
+            },
+            frozenset({"config"}),
+        ),
+        TypeSpec(
+            "OS::Heat::RandomString",
+            {
+                "length": PropSpec("integer", default=32),
+                "sequence": _s(allowed=RANDOM_CLASSES),
+                "character_classes": PropSpec(
+                    "list",
+                    schema={"class": _s(allowed=RANDOM_CLASSES), "min": PropSpec("integer", default=1)},
+                ),
+                "character_sequences": PropSpec(
+                    "list",
+                    schema={"sequence": _s(required=True), "min": PropSpec("integer", default=1)},
+                ),
+                "salt": _s(),
+            },
+            frozenset({"value"}),
+            check=_check_random,
         ),
         TypeSpec(
             "OS::Heat::DeployedServer",
@@ -263,4 +419,9 @@ TYPES: Mapping[str, TypeSpec] = {
             frozenset({"value"}),
         ),
     )
+}
+# Heat's older names for the groups, still accepted (hidden aliases there too).
+ALIASES = {
+    "OS::Heat::SoftwareDeployments": "OS::Heat::SoftwareDeploymentGroup",
+    "OS::Heat::StructuredDeployments": "OS::Heat::StructuredDeploymentGroup",
 }

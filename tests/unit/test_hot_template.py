@@ -368,7 +368,7 @@ def test_unsupported_infrastructure_type_suggests_registry():
 
 def test_unsupported_other_type_has_no_registry_suggestion():
     """A non-infrastructure unsupported type lists the supported types only."""
-    e = error(doc({"r": {"type": "OS::Heat::RandomString"}}))
+    e = error(doc({"r": {"type": "OS::Heat::AutoScalingGroup"}}))
     assert "supported types" in e.reason and "resource_registry" not in e.reason
 
 

@@ -1,0 +1,58 @@
+"""What every resource handler shares: the resource acted on and the outcome.
+
+A handler acts inside the engine's transaction and returns an Outcome:
+COMPLETE (with attributes), IN_PROGRESS (waiting for signals), FAILED (with
+the reason), or REPLACE from update (the engine then creates the
+replacement first and deletes the old resource last). Optional methods:
+``suspend``/``resume`` (the stack's SUSPEND and RESUME walks) and ``check``
+(asked on every engine step while the resource is IN_PROGRESS, for handlers
+that track their own progress, such as deployment groups).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from control.store.orm import ResourceRow, StackRow
+from control.txn import Txn
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str
+    physical_id: str | None = None
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    reason: str = ""
+    wake_at: float | None = None  # IN_PROGRESS: step again no later than this time
+
+
+REPLACE: Final = Outcome("REPLACE")
+
+
+def done(physical_id: str | None = None, **attributes: Any) -> Outcome:
+    return Outcome("COMPLETE", physical_id, attributes)
+
+
+@dataclass(frozen=True)
+class Res:
+    """The resource being acted on."""
+
+    stack: StackRow
+    name: str
+    type: str
+
+    @property
+    def stack_path(self) -> str:
+        return f"{self.stack.name}/{self.stack.id}"
+
+    @property
+    def where(self) -> str:
+        return f"resources.{self.name}"
+
+
+class Handler(Protocol):
+    async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome: ...
+    async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome: ...
+    async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome: ...

@@ -1,0 +1,252 @@
+"""Software configs, components and deployments (Heat's software_config.py and friends)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import delete
+
+from control import deploy, hot
+from control.errors import BadRequestError, ControlError
+from control.resources.base import REPLACE, Outcome, Res, done
+from control.store.orm import ConfigRow, DeploymentRow, ResourceRow, ServerRow
+from control.txn import Txn
+
+COMPONENT_GROUP = "component"
+DEFAULT_ACTIONS = ("CREATE", "UPDATE")
+
+
+class SoftwareConfig:
+    """An immutable config: any change makes a new one (Heat: every property replaces)."""
+
+    async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
+        config_id = str(uuid.uuid4())
+        body = await self.body(txn, res, props)
+        txn.session.add(
+            ConfigRow(
+                id=config_id,
+                stack_id=res.stack.id,
+                name=f"{res.stack.name}-{res.name}",
+                group=self.group(props),
+                body=body,
+                created_at=time.time(),
+            )
+        )
+        return done(config_id, **self.attributes(body))
+
+    async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
+        return REPLACE
+
+    async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
+        if row.physical_id:
+            await txn.session.execute(delete(ConfigRow).where(ConfigRow.id == row.physical_id))
+        return done()
+
+    def group(self, props: Mapping[str, Any]) -> str:
+        return str(props.get("group") or "Heat::Ungrouped")
+
+    async def body(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
+        """The stored config: ``{config, inputs, outputs, options}``."""
+        return {k: props.get(k) for k in ("config", "inputs", "outputs", "options")}
+
+    def attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return {"config": body.get("config")}
+
+
+class SoftwareComponent(SoftwareConfig):
+    """OS::Heat::SoftwareComponent: one config per set of actions, stored as Heat stores it."""
+
+    def group(self, props: Mapping[str, Any]) -> str:
+        return COMPONENT_GROUP
+
+    async def body(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
+        configs = [
+            {
+                "actions": list(c.get("actions") or DEFAULT_ACTIONS),
+                "config": c.get("config") or "",
+                "tool": c.get("tool"),
+            }
+            for c in props.get("configs") or []
+        ]
+        clash = hot.component_action_clash(configs)
+        if clash is not None:
+            index, problem = clash
+            raise BadRequestError(problem, where=f"{res.where}.properties.configs[{index}].actions")
+        body = {k: props.get(k) for k in ("inputs", "outputs", "options")}
+        body["config"] = {"configs": configs}
+        return body
+
+    def attributes(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return {"configs": body["config"]["configs"], "config": body["config"]}
+
+
+class SoftwareDeployment:
+    """OS::Heat::SoftwareDeployment: runs its config on its server for the actions it lists.
+
+    The methods that take a ``member`` name also serve deployment groups, whose members
+    are deployments without resource rows of their own.
+    """
+
+    structured = False
+
+    async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
+        return self._outcome(await self.start(txn, res, props, res.name))
+
+    async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
+        dep = await txn.session.get(DeploymentRow, row.physical_id or "")
+        if dep is None:
+            return REPLACE
+        if not await self.revise(txn, res, dep, row.properties or {}, props):
+            return REPLACE
+        return self._outcome(dep)
+
+    async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
+        dep = await txn.session.get(DeploymentRow, row.physical_id or "")
+        if dep is None:
+            return done()
+        if await self.retire(txn, res, dep, row.properties or {}):
+            return Outcome("IN_PROGRESS", dep.id)
+        await forget_deployment(txn, dep)
+        return done()
+
+    async def suspend(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
+        return await self._lifecycle(txn, res, row, "SUSPEND")
+
+    async def resume(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
+        return await self._lifecycle(txn, res, row, "RESUME")
+
+    async def _lifecycle(self, txn: Txn, res: Res, row: ResourceRow, action: str) -> Outcome:
+        dep = await txn.session.get(DeploymentRow, row.physical_id or "")
+        if dep is None:
+            return done(row.physical_id, **row.attributes)
+        await self.run(txn, res, dep, row.properties or {}, action)
+        return self._outcome(dep)
+
+    async def start(self, txn: Txn, res: Res, props: Mapping[str, Any], member: str) -> DeploymentRow:
+        """A new deployment named *member*; CREATE runs when it lists CREATE."""
+        server = await deploy.server_for(txn, props.get("server"), f"{res.where}.properties.server")
+        transport = self._transport(txn, res, props)
+        source = await self._source(txn, res, props)
+        now = time.time()
+        dep = DeploymentRow(
+            id=str(uuid.uuid4()),
+            stack_id=res.stack.id,
+            resource_name=member,
+            server_id=server.id,
+            config_id=props.get("config") or None,
+            actions=effective_actions(props, source),
+            signal_transport=transport,
+            status="COMPLETE",
+            status_reason="CREATE is not among the deployment's actions",
+            timeout=float(props.get("timeout") or txn.runtime.settings.deployment_timeout),
+            input_values=dict(props.get("input_values") or {}),
+            generation=0,
+            created_at=now,
+            updated_at=now,
+        )
+        dep.name = source.name
+        txn.session.add(dep)
+        await self._generation(txn, res, dep, source, "CREATE")
+        return dep
+
+    async def revise(
+        self, txn: Txn, res: Res, dep: DeploymentRow, old: Mapping[str, Any], props: Mapping[str, Any]
+    ) -> bool:
+        """Update *dep* in place (UPDATE runs when listed); False when it must be replaced."""
+        if props.get("server") != old.get("server"):
+            return False
+        if self._transport(txn, res, props) != dep.signal_transport:
+            return False
+        source = await self._source(txn, res, props)
+        values = dict(props.get("input_values") or {})
+        if source.name != dep.name or deploy.replace_on_change_differs(dep, source, values):
+            return False
+        dep.config_id = props.get("config") or None
+        dep.actions = effective_actions(props, source)
+        dep.input_values = values
+        dep.timeout = float(props.get("timeout") or txn.runtime.settings.deployment_timeout)
+        await self._generation(txn, res, dep, source, "UPDATE")
+        return True
+
+    async def retire(self, txn: Txn, res: Res, dep: DeploymentRow, props: Mapping[str, Any]) -> bool:
+        """Run DELETE on the server when listed; True while it runs (else forget *dep* now)."""
+        server = await txn.session.get(ServerRow, dep.server_id)
+        if dep.item is None or server is None or server.status != "ENROLLED":
+            return False
+        await self.run(txn, res, dep, props, "DELETE")
+        return "DELETE" in dep.actions and dep.status == "IN_PROGRESS"
+
+    async def run(
+        self, txn: Txn, res: Res, dep: DeploymentRow, props: Mapping[str, Any], action: str
+    ) -> None:
+        """Give *dep* a generation for *action* if it lists it; else leave the server alone."""
+        await self._generation(txn, res, dep, await self._source(txn, res, props, dep.name), action)
+
+    async def _generation(
+        self, txn: Txn, res: Res, dep: DeploymentRow, source: deploy.Source, action: str
+    ) -> None:
+        if action in dep.actions:
+            deploy.start_generation(txn, dep, source, action, res.stack_path)
+
+    def _transport(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> str:
+        transport = str(props.get("signal_transport") or txn.runtime.settings.default_signal_transport)
+        if transport not in deploy.SUPPORTED_SIGNAL_TRANSPORTS:
+            raise ControlError(
+                f"signal_transport {transport} is not supported; use one of "
+                f"{', '.join(deploy.SUPPORTED_SIGNAL_TRANSPORTS)}",
+                where=f"{res.where}.properties.signal_transport",
+            )
+        return transport
+
+    async def _source(
+        self, txn: Txn, res: Res, props: Mapping[str, Any], name: str | None = None
+    ) -> deploy.Source:
+        config_id = props.get("config") or None
+        body: Mapping[str, Any] = {}
+        group, config_name = "Heat::Ungrouped", ""
+        if config_id:
+            row = await txn.session.get(ConfigRow, str(config_id))
+            if row is None:
+                raise ControlError(
+                    f"software config {config_id!r} not found", where=f"{res.where}.properties.config"
+                )
+            body, group, config_name = row.body, row.group, row.name
+        empty: Any = {} if self.structured else ""
+        return deploy.Source(
+            group=group,
+            config=body.get("config") if body.get("config") is not None else empty,
+            inputs=tuple(body.get("inputs") or ()),
+            outputs=tuple(body.get("outputs") or ()),
+            options=body.get("options"),
+            name=name or str(props.get("name") or config_name or f"{res.stack.name}-{res.name}"),
+            input_key=str(props.get("input_key") or "get_input") if self.structured else None,
+            strict=self.structured and props.get("input_values_validate") == "STRICT",
+            where=f"{res.where}.properties.config",
+        )
+
+    @staticmethod
+    def _outcome(dep: DeploymentRow) -> Outcome:
+        if dep.status == "IN_PROGRESS":
+            return Outcome("IN_PROGRESS", dep.id)
+        return done(dep.id, **deploy.attributes(dep))
+
+
+def effective_actions(props: Mapping[str, Any], source: deploy.Source) -> list[str]:
+    """The actions that run: a component's configs decide, else the deployment's ``actions``."""
+    if source.group == COMPONENT_GROUP and isinstance(source.config, Mapping):
+        listed: list[str] = []
+        for entry in source.config.get("configs") or []:
+            listed += [a for a in entry.get("actions") or DEFAULT_ACTIONS if a not in listed]
+        return listed
+    return list(props.get("actions") or DEFAULT_ACTIONS)
+
+
+async def forget_deployment(txn: Txn, dep: DeploymentRow) -> None:
+    """Remove a deployment and take its derived config off the server."""
+    server = await txn.session.get(ServerRow, dep.server_id)
+    if server is not None and dep.item is not None:
+        txn.publish.add(server.id)
+    await txn.session.delete(dep)

@@ -1,0 +1,256 @@
+"""Lifecycle with real agents: actions a deployment lists, suspend/resume, components, replacement.
+
+Every config appends `ACTION NAME` to a log file the test reads, so each assertion
+is about what really ran on the servers, in which order, and how often.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
+
+pytestmark = pytest.mark.slow
+
+RECORD = """#!/bin/sh
+echo "$deploy_action $NAME" >> "$LOG"
+printf '%s' "$NAME-$deploy_action" > "$heat_outputs_path.result"
+"""
+
+
+@pytest.fixture(scope="module")
+def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = start_control_plane(tmp_path_factory.mktemp("lifecycle"))
+    yield plane
+    stop_control_plane(plane)
+
+
+def runs(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def config(name: str = "cfg", extra_inputs: str = "") -> str:
+    return f"""
+  {name}:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{{name: NAME}}, {{name: LOG}}{extra_inputs}]
+      outputs: [{{name: result}}]
+      config: {{get_param: script}}
+"""
+
+
+HEADER = """
+heat_template_version: 2018-08-31
+parameters:
+  log: {type: string}
+  script: {type: string}
+"""
+
+ACTIONS = (
+    HEADER
+    + """
+resources:
+  srv: {type: OS::Heat::DeployedServer}
+"""
+    + config()
+    + """
+  every:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: srv}
+      actions: [CREATE, UPDATE, DELETE, SUSPEND, RESUME]
+      input_values: {NAME: every, LOG: {get_param: log}}
+  plain:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: srv}
+      input_values: {NAME: plain, LOG: {get_param: log}}
+  on_suspend:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: srv}
+      actions: [SUSPEND]
+      input_values: {NAME: on_suspend, LOG: {get_param: log}}
+  after:
+    type: OS::Heat::SoftwareDeployment
+    depends_on: every
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: srv}
+      actions: [SUSPEND, RESUME]
+      input_values: {NAME: after, LOG: {get_param: log}, SEEN: {get_attr: [every, result]}}
+"""
+)
+
+
+def test_deployments_run_only_for_the_actions_they_list(cp: ControlPlane, tmp_path: Path):
+    """create, suspend, resume, delete: each deployment runs exactly the actions it lists."""
+    log = tmp_path / "runs.log"
+    params = {"log": str(log), "script": RECORD}
+    assert 201 == cp.create("acts", ACTIONS, params=params).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("acts")["status"]
+    assert ["CREATE every", "CREATE plain"] == sorted(runs(log))
+
+    suspended = cp.cli("stack", "suspend", "acts", "--wait", "--timeout", "120")
+    assert 0 == suspended.returncode, suspended.stdout + suspended.stderr
+    assert "SUSPEND_COMPLETE" == cp.api("GET", "/v1/stacks/acts").body["status"]
+    suspend_runs = runs(log)[2:]
+    assert ["SUSPEND after", "SUSPEND every", "SUSPEND on_suspend"] == sorted(suspend_runs)
+    assert suspend_runs.index("SUSPEND after") < suspend_runs.index("SUSPEND every")  # dependents first
+
+    again = cp.api("POST", "/v1/stacks/acts/suspend")
+    assert (409, "name") == (again.status, again.body["error"]["where"])
+
+    assert 202 == cp.api("POST", "/v1/stacks/acts/resume").status
+    assert "RESUME_COMPLETE" == cp.wait_stack("acts")["status"]
+    assert ["RESUME every", "RESUME after"] == runs(log)[5:]  # dependencies first
+    refused = cp.api("POST", "/v1/stacks/acts/resume")
+    assert 409 == refused.status and "only a suspended stack resumes" in refused.body["error"]["message"]
+
+    assert 202 == cp.api("DELETE", "/v1/stacks/acts").status
+    assert "DELETED" == cp.wait_stack("acts")["status"]
+    assert ["DELETE every"] == runs(log)[7:]
+
+
+def test_update_runs_only_what_changed(cp: ControlPlane, tmp_path: Path):
+    """A stack update re-runs the deployments whose inputs changed and no other."""
+    log = tmp_path / "runs.log"
+    params = {"log": str(log), "script": RECORD}
+    assert 201 == cp.create("diff", ACTIONS, params=params).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("diff")["status"]
+    changed = ACTIONS.replace("{NAME: plain,", "{NAME: plain, EXTRA: x,")
+    body = {"template": changed, "parameters": params}
+    assert 202 == cp.api("PUT", "/v1/stacks/diff", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("diff")["status"]
+    assert ["CREATE every", "CREATE plain", "UPDATE plain"] == sorted(runs(log))
+    assert 202 == cp.api("PUT", "/v1/stacks/diff", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("diff")["status"]
+    assert 3 == len(runs(log))  # the same template again: nothing runs
+    cp.api("DELETE", "/v1/stacks/diff")
+    assert "DELETED" == cp.wait_stack("diff")["status"]
+
+
+COMPONENT = """
+heat_template_version: 2018-08-31
+parameters:
+  log: {type: string}
+  version: {type: string, default: "1"}
+resources:
+  srv: {type: OS::Heat::DeployedServer}
+  comp:
+    type: OS::Heat::SoftwareComponent
+    properties:
+      inputs: [{name: LOG}, {name: VERSION}]
+      outputs: [{name: result}]
+      configs:
+        - actions: [CREATE]
+          tool: script
+          config: |
+            #!/bin/sh
+            echo "create $VERSION $deploy_action" >> "$LOG"
+            printf created > "$heat_outputs_path.result"
+        - actions: [UPDATE, DELETE]
+          tool: script
+          config: |
+            #!/bin/sh
+            echo "update-or-delete $VERSION $deploy_action" >> "$LOG"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: comp}
+      server: {get_resource: srv}
+      actions: [CREATE]
+      input_values: {LOG: {get_param: log}, VERSION: {get_param: version}}
+outputs:
+  result: {value: {get_attr: [dep, result]}}
+"""
+
+
+def test_component_runs_the_config_for_each_action(cp: ControlPlane, tmp_path: Path):
+    """A component's configs decide: CREATE, UPDATE and DELETE each run their own config."""
+    log = tmp_path / "runs.log"
+    assert 201 == cp.create("comp", COMPONENT, params={"log": str(log)}).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("comp")["status"]
+    assert ["create 1 CREATE"] == runs(log)
+    assert "created" == cp.outputs("comp")["result"]
+    (dep,) = cp.api("GET", "/v1/deployments?stack=comp").body
+    shown = cp.api("GET", f"/v1/deployments/{dep['id']}").body
+    assert ("component", ["CREATE", "UPDATE", "DELETE"]) == (shown["group"], shown["actions"])
+
+    body = {"template": COMPONENT, "parameters": {"log": str(log), "version": "2"}}
+    assert 202 == cp.api("PUT", "/v1/stacks/comp", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("comp")["status"]
+    assert "update-or-delete 2 UPDATE" == runs(log)[-1]
+
+    assert 202 == cp.api("POST", "/v1/stacks/comp/suspend").status  # no SUSPEND config: nothing runs
+    assert "SUSPEND_COMPLETE" == cp.wait_stack("comp")["status"]
+    assert 2 == len(runs(log))
+
+    assert 202 == cp.api("DELETE", "/v1/stacks/comp").status
+    assert "DELETED" == cp.wait_stack("comp")["status"]
+    assert ["create 1 CREATE", "update-or-delete 2 UPDATE", "update-or-delete 2 DELETE"] == runs(log)
+
+
+def test_component_with_an_action_twice_is_refused_naming_the_entry(cp: ControlPlane):
+    """Two configs for UPDATE: 400 naming the second entry's actions; nothing is created."""
+    bad = COMPONENT.replace("- actions: [UPDATE, DELETE]", "- actions: [DELETE, UPDATE, CREATE]")
+    resp = cp.create("dup", bad, params={"log": "/dev/null"})
+    assert 400 == resp.status
+    assert "resources.comp.properties.configs[1].actions" == resp.body["error"]["where"]
+    assert "CREATE" in resp.body["error"]["message"]
+    assert 404 == cp.api("GET", "/v1/stacks/dup").status
+
+
+RENAME = (
+    HEADER
+    + """
+  first_name: {type: string, default: backend-v1}
+resources:
+  srv: {type: OS::Heat::DeployedServer}
+"""
+    + config()
+    + """
+  backend:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: srv}
+      name: {get_param: first_name}
+      actions: [CREATE, UPDATE, DELETE]
+      input_values: {NAME: {get_param: first_name}, LOG: {get_param: log}}
+  frontend:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: srv}
+      input_values: {NAME: frontend, LOG: {get_param: log}, UPSTREAM: {get_attr: [backend, result]}}
+outputs:
+  upstream: {value: {get_attr: [backend, result]}}
+"""
+)
+
+
+def test_name_change_replaces_blue_green(cp: ControlPlane, tmp_path: Path):
+    """A new `name` replaces the deployment: new CREATE, dependents UPDATE, then old DELETE."""
+    log = tmp_path / "runs.log"
+    params = {"log": str(log), "script": RECORD}
+    assert 201 == cp.create("rename", RENAME, params=params).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("rename")["status"]
+    assert ["CREATE backend-v1", "CREATE frontend"] == runs(log)
+    body = {"template": RENAME, "parameters": {**params, "first_name": "backend-v2"}}
+    assert 202 == cp.api("PUT", "/v1/stacks/rename", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("rename")["status"]
+    assert ["CREATE backend-v2", "UPDATE frontend", "DELETE backend-v1"] == runs(log)[2:]
+    assert "backend-v2-CREATE" == cp.outputs("rename")["upstream"]
+    names = sorted(d["name"] for d in cp.api("GET", "/v1/deployments?stack=rename").body)
+    assert ["backend-v2", "rename-cfg"] == names
+    cp.api("DELETE", "/v1/stacks/rename")
+    assert "DELETED" == cp.wait_stack("rename")["status"]
