@@ -326,7 +326,7 @@ class HeatAgent(Agent):
     # ------------------------------------------------------------ signalling
 
     def _outgoing(
-        self, item_id: str, item: wire.DeploymentItem | None, signal: wire.Signal
+        self, item_id: str, item: wire.DeploymentItem | None, meta: wire.ItemMeta | None, signal: wire.Signal
     ) -> Outgoing | None:
         """Heat's flat signal, to deploy_signal_id with deploy_signal_verb; nothing for NO_SIGNAL."""
         if item is None:

@@ -39,3 +39,12 @@ def ensure_keys(state_dir: Path) -> dict[str, str]:
         raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
         publics[kind] = base64.b64encode(raw).decode()
     return publics
+
+
+def load_box_key(state_dir: Path) -> X25519PrivateKey:
+    """The server's X25519 private key, which opens the secrets sealed to it."""
+    path = state_dir / KEY_DIR / "box.pem"
+    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(key, X25519PrivateKey):
+        raise ValueError(f"{path}: not an X25519 private key")
+    return key

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from agent import client, component, dispatch, envelope, recovery, verify, wire
+from agent import client, component, dispatch, envelope, keys, recovery, sealed, verify, wire
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
@@ -52,6 +53,7 @@ class Agent:
         self._work = asyncio.Event()
         self._outbox = asyncio.Event()
         self._report = asyncio.Event()
+        self._box_key: X25519PrivateKey | None = None
         self.running: str | None = None
         #: Set on the first SIGTERM: start nothing new, let the running hook finish.
         self.stopping = False
@@ -165,11 +167,25 @@ class Agent:
         raw = self.ledger.get_state("document")
         return wire.decode_document(raw.encode()) if raw else None
 
-    def _item(self, item_id: str) -> wire.DeploymentItem | None:
+    def _lookup(self, item_id: str) -> tuple[wire.DeploymentItem | None, wire.ItemMeta | None]:
         doc = self.document()
         if doc is None:
-            return None
-        return next((d for d in doc.deployments if d.id == item_id), None)
+            return None, None
+        return next((d for d in doc.deployments if d.id == item_id), None), doc.meta.get(item_id)
+
+    def _open(
+        self, item: wire.DeploymentItem, meta: wire.ItemMeta | None, only: str | None = None
+    ) -> wire.DeploymentItem:
+        """*item* with its sealed fields (or just *only*) opened with this server's key; never logged."""
+        fields = [f for f in (meta.sealed if meta else ()) if only is None or f == only]
+        if not fields:
+            return item
+        if self._box_key is None:
+            try:
+                self._box_key = keys.load_box_key(self.state_dir)
+            except (OSError, ValueError) as e:
+                raise sealed.SealError(f"this server's box key cannot be read: {e}") from e
+        return sealed.open_item(item, fields, self.config.server_id, self._box_key)
 
     async def work(self) -> int:
         """Run every generation of the document not yet in the ledger, in name order."""
@@ -194,7 +210,15 @@ class Agent:
             await self.work()
 
     async def _run(self, item: wire.DeploymentItem, meta: wire.ItemMeta | None) -> wire.Signal:
-        chosen = component.pick(item)
+        try:
+            # Secrets are opened only here, to go into the hook's stdin (and its environment, by the hook).
+            opened = self._open(item, meta)
+        except sealed.SealError as e:
+            self.ledger.mark_started(item.id)
+            signal = wire.Signal(status_code=1, stderr=f"cannot open a secret of this deployment: {e}")
+            self._finish(item.id, item, meta, signal)
+            return signal
+        chosen = component.pick(opened)
         if chosen is None:
             note = f"component has no config for {item.input_value('deploy_action')}; nothing run"
             log.warning("deployment %s: %s", item.name, note)
@@ -234,7 +258,7 @@ class Agent:
                 )
         finally:
             self.running = None
-        self._finish(item.id, item, signal)
+        self._finish(item.id, item, meta, signal)
         recovery.discard_output(self.state_dir, item.id)
         log.info("deployment %s finished with status code %s", item.name, signal.status_code)
         return signal
@@ -248,24 +272,36 @@ class Agent:
         return env
 
     def _finish(
-        self, item_id: str, item: wire.DeploymentItem | None, signal: wire.Signal, note: str = ""
+        self,
+        item_id: str,
+        item: wire.DeploymentItem | None,
+        meta: wire.ItemMeta | None,
+        signal: wire.Signal,
+        note: str = "",
     ) -> None:
-        out = self._outgoing(item_id, item, signal)
+        out = self._outgoing(item_id, item, meta, signal)
         self.ledger.mark_finished(item_id, signal.status_code, out, note)
         if out is not None:
             self._outbox.set()
 
     def _outgoing(
-        self, item_id: str, item: wire.DeploymentItem | None, signal: wire.Signal
+        self, item_id: str, item: wire.DeploymentItem | None, meta: wire.ItemMeta | None, signal: wire.Signal
     ) -> Outgoing | None:
         if item is None:
+            return None
+        try:
+            item = self._open(item, meta, only="inputs.deploy_signal_id")
+        except sealed.SealError as e:
+            log.error("deployment %s: no signal can be sent: %s", item_id, e)
             return None
         url = item.input_value("deploy_signal_id")
         if not isinstance(url, str) or not url or item.input_value("deploy_signal_transport") == "NO_SIGNAL":
             return None
         verb = str(item.input_value("deploy_signal_verb") or "POST").upper()
         body = signal.to_json()
-        body[wire.EXTRA_KEY] = {"config_id": item_id, "nonce": secrets.token_hex(8)}
+        body[wire.EXTRA_KEY] = {"config_id": item_id, "nonce": secrets.token_hex(16)}
+        if meta is not None:
+            body[wire.EXTRA_KEY]["generation"] = meta.generation
         return Outgoing(0, item_id, url, verb, encode_body(body), 0)
 
     # -------------------------------------------------------------- signalling

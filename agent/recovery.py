@@ -110,7 +110,7 @@ def recover(agent: Agent) -> None:
     """Settle every generation a crash left started: re-run it (if allowed) or report it FAILED."""
     for entry in agent.ledger.interrupted():
         stop_orphan(agent.ledger.get_state(f"hookpid:{entry.item_id}"))
-        item = agent._item(entry.item_id)
+        item, meta = agent._lookup(entry.item_id)
         runs = attempts(agent, entry.item_id)
         if rerun_allowed(item) and runs <= MAX_RERUNS:
             log.warning(
@@ -131,5 +131,5 @@ def recover(agent: Agent) -> None:
         signal_ = wire.Signal(
             status_code=INTERRUPTED_CODE, stdout=_read_tail(out_path), stderr=wire.trim_stream(stderr)
         )
-        agent._finish(entry.item_id, item, signal_, note="interrupted")
+        agent._finish(entry.item_id, item, meta, signal_, note="interrupted")
         discard_output(agent.state_dir, entry.item_id)

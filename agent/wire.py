@@ -13,6 +13,7 @@ for example ``deployments[1].inputs[0].name: required``.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -54,6 +55,8 @@ class InputItem:
     description: str | None = None
     default: Any = None
     replace_on_change: bool = False
+    #: Anneal's extension: the value is sealed to the server's key in its document.
+    secret: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "type": self.type}
@@ -63,6 +66,8 @@ class InputItem:
             out["default"] = self.default
         if self.replace_on_change:
             out["replace_on_change"] = True
+        if self.secret:
+            out["secret"] = True
         out["value"] = self.value
         return out
 
@@ -128,6 +133,8 @@ class ItemMeta:
     hash: str
     action: str
     timeout: float | None = None
+    #: Fields of the item sealed to the server's key: ``config`` and ``inputs.<name>``.
+    sealed: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -138,6 +145,8 @@ class ItemMeta:
         }
         if self.timeout is not None:
             out["timeout"] = self.timeout
+        if self.sealed:
+            out["sealed"] = list(self.sealed)
         return out
 
 
@@ -203,8 +212,11 @@ def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def idempotency_hash(item: DeploymentItem, action: str) -> str:
-    """A deterministic hash of what a derived config applies (ids, times and credentials left out)."""
+def idempotency_hash(item: DeploymentItem, action: str, key: bytes = b"") -> str:
+    """A deterministic hash of what a derived config applies (ids, times and credentials left out).
+
+    With *key* it is an HMAC, so that the published hash cannot be used to guess secret inputs.
+    """
     inputs = [[i.name, i.type, i.value] for i in item.inputs if i.name not in CREDENTIAL_INPUTS]
     body = {
         "name": item.name,
@@ -215,6 +227,8 @@ def idempotency_hash(item: DeploymentItem, action: str) -> str:
         "inputs": inputs,
         "action": action,
     }
+    if key:
+        return "hmac-sha256:" + hmac.new(key, canonical_json(body), hashlib.sha256).hexdigest()
     return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
 
 
@@ -257,6 +271,7 @@ def decode_input(obj: Any, path: str) -> InputItem:
         description=_optional(obj, "description", str, path),
         default=obj.get("default"),
         replace_on_change=bool(obj.get("replace_on_change", False)),
+        secret=bool(obj.get("secret", False)),
     )
 
 
@@ -290,12 +305,16 @@ def decode_item(obj: Any, path: str = "deployment") -> DeploymentItem:
 def decode_meta(obj: Any, path: str) -> ItemMeta:
     obj = _mapping(obj, path)
     timeout = _optional(obj, "timeout", (int, float), path)
+    sealed = _optional(obj, "sealed", list, path) or []
+    if not all(isinstance(x, str) for x in sealed):
+        raise WireError(f"{path}.sealed: expected a list of field names")
     return ItemMeta(
         deployment_id=_require(obj, "deployment_id", str, path),
         generation=_require(obj, "generation", int, path),
         hash=_require(obj, "hash", str, path),
         action=_require(obj, "action", str, path),
         timeout=float(timeout) if timeout is not None else None,
+        sealed=tuple(sealed),
     )
 
 

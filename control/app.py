@@ -34,7 +34,7 @@ def make_app(settings: Settings) -> web.Application:
 
     async def lifetime(app: web.Application) -> AsyncIterator[None]:
         secrets = keys.load_or_create(settings.data_dir)  # creates the data dir (0700) first
-        engine_db, sessions = await open_database(settings.db_url)
+        engine_db, sessions = await open_database(settings.db_url, secrets.data_key)
         provisioner = make_provisioner(settings)
         runtime = Runtime(settings, secrets, sessions, HttpPublisher(), provisioner)
         definitions = Definitions()

@@ -62,6 +62,7 @@ def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.Inpu
                 description=decl.get("description"),
                 default=decl.get("default"),
                 replace_on_change=bool(decl.get("replace_on_change", False)),
+                secret=bool(decl.get("secret", False)),
             )
         )
     items.extend(wire.InputItem(name=k, value=v) for k, v in left.items())
@@ -115,7 +116,7 @@ def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, 
     dep.item = item.to_json()
     dep.item_id = item.id
     dep.name = source.name
-    dep.hash = wire.idempotency_hash(item, action)
+    dep.hash = wire.idempotency_hash(item, action, txn.runtime.keys.data_key)
     dep.started_at = now
     dep.completed_at = None
     dep.updated_at = now

@@ -22,7 +22,7 @@ from sqlalchemy import select
 
 from agent import wire
 from control.errors import ForbiddenError, NotFoundError
-from control.runtime import Runtime, iso, render_document
+from control.runtime import Runtime, iso
 from control.store.orm import DeploymentRow, ServerRow
 
 #: ServerRow.agent_kind of a server whose agent is Heat's chain.
@@ -76,17 +76,21 @@ async def metadata(rt: Runtime, server_id: str, sig: str | None) -> tuple[bytes,
                 )
             )
         )
-    doc = render_document(server, rows, rt.settings.document_ttl)
+    # Not render_document: Heat's chain cannot open secrets sealed to an agent key (it has
+    # none), so a Heat-compatible server gets them as Heat sends them, behind the URL's
+    # capability (docs/heat-compat.md).
+    items = [wire.decode_item(r.item, f"deployment {r.id}") for r in rows]
+    meta = {i.id: wire.ItemMeta(r.id, r.generation, r.hash, r.action, r.timeout) for i, r in zip(items, rows, strict=True)}
     # Heat's chain re-runs its command whenever the document differs, so nothing in it may
     # change between renders or on a signal: issued_at is when the newest generation started.
     started = max([server.created_at, *(r.started_at or 0 for r in rows)])
     changed = max([server.created_at, *(r.updated_at or 0 for r in rows)])
     body = wire.Document(
-        server_id=doc.server_id,
-        serial=doc.serial,
+        server_id=server.id,
+        serial=server.serial,
         issued_at=iso(started),
-        deployments=doc.deployments,
-        meta=doc.meta,
+        deployments=tuple(wire.sorted_items(items)),
+        meta=meta,
         extra={"os-collect-config": os_collect_config(rt, server_id)},
     ).encode()
     return body, f'"{server.serial}"', formatdate(changed, usegmt=True)

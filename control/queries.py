@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from control import hot, stackdef
 from control.errors import BadRequestError, NotFoundError
 from control.settings import Settings
-from control.stacks import get_stack, mask, secret_values
+from control.stacks import MASK, get_stack, mask, secret_values
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
 
 TAIL_LINES = 20
@@ -171,7 +171,8 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
 
 
 def _inputs(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {i["name"]: i.get("value") for i in item.get("inputs", [])}
+    """Input values; those declared ``secret`` are masked."""
+    return {i["name"]: (MASK if i.get("secret") else i.get("value")) for i in item.get("inputs", [])}
 
 
 async def get_server(session: AsyncSession, ref: str) -> ServerRow:

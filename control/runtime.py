@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import select, update
 
 from agent import envelope, wire
+from control import secrets
 from control.keys import Keys
 from control.provision import Provisioner
 from control.publish import Publisher
 from control.settings import Settings
 from control.store.db import Sessions
-from control.store.orm import DeploymentRow, ServerRow
+from control.store.orm import DeploymentRow, ServerRow, StackRow
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +58,21 @@ class Runtime:
             by_server: dict[str, list[DeploymentRow]] = {}
             for row in rows:
                 by_server.setdefault(row.server_id, []).append(row)
+            stack_ids = {r.stack_id for rs in by_server.values() for r in rs if r.stack_id}
+            hidden = {
+                sid: secrets.hidden_strings(params, names)
+                for sid, params, names in await session.execute(
+                    select(StackRow.id, StackRow.parameters, StackRow.hidden).where(
+                        StackRow.id.in_(stack_ids)
+                    )
+                )
+            }
         for server_id in ids:
             server = servers.get(server_id)
             if server is None:
                 await self.publisher.withdraw(server_id)
                 continue
-            doc = render_document(server, by_server.get(server_id, []), self.settings.document_ttl)
+            doc = render_document(server, by_server.get(server_id, []), self.settings.document_ttl, hidden)
             body = envelope.sign(doc.to_json(), self.keys.signing_key, self.keys.chain)
             await self.publisher.publish(server_id, doc.serial, body)
 
@@ -79,14 +89,22 @@ class Runtime:
         await self.publish(ids)
 
 
-def render_document(server: ServerRow, rows: Iterable[DeploymentRow], ttl: float) -> wire.Document:
-    """The server's document: every deployment currently on it, Heat's shape plus our extras."""
+def render_document(
+    server: ServerRow,
+    rows: Iterable[DeploymentRow],
+    ttl: float,
+    hidden: Mapping[str, frozenset[str]] | None = None,
+) -> wire.Document:
+    """The server's document: every deployment on it, Heat's shape plus our extras, secrets sealed."""
     items = []
     meta = {}
+    recipient = secrets.box_key(server.public_keys or {})
     for row in rows:
         item = wire.decode_item(row.item, f"deployment {row.id}")
+        strings = (hidden or {}).get(row.stack_id or "", frozenset())
+        item, fields = secrets.seal_item(item, server.id, recipient, strings)
         items.append(item)
-        meta[item.id] = wire.ItemMeta(row.id, row.generation, row.hash, row.action, row.timeout)
+        meta[item.id] = wire.ItemMeta(row.id, row.generation, row.hash, row.action, row.timeout, fields)
     return wire.Document(
         server_id=server.id,
         serial=server.serial,

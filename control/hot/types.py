@@ -162,6 +162,7 @@ INPUT_SCHEMA = {
     "type": _s(allowed=IO_TYPES),
     "default": PropSpec("any"),
     "replace_on_change": PropSpec("boolean"),
+    "secret": PropSpec("boolean"),  # Anneal's extension: sealed to the server's key
 }
 OUTPUT_SCHEMA = {
     "name": _s(required=True),

@@ -7,14 +7,19 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
+from control.store import crypt
 from control.store.orm import SCHEMA_VERSION, Base, MetaRow
 
 Sessions = async_sessionmaker[AsyncSession]
 
 
-async def open_database(url: str) -> tuple[AsyncEngine, Sessions]:
-    """Connect, create missing tables, and return the engine and a session factory."""
+async def open_database(url: str, data_key: bytes) -> tuple[AsyncEngine, Sessions]:
+    """Connect, create missing tables, and return the engine and a session factory.
+
+    *data_key* encrypts the columns that may hold secrets (``control/store/crypt.py``).
+    """
     engine = create_async_engine(url)
+    crypt.attach_key(engine.sync_engine.dialect, data_key)
     if engine.dialect.name == "sqlite":
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
     async with engine.begin() as conn:

@@ -1,4 +1,8 @@
-"""Tables of the control plane (SQLAlchemy 2.0, SQLite or PostgreSQL)."""
+"""Tables of the control plane (SQLAlchemy 2.0, SQLite or PostgreSQL).
+
+Columns that can hold a secret (templates, parameters, properties, derived configs,
+inputs, outputs) are ``EncryptedJSON``: encrypted at rest with the data key.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ from typing import Any, ClassVar
 
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from control.store.crypt import EncryptedJSON
 
 
 class Base(DeclarativeBase):
@@ -60,11 +66,11 @@ class StackRow(Base):
     action: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16))
     status_reason: Mapped[str] = mapped_column(Text, default="")
-    template: Mapped[dict[str, Any]] = mapped_column(JSON)
-    files: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    environment: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    params_given: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    parameters: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    template: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON)
+    files: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
+    environment: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
+    params_given: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
+    parameters: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
     hidden: Mapped[list[Any]] = mapped_column(JSON, default=list)
     warnings: Mapped[list[Any]] = mapped_column(JSON, default=list)
     #: Bumped by every create/update request (optimistic concurrency, If-Match).
@@ -90,8 +96,8 @@ class ResourceRow(Base):
     status: Mapped[str] = mapped_column(String(16), default="COMPLETE")
     status_reason: Mapped[str] = mapped_column(Text, default="")
     physical_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
-    properties: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
-    attributes: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    properties: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
+    attributes: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
     requires: Mapped[list[Any]] = mapped_column(JSON, default=list)
     traversal: Mapped[int] = mapped_column(Integer, default=0)
     #: False once replaced or removed from the template: awaiting cleanup.
@@ -111,7 +117,7 @@ class ConfigRow(Base):
     stack_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
     name: Mapped[str] = mapped_column(String(255))
     group: Mapped[str] = mapped_column(String(128))
-    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    body: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON)
     created_at: Mapped[float] = mapped_column(Float)
 
 
@@ -132,12 +138,12 @@ class DeploymentRow(Base):
     status_reason: Mapped[str] = mapped_column(Text, default="")
     generation: Mapped[int] = mapped_column(Integer, default=0)
     #: The derived config as it appears in the server's document (None: not on the server).
-    item: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
+    item: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
     item_id: Mapped[str | None] = mapped_column(String(64), default=None)
     hash: Mapped[str] = mapped_column(String(80), default="")
     timeout: Mapped[float] = mapped_column(Float, default=3600.0)
-    input_values: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    outputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    input_values: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
+    outputs: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
     stdout: Mapped[str] = mapped_column(Text, default="")
     stderr: Mapped[str] = mapped_column(Text, default="")
     status_code: Mapped[int | None] = mapped_column(Integer, default=None)

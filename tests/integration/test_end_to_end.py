@@ -325,7 +325,7 @@ def test_document_is_heat_shaped_with_etag_and_long_poll(control_plane: ControlP
         assert derived in names
     meta = changed.body["anneal"]
     assert meta["serial"] > int(etag.strip('"'))
-    assert meta["deployments"][item["id"]]["hash"].startswith("sha256:")
+    assert meta["deployments"][item["id"]]["hash"].startswith("hmac-sha256:")
     assert 401 == cp.api("GET", "/v1/agent/document", token=cp.token).status
     assert json.loads(json.dumps(changed.body))  # plain JSON all the way
 

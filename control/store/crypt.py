@@ -1,0 +1,79 @@
+"""Columns that may hold secrets are stored encrypted (AES-256-GCM with the data key).
+
+The data key is ``<data dir>/data-key`` (0600). It is attached to the database
+engine's dialect when the database is opened, so each control plane in a process
+uses its own key and no global holds it. A stored value is
+``{"anneal_enc": "v1", "kid": <key id>, "ct": base64(nonce || ciphertext)}``;
+a value without that shape was written before encryption and is read as it is
+(and encrypted on its next write), so an existing database keeps working.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from typing import Any
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from sqlalchemy import JSON
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+DIALECT_ATTR = "anneal_data_key"
+_AAD = b"anneal-db-v1"
+
+
+class DataKeyError(RuntimeError):
+    """The database holds values this control plane's data key cannot read."""
+
+
+def key_id(key: bytes) -> str:
+    return hashlib.sha256(b"anneal-data-key:" + key).hexdigest()[:12]
+
+
+def encrypt(key: bytes, value: Any) -> dict[str, str]:
+    nonce = os.urandom(12)
+    plain = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    ct = AESGCM(key).encrypt(nonce, plain, _AAD)
+    return {"anneal_enc": "v1", "kid": key_id(key), "ct": base64.b64encode(nonce + ct).decode()}
+
+
+def decrypt(key: bytes, stored: dict[str, Any]) -> Any:
+    if stored.get("kid") != key_id(key):
+        raise DataKeyError(f"a value was encrypted with data key {stored.get('kid')}, not this data dir's key")
+    raw = base64.b64decode(stored["ct"])
+    try:
+        return json.loads(AESGCM(key).decrypt(raw[:12], raw[12:], _AAD))
+    except InvalidTag as e:
+        raise DataKeyError("an encrypted value does not authenticate (altered?)") from e
+
+
+def attach_key(dialect: Dialect, key: bytes) -> None:
+    setattr(dialect, DIALECT_ATTR, key)
+
+
+def _key(dialect: Dialect) -> bytes:
+    key = getattr(dialect, DIALECT_ATTR, None)
+    if not key:
+        raise DataKeyError("the database was opened without a data key; secrets would be stored in clear")
+    return bytes(key)
+
+
+class EncryptedJSON(TypeDecorator[Any]):
+    """A JSON column whose whole value is encrypted at rest."""
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        return encrypt(_key(dialect), value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        if isinstance(value, dict) and value.get("anneal_enc") == "v1":
+            return decrypt(_key(dialect), value)
+        return value

@@ -1,0 +1,106 @@
+"""Secrets at rest and in documents: the database columns and the sealed values."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+from agent import sealed, wire
+from control import secrets
+from control.store import crypt
+from control.store.db import open_database
+from control.store.orm import ConfigRow
+
+
+async def test_a_value_written_before_encryption_is_still_read(tmp_path: Path) -> None:
+    """Migration safety: plain JSON in an encrypted column reads as it is; new writes are encrypted."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
+    engine, sessions = await open_database(url, os.urandom(32))
+    async with engine.begin() as conn:  # as an older version wrote it: plain JSON
+        await conn.exec_driver_sql(
+            'INSERT INTO configs (id, name, "group", body, created_at) VALUES (?, ?, ?, ?, 0)',
+            ("old", "n", "script", json.dumps({"config": "plain"})),
+        )
+    async with sessions() as session:
+        session.add(ConfigRow(id="new", name="n", group="script", body={"config": "s3cr3t"}, created_at=0))
+        await session.commit()
+    async with sessions() as session:
+        old, new = await session.get(ConfigRow, "old"), await session.get(ConfigRow, "new")
+        assert old is not None and new is not None
+        assert (old.body, new.body) == ({"config": "plain"}, {"config": "s3cr3t"})
+    async with engine.connect() as conn:
+        raw = (await conn.exec_driver_sql("SELECT body FROM configs WHERE id = 'new'")).scalar_one()
+    await engine.dispose()
+    assert json.loads(raw)["anneal_enc"] == "v1" and "s3cr3t" not in raw
+    other, other_sessions = await open_database(url, os.urandom(32))
+    try:
+        async with other_sessions() as session:
+            with pytest.raises(crypt.DataKeyError, match="data key"):
+                await session.get(ConfigRow, "new")
+    finally:
+        await other.dispose()
+
+
+def _pair() -> tuple[X25519PrivateKey, bytes]:
+    key = X25519PrivateKey.generate()
+    return key, key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
+ITEM = wire.DeploymentItem(
+    id="item-1",
+    name="db",
+    group="script",
+    creation_time="2026-11-22T04:00:00Z",
+    config="#!/bin/sh\nPW='hunter2-long'\n",
+    inputs=(
+        wire.InputItem("PLAIN", "visible"),
+        wire.InputItem("TOKEN", {"k": [1, 2]}, secret=True),
+        wire.InputItem("DSN", "pg://u:hunter2-long@db"),
+        wire.InputItem("deploy_signal_id", "http://cp/v1/signal/d/1?sig=abc"),
+    ),
+)
+
+
+def test_secret_fields_are_sealed_and_open_only_for_their_server_and_place() -> None:
+    """Declared, hidden-derived and credential fields are sealed; they open with the right key only."""
+    private, public = _pair()
+    out, fields = secrets.seal_item(ITEM, "srv", public, frozenset({"hunter2-long"}))
+    assert set(fields) == {"config", "inputs.TOKEN", "inputs.DSN", "inputs.deploy_signal_id"}
+    text = wire.canonical_json(out.to_json()).decode()
+    assert "hunter2-long" not in text and "sig=abc" not in text and "visible" in text
+    opened = sealed.open_item(out, fields, "srv", private)
+    assert opened.config == ITEM.config and opened.input_values() == ITEM.input_values()
+    assert [i.secret for i in opened.inputs] == [False, True, True, True]  # marked for masking
+    with pytest.raises(sealed.SealError, match="does not open"):
+        sealed.open_item(out, fields, "srv", X25519PrivateKey.generate())
+    with pytest.raises(sealed.SealError, match="does not open"):
+        sealed.open_item(out, fields, "other-server", private)
+    moved = dict(out.to_json())
+    inputs = list(moved["inputs"])
+    inputs[1], inputs[2] = (
+        {**inputs[1], "value": inputs[2]["value"]},
+        {**inputs[2], "value": inputs[1]["value"]},
+    )
+    with pytest.raises(sealed.SealError, match="does not open"):
+        sealed.open_item(wire.decode_item({**moved, "inputs": inputs}), fields, "srv", private)
+
+
+def test_without_a_server_key_secrets_are_withheld_not_sent_in_clear() -> None:
+    """A server that never enrolled gets a placeholder, and its agent says why it cannot open it."""
+    out, fields = secrets.seal_item(ITEM, "srv", None, frozenset({"hunter2-long"}))
+    assert "inputs.deploy_signal_id" not in fields  # Heat's own agents need that one as it is
+    assert out.input_value("TOKEN") == sealed.UNAVAILABLE
+    with pytest.raises(sealed.SealError, match="enrol"):
+        sealed.open_item(out, fields, "srv", X25519PrivateKey.generate())
+
+
+def test_nothing_secret_leaves_the_item_unchanged() -> None:
+    plain = wire.DeploymentItem(
+        id="i", name="n", group="script", creation_time="", inputs=(wire.InputItem("A", "b"),)
+    )
+    assert secrets.seal_item(plain, "srv", _pair()[1], frozenset({"zzz"})) == (plain, ())
