@@ -618,7 +618,7 @@ def test_enrolled_agent_runs_a_stacks_deployment_with_once(enrol_cp: ControlPlan
     out = ok(cp.cli("server", "create", "edge"))
     token = re.search(r"one-time enrolment token: (\S+)", out).group(1)
     state = tmp_path / "edge-state"
-    enrolled = agent("enrol", "--url", cp.url, "--token", token, "--state-dir", str(state))
+    enrolled = agent("enrol", "--url", cp.url, f"--token={token}", "--state-dir", str(state))
     assert 0 == enrolled.returncode, enrolled.stderr
     assert "enrolled" in enrolled.stdout
     server = as_json(cp, "server", "show", "edge")
@@ -639,9 +639,9 @@ def test_enrolled_agent_runs_a_stacks_deployment_with_once(enrol_cp: ControlPlan
 def test_used_enrolment_token_is_refused(enrol_cp: ControlPlane, tmp_path: Path):
     """A token enrols once: a second `anneal-agent enrol` with it fails and names the token."""
     token = ok(enrol_cp.cli("server", "create", "once-only", "-f", "value")).strip()
-    first = agent("enrol", "--url", enrol_cp.url, "--token", token, "--state-dir", str(tmp_path / "a"))
+    first = agent("enrol", "--url", enrol_cp.url, f"--token={token}", "--state-dir", str(tmp_path / "a"))
     assert 0 == first.returncode, first.stderr
-    second = agent("enrol", "--url", enrol_cp.url, "--token", token, "--state-dir", str(tmp_path / "b"))
+    second = agent("enrol", "--url", enrol_cp.url, f"--token={token}", "--state-dir", str(tmp_path / "b"))
     assert 0 != second.returncode
     assert "token" in second.stderr
 
