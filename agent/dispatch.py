@@ -23,7 +23,7 @@ from typing import BinaryIO
 from agent import wire
 
 log = logging.getLogger(__name__)
-BUILTIN_HOOKS = frozenset({"script"})
+BUILTIN_HOOKS = frozenset({"script", "puppet", "ansible", "salt", "chef"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 #: Grace between the hook's own timeout and the agent killing its process group.
 KILL_GRACE = 15.0
@@ -55,6 +55,20 @@ def missing_hook(group: str, hook_dirs: Sequence[str]) -> wire.Signal:
     )
 
 
+def unsafe_names(item: wire.DeploymentItem) -> wire.Signal | None:
+    """A failure when the id or an output name cannot be part of a file name, else None.
+
+    Hooks written for Heat's agents open ``<heat_outputs_path>.<name>`` unchecked, so an
+    output named ``../x`` would read a file outside their outputs dir: such items never run.
+    """
+    bad = [] if wire.safe_output_name(item.id) else [f"deployment id {item.id!r}"]
+    bad += [f"output name {o.name!r}" for o in item.outputs if not wire.safe_output_name(o.name)]
+    if not bad:
+        return None
+    rule = "letters, digits, '_', '.' and '-' only, no '..'"
+    return wire.Signal(status_code=1, stderr=f"{', '.join(bad)}: not safe in a file name ({rule}); not run")
+
+
 def coerce_inputs(item: Mapping[str, object]) -> dict[str, object]:
     """Heat's agent turns String inputs that are not strings into strings; so do we (as JSON)."""
     out = dict(item)
@@ -83,6 +97,8 @@ async def run_hook(
     *tee* names files that get a copy of stdout and stderr as they arrive (so a crash of the
     agent loses none of it); *on_start* gets the hook's pid once it runs.
     """
+    if (refused := unsafe_names(item)) is not None:
+        return refused
     stdin = json.dumps(coerce_inputs(item.to_json())).encode()
     try:
         proc = await asyncio.create_subprocess_exec(

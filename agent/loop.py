@@ -264,7 +264,7 @@ class Agent:
         return signal
 
     def _hook_env(self, meta: wire.ItemMeta | None, timeout: float) -> dict[str, str]:
-        env = dict(os.environ)
+        env = {**os.environ, **self.config.hook_env}
         env["ANNEAL_HOOK_WORKDIR"] = str(self.state_dir / "hooks")
         env["ANNEAL_HOOK_TIMEOUT"] = f"{timeout:g}"
         if meta is not None:

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from control import hot, stackdef
 from control.errors import BadRequestError, NotFoundError
+from control.resources.groups import failed_member
 from control.settings import Settings
 from control.stacks import MASK, get_stack, mask, secret_values
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
@@ -92,7 +93,8 @@ async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]
             "status": f"{r.action}_FAILED",
             "reason": r.status_reason,
         }
-        dep = await session.get(DeploymentRow, r.physical_id or "") if r.physical_id else None
+        dep_id = failed_member(r) or r.physical_id  # a group names the member that failed it
+        dep = await session.get(DeploymentRow, dep_id) if dep_id else None
         if dep is not None:
             entry.update(
                 deployment_id=dep.id,

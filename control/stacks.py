@@ -96,6 +96,8 @@ async def update_stack(
             )
         if stack.action == "DELETE":
             raise ConflictError(f"stack {name} is being deleted", where="name")
+        if stack.action == "SUSPEND":  # Heat's rule: a suspended stack is resumed before it changes
+            raise ConflictError(f"stack {name} is suspended; resume it before updating", where="name")
         if body.get("existing"):
             params = {**stack.params_given, **params}
         defn = stackdef.build(template, files, env, params, stack_name=stack.name, stack_id=stack.id)

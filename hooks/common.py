@@ -8,15 +8,15 @@ The exit status is 0 whenever a signal was written (the tool's status travels in
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import os
 import secrets
+import shutil
 import signal
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,20 +25,25 @@ from typing import IO, Any
 
 from agent import wire
 from agent.wire import DeploymentItem, OutputItem, Signal
-from hooks.errors import ConfigError, HookError, OptionError, TerminatedError
+from hooks.errors import ConfigError, HookError, OptionError, TerminatedError, ToolNotFoundError
+from hooks.process import (
+    STATUS_NOT_EXECUTABLE,
+    STATUS_NOT_FOUND,
+    STATUS_TIMED_OUT,
+    ToolResult,
+    run_tool,
+)
+
+__all__ = [
+    "STATUS_NOT_EXECUTABLE", "STATUS_NOT_FOUND", "STATUS_TIMED_OUT", "HookContext", "ToolResult",
+    "check_names", "clear_outputs", "failure", "find_tool", "main", "read_outputs", "run_tool",
+    "write_private",
+]
 
 logger = logging.getLogger(__name__)
 
 #: Exit status of a hook whose stdin holds no readable deployment; nothing is written.
 EXIT_BAD_INPUT = 2
-#: Status of a tool that could not be started, and of one stopped by its timeout.
-STATUS_NOT_FOUND = 127
-STATUS_NOT_EXECUTABLE = 126
-STATUS_TIMED_OUT = 124
-#: Seconds between SIGTERM and SIGKILL when a tool's process group is stopped.
-KILL_GRACE = 5.0
-#: Seconds to collect the last output once the group is stopped.
-DRAIN_GRACE = 1.0
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 _SAFE_RULE = "letters, digits, '_', '.' and '-' only, no '..'"
 
@@ -72,7 +77,8 @@ def _answer(
     run: Callable[[DeploymentItem, HookContext], Signal], deployment: DeploymentItem, name: str
 ) -> Signal:
     try:
-        return run(deployment, HookContext.from_env(name, deployment))
+        ctx = dataclasses.replace(HookContext.from_env(name, deployment), echo=sys.stderr.buffer)
+        return run(deployment, ctx)
     except HookError as e:
         logger.error("deployment %s: %s", deployment.id, e)
         return failure(str(e), e.status_code)
@@ -103,6 +109,8 @@ class HookContext:
     working_dir: Path
     outputs_dir: Path
     timeout: float | None = None
+    #: Where the tool's output is copied as it comes (the hook's stderr; None in tests).
+    echo: IO[bytes] | None = None
 
     @classmethod
     def from_env(
@@ -236,117 +244,27 @@ def clear_outputs(prefix: Path, outputs: Sequence[OutputItem]) -> None:
 # ---------------------------------------------------------------- tools
 
 
-@dataclass(frozen=True)
-class ToolResult:
-    """How a tool ended: its status and its output, decoded and trimmed."""
+def find_tool(program: str, *, setting: str, install: str, env: Mapping[str, str]) -> str:
+    """The path of *program*: ``$<setting>`` when set, else the first on ``PATH``.
 
-    returncode: int
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-
-
-def run_tool(
-    argv: Sequence[str],
-    *,
-    env: Mapping[str, str],
-    cwd: Path,
-    timeout: float | None,
-    stdin: bytes | None = None,
-) -> ToolResult:
-    """Run *argv* in a session of its own; after *timeout* seconds stop its whole group.
-
-    A program that cannot be started gives status 127 (126 for other exec errors); a
-    timeout gives 124. Background processes that outlive the tool are left alone unless
-    they still hold its output open at the timeout: then the group is stopped too.
+    Raises ToolNotFoundError naming the tool, where it was looked for and how to install it.
     """
-    try:
-        proc = subprocess.Popen(
-            list(argv),
-            env=dict(env),
-            cwd=cwd,
-            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+    configured = env.get(setting)
+    if configured:
+        if os.path.isfile(configured) and os.access(configured, os.X_OK):
+            return configured
+        raise ToolNotFoundError(
+            f"{program} not found: ${setting} is {configured!r}, which is not an executable file; "
+            f"install it with: {install}"
         )
-    except OSError as e:
-        return _not_started(argv, e)
-    try:
-        out, err = proc.communicate(stdin, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        return _stop(proc, argv[0], e.timeout)
-    except BaseException:
-        _stop_group(proc)
-        raise
-    return _result(proc.returncode, out, err)
+    found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise ToolNotFoundError(
+            f"{program} not found on PATH (or set ${setting} to its path); install it with: {install}"
+        )
+    return found
 
 
-def _not_started(argv: Sequence[str], e: OSError) -> ToolResult:
-    missing = isinstance(e, FileNotFoundError | PermissionError)
-    code = STATUS_NOT_FOUND if missing else STATUS_NOT_EXECUTABLE
-    message = f"cannot run {argv[0]!r}: {e.strerror or e}"
-    if e.filename is not None and os.fsdecode(e.filename) != argv[0]:
-        message += f": {os.fsdecode(e.filename)}"
-    return ToolResult(code, "", message)
-
-
-def _stop(proc: subprocess.Popen[bytes], program: str, timeout: float) -> ToolResult:
-    finished = proc.poll() is not None
-    _stop_group(proc)
-    out, err = _drain(proc)
-    if finished:  # the tool ended, but a process it started kept its output open
-        note = f"{program}: a background process still held the output open after {timeout:g} s"
-        return _result(proc.returncode, out, err, note + "; its process group was stopped")
-    note = f"{program} timed out after {timeout:g} s"
-    return _result(STATUS_TIMED_OUT, out, err, note, timed_out=True)
-
-
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the tool's process group; SIGKILL whatever is left after KILL_GRACE."""
-    deadline = time.monotonic() + KILL_GRACE
-    if _signal_group(proc.pid, signal.SIGTERM):
-        while time.monotonic() < deadline:
-            proc.poll()  # reap the leader: a zombie still counts as a member of the group
-            if not _signal_group(proc.pid, 0):
-                break
-            time.sleep(0.05)
-        else:
-            _signal_group(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
-def _signal_group(pgid: int, signum: int) -> bool:
-    try:
-        os.killpg(pgid, signum)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        logger.warning("process group %d: not allowed to send signal %d", pgid, signum)
-        return False
-    return True
-
-
-def _drain(proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
-    try:
-        return proc.communicate(timeout=DRAIN_GRACE)
-    except subprocess.TimeoutExpired as e:
-        # A process that left the group (setsid) holds the pipes: keep what came so far.
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        return e.output or b"", e.stderr or b""
-
-
-def _result(
-    code: int, out: bytes, err: bytes, note: str = "", *, timed_out: bool = False
-) -> ToolResult:
-    stderr = err.decode("utf-8", "replace")
-    if note:
-        stderr = f"{stderr.rstrip(chr(10))}\n{note}" if stderr else note
-    return ToolResult(
-        returncode=code,
-        stdout=wire.trim_stream(out.decode("utf-8", "replace")),
-        stderr=wire.trim_stream(stderr),  # the tail, with the note, is kept
-        timed_out=timed_out,
-    )
+def tool_result_stderr(result: ToolResult, *notes: str) -> str:
+    """The tool's stderr followed by the hook's own notes (output problems and the like)."""
+    return "\n".join(part for part in (result.stderr, *notes) if part)

@@ -11,6 +11,7 @@ Members whose key left the map are deleted after every other member is done.
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import Mapping
@@ -26,7 +27,6 @@ from control.store.orm import DeploymentRow, ResourceRow
 from control.txn import Txn
 
 STATE = "anneal:group"
-AGGREGATES = {"deploy_stdout": "deploy_stdouts", "deploy_stderr": "deploy_stderrs"}
 
 
 class DeploymentGroup:
@@ -42,7 +42,7 @@ class DeploymentGroup:
         return await self._step(txn, res, props, state, [], str(uuid.uuid4()))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
-        old, state = row.properties or {}, dict(row.attributes.get(STATE) or _state())
+        old, state = row.properties or {}, _load(row)
         members = await _members(txn, state)
         if await self._replaces(txn, res, old, props, members):
             return REPLACE
@@ -63,7 +63,7 @@ class DeploymentGroup:
         return await self._step(txn, res, props, state, [], row.physical_id or str(uuid.uuid4()))
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
-        state = dict(row.attributes.get(STATE) or _state())
+        state = _load(row)
         members = await _members(txn, state)
         running = []
         for key, dep in sorted(members.items()):
@@ -85,7 +85,7 @@ class DeploymentGroup:
         return await self._lifecycle(txn, res, row, "RESUME")
 
     async def _lifecycle(self, txn: Txn, res: Res, row: ResourceRow, action: str) -> Outcome:
-        state = dict(row.attributes.get(STATE) or _state())
+        state = _load(row)
         members = await _members(txn, state)
         for dep in members.values():
             await self._member.run(txn, res, dep, _own_props(dep, row.properties or {}), action)
@@ -96,7 +96,7 @@ class DeploymentGroup:
 
     async def check(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         """Called each engine step while IN_PROGRESS: follow the batch, start the next one."""
-        state = dict(row.attributes.get(STATE) or _state())
+        state = _load(row)
         members = await _members(txn, state)
         if state.get("action") == "DELETE":
             return await self._check_delete(txn, res, row, state, members)
@@ -112,7 +112,9 @@ class DeploymentGroup:
         if waiting:
             return Outcome("IN_PROGRESS", row.physical_id, row.attributes)
         if failed:
-            return Outcome("FAILED", row.physical_id, row.attributes, _failure(failed[0], members[failed[0]]))
+            state["failed"] = members[failed[0]].id
+            attrs = {**row.attributes, STATE: state}
+            return Outcome("FAILED", row.physical_id, attrs, _failure(failed[0], members[failed[0]]))
         for key, dep in members.items():
             await forget_deployment(txn, dep)
             state["members"].pop(key, None)
@@ -132,6 +134,7 @@ class DeploymentGroup:
         _expire(running)
         for dep in running:
             if dep.status == "FAILED":
+                state["failed"] = dep.id
                 attrs = await _aggregate(txn, state)
                 return Outcome("FAILED", physical_id, attrs, _failure(dep.resource_name, dep))
         if any(dep.status == "IN_PROGRESS" for dep in running):
@@ -211,6 +214,7 @@ class DeploymentGroup:
             if dep.action == "DELETE" and dep.status == "IN_PROGRESS":
                 waiting[label] = dep_id
             elif dep.action == "DELETE" and dep.status == "FAILED":
+                state["failed"] = dep.id
                 return Outcome("FAILED", physical_id, await _aggregate(txn, state), _failure(key, dep))
             else:
                 await forget_deployment(txn, dep)
@@ -233,11 +237,22 @@ class DeploymentGroup:
         if props.get("signal_transport") != old.get("signal_transport"):
             return True
         for key, dep in members.items():
-            source = await self._member._source(txn, res, _member_props(props, key, res))
+            source = await self._member.source(txn, res, _member_props(props, key, res))
             values = dict(props.get("input_values") or {})
             if source.name != dep.name or deploy.replace_on_change_differs(dep, source, values):
                 return True
         return False
+
+
+def _load(row: ResourceRow) -> dict[str, Any]:
+    """The group's plan, copied: it is changed and stored anew, never edited in place."""
+    return copy.deepcopy(row.attributes.get(STATE)) or _state()
+
+
+def failed_member(row: ResourceRow) -> str | None:
+    """The id of the member deployment that failed the group, if one did."""
+    failed = (row.attributes or {}).get(STATE, {}).get("failed")
+    return str(failed) if failed else None
 
 
 def _state(**given: Any) -> dict[str, Any]:

@@ -129,7 +129,7 @@ class SoftwareDeployment:
         """A new deployment named *member*; CREATE runs when it lists CREATE."""
         server = await deploy.server_for(txn, props.get("server"), f"{res.where}.properties.server")
         transport = self._transport(txn, res, props)
-        source = await self._source(txn, res, props)
+        source = await self.source(txn, res, props)
         now = time.time()
         dep = DeploymentRow(
             id=str(uuid.uuid4()),
@@ -160,7 +160,7 @@ class SoftwareDeployment:
             return False
         if self._transport(txn, res, props) != dep.signal_transport:
             return False
-        source = await self._source(txn, res, props)
+        source = await self.source(txn, res, props)
         values = dict(props.get("input_values") or {})
         if source.name != dep.name or deploy.replace_on_change_differs(dep, source, values):
             return False
@@ -183,7 +183,7 @@ class SoftwareDeployment:
         self, txn: Txn, res: Res, dep: DeploymentRow, props: Mapping[str, Any], action: str
     ) -> None:
         """Give *dep* a generation for *action* if it lists it; else leave the server alone."""
-        await self._generation(txn, res, dep, await self._source(txn, res, props, dep.name), action)
+        await self._generation(txn, res, dep, await self.source(txn, res, props, dep.name), action)
 
     async def _generation(
         self, txn: Txn, res: Res, dep: DeploymentRow, source: deploy.Source, action: str
@@ -201,7 +201,7 @@ class SoftwareDeployment:
             )
         return transport
 
-    async def _source(
+    async def source(
         self, txn: Txn, res: Res, props: Mapping[str, Any], name: str | None = None
     ) -> deploy.Source:
         config_id = props.get("config") or None

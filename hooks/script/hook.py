@@ -47,7 +47,9 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     path = write_private(ctx.working_dir / deployment.id, script, mode=0o700)
     clear_outputs(prefix, deployment.outputs)
     logger.info("deployment %s: running %s with %s", deployment.id, path, command[0])
-    result = run_tool([*command, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout)
+    result = run_tool(
+        [*command, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo
+    )
     outputs, problems = read_outputs(prefix, deployment.outputs)
     clear_outputs(prefix, deployment.outputs)
     stderr = "\n".join(part for part in (*notes, result.stderr, *problems) if part)

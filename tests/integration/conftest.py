@@ -135,8 +135,13 @@ class ControlPlane:
         return self.data_dir / "agents" / server_name
 
 
-def start_control_plane(tmp: Path, *extra: str, port: int | None = None) -> ControlPlane:
-    """Start `anneal serve` on loopback; the same *tmp* and *port* restart it on its data."""
+def start_control_plane(
+    tmp: Path, *extra: str, port: int | None = None, env: dict[str, str] | None = None
+) -> ControlPlane:
+    """Start `anneal serve` on loopback; the same *tmp* and *port* restart it on its data.
+
+    *env* is added to the environment of the control plane and so of its local agents.
+    """
     port = port or free_port()
     data_dir = tmp / "data"
     log = tmp / "control.log"
@@ -158,6 +163,7 @@ def start_control_plane(tmp: Path, *extra: str, port: int | None = None) -> Cont
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            env={**os.environ, **(env or {})},
         )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30

@@ -108,6 +108,8 @@ def test_deployments_run_only_for_the_actions_they_list(cp: ControlPlane, tmp_pa
 
     again = cp.api("POST", "/v1/stacks/acts/suspend")
     assert (409, "name") == (again.status, again.body["error"]["where"])
+    update = cp.api("PUT", "/v1/stacks/acts", {"template": ACTIONS, "parameters": params})
+    assert 409 == update.status and "resume it before updating" in update.body["error"]["message"]
 
     assert 202 == cp.api("POST", "/v1/stacks/acts/resume").status
     assert "RESUME_COMPLETE" == cp.wait_stack("acts")["status"]

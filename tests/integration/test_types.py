@@ -434,3 +434,35 @@ def test_group_suspends_resumes_and_is_replaced_on_a_new_name(cp: ControlPlane, 
     deployments = cp.api("GET", "/v1/deployments?stack=gname").body
     assert not old & {d["id"] for d in deployments}
     assert ["web-v2", "web-v2"] == [d["name"] for d in deployments]
+
+
+GROUP_FAILING = """
+heat_template_version: 2018-08-31
+resources:
+  sa: {type: OS::Heat::DeployedServer}
+  sb: {type: OS::Heat::DeployedServer}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      config: |
+        #!/bin/sh
+        echo "member $deploy_resource_name"
+        if [ "$deploy_resource_name" = b ]; then echo "b cannot start" >&2; exit 4; fi
+  group:
+    type: OS::Heat::SoftwareDeploymentGroup
+    properties:
+      config: {get_resource: cfg}
+      servers: {a: {get_resource: sa}, b: {get_resource: sb}}
+"""
+
+
+def test_failing_member_fails_the_group_and_shows_its_output(cp: ControlPlane):
+    """Member b exits 4: the stack fails naming b; `failures` shows b's stdout and stderr."""
+    assert 201 == cp.create("gfail", GROUP_FAILING).status
+    stack = cp.wait_stack("gfail")
+    assert "CREATE_FAILED" == stack["status"]
+    assert "member b on server" in stack["status_reason"] and "status code: 4" in stack["status_reason"]
+    (failure,) = cp.api("GET", "/v1/stacks/gfail/failures").body
+    assert ("group", 4) == (failure["resource"], failure["deploy_status_code"])
+    assert "member b" in failure["deploy_stdout"] and "b cannot start" in failure["deploy_stderr"]

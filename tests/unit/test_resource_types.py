@@ -6,12 +6,16 @@ import string
 from typing import Any
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 from agent import component, wire
+from control import hot, stackdef
 from control.deploy import substitute_inputs
 from control.errors import BadRequestError
 from control.hot import TemplateError, parse_template
-from control.resources.randomstring import generate
+from control.resources.randomstring import CLASSES, generate
+from control.validate import check_definition
 
 
 def doc(resources: dict[str, Any], **sections: Any) -> dict[str, Any]:
@@ -202,9 +206,6 @@ def test_agent_leaves_other_groups_alone():
 
 def test_get_attr_of_an_undeclared_output_is_refused_for_structured_and_components():
     """get_attr of an output the (structured or component) config does not declare names the path."""
-    from control import hot, stackdef
-    from control.validate import check_definition
-
     for cfg_type, props in (
         ("OS::Heat::StructuredConfig", {"config": {"a": 1}, "outputs": [{"name": "ok"}]}),
         ("OS::Heat::SoftwareComponent", {"configs": [{"tool": "script"}], "outputs": [{"name": "ok"}]}),
@@ -218,3 +219,39 @@ def test_get_attr_of_an_undeclared_output_is_refused_for_structured_and_componen
         with pytest.raises(TemplateError) as info:
             check_definition(defn)
         assert "outputs.bad.value" == info.value.path and "'nope'" in info.value.reason
+
+
+# ------------------------------------------------------------------ properties (hypothesis)
+
+_classes = st.lists(st.fixed_dictionaries({"class": st.sampled_from(sorted(CLASSES)),
+                                           "min": st.integers(1, 4)}), max_size=3)
+_sequences = st.lists(st.fixed_dictionaries({"sequence": st.text(min_size=1, max_size=5),
+                                             "min": st.integers(1, 4)}), max_size=3)
+
+
+@given(classes=_classes, sequences=_sequences, extra=st.integers(0, 20))
+def test_random_string_property_minimums_and_alphabet(classes, sequences, extra):
+    """For any classes and sequences: the length is exact, each minimum holds, nothing foreign appears."""
+    needed = sum(c["min"] for c in classes + sequences)
+    props = {"length": max(needed, 1) + extra, "character_classes": classes, "character_sequences": sequences}
+    value = generate(props, "r")
+    assert len(value) == props["length"]
+    pools = [CLASSES[c["class"]] for c in classes] + [s["sequence"] for s in sequences]
+    if not pools:
+        pools = [CLASSES["lettersdigits"]]
+    assert set(value) <= set("".join(pools))
+    for pool, entry in zip(pools, classes + sequences, strict=False):
+        assert sum(ch in pool for ch in value) >= entry["min"]
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                  max_size=3),
+                     max_leaves=10)
+
+
+@given(config=_json)
+def test_get_input_substitution_leaves_data_without_references_unchanged(config):
+    """A config with no {get_input: ...} node comes out equal to what went in, in both modes."""
+    assume("get_input" not in repr(config))
+    assert config == substitute_inputs(config, "get_input", {"x": 1}, True, "cfg")

@@ -1,0 +1,1 @@
+"""The ``ansible`` hook: the config as a playbook, run through ansible-runner."""

@@ -1,0 +1,1 @@
+"""The ``puppet`` hook: ``puppet apply`` of the config, inputs as facts (and hiera data)."""

@@ -1,0 +1,6 @@
+"""Run the puppet hook: ``python -m hooks.puppet < deployment.json``."""
+
+from hooks.common import main
+from hooks.puppet.hook import run
+
+raise SystemExit(main(run, name="puppet"))

@@ -1,0 +1,1 @@
+"""The ``salt`` hook: the config as a state file, applied by ``salt-call --local``."""

@@ -1,0 +1,119 @@
+"""Heat's ``salt`` group: the config is a state file, applied masterless by ``salt-call --local``.
+
+Each run gets a directory of its own (removed afterwards: it holds the input values) with a
+minion config, a file root holding the config as ``deploy.sls`` and a pillar root. Inputs are
+pillar (``pillar['name']``) and, as Heat's hook makes them, minion options
+(``salt['config.get']('name')``). The state results are summarised in deploy_stdout. A
+non-zero retcode whose states all succeeded counts as success (Heat's rule, bug 1483336).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agent.wire import DeploymentItem, Signal
+from hooks.common import (
+    HookContext,
+    check_names,
+    clear_outputs,
+    find_tool,
+    json_kind,
+    read_outputs,
+    run_tool,
+    tool_result_stderr,
+    write_private,
+)
+from hooks.errors import ConfigError
+from hooks.salt.results import summarise
+
+logger = logging.getLogger(__name__)
+
+INSTALL = "pip install 'salt==3008.3' (into a virtualenv; set $ANNEAL_SALT_CALL to its salt-call)"
+STATE = "deploy"
+
+
+def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
+    """Apply the state in a fresh salt root; report the summary, status and outputs."""
+    check_names(deployment)
+    state = _state_text(deployment.config)
+    if not state.strip():
+        logger.info("deployment %s: empty state, nothing to apply", deployment.id)
+        return Signal()
+    salt_call = find_tool("salt-call", setting="ANNEAL_SALT_CALL", install=INSTALL, env=os.environ)
+    prefix = ctx.outputs_dir / deployment.id
+    root = Path(tempfile.mkdtemp(prefix=f"{deployment.id}.", dir=ctx.working_dir))
+    try:
+        notes = write_salt_root(root, deployment, state, prefix)
+        argv = [
+            salt_call, "--local", f"--config-dir={root / 'conf'}", "--retcode-passthrough",
+            "--out=json", "--no-color", "--log-level=warning", "state.sls", STATE,
+        ]
+        clear_outputs(prefix, deployment.outputs)
+        logger.info("deployment %s: salt-call --local state.sls in %s", deployment.id, root)
+        result = run_tool(argv, env=os.environ, cwd=root, timeout=ctx.timeout, echo=ctx.echo)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    outputs, problems = read_outputs(prefix, deployment.outputs)
+    clear_outputs(prefix, deployment.outputs)
+    summary = summarise(result.stdout)
+    status = result.returncode
+    if status and not result.timed_out and summary.all_succeeded:
+        status = 0  # Heat's rule: salt may exit non-zero although every state succeeded
+    status = status or (1 if problems or summary.errors else 0)
+    stderr = tool_result_stderr(result, *summary.errors, *notes, *problems)
+    return Signal(status_code=status, stdout=summary.text, stderr=stderr, outputs=outputs)
+
+
+def _state_text(config: Any) -> str:
+    if config is None:
+        return ""
+    if isinstance(config, str):
+        return config
+    if isinstance(config, dict):
+        return "#!json\n" + json.dumps(config)  # rendered as data, never as a template
+    raise ConfigError(f"salt config must be a state (a string or a map), got {json_kind(config)}")
+
+
+def minion_config(root: Path) -> dict[str, Any]:
+    """A masterless minion whose every directory is under *root*."""
+    return {
+        "file_client": "local",
+        "id": "anneal-local",
+        "root_dir": str(root),
+        "cachedir": str(root / "cache"),
+        "pki_dir": str(root / "pki"),
+        "sock_dir": str(root / "run"),
+        "pidfile": str(root / "run" / "minion.pid"),
+        "log_file": str(root / "log" / "minion"),
+        "file_roots": {"base": [str(root / "srv")]},
+        "pillar_roots": {"base": [str(root / "pillar")]},
+    }
+
+
+def write_salt_root(root: Path, deployment: DeploymentItem, state: str, prefix: Path) -> list[str]:
+    """Config, state and pillar files (0600); notes name inputs not made minion options."""
+    for sub in ("conf", "srv", "pillar", "cache", "pki", "run", "log"):
+        (root / sub).mkdir(mode=0o700)
+    values = {**deployment.input_values(), "heat_outputs_path": str(prefix)}
+    config = minion_config(root)
+    opts, notes = _as_options(values, config)
+    write_private(root / "conf" / "minion", json.dumps({**opts, **config}))  # JSON is YAML
+    write_private(root / "srv" / f"{STATE}.sls", state)
+    write_private(root / "pillar" / "top.sls", json.dumps({"base": {"*": ["heat"]}}))
+    write_private(root / "pillar" / "heat.sls", "#!json\n" + json.dumps(values))
+    return notes
+
+
+def _as_options(values: Mapping[str, Any], config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    taken = [name for name in values if name in config]
+    notes = [f"input {name!r} not made a minion option: the hook sets that option" for name in taken]
+    for note in notes:
+        logger.warning("%s", note)
+    return {k: v for k, v in values.items() if k not in config}, notes
