@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Heat's own agent chain, from PyPI, in its own virtualenv (docs/heat-compat.md):
-#   .venv/tools/heat-agents/venv  os-collect-config, os-refresh-config, os-apply-config (+ dib-run-parts)
-#   .venv/tools/heat-agents/sdist the heat-agents source distribution: heat-config's 55-heat-config,
+#   .venv/tools/heat-chain/venv  os-collect-config, os-refresh-config, os-apply-config (+ dib-run-parts)
+#   .venv/tools/heat-chain/sdist  the heat-agents source distribution: heat-config's 55-heat-config,
 #                                 heat-config-notify, the os-apply-config templates and hook-script.py
 # The heat-agents wheel installs no hooks (only release notes), hence the sdist.
 # Idempotent: a marker holding the pins makes a second run a no-op.
@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PINS="os-collect-config==14.1.0 os-refresh-config==14.1.0 os-apply-config==14.1.0"
 SDIST_PIN="heat-agents==13.0.0"
-base=.venv/tools/heat-agents
+base=.venv/tools/heat-chain  # not heat-agents/: 23-heat-agents-hooks.sh owns that dir
 venv=$base/venv
 marker=$venv/.heat-agents
 want="$PINS $SDIST_PIN"

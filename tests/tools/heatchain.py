@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = ROOT / ".venv" / "tools" / "heat-agents"
+TOOLS = ROOT / ".venv" / "tools" / "heat-chain"
 VENV = TOOLS / "venv"
 SDIST = TOOLS / "sdist"
 
