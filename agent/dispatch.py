@@ -29,6 +29,8 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 KILL_GRACE = 15.0
 #: The most of a hook's stdout the agent reads (a result bigger than a signal is useless).
 MAX_HOOK_STDOUT = 2 * wire.MAX_SIGNAL_BYTES
+#: The most of a hook's stderr the agent keeps (head and tail); all of it feeds progress.
+MAX_HOOK_STDERR = 4 * wire.MAX_STREAM_BYTES
 
 
 def hook_argv(group: str, hook_dirs: Sequence[str]) -> list[str] | None:
@@ -91,6 +93,7 @@ async def run_hook(
     timeout: float,
     tee: tuple[Path, Path] | None = None,
     on_start: Callable[[int], None] | None = None,
+    on_stderr: Callable[[bytes], None] | None = None,
 ) -> wire.Signal:
     """Run one hook in its own process group; its stdout JSON is the result.
 
@@ -114,7 +117,7 @@ async def run_hook(
     if on_start is not None:
         on_start(proc.pid)
     try:
-        out, err = await asyncio.wait_for(_communicate(proc, stdin, tee), timeout + KILL_GRACE)
+        out, err = await asyncio.wait_for(_communicate(proc, stdin, on_stderr, tee), timeout + KILL_GRACE)
     except TimeoutError:
         await _stop(proc)
         return wire.Signal(status_code=124, stderr=f"hook {argv[0]} timed out after {timeout:g} s; killed")
@@ -136,7 +139,10 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
 
 
 async def _communicate(
-    proc: asyncio.subprocess.Process, stdin: bytes, tee: tuple[Path, Path] | None = None
+    proc: asyncio.subprocess.Process,
+    stdin: bytes,
+    on_stderr: Callable[[bytes], None] | None,
+    tee: tuple[Path, Path] | None = None,
 ) -> tuple[bytes, bytes]:
     assert proc.stdin and proc.stdout and proc.stderr
     proc.stdin.write(stdin)
@@ -146,7 +152,7 @@ async def _communicate(
     out_tee, err_tee = tee if tee is not None else (None, None)
     out, err = await asyncio.gather(
         _read_capped(proc.stdout, MAX_HOOK_STDOUT, out_tee),
-        _read_capped(proc.stderr, wire.MAX_STREAM_BYTES * 4, err_tee),
+        _read_head_and_tail(proc.stderr, MAX_HOOK_STDERR, _teeing(err_tee, on_stderr)),
     )
     await proc.wait()
     return out, err
@@ -193,6 +199,46 @@ def _close_quietly(sink: BinaryIO | None) -> None:
     if sink is not None:
         with contextlib.suppress(OSError):
             sink.close()
+
+
+def _teeing(path: Path | None, then: Callable[[bytes], None] | None) -> Callable[[bytes], None] | None:
+    """A stderr chunk handler that also copies each chunk to *path* (closed at EOF by the GC)."""
+    if path is None:
+        return then
+    sink = _open_tee(path)
+
+    def feed(chunk: bytes) -> None:
+        nonlocal sink
+        if sink is not None:
+            try:
+                sink.write(chunk)
+            except OSError as e:
+                log.warning("copy of hook output to %s stopped: %s", path, e)
+                _close_quietly(sink)
+                sink = None
+        if then is not None:
+            then(chunk)
+
+    return feed
+
+
+async def _read_head_and_tail(
+    stream: asyncio.StreamReader, cap: int, on_chunk: Callable[[bytes], None] | None
+) -> bytes:
+    """Read to EOF, handing each chunk to *on_chunk*; keep the first and last cap/2 bytes."""
+    head, tail, total = bytearray(), bytearray(), 0
+    while chunk := await stream.read(65536):
+        total += len(chunk)
+        if on_chunk is not None:
+            on_chunk(chunk)
+        room = cap // 2 - len(head)
+        head += chunk[: max(room, 0)]
+        tail += chunk[max(room, 0) :]
+        if len(tail) > cap:
+            del tail[: len(tail) - cap // 2]
+    tail = tail[-(cap // 2) :]
+    cut = total - len(head) - len(tail)
+    return bytes(head) + (f"\n[... {cut} bytes cut ...]\n".encode() if cut > 0 else b"") + bytes(tail)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

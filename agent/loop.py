@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from agent import client, component, dispatch, envelope, keys, recovery, sealed, verify, wire
+from agent import client, component, dispatch, envelope, keys, progress, recovery, sealed, verify, wire
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
@@ -248,20 +248,39 @@ class Agent:
             if argv is None:
                 signal = dispatch.missing_hook(chosen.group, self.config.hook_dirs)
             else:
-                signal = await dispatch.run_hook(
-                    argv,
-                    chosen,
-                    env=env,
-                    timeout=timeout,
-                    tee=recovery.output_paths(self.state_dir, item.id),
-                    on_start=started,
-                )
+                async with self._progress(item, meta) as reporter:
+                    signal = await dispatch.run_hook(
+                        argv,
+                        chosen,
+                        env=env,
+                        timeout=timeout,
+                        tee=recovery.output_paths(self.state_dir, item.id),
+                        on_start=started,
+                        on_stderr=reporter.feed if reporter else None,
+                    )
         finally:
             self.running = None
         self._finish(item.id, item, meta, signal)
         recovery.discard_output(self.state_dir, item.id)
         log.info("deployment %s finished with status code %s", item.name, signal.status_code)
         return signal
+
+    def _progress(
+        self, item: wire.DeploymentItem, meta: wire.ItemMeta | None
+    ) -> contextlib.AbstractAsyncContextManager[progress.Progress | None]:
+        """Progress reports for *item*, sent like its result; none for documents not ours (Heat's)."""
+        if meta is None or self._outgoing(item.id, item, meta, wire.Signal()) is None:
+            return contextlib.nullcontext()
+
+        async def send(payload: dict[str, Any]) -> bool:
+            out = self._outgoing(item.id, item, meta, wire.Signal())
+            if out is None:
+                return False
+            body = progress.progress_body(out.body, payload)
+            status, _ = await client.send(self._http, out.verb, out.url, body, self._signal_headers(out))
+            return 200 <= status < 300
+
+        return progress.Progress(send)
 
     def _hook_env(self, meta: wire.ItemMeta | None, timeout: float) -> dict[str, str]:
         env = {**os.environ, **self.config.hook_env}
@@ -311,11 +330,13 @@ class Agent:
         for out in self.ledger.due(time.time()):
             await self._deliver(out)
 
-    async def _deliver(self, out: Outgoing) -> None:
-        headers = {}
+    def _signal_headers(self, out: Outgoing) -> dict[str, str]:
         if out.url.startswith(self.config.url.rstrip("/") + "/"):
-            headers["Authorization"] = f"Bearer {self.config.credential}"  # never to a third party
-        status, reason = await client.send(self._http, out.verb, out.url, out.body, headers)
+            return {"Authorization": f"Bearer {self.config.credential}"}  # never to a third party
+        return {}
+
+    async def _deliver(self, out: Outgoing) -> None:
+        status, reason = await client.send(self._http, out.verb, out.url, out.body, self._signal_headers(out))
         if 200 <= status < 300:
             self.ledger.delivered(out, f"{status}")
         elif status in FINAL_REFUSALS:

@@ -11,9 +11,9 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import deploy, heatcompat, rebuild
+from control import deploy, heatcompat, progress, rebuild, signals
 from control.engine import settle
-from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
+from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
 from control.keys import new_token, token_hash
 from control.resources import create_server
 from control.runtime import Runtime
@@ -160,27 +160,33 @@ async def record_signal(
     sig: str | None,
     server_id: str | None,
 ) -> dict[str, Any]:
-    """Store a deployment's result; duplicates are answered idempotently, stale ones refused."""
-    try:
-        signal = wire.decode_signal(body)
-    except wire.WireError as e:
-        raise BadRequestError(str(e), where="signal") from e
+    """Store a deployment's result; duplicates are answered idempotently, stale ones refused.
+
+    A progress signal (control/progress.py) is checked the same way and only recorded.
+    """
+    signal = None
+    if not progress.is_progress(body):
+        try:
+            signal = wire.decode_signal(body)
+        except wire.WireError as e:
+            raise BadRequestError(str(e), where="signal") from e
+    # The credential first: a wrong one learns nothing, not even whether the deployment exists.
+    signals.check_credential(rt.keys, deployment_id, generation, sig, server_id)
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         dep = await session.get(DeploymentRow, deployment_id)
+        if dep is None and sig is not None:
+            raise GoneError(f"deployment {deployment_id} no longer exists", where="deployment")
         if dep is None:
             raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
-        if sig is not None:
-            if not rt.keys.check_signal_signature(deployment_id, generation, sig):
-                raise ForbiddenError(
-                    "signal signature does not match this deployment and generation", where="sig"
-                )
-        elif server_id is None:
-            raise AuthError(
-                "a signal needs its URL's signature or the agent's credential", where="Authorization"
-            )
-        elif server_id != dep.server_id:
-            raise ForbiddenError(f"deployment {deployment_id} belongs to another server", where="deployment")
+        signals.check_owner(dep, sig, server_id)
+        if signal is None:
+            recorded = progress.apply_progress(dep, generation, body)
+            if recorded:
+                await session.commit()
+            return {"deployment_id": dep.id, "generation": generation, "status": dep.status,
+                    "duplicate": not recorded, "progress": True}
+        signals.check_answer(dep, generation, signal)
         if not deploy.apply_signal(dep, generation, signal):
             return {
                 "deployment_id": dep.id,

@@ -27,6 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     _fmt(dep.add_parser("show", help="one deployment with inputs, outputs, stdout, stderr")).add_argument(
         "id"
     )
+    p = dep.add_parser("log", help="a deployment's output; --follow: live until it finishes")
+    p.add_argument("id")
+    p.add_argument("--follow", action="store_true", help="keep printing new output until it finishes")
+    p.add_argument("--timeout", type=float, default=24 * 3600.0, help="give up following after S seconds")
     srv = sub.add_parser("server", help="servers").add_subparsers(dest="command", required=True)
     create = _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token"))
     create.add_argument("name")

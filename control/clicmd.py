@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -12,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from control import logcmd
 from control.client import Client, ClientError
 
 COLUMNS = {
@@ -213,6 +215,14 @@ def _last_event_before(client: Client, name: str) -> int:
     return (started[-1] - 1) if started else 0
 
 
+def _print_events(events: list[dict[str, Any]], last: int) -> int:
+    for ev in events:
+        last = ev["id"]
+        reason = f": {ev['reason']}" if ev["reason"] and ev["reason"] != "state changed" else ""
+        print(f"{_when(ev['timestamp'])}  {ev['resource_name']:<24} {ev['action']}_{ev['status']}{reason}")
+    return last
+
+
 def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
     """Print events as they happen until the stack settles; 0 on COMPLETE."""
     deadline = time.monotonic() + timeout
@@ -226,12 +236,11 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
                 print(f"stack {name} deleted")
                 return 0
             raise
-        for ev in events:
-            last = ev["id"]
-            reason = f": {ev['reason']}" if ev["reason"] and ev["reason"] != "state changed" else ""
-            print(
-                f"{_when(ev['timestamp'])}  {ev['resource_name']:<24} {ev['action']}_{ev['status']}{reason}"
-            )
+        if not stack["status"].endswith("IN_PROGRESS"):
+            # Events that happened between the two reads above come before the last line.
+            with contextlib.suppress(ClientError):
+                events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)})
+        last = _print_events(events, last)
         if not stack["status"].endswith("IN_PROGRESS"):
             print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
             if stack["status"].endswith("FAILED"):
@@ -318,6 +327,10 @@ def _deployment_list(client: Client, args: argparse.Namespace) -> int:
 def _deployment_show(client: Client, args: argparse.Namespace) -> int:
     show(client.call("GET", f"/v1/deployments/{args.id}"), args.format)
     return 0
+
+
+def _deployment_log(client: Client, args: argparse.Namespace) -> int:
+    return logcmd.show_log(client, args.id, follow=args.follow, timeout=args.timeout)
 
 
 def _server_create(client: Client, args: argparse.Namespace) -> int:

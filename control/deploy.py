@@ -121,6 +121,7 @@ def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, 
     dep.completed_at = None
     dep.updated_at = now
     dep.stdout, dep.stderr, dep.status_code, dep.signal_nonce = "", "", None, None
+    dep.progress = None
     dep.outputs = {}
     if dep.signal_transport == "NO_SIGNAL":
         dep.status, dep.status_reason = "COMPLETE", "Not waiting for outputs signal"
@@ -191,8 +192,8 @@ def apply_signal(dep: DeploymentRow, generation: int, signal: wire.Signal) -> bo
             f"deployment {dep.id} has no generation {generation} yet (current {dep.generation})",
             where="generation",
         )
-    if dep.status != "IN_PROGRESS":
-        return False
+    if dep.status != "IN_PROGRESS" or signal.extra.get("status") == "IN_PROGRESS":
+        return False  # a progress report read as a result (by any path) never completes a deployment
     status, reason, outputs = result_status(dep, signal)
     now = time.time()
     dep.status, dep.status_reason = status, reason

@@ -8,6 +8,7 @@ ControlError
   +-- NotFoundError          no such stack, server, deployment (404)
   +-- ConflictError          the request conflicts with the current state (409)
   +-- StaleSignalError       a signal for a generation that is no longer current (409)
+  +-- GoneError              the thing a credential was for no longer exists (410)
 
 Template problems are ``control.hot.TemplateError`` (400); the API middleware maps
 both families to a JSON body ``{"error": {"code", "message", "where"}}``.
@@ -60,3 +61,8 @@ class ConflictError(ControlError):
 
 class StaleSignalError(ConflictError):
     code = "stale_signal"
+
+
+class GoneError(ControlError):
+    status = 410
+    code = "gone"

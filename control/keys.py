@@ -63,7 +63,7 @@ def load_or_create(data_dir: Path) -> Keys:
     """Read the data dir's secrets, creating any that are missing."""
     data_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(data_dir, 0o700)
-    admin = _read_or_write(data_dir / ADMIN_TOKEN_FILE, lambda: secrets.token_urlsafe(32).encode())
+    admin = _read_or_write(data_dir / ADMIN_TOKEN_FILE, lambda: new_token().encode())
     signal = _read_or_write(data_dir / SIGNAL_KEY_FILE, lambda: secrets.token_hex(32).encode())
     data = _read_or_write(data_dir / DATA_KEY_FILE, lambda: secrets.token_hex(32).encode())
     pem = _read_or_write(data_dir / SIGNING_KEY_FILE, _new_signing_key)
@@ -147,4 +147,6 @@ def token_hash(token: str) -> str:
 
 
 def new_token() -> str:
-    return secrets.token_urlsafe(32)
+    """256 random bits, URL-safe. Never starts with '-': a token pasted after `--token`
+    must not read as an option to argparse (or any other command line)."""
+    return "t" + secrets.token_urlsafe(32)

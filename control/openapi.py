@@ -22,6 +22,7 @@ def _errors(*codes: int) -> dict[str, Any]:
         403: "Credential out of scope",
         404: "Not found",
         409: "Conflict with the current state",
+        410: "What the credential was for no longer exists",
         413: "Over a size cap",
     }
     return {str(c): _json(_ref("Error"), text[c]) for c in codes}
@@ -258,7 +259,7 @@ def _other_paths() -> dict[str, Any]:
             "post": _op(
                 "Signal a deployment's result (Heat's flat form)",
                 "signal",
-                {"200": _json(obj), **_errors(400, 401, 403, 404, 409, 413)},
+                {"200": _json(obj), **_errors(400, 401, 403, 404, 409, 410, 413)},
                 parameters=[_query("sig", "the URL's capability (CFN_SIGNAL)")],
                 requestBody=_body(_ref("Signal")),
             ),
@@ -329,6 +330,10 @@ def _schemas() -> dict[str, Any]:
                 "status": string,
                 "status_reason": string,
                 "generation": {"type": "integer"},
+                "progress": {
+                    "type": ["object", "null"],
+                    "description": "the last progress signal: seq, output_tail, output_bytes, elapsed, at",
+                },
             },
         },
         "Signal": {

@@ -168,6 +168,7 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
         deploy_status_code=dep.status_code,
         deploy_stdout=mask(dep.stdout, secrets),
         deploy_stderr=mask(dep.stderr, secrets),
+        progress=mask(dep.progress, secrets) if dep.progress else None,
     )
     return view
 

@@ -19,7 +19,7 @@ class Base(DeclarativeBase):
 
 
 #: Bumped whenever a table changes; a database at another version is refused at start.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class MetaRow(Base):
@@ -148,6 +148,8 @@ class DeploymentRow(Base):
     stderr: Mapped[str] = mapped_column(Text, default="")
     status_code: Mapped[int | None] = mapped_column(Integer, default=None)
     signal_nonce: Mapped[str | None] = mapped_column(String(64), default=None)
+    #: The last progress signal of the current generation (control/progress.py), or None.
+    progress: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float, default=None)

@@ -3,7 +3,8 @@
 The config is the run list (a list, or a JSON list in a string). The inputs are the node's
 attributes, except Heat's ``deploy_*`` inputs (the signal credential among them); an input
 ``environment`` names the Chef environment. Options ``kitchen_path`` (cookbooks, roles and
-environments below it) and ``cookbook_path``. ``cinc-client`` is used when it is the client
+environments below it) and ``cookbook_path``. The environment has ``heat_outputs_path`` and
+``deploy_action`` (Heat leaves the action out of the node's attributes). ``cinc-client`` is used when it is the client
 installed. Each run's client.rb and node JSON are in a directory of its own, removed after.
 """
 
@@ -57,7 +58,8 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     try:
         client_rb = write_private(own / "client.rb", client_config(own, kitchen, cookbooks, deployment))
         node = write_private(own / "node.json", json.dumps(node_json(deployment, run_list), indent=2))
-        env = {**os.environ, "heat_outputs_path": str(prefix)}
+        action = str(deployment.input_value("deploy_action") or "")
+        env = {**os.environ, "heat_outputs_path": str(prefix), "deploy_action": action}
         clear_outputs(prefix, deployment.outputs)
         logger.info("deployment %s: %s -z with run list of %d entries", deployment.id, client, len(run_list))
         argv = [client, "-z", "--config", str(client_rb), "-j", str(node)]

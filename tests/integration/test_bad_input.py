@@ -148,7 +148,8 @@ def test_signals_are_scoped_and_checked(control_plane: ControlPlane):
         time.sleep(0.1)
     dep = deps[0]
     sig = {"deploy_status_code": 0}
-    assert 404 == cp.api("POST", "/v1/signal/nope/1?sig=00", sig, token=None).status
+    # A wrong signature learns nothing, not even whether the deployment exists.
+    assert 403 == cp.api("POST", "/v1/signal/nope/1?sig=00", sig, token=None).status
     assert 403 == cp.api("POST", f"/v1/signal/{dep['id']}/1?sig=00", sig, token=None).status
     assert 401 == cp.api("POST", f"/v1/signal/{dep['id']}/1", sig, token=None).status
     agent_json = cp.agent_dir("sig-srv") / "agent.json"
@@ -173,6 +174,7 @@ def test_signals_are_scoped_and_checked(control_plane: ControlPlane):
     shown = cp.api("GET", f"/v1/deployments/{dep['id']}").body
     assert "IN_PROGRESS" == shown["status"]  # none of the above touched it
     assert 409 == cp.api("POST", f"/v1/signal/{dep['id']}/0", sig, token=own).status
+    assert 404 == cp.api("POST", "/v1/signal/nope/1", sig, token=own).status
     assert 409 == cp.api("POST", f"/v1/signal/{dep['id']}/2", sig, token=own).status
     assert 200 == cp.api("POST", f"/v1/signal/{dep['id']}/1", sig, token=own).status
     again = cp.api("POST", f"/v1/signal/{dep['id']}/1", sig, token=own)

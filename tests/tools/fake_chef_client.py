@@ -3,8 +3,9 @@
 
 It says it is one (``--version``), records its argv, client.rb and node JSON to the file named
 by $FAKE_CHEF_RECORD (one JSON line per run), and acts on node attributes the tests set:
-``fake_outputs`` ({name: value} written to $heat_outputs_path.<name>), ``fake_sleep`` (seconds,
-with its pid written to ``fake_pidfile``) and ``fake_exit`` (its exit status).
+``fake_outputs`` ({name: value} written to $heat_outputs_path.<name>; $FAKE_CHEF_OUTPUTS, a
+JSON map, adds more), ``fake_sleep`` (seconds, with its pid written to ``fake_pidfile``) and
+``fake_exit`` (its exit status).
 """
 
 import json
@@ -24,9 +25,11 @@ def main(argv: list[str]) -> int:
     with open(config) as f:
         client_rb = f.read()
     with open(os.environ["FAKE_CHEF_RECORD"], "a") as f:
-        f.write(json.dumps({"argv": argv, "client_rb": client_rb, "node": node}) + "\n")
+        f.write(json.dumps({"argv": argv, "client_rb": client_rb, "node": node,
+                            "deploy_action": os.environ.get("deploy_action")}) + "\n")  # noqa: SIM112
     print(f"Starting Chef Infra Client, run list {node.get('run_list')}", flush=True)
-    for name, value in (node.get("fake_outputs") or {}).items():
+    outputs = {**json.loads(os.environ.get("FAKE_CHEF_OUTPUTS") or "{}"), **(node.get("fake_outputs") or {})}
+    for name, value in outputs.items():
         with open(f"{os.environ['heat_outputs_path']}.{name}", "w") as f:  # noqa: SIM112 (Heat's name)
             f.write(value)
     if node.get("fake_sleep"):

@@ -344,3 +344,17 @@ def test_main_exits_2_without_a_deployment(workdir, monkeypatch, capsys, stdin):
     code, out, err = run_main(monkeypatch, capsys, stdin, lambda d, c: pytest.fail("ran"))
     assert (code, out) == (2, "")
     assert "hook demo: no deployment to run" in err
+
+
+def test_capture_keeps_head_and_tail_and_counts_the_cut():
+    """A stream over its cap keeps its first and last halves, and says how many bytes were cut."""
+    from hooks.process import Capture
+
+    capture = Capture(cap=10)
+    for chunk in (b"01234", b"56789", b"abcde", b"fghij"):
+        capture.add(chunk)
+    assert capture.total == 20
+    assert capture.text() == "01234\n[... 10 bytes cut ...]\nfghij"
+    small = Capture(cap=10)
+    small.add(b"abc")
+    assert small.text() == "abc"

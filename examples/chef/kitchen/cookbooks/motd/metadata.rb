@@ -1,0 +1,2 @@
+name 'motd'
+version '1.0.0'

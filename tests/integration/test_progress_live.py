@@ -1,0 +1,87 @@
+"""Live progress end to end: a running deployment shows its output before it finishes."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from tests.integration.conftest import BIN, ControlPlane
+
+pytestmark = pytest.mark.slow
+
+STEPS = 8
+TEMPLATE = f"""
+heat_template_version: 2018-08-31
+resources:
+  srv: {{type: OS::Heat::DeployedServer}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      config: |
+        #!/bin/sh
+        for i in $(seq 1 {STEPS}); do echo "step $i of {STEPS}"; sleep 1; done
+        echo "oops on stderr" >&2
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties: {{config: {{get_resource: cfg}}, server: {{get_resource: srv}}}}
+"""
+
+
+def wait_for(predicate, what: str, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what}: not seen within {timeout} s")
+
+
+def test_running_deployment_shows_progress_and_log_follows_it(control_plane: ControlPlane):
+    """While the script runs, show has its output tail (status still IN_PROGRESS); log --follow
+    prints every line once, live, and ends with the result."""
+    cp = control_plane
+    assert 201 == cp.create("live", TEMPLATE).status
+    (dep,) = wait_for(lambda: cp.api("GET", "/v1/deployments?stack=live").body, "the deployment")
+    follow = subprocess.Popen(
+        [str(BIN / "anneal"), "deployment", "log", dep["id"], "--follow", "--timeout", "300"],
+        env=cp.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        def script_output_shown():
+            d = cp.api("GET", f"/v1/deployments/{dep['id']}").body
+            return d if "step 1 of 8" in (d["progress"] or {}).get("output_tail", "") else None
+
+        shown = wait_for(script_output_shown, "the script's output in the progress")
+        assert shown["status"] == "IN_PROGRESS"
+        assert shown["progress"]["seq"] >= 1
+        table = cp.cli("deployment", "show", dep["id"])
+        assert table.returncode == 0 and "progress" in table.stdout
+        out, err = follow.communicate(timeout=300)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+            follow.wait()
+    assert follow.returncode == 0, err
+    for i in range(1, STEPS + 1):
+        assert out.count(f"step {i} of {STEPS}") == 1, out
+    assert "oops on stderr" in out
+    assert out.rstrip().splitlines()[-1].startswith(f"deployment {dep['id']}: COMPLETE")
+    final = cp.api("GET", f"/v1/deployments/{dep['id']}").body
+    assert final["status"] == "COMPLETE"
+    assert final["progress"]["output_bytes"] >= len("step 1 of 8\n") * STEPS
+
+
+def test_log_of_a_finished_deployment_prints_its_result(control_plane: ControlPlane):
+    """`deployment log` of a finished deployment prints its output and status, and exits."""
+    cp = control_plane
+    cp.create("done", TEMPLATE.replace(f"seq 1 {STEPS}", "seq 1 1"))
+    assert cp.wait_stack("done")["status"] == "CREATE_COMPLETE"
+    (dep,) = cp.api("GET", "/v1/deployments?stack=done").body
+    result = cp.cli("deployment", "log", dep["id"])
+    assert result.returncode == 0, result.stderr
+    assert "step 1 of 8" in result.stdout
+    assert f"deployment {dep['id']}: COMPLETE" in result.stdout
