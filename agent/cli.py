@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--os-collect-config", type=Path, help="with --heat-compat: os-collect-config.conf to read")
         p.add_argument("--metadata-url", help="with --heat-compat: the request collector's metadata URL")
+        p.add_argument("--media-dir", help="LOCAL transport: where the media with document.json is mounted")
+        p.add_argument("--signal-dir", help="LOCAL transport: signal outbox (default MEDIA_DIR/signals)")
+    relay = sub.add_parser("relay", help="store and forward documents and signals for an isolated network")
+    relay.add_argument("--listen", required=True, help="HOST:PORT the agents reach")
+    relay.add_argument("--upstream", required=True, help="the control plane's URL")
     sub.choices["status"].add_argument("--json", action="store_true", help="print JSON")
     for p in sub.choices.values():
         p.add_argument("--state-dir", required=True, type=Path, help="the agent's state directory")
@@ -66,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if args.command == "relay":
+        from agent import relay  # noqa: PLC0415 - only the relay needs the server side of aiohttp
+
+        relay.serve(args.listen, args.upstream, args.state_dir)
+        return 0
     try:
         return asyncio.run(_dispatch(args))
     except AgentError as e:
@@ -94,6 +104,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
         poll_wait=args.poll_wait,
         heartbeat_interval=args.heartbeat_interval,
         hook_dirs=tuple(args.hook_dir) if args.hook_dir else None,
+        media_dir=args.media_dir,
+        signal_dir=args.signal_dir,
     )
     return await _run_agent(args, Agent(cfg, state_dir))
 

@@ -34,6 +34,9 @@ class AgentConfig:
     backoff_max: float = 60.0
     #: Per-hook timeout when the document does not set one (seconds).
     hook_timeout: float = 3600.0
+    #: LOCAL transport: where the media with ``document.json`` is mounted, and the signal outbox.
+    media_dir: str = ""
+    signal_dir: str = ""
     #: Added to every hook's environment: tool paths such as ANNEAL_SALT_CALL (docs/hooks.md).
     hook_env: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -4,6 +4,7 @@ AgentError
   +-- ConfigError            the state dir or the command line is unusable
   +-- EnrolError             the control plane refused the enrolment
   +-- SourceNotAvailableError  the document source did not answer (retried)
+  |     +-- SourceExpiredError   a store refused its URL (expired): ask the control plane
   +-- DocumentRejectedError  a document failed verification (kept out, reported)
 """
 
@@ -23,6 +24,10 @@ class EnrolError(AgentError):
 
 
 class SourceNotAvailableError(AgentError):
+    pass
+
+
+class SourceExpiredError(SourceNotAvailableError):
     pass
 
 

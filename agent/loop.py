@@ -27,6 +27,7 @@ from agent import client, component, dispatch, envelope, keys, progress, recover
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
+from agent.transports import AgentTransport
 
 log = logging.getLogger(__name__)
 VERSION = "0.1.0"
@@ -50,6 +51,7 @@ class Agent:
             int(self.ledger.get_state("serial", "0") or 0),
             lambda: self.clock(),  # noqa: PLW0108 (late binding: tests replace self.clock)
         )
+        self.transport = AgentTransport(config, self.ledger)
         self._work = asyncio.Event()
         self._outbox = asyncio.Event()
         self._report = asyncio.Event()
@@ -101,13 +103,7 @@ class Agent:
 
     async def poll(self, wait: float) -> bool:
         """Fetch the document; True when a new one was accepted."""
-        fetched = await client.fetch_document(
-            self._http,
-            self.config.document_url,
-            self.config.credential,
-            self.ledger.get_state("etag", "") or "",
-            wait,
-        )
+        fetched = await self.transport.fetch(self._http, self.ledger.get_state("etag", "") or "", wait)
         if fetched.body is None:
             self.check_frozen()
             return False
@@ -117,7 +113,8 @@ class Agent:
             self.note_rejection(e.kind, str(e))
             raise
         items = [_ledger_item(d, doc) for d in doc.deployments]
-        state = {"etag": fetched.etag}
+        # A new transport has its own ETags: its first poll fetches the document afresh.
+        state = {"etag": "" if self.transport.accept(doc.transport) else fetched.etag}
         if self.signature_check is not None and self.signature_check.signer != self.signature_check.trusted:
             # Adopted through the chain: from now on only the new key (and its successors) counts.
             state["trusted_key"] = base64.b64encode(self.signature_check.signer).decode()
@@ -277,7 +274,8 @@ class Agent:
             if out is None:
                 return False
             body = progress.progress_body(out.body, payload)
-            status, _ = await client.send(self._http, out.verb, out.url, body, self._signal_headers(out))
+            url = self.transport.route(out.url)  # through the relay, when enrolled through one
+            status, _ = await client.send(self._http, out.verb, url, body, self._signal_headers(out))
             return 200 <= status < 300
 
         return progress.Progress(send)
@@ -331,12 +329,12 @@ class Agent:
             await self._deliver(out)
 
     def _signal_headers(self, out: Outgoing) -> dict[str, str]:
-        if out.url.startswith(self.config.url.rstrip("/") + "/"):
+        if self.transport.route(out.url).startswith(self.config.url.rstrip("/") + "/"):
             return {"Authorization": f"Bearer {self.config.credential}"}  # never to a third party
         return {}
 
     async def _deliver(self, out: Outgoing) -> None:
-        status, reason = await client.send(self._http, out.verb, out.url, out.body, self._signal_headers(out))
+        status, reason = await self.transport.deliver(self._http, out)
         if 200 <= status < 300:
             self.ledger.delivered(out, f"{status}")
         elif status in FINAL_REFUSALS:
@@ -359,9 +357,10 @@ class Agent:
                 await asyncio.wait_for(self._outbox.wait(), timeout)
 
     async def _heartbeat_loop(self) -> None:
-        url = self.config.heartbeat_url
+        url = self.transport.route(self.config.heartbeat_url)
         while True:
             payload: dict[str, Any] = {"version": VERSION, "running": self.running, **self.ledger.summary()}
+            payload["transport"] = self.transport.kind
             await client.heartbeat(self._http, url, self.config.credential, payload)
             self._report.clear()
             # A rejected document is reported at once, not at the next beat.

@@ -163,6 +163,8 @@ class Document:
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: After this time the document must not be applied (``YYYY-MM-DDTHH:MM:SSZ``; empty: Heat's).
     expires_at: str = ""
+    #: Where the agent finds its next document and sends its signals (docs/transports.md).
+    transport: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.extra)
@@ -176,6 +178,8 @@ class Document:
         }
         if self.expires_at:
             out[EXTRA_KEY]["expires_at"] = self.expires_at
+        if self.transport is not None:
+            out[EXTRA_KEY]["transport"] = dict(self.transport)
         return out
 
     def encode(self) -> bytes:
@@ -354,6 +358,7 @@ def decode_document(raw: bytes | Mapping[str, Any]) -> Document:
         meta=meta,
         extra=extra,
         expires_at=_optional(ours, "expires_at", str, EXTRA_KEY) or "",
+        transport=_optional(ours, "transport", dict, EXTRA_KEY),
     )
 
 

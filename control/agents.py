@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import deploy, heatcompat, progress, rebuild, signals
+from control import deploy, heatcompat, progress, rebuild, signals, transports
 from control.engine import settle
 from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
 from control.keys import new_token, token_hash
@@ -23,7 +23,9 @@ from control.txn import Txn
 KEY_KINDS = ("sign", "box")
 
 
-async def create_server_record(rt: Runtime, name: Any, heat_compatible: Any = False) -> dict[str, Any]:
+async def create_server_record(
+    rt: Runtime, name: Any, transport: Any = None, heat_compatible: Any = False
+) -> dict[str, Any]:
     """A server awaiting enrolment, and the one-time token its agent enrols with.
 
     A Heat-compatible server runs Heat's own agent chain: it gets a metadata URL instead.
@@ -40,10 +42,38 @@ async def create_server_record(rt: Runtime, name: Any, heat_compatible: Any = Fa
         if heat_compatible:
             server.agent_kind, server.status = heatcompat.HEAT_AGENT, "HEAT_COMPATIBLE"
             server.enrol_token_hash, server.enrol_expires = None, None
+        elif transport is not None:
+            transports.assign(txn, server, transport, "transport")
         await txn.commit()
         if heat_compatible:
             return {"id": server.id, "name": server.name, "status": server.status, **heatcompat.heat_view(rt, server)}
-        return {"id": server.id, "name": server.name, "status": server.status, "enrol_token": token}
+        return {
+            "id": server.id,
+            "name": server.name,
+            "status": server.status,
+            "transport": server.transport,
+            "enrol_token": token,
+        }
+
+
+async def set_transport(rt: Runtime, ref: str, transport: Any) -> dict[str, Any]:
+    """Move a server to another transport (docs/transports.md, switching)."""
+    async with rt.sessions() as session:
+        server = await session.get(ServerRow, ref) or await session.scalar(
+            select(ServerRow).where(ServerRow.name == ref)
+        )
+        if server is None:
+            raise NotFoundError(f"server {ref!r} not found", where="server")
+        txn = Txn(session, rt)
+        transports.assign(txn, server, transport, "transport")
+        result = {
+            "id": server.id,
+            "name": server.name,
+            "transport": server.transport,
+            "transport_previous": [k for k in server.transport_previous.split(",") if k],
+        }
+        await txn.commit()
+        return result
 
 
 async def issue_token(rt: Runtime, ref: str) -> dict[str, Any]:
@@ -147,6 +177,8 @@ async def heartbeat(rt: Runtime, server_id: str, body: Mapping[str, Any]) -> dic
         await session.commit()
     if serial is None:
         raise NotFoundError("server no longer exists", where="server")
+    if isinstance(body.get("transport"), str):
+        await transports.arrived_via(rt, server_id, body["transport"])
     return {"serial": serial}
 
 

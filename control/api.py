@@ -25,6 +25,8 @@ from control.errors import AuthError, BadRequestError, ControlError, ForbiddenEr
 from control.openapi import spec
 from control.publish import HttpPublisher
 from control.store.orm import ServerRow, StackRow
+from control.transports import parse_signal_name
+from control.transports import service as transport_service
 
 log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -259,8 +261,39 @@ async def show_deployment(request: web.Request) -> web.Response:
 async def create_server(request: web.Request) -> web.Response:
     body = await read_json(request)
     name = body.get("name") if isinstance(body, dict) else None
+    transport = body.get("transport") if isinstance(body, dict) else None
     heat = body.get("heat_compatible", False) if isinstance(body, dict) else False
-    return ok(await agents.create_server_record(request.app[RUNTIME], name, heat), 201)
+    return ok(await agents.create_server_record(request.app[RUNTIME], name, transport, heat), 201)
+
+
+@routes.patch("/v1/servers/{name}")
+@auth("admin")
+async def update_server(request: web.Request) -> web.Response:
+    """Change a server's transport; its agent moves once it reads the document naming it."""
+    body = await read_json(request)
+    if not isinstance(body, dict) or "transport" not in body:
+        raise BadRequestError("body: expected an object with transport", where="body")
+    return ok(await agents.set_transport(request.app[RUNTIME], request.match_info["name"], body["transport"]))
+
+
+@routes.post("/v1/signals/import")
+@auth("admin")
+async def import_signal(request: web.Request) -> web.Response:
+    """A signal carried back on removable media (`anneal signal import DIR`)."""
+    body = await read_json(request, wire.MAX_SIGNAL_BYTES + 64 * 1024)
+    if not isinstance(body, dict):
+        raise BadRequestError("body: expected an object", where="body")
+    name, signal = body.get("name"), body.get("signal")
+    parsed = parse_signal_name(name) if isinstance(name, str) else None
+    if parsed is None:
+        raise BadRequestError(f"name: expected <deployment id>/<generation>, got {name!r}", where="name")
+    if not isinstance(signal, str):
+        raise BadRequestError("signal: expected the signal file's text", where="signal")
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    result = await transport_service.import_signal(
+        rt, engine.kick, parsed[0], parsed[1], signal.encode(), via="LOCAL"
+    )
+    return ok(result)
 
 
 @routes.post("/v1/servers/{name}/token")

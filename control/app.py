@@ -15,12 +15,12 @@ from control import api, keys
 from control.app_keys import DEFS, ENGINE, RUNTIME
 from control.engine import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
-from control.publish import HttpPublisher
 from control.runtime import Runtime
 from control.settings import Settings
 from control.stackdef import Definitions
 from control.store.db import open_database
 from control.store.orm import ServerRow
+from control.transports import service as transports
 
 log = logging.getLogger(__name__)
 
@@ -36,11 +36,13 @@ def make_app(settings: Settings) -> web.Application:
         secrets = keys.load_or_create(settings.data_dir)  # creates the data dir (0700) first
         engine_db, sessions = await open_database(settings.db_url, secrets.data_key)
         provisioner = make_provisioner(settings)
-        runtime = Runtime(settings, secrets, sessions, HttpPublisher(), provisioner)
+        publisher = transports.build(settings, secrets.signal_key)
+        runtime = Runtime(settings, secrets, sessions, publisher, provisioner)
         definitions = Definitions()
         engine = Engine(runtime, definitions)
         app[RUNTIME], app[ENGINE], app[DEFS] = runtime, engine, definitions
         await runtime.publish_all()
+        await transports.start(runtime, engine.kick)
         await restart_local_agents(runtime)
         await engine.resume()
         refresher = asyncio.create_task(refresh_documents(runtime))
@@ -49,6 +51,7 @@ def make_app(settings: Settings) -> web.Application:
         with contextlib.suppress(asyncio.CancelledError):
             await refresher
         await engine.close()
+        await publisher.close()
         await provisioner.close()
         await engine_db.dispose()
 

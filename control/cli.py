@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from control import clicmd
+from control import clicmd, transport_options
 from control.client import ClientError
 
 FORMATS = ("table", "json", "yaml", "value")
@@ -32,19 +32,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--follow", action="store_true", help="keep printing new output until it finishes")
     p.add_argument("--timeout", type=float, default=24 * 3600.0, help="give up following after S seconds")
     srv = sub.add_parser("server", help="servers").add_subparsers(dest="command", required=True)
-    create = _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token"))
-    create.add_argument("name")
-    create.add_argument(
+    p = _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token"))
+    p.add_argument("name")
+    p.add_argument("--transport", help="HTTP, SWIFT, S3, LOCAL or Heat's POLL_* (docs/transports.md)")
+    p.add_argument(
         "--heat-compatible",
         action="store_true",
         help="the server runs Heat's own agent chain: print its metadata URL instead of a token",
     )
+    p = _fmt(srv.add_parser("transport", help="move a server to another transport"))
+    p.add_argument("name")
+    p.add_argument("transport", help="HTTP, SWIFT, S3, LOCAL or Heat's POLL_* (docs/transports.md)")
     _fmt(srv.add_parser("token", help="a new one-time enrolment token for a server")).add_argument("name")
     _fmt(srv.add_parser("list", help="list servers"))
     _fmt(srv.add_parser("show", help="a server and its deployments")).add_argument("name")
     key = sub.add_parser("key", help="the document-signing key").add_subparsers(dest="command", required=True)
     _fmt(key.add_parser("show", help="the signing key's id, public key and rotation chain"))
     _fmt(key.add_parser("rotate", help="a new signing key, chained from the current one"))
+    sig = sub.add_parser("signal", help="signals").add_subparsers(dest="command", required=True)
+    p = _fmt(sig.add_parser("import", help="import signal files carried back from LOCAL servers"))
+    p.add_argument("dir", type=Path, help="directory of <deployment id>.<generation>.json files")
     return parser
 
 
@@ -80,6 +87,8 @@ def _serve(p: argparse.ArgumentParser) -> None:
         help="extra argument for local agents (repeat), e.g. --agent-arg=--poll-wait=5",
     )
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--access-log", action="store_true", help="log every request: peer address, request line, status")
+    transport_options.add(p)
 
 
 def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

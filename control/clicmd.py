@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from control import logcmd
+from control import logcmd, signal_import
 from control.client import Client, ClientError
 
 COLUMNS = {
@@ -229,8 +229,9 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
     last = since
     while time.monotonic() < deadline:
         try:
-            events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)})
+            # The stack first: events read after it include every one up to the state it shows.
             stack = client.call("GET", f"/v1/stacks/{name}")
+            events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)})
         except ClientError as err:
             if err.status == 404:
                 print(f"stack {name} deleted")
@@ -334,7 +335,11 @@ def _deployment_log(client: Client, args: argparse.Namespace) -> int:
 
 
 def _server_create(client: Client, args: argparse.Namespace) -> int:
-    body = {"name": args.name, "heat_compatible": bool(getattr(args, "heat_compatible", False))}
+    body = {"name": args.name}
+    if args.transport:
+        body["transport"] = args.transport
+    if getattr(args, "heat_compatible", False):
+        body["heat_compatible"] = True
     server = client.call("POST", "/v1/servers", body)
     if "metadata_url" not in server:
         return _print_token(client, args, server)
@@ -345,6 +350,19 @@ def _server_create(client: Client, args: argparse.Namespace) -> int:
     print(f"metadata URL (a capability; keep it secret): {server['metadata_url']}")
     print(f"on the server: os-collect-config --request-metadata-url '{server['metadata_url']}' request local")
     return 0
+
+
+def _server_transport(client: Client, args: argparse.Namespace) -> int:
+    show(client.call("PATCH", f"/v1/servers/{args.name}", {"transport": args.transport}), args.format)
+    return 0
+
+
+def _signal_import(client: Client, args: argparse.Namespace) -> int:
+    results, errors = signal_import.import_dir(client, args.dir)
+    show(results, args.format, ["file", "deployment_id", "generation", "status", "duplicate"])
+    for error in errors:
+        print(f"anneal signal import: {error}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 def _server_token(client: Client, args: argparse.Namespace) -> int:

@@ -171,7 +171,11 @@ def _other_paths() -> dict[str, Any]:
                 ADMIN,
                 {"201": _json(obj), **_errors(400, 401, 409)},
                 requestBody=_body(
-                    {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}
+                    {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {"name": {"type": "string"}, "transport": {"type": "string"}},
+                    }
                 ),
             ),
             "get": _op(
@@ -189,6 +193,32 @@ def _other_paths() -> dict[str, Any]:
         "/v1/servers/{name}": {
             "parameters": [_path_param("name", "server name or id")],
             "get": _op("Show a server and its deployments", ADMIN, {"200": _json(obj), **_errors(401, 404)}),
+            "patch": _op(
+                "Move a server to another transport (HTTP, SWIFT, S3, LOCAL, Heat's POLL_*)",
+                ADMIN,
+                {"200": _json(obj), **_errors(400, 401, 404)},
+                requestBody=_body(
+                    {
+                        "type": "object",
+                        "required": ["transport"],
+                        "properties": {"transport": {"type": "string"}},
+                    }
+                ),
+            ),
+        },
+        "/v1/signals/import": {
+            "post": _op(
+                "Import a signal carried back on media (<deployment id>/<generation> and the file's text)",
+                ADMIN,
+                {"200": _json(obj), **_errors(400, 401, 404, 409, 413)},
+                requestBody=_body(
+                    {
+                        "type": "object",
+                        "required": ["name", "signal"],
+                        "properties": {"name": {"type": "string"}, "signal": {"type": "string"}},
+                    }
+                ),
+            ),
         },
         "/v1/keys": {
             "get": _op(

@@ -10,11 +10,17 @@ implement the same port.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+from control.store.orm import DeploymentRow, ServerRow
 
 
 class Publisher(Protocol):
+    def section(self, server: ServerRow, rows: Iterable[DeploymentRow]) -> dict[str, Any] | None:
+        """The document's ``transport`` section for *server* (None: documents name no transport)."""
+
     async def publish(self, server_id: str, serial: int, body: bytes) -> None: ...
     async def withdraw(self, server_id: str) -> None: ...
 
@@ -35,6 +41,9 @@ class HttpPublisher:
     def __init__(self) -> None:
         self._docs: dict[str, Published] = {}
         self._changed: dict[str, asyncio.Event] = {}
+
+    def section(self, server: ServerRow, rows: Iterable[DeploymentRow]) -> dict[str, Any] | None:
+        return None  # HTTP only: the agent keeps polling where it enrolled
 
     async def publish(self, server_id: str, serial: int, body: bytes) -> None:
         current = self._docs.get(server_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -73,6 +74,9 @@ class Runtime:
                 await self.publisher.withdraw(server_id)
                 continue
             doc = render_document(server, by_server.get(server_id, []), self.settings.document_ttl, hidden)
+            section = self.publisher.section(server, by_server.get(server_id, []))
+            if section is not None:
+                doc = dataclasses.replace(doc, transport=section)
             body = envelope.sign(doc.to_json(), self.keys.signing_key, self.keys.chain)
             await self.publisher.publish(server_id, doc.serial, body)
 

@@ -8,6 +8,7 @@ import sys
 
 from aiohttp import web
 
+from control import transport_options
 from control.app import make_app
 from control.settings import Settings
 from control.store.db import SchemaError
@@ -25,6 +26,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         deployment_timeout=args.deployment_timeout,
         document_ttl=args.document_ttl,
         local_agent_args=tuple(args.agent_arg),
+        **transport_options.settings(args),
     )
 
 
@@ -40,7 +42,15 @@ def serve(args: argparse.Namespace) -> int:
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
     try:
-        web.run_app(make_app(settings), host=host, port=port, print=None, access_log=None, shutdown_timeout=5)
+        web.run_app(
+            make_app(settings),
+            host=host,
+            port=port,
+            print=None,
+            access_log=logging.getLogger("control.access") if args.access_log else None,
+            access_log_format='%a "%r" %s',
+            shutdown_timeout=5,
+        )
     except (SchemaError, OSError, ValueError) as e:
         print(f"anneal serve: {e}", file=sys.stderr)
         return 2

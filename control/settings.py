@@ -33,6 +33,31 @@ class Settings:
     document_ttl: float = 24 * 3600.0
     #: Environment passed to local agents (provisioner "local"): poll settings for tests.
     local_agent_args: tuple[str, ...] = ()
+    # Store transports (docs/transports.md); a store is on when its first setting is given.
+    #: Swift: tempauth/v1 auth URL, user and key of the account documents and signals live in.
+    swift_auth_url: str = ""
+    swift_user: str = ""
+    swift_key: str = ""
+    #: Scheme://host:port agents reach Swift at, when it differs from the storage URL's.
+    swift_public_url: str = ""
+    #: S3 (or Swift's s3api): endpoint, access and secret key, region.
+    s3_endpoint: str = ""
+    s3_access_key: str = ""
+    s3_secret_key: str = ""
+    s3_region: str = "us-east-1"
+    s3_public_url: str = ""
+    #: Local media: the directory documents are written to (one sub-directory per server).
+    local_dir: str = ""
+    #: Prefix of container and bucket names.
+    store_prefix: str = "anneal"
+    #: Seconds a store URL must stay usable; refreshed when half of it is left.
+    store_url_lifetime: float = 2 * 86400.0
+    #: Seconds added to every URL lifetime for clock skew between hosts.
+    store_clock_margin: float = 900.0
+    #: Seconds between an agent's polls of a store.
+    store_poll_interval: float = 5.0
+    #: Seconds between listings of a store's signal objects.
+    store_signal_poll: float = 2.0
 
     @property
     def db_url(self) -> str:

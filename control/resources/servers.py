@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from control import transports
 from control.keys import new_token, token_hash
 from control.resources.base import REPLACE, Outcome, Res, done
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow
@@ -55,6 +56,7 @@ class Server:
                     f"server {name} awaits its agent: `anneal server token {name}` gives it a token",
                     traversal=res.stack.traversal,
                 )
+        _config_transport(txn, res, server, props)
         return done(server.id, **_server_attributes(server))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
@@ -64,6 +66,7 @@ class Server:
         server = await txn.session.get(ServerRow, row.physical_id or "")
         if server is None:
             return REPLACE
+        _config_transport(txn, res, server, props)
         return done(server.id, **_server_attributes(server))
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
@@ -120,6 +123,13 @@ async def remove_server(txn: Txn, server: ServerRow) -> None:
         await provisioner.release(sid, name)
 
     txn.later.append(release)
+
+
+def _config_transport(txn: Txn, res: Res, server: ServerRow, props: Mapping[str, Any]) -> None:
+    """software_config_transport chooses the server's transport; a change moves its agent."""
+    value = props.get("software_config_transport")
+    if value is not None:
+        transports.assign(txn, server, value, f"{res.where}.properties.software_config_transport")
 
 
 def _server_attributes(server: ServerRow) -> dict[str, Any]:

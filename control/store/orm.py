@@ -47,6 +47,8 @@ class ServerRow(Base):
     #: When the serial last moved: the document's issue time (its expiry counts from here).
     serial_at: Mapped[float] = mapped_column(Float, default=0.0)
     transport: Mapped[str] = mapped_column(String(32), default="HTTP")
+    #: Transports the server was moved away from, comma-separated, published to until its agent moved.
+    transport_previous: Mapped[str] = mapped_column(String(64), default="")
     created_at: Mapped[float] = mapped_column(Float)
     enrolled_at: Mapped[float | None] = mapped_column(Float, default=None)
     last_seen: Mapped[float | None] = mapped_column(Float, default=None)

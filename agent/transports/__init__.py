@@ -1,0 +1,105 @@
+"""Where the agent reads its documents and sends its signals.
+
+The newest accepted document names the transport (``anneal.transport``):
+``HTTP`` (the control plane, or a relay, long-polled with the agent's
+credential), ``SWIFT`` / ``S3`` (GET and PUT URLs that carry their own
+signature), or ``LOCAL`` (files on media mounted at ``media_dir``). The agent
+switches after it accepted a document naming a new transport; documents and
+signals are carried as they are, whatever the transport.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from agent import client
+from agent.config import AgentConfig
+from agent.errors import SourceExpiredError
+from agent.ledger import Ledger, Outgoing
+from agent.transports import file, http, tempurl
+
+log = logging.getLogger(__name__)
+STATE_KEY = "transport"
+
+
+class AgentTransport:
+    def __init__(self, config: AgentConfig, ledger: Ledger) -> None:
+        self.config = config
+        self.ledger = ledger
+        raw = ledger.get_state(STATE_KEY)
+        self.section: dict[str, Any] = json.loads(raw) if raw else {"kind": "HTTP"}
+
+    @property
+    def kind(self) -> str:
+        return str(self.section.get("kind") or "HTTP")
+
+    def route(self, url: str) -> str:
+        """A control-plane URL as this agent reaches it: through its relay when it enrolled through one."""
+        return via(self.config, url)
+
+    async def fetch(self, session: aiohttp.ClientSession, etag: str, wait: float) -> client.Fetched:
+        """One poll of the current source; an expired store URL falls back to the control plane once."""
+        kind = self.kind
+        try:
+            if kind in ("SWIFT", "S3"):
+                return await tempurl.fetch(session, self.section, etag, wait)
+            if kind == "LOCAL":
+                return await file.fetch(self.config, self.section, etag, wait)
+        except SourceExpiredError as e:
+            if not self.config.url:
+                raise
+            log.warning("%s; asking the control plane for fresh URLs", e)
+            fetched = await http.fetch(session, self.config, self.route, "", 0)
+            return client.Fetched("", fetched.body)
+        return await http.fetch(session, self.config, self.route, etag, wait)
+
+    def accept(self, section: Any) -> bool:
+        """Take the transport an accepted document names; True when it changed the source."""
+        if not isinstance(section, dict):
+            section = {"kind": "HTTP"}
+        changed = bool(section.get("kind") != self.kind)
+        if changed:
+            log.info("moving from transport %s to %s", self.kind, section.get("kind"))
+        self.section = dict(section)
+        self.ledger.set_state(STATE_KEY, json.dumps(self.section, sort_keys=True))
+        return changed
+
+    async def deliver(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:
+        """Send one signal where the current transport says; (status, reason), 0 to retry."""
+        target = (self.section.get("signals") or {}).get(out.item_id)
+        if isinstance(target, dict) and target.get("verb") == "FILE":
+            return file.deliver(self.config, str(target.get("name", "")), out.body)
+        if isinstance(target, dict) and isinstance(target.get("url"), str):
+            status, reason = await tempurl.deliver(
+                session, str(target.get("verb") or "PUT"), target["url"], out.body
+            )
+            if status != 0 or not out.url:
+                return status, reason
+            log.warning("%s; trying the control plane's signal URL", reason)  # expired: where reachable
+        return await self._send_http(session, out)
+
+    async def _send_http(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:
+        url = self.route(out.url)
+        headers = {}
+        if url.startswith(self.config.url.rstrip("/") + "/"):
+            headers["Authorization"] = f"Bearer {self.config.credential}"  # never to a third party
+        return await client.send(session, out.verb, url, out.body, headers)
+
+
+def via(config: AgentConfig, url: str) -> str:
+    """Rewrite *url* from the control plane's origin to the one the agent enrolled through."""
+    control = _origin(config.document_url)
+    mine = config.url.rstrip("/")
+    if control and mine and control != mine and url.startswith(control + "/"):
+        return mine + url[len(control) :]
+    return url
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""

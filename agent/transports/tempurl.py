@@ -1,0 +1,55 @@
+"""Swift TempURLs and S3 presigned URLs: plain HTTP, the signature is in the URL.
+
+The document URL is polled every ``poll_interval`` seconds with ``If-None-Match``;
+a 401/403 means the URL expired (or the clock is off): the caller asks the
+control plane for fresh ones. Signals are PUT to their own per-deployment URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+
+from agent import client, wire
+from agent.errors import SourceExpiredError, SourceNotAvailableError
+
+#: Statuses of a store that mean "this URL no longer works" rather than "try again".
+EXPIRED = frozenset({401, 403})
+
+
+async def fetch(
+    session: aiohttp.ClientSession, section: dict[str, Any], etag: str, wait: float
+) -> client.Fetched:
+    url = section.get("document_url")
+    if not isinstance(url, str) or not url:
+        raise SourceExpiredError(f"transport {section.get('kind')} names no document_url")
+    headers = {"If-None-Match": etag} if etag else {}
+    try:
+        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=30)) as resp:
+            if resp.status == 304:
+                fetched = client.Fetched(etag, None)
+            elif resp.status == 200:
+                body = await resp.content.read(wire.MAX_DOCUMENT_BYTES + 1)
+                if len(body) > wire.MAX_DOCUMENT_BYTES:
+                    raise SourceNotAvailableError(f"store document over {wire.MAX_DOCUMENT_BYTES} bytes")
+                return client.Fetched(resp.headers.get("ETag", ""), body)
+            elif resp.status in EXPIRED:
+                raise SourceExpiredError(f"store refused the document URL ({resp.status}): expired?")
+            else:
+                raise SourceNotAvailableError(f"store answered {resp.status} for the document")
+    except (aiohttp.ClientError, TimeoutError) as e:
+        raise SourceNotAvailableError(f"store: {e!r}") from e
+    interval = float(section.get("poll_interval") or 5.0)
+    if wait > 0:
+        await asyncio.sleep(min(wait, interval))
+    return fetched
+
+
+async def deliver(session: aiohttp.ClientSession, verb: str, url: str, body: bytes) -> tuple[int, str]:
+    """PUT the signal; an expired URL is retried (a fresh one comes with the next document)."""
+    status, reason = await client.send(session, verb, url, body, {})
+    if status in EXPIRED or status == 404:
+        return 0, f"store refused the signal URL ({status}): expired?"
+    return status, reason

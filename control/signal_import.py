@@ -1,0 +1,66 @@
+"""`anneal signal import DIR`: signals carried back on media, sent to the control plane one by one.
+
+Each ``<deployment id>.<generation>.json`` file is posted to ``POST /v1/signals/import``.
+Files are never deleted or changed: importing the same directory again is harmless
+(duplicates are answered idempotently; a generation superseded since is listed as
+STALE, not an error). Every bad file gets its own error line naming
+the file and what is wrong; the others are still imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agent import wire
+from control.client import Client, ClientError
+
+
+def signal_files(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        raise ClientError(f"{directory}: not a directory")
+    return sorted(p for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+
+
+def name_of(path: Path) -> str | None:
+    """``<deployment>.<generation>.json`` -> ``<deployment>/<generation>``."""
+    if not path.name.endswith(".json"):
+        return None
+    dep, _, gen = path.name.removesuffix(".json").rpartition(".")
+    if not dep or not gen.isdigit():
+        return None
+    return f"{dep}/{gen}"
+
+
+def import_dir(client: Client, directory: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Import every signal file; (results, errors), one entry per file."""
+    results: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for path in signal_files(directory):
+        name = name_of(path)
+        if name is None:
+            errors.append(f"{path}: not a signal file (expected <deployment id>.<generation>.json)")
+            continue
+        try:
+            raw = path.read_bytes()
+            if len(raw) > wire.MAX_SIGNAL_BYTES:
+                raise ClientError(f"{len(raw)} bytes is over the cap of {wire.MAX_SIGNAL_BYTES}")
+            text = raw.decode("utf-8")
+            result = client.call("POST", "/v1/signals/import", {"name": name, "signal": text})
+        except UnicodeDecodeError as e:
+            errors.append(f"{path}: not UTF-8 text: {e}")
+            continue
+        except ClientError as e:
+            if e.status == 409:  # superseded by a newer generation: nothing to do, not an error
+                dep, _, gen = name.partition("/")
+                results.append(
+                    {"file": path.name, "deployment_id": dep, "generation": int(gen), "status": "STALE"}
+                )
+            else:
+                errors.append(f"{path}: {e}")
+            continue
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+            continue
+        results.append({"file": path.name, **result})
+    return results, errors

@@ -1,0 +1,207 @@
+"""Swift: documents as objects read through GET TempURLs, signals PUT through TempURLs.
+
+Two containers, each with its own TempURL key (``X-Container-Meta-Temp-URL-Key``,
+derived from the control plane's secret, never the account-wide key):
+``<prefix>-documents`` holds ``<server id>.json``; ``<prefix>-signals`` receives
+``<deployment id>/<generation>``, one object per waiting deployment generation.
+A captured URL reads one document or writes one signal object until it expires.
+The control plane authenticates with tempauth/v1 (auth URL, user, key).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import aiohttp
+
+from agent import wire
+from control.transports import StoreError, Waiting, signal_name
+
+log = logging.getLogger(__name__)
+TIMEOUT = aiohttp.ClientTimeout(total=30)
+
+
+@dataclass(frozen=True)
+class SwiftConfig:
+    auth_url: str
+    user: str
+    key: str
+    container_prefix: str = "anneal"
+    #: Scheme and host agents reach the proxy at, when it differs from the storage URL's.
+    public_url: str = ""
+    #: Seconds between an agent's polls of its document.
+    poll_interval: float = 5.0
+
+
+def container_key(secret: bytes, container: str) -> str:
+    return hmac.new(secret, f"swift-tempurl-key:{container}".encode(), hashlib.sha256).hexdigest()
+
+
+def temp_url_sig(key: str, method: str, expires: int, path: str) -> str:
+    return hmac.new(key.encode(), f"{method}\n{expires}\n{path}".encode(), hashlib.sha256).hexdigest()
+
+
+class SwiftStore:
+    kind = "SWIFT"
+
+    def __init__(self, config: SwiftConfig, secret: bytes) -> None:
+        self.config = config
+        self.documents = f"{config.container_prefix}-documents"
+        self.signals = f"{config.container_prefix}-signals"
+        self._keys = {c: container_key(secret, c) for c in (self.documents, self.signals)}
+        self._token = ""
+        self._storage = ""
+        self._http: aiohttp.ClientSession | None = None
+        self._connect: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def ready(self) -> bool:
+        return bool(self._storage)
+
+    async def start(self, on_ready: Callable[[], Awaitable[None]]) -> None:
+        self._http = aiohttp.ClientSession(timeout=TIMEOUT)
+        self._connect = asyncio.create_task(self._connect_loop(on_ready))
+
+    async def close(self) -> None:
+        if self._connect is not None:
+            self._connect.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._connect
+        if self._http is not None:
+            await self._http.close()
+
+    async def _connect_loop(self, on_ready: Callable[[], Awaitable[None]]) -> None:
+        """Authenticate and set the containers up; retried until Swift answers."""
+        failures = 0
+        while True:
+            try:
+                await self._auth()
+                for container, key in self._keys.items():
+                    await self._request(
+                        "PUT", f"/{container}", headers={"X-Container-Meta-Temp-URL-Key": key}, ok=(201, 202)
+                    )
+                break
+            except StoreError as e:
+                failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+                log.warning("Swift at %s not ready (%s); retrying in %.1f s", self.config.auth_url, e, delay)
+                await asyncio.sleep(delay)
+        log.info("Swift ready: containers %s and %s", self.documents, self.signals)
+        await on_ready()
+
+    # ------------------------------------------------------------ requests
+
+    async def _auth(self) -> None:
+        assert self._http is not None
+        headers = {"X-Auth-User": self.config.user, "X-Auth-Key": self.config.key}
+        try:
+            async with self._http.get(self.config.auth_url, headers=headers) as resp:
+                await resp.read()
+                if resp.status != 200:
+                    raise StoreError(f"Swift auth at {self.config.auth_url} answered {resp.status}")
+                token, storage = resp.headers.get("X-Auth-Token"), resp.headers.get("X-Storage-Url")
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise StoreError(f"Swift auth at {self.config.auth_url}: {e!r}") from e
+        if not token or not storage:
+            raise StoreError("Swift auth answered without X-Auth-Token / X-Storage-Url")
+        self._token, self._storage = token, storage.rstrip("/")
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        ok: tuple[int, ...] = (200, 201, 202, 204),
+        cap: int = wire.MAX_DOCUMENT_BYTES,
+    ) -> tuple[int, bytes]:
+        assert self._http is not None
+        for attempt in (1, 2):
+            if not self._token:
+                await self._auth()
+            hdrs = {"X-Auth-Token": self._token, **(headers or {})}
+            try:
+                async with self._http.request(method, self._storage + path, data=data, headers=hdrs) as resp:
+                    body = await resp.content.read(cap + 1)
+                    status = resp.status
+            except (aiohttp.ClientError, TimeoutError) as e:
+                raise StoreError(f"Swift {method} {path}: {e!r}") from e
+            if status == 401 and attempt == 1:
+                self._token = ""  # expired token: authenticate again, once
+                continue
+            if status not in ok:
+                raise StoreError(f"Swift {method} {path}: {status} {body[:200]!r}")
+            return status, body
+        raise StoreError(f"Swift {method} {path}: unauthorised")
+
+    # ------------------------------------------------------------ Store
+
+    def temp_url(self, method: str, container: str, obj: str, expires: int) -> str:
+        path = urlsplit(self._storage).path + f"/{container}/{quote(obj)}"
+        sig = temp_url_sig(self._keys[container], method, expires, path)
+        base = self.config.public_url.rstrip("/") or _origin(self._storage)
+        return f"{base}{path}?temp_url_sig={sig}&temp_url_expires={expires}"
+
+    def section(self, server_id: str, waiting: list[Waiting], expires: int) -> dict[str, Any]:
+        signals = {
+            w.item_id: {
+                "verb": "PUT",
+                "url": self.temp_url(
+                    "PUT", self.signals, signal_name(w.deployment_id, w.generation), expires
+                ),
+            }
+            for w in waiting
+        }
+        return {
+            "kind": self.kind,
+            "document_url": self.temp_url("GET", self.documents, f"{server_id}.json", expires),
+            "expires": expires,
+            "poll_interval": self.config.poll_interval,
+            "signals": signals,
+        }
+
+    async def put_document(self, server_id: str, body: bytes) -> None:
+        await self._request(
+            "PUT",
+            f"/{self.documents}/{quote(server_id)}.json",
+            data=body,
+            headers={"Content-Type": "application/json"},
+        )
+
+    async def delete_document(self, server_id: str) -> None:
+        await self._request("DELETE", f"/{self.documents}/{quote(server_id)}.json", ok=(204, 404))
+
+    async def list_signals(self, limit: int) -> list[str]:
+        _, body = await self._request("GET", f"/{self.signals}?format=json&limit={limit}", ok=(200, 204))
+        if not body:
+            return []
+        try:
+            return [str(o["name"]) for o in json.loads(body)]
+        except (ValueError, KeyError, TypeError) as e:
+            raise StoreError(f"Swift listing of {self.signals} is not JSON: {e}") from e
+
+    async def get_signal(self, name: str) -> bytes | None:
+        status, body = await self._request(
+            "GET", f"/{self.signals}/{quote(name)}", ok=(200, 404), cap=wire.MAX_SIGNAL_BYTES
+        )
+        return body if status == 200 else None
+
+    async def delete_signal(self, name: str) -> None:
+        await self._request("DELETE", f"/{self.signals}/{quote(name)}", ok=(204, 404))
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"

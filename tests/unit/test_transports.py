@@ -1,0 +1,64 @@
+"""Transport helpers without a store: names, lifetimes, refresh points, signal file names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.config import AgentConfig
+from agent.transports import file as agent_file
+from agent.transports import via
+from control.errors import BadRequestError
+from control.signal_import import name_of
+from control.transports import MAX_URL_LIFETIME, Lifetimes, normalize, parse_signal_name, signal_name
+
+
+def test_heat_and_own_transport_names():
+    assert "HTTP" == normalize("POLL_SERVER_CFN", "t")
+    assert "HTTP" == normalize("poll_server_heat", "t")
+    assert "SWIFT" == normalize("POLL_TEMP_URL", "t")
+    assert "S3" == normalize("S3", "t")
+    with pytest.raises(BadRequestError) as err:
+        normalize("ZAQAR_MESSAGE", "resources.box.properties.software_config_transport")
+    assert "ZAQAR_MESSAGE" in str(err.value)
+    assert "software_config_transport" == err.value.where.split(".")[-1]
+
+
+def test_signal_names_round_trip():
+    assert ("d-1", 3) == parse_signal_name(signal_name("d-1", 3))
+    for bad in ("d-1", "d-1/x", "a/b/3", "/3", "d-1/"):
+        assert parse_signal_name(bad) is None
+    assert "d-1.3.json" == agent_file.file_name("d-1/3")
+    assert "d-1/3" == name_of(Path("d-1.3.json"))
+    assert agent_file.file_name("../x/3") is None
+    assert name_of(Path("a.b.c.json")) is None
+
+
+def test_lifetimes_are_bounded_and_refreshed_before_the_store_sees_them_expire():
+    skewed = Lifetimes(need=300, margin=900)
+    assert 1200 == skewed.total
+    issued = 10_000.0
+    expires = issued + skewed.total
+    # The control plane 15 min behind the store: the store sees only `need` seconds of life.
+    assert not skewed.due(expires, issued + 100)
+    assert skewed.due(expires, issued + 151)
+    huge = Lifetimes(need=30 * 86400, margin=900)
+    assert MAX_URL_LIFETIME == huge.total
+    assert not huge.due(issued + huge.total, issued + 86400)
+    assert huge.due(issued + huge.total, issued + 4 * 86400)
+
+
+def test_relay_routing_rewrites_only_control_plane_urls():
+    cfg = AgentConfig(
+        url="http://10.9.0.1:9000",
+        server_id="s",
+        name="n",
+        credential="c",
+        document_url="http://127.0.0.1:8770/v1/agent/document",
+        heartbeat_url="http://127.0.0.1:8770/v1/agent/heartbeat",
+    )
+    assert "http://10.9.0.1:9000/v1/signal/d/1?sig=x" == via(cfg, "http://127.0.0.1:8770/v1/signal/d/1?sig=x")
+    assert "http://swift:8080/v1/AUTH_t/c/o" == via(cfg, "http://swift:8080/v1/AUTH_t/c/o")
+    direct = AgentConfig(**{**cfg.__dict__, "url": "http://127.0.0.1:8770"})
+    assert "http://127.0.0.1:8770/v1/signal/d/1" == via(direct, "http://127.0.0.1:8770/v1/signal/d/1")
