@@ -55,7 +55,7 @@ def view(agent: Agent) -> dict[str, Any]:
         ],
     }
     for key, value in raw.items():  # policy, pinned key, expiry, frozen, rejections, counts, ...
-        if key not in out and key != "entries":
+        if key not in out:
             out[key] = value
     return out
 
