@@ -213,9 +213,8 @@ async def record_signal(
             raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
         signals.check_owner(dep, sig, server_id)
         if signal is None:
-            recorded = progress.apply_progress(dep, generation, body)
-            if recorded:
-                await session.commit()
+            value = progress.apply_progress(dep, generation, body)
+            recorded = value is not None and await progress.store_progress(session, dep, generation, value)
             return {"deployment_id": dep.id, "generation": generation, "status": dep.status,
                     "duplicate": not recorded, "progress": True}
         signals.check_answer(dep, generation, signal)

@@ -14,6 +14,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from sqlalchemy import update
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from agent import wire
 from agent.progress import STATUS, TAIL_BYTES
 from control.errors import BadRequestError, StaleSignalError
@@ -49,8 +52,12 @@ def decode(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def apply_progress(dep: DeploymentRow, generation: int, body: Mapping[str, Any]) -> bool:
-    """Keep *body* as the deployment's last progress; False when it is late or a repeat."""
+def apply_progress(dep: DeploymentRow, generation: int, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The progress to keep for *dep* from *body*; None when it is late or a repeat.
+
+    *dep* is not changed: the caller stores the value with a plain UPDATE, so a progress
+    report never bumps the row version that the engine's and the API's writes check.
+    """
     progress = decode(body)
     claimed = body[wire.EXTRA_KEY].get("generation")
     if claimed is not None and claimed != generation:
@@ -69,9 +76,24 @@ def apply_progress(dep: DeploymentRow, generation: int, body: Mapping[str, Any])
             where="generation",
         )
     if dep.status != "IN_PROGRESS":
-        return False
+        return None
     last = dep.progress or {}
     if last.get("generation") == generation and int(last.get("seq", 0)) >= progress["seq"]:
-        return False
-    dep.progress = {**progress, "generation": generation, "at": time.time()}
-    return True
+        return None
+    return {**progress, "generation": generation, "at": time.time()}
+
+
+async def store_progress(session: AsyncSession, dep: DeploymentRow, generation: int, value: dict[str, Any]) -> bool:
+    """Write *value* unless the deployment moved on meanwhile; the row version is left alone."""
+    result = await session.execute(
+        update(DeploymentRow)
+        .where(
+            DeploymentRow.id == dep.id,
+            DeploymentRow.generation == generation,
+            DeploymentRow.status == "IN_PROGRESS",
+        )
+        .values(progress=value)
+        .execution_options(synchronize_session=False)
+    )
+    await session.commit()
+    return bool(getattr(result, "rowcount", 0))

@@ -25,26 +25,25 @@ def running(generation: int = 2) -> DeploymentRow:
 def test_progress_is_recorded_without_changing_the_deployment():
     """A progress signal is kept as the last progress; status and result stay as they were."""
     dep = running()
-    assert apply_progress(dep, 2, body(1))
-    assert dep.status == "IN_PROGRESS"
-    assert (dep.progress["seq"], dep.progress["output_tail"], dep.progress["generation"]) == (1, "out", 2)
+    kept = apply_progress(dep, 2, body(1))
+    assert (kept["seq"], kept["output_tail"], kept["generation"]) == (1, "out", 2)
+    assert (dep.status, dep.progress) == ("IN_PROGRESS", None)  # stored by a plain UPDATE, not here
 
 
 def test_repeated_or_older_progress_is_a_duplicate():
     """The same or a lower seq of the same generation is answered as a duplicate and dropped."""
     dep = running()
-    assert apply_progress(dep, 2, body(5, "five"))
-    assert not apply_progress(dep, 2, body(5, "again"))
-    assert not apply_progress(dep, 2, body(4, "older"))
-    assert dep.progress["output_tail"] == "five"
+    dep.progress = apply_progress(dep, 2, body(5, "five"))
+    assert apply_progress(dep, 2, body(5, "again")) is None
+    assert apply_progress(dep, 2, body(4, "older")) is None
+    assert apply_progress(dep, 2, body(6, "newer"))["output_tail"] == "newer"
 
 
 def test_progress_after_the_result_is_dropped():
     """Once the deployment has its result, a late progress signal changes nothing."""
     dep = running()
     dep.status = "COMPLETE"
-    assert not apply_progress(dep, 2, body(1))
-    assert dep.progress is None
+    assert apply_progress(dep, 2, body(1)) is None
 
 
 @pytest.mark.parametrize("generation", [1, 3])
