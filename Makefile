@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install tools demo test lint bench clean
+.PHONY: install tools demo test lint bench clean package
 
 install: $(STAMP)
 
@@ -28,8 +28,12 @@ lint: install
 	$(VENV)/bin/ruff check agent control hooks tests examples bench
 	$(VENV)/bin/mypy
 
+# The agent's wheel and Debian package (packaging/build.sh; docs/operations.md) into dist/.
+package: install
+	bash packaging/build.sh dist
+
 bench: install
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import aiohttp
 
-from agent import client, config, keys
+from agent import client, config, heatcompat, keys, status
 from agent.errors import AgentError, ConfigError
 from agent.fsutil import lock_state_dir, write_atomic
 from agent.loop import Agent, dump
@@ -46,11 +46,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--poll-wait", type=float, help="long-poll wait in seconds")
         p.add_argument("--heartbeat-interval", type=float, help="seconds between heartbeats")
         p.add_argument("--hook-dir", action="append", help="directory of hook executables (repeat)")
+        p.add_argument(
+            "--heat-compat",
+            action="store_true",
+            help="replace Heat's agent: read Heat's documents, signal in Heat's format (docs/heat-compat.md)",
+        )
+        p.add_argument("--os-collect-config", type=Path, help="with --heat-compat: os-collect-config.conf to read")
+        p.add_argument("--metadata-url", help="with --heat-compat: the request collector's metadata URL")
         p.add_argument("--media-dir", help="LOCAL transport: where the media with document.json is mounted")
         p.add_argument("--signal-dir", help="LOCAL transport: signal outbox (default MEDIA_DIR/signals)")
     relay = sub.add_parser("relay", help="store and forward documents and signals for an isolated network")
     relay.add_argument("--listen", required=True, help="HOST:PORT the agents reach")
     relay.add_argument("--upstream", required=True, help="the control plane's URL")
+    sub.choices["status"].add_argument("--json", action="store_true", help="print JSON")
     for p in sub.choices.values():
         p.add_argument("--state-dir", required=True, type=Path, help="the agent's state directory")
     return parser
@@ -83,6 +91,9 @@ async def _dispatch(args: argparse.Namespace) -> int:
         await enrol(state_dir, args.url, args.token)
         print(f"enrolled; config written to {config.config_path(state_dir)}")
         return 0
+    heat = heatcompat.settings_for(args, state_dir)
+    if heat is not None:
+        return await _run_agent(args, heatcompat.HeatAgent(heat, state_dir, args.hook_dir))
     cfg = config.load(state_dir)
     if cfg is None:
         token = os.environ.get("ANNEAL_ENROL_TOKEN")
@@ -96,11 +107,15 @@ async def _dispatch(args: argparse.Namespace) -> int:
         media_dir=args.media_dir,
         signal_dir=args.signal_dir,
     )
+    return await _run_agent(args, Agent(cfg, state_dir))
+
+
+async def _run_agent(args: argparse.Namespace, agent: Agent) -> int:
     if args.command != "status":
-        _lock(state_dir)
-    agent = Agent(cfg, state_dir)
+        _lock(agent.state_dir)
     if args.command == "status":
-        print(dump(agent.status()))
+        view = status.view(agent)
+        print(dump(view) if args.json else status.render(view))
         return 0
     if args.command == "once":
         return await agent.once()

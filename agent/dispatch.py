@@ -18,6 +18,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from agent import wire
 
@@ -90,9 +91,15 @@ async def run_hook(
     *,
     env: Mapping[str, str],
     timeout: float,
+    tee: tuple[Path, Path] | None = None,
+    on_start: Callable[[int], None] | None = None,
     on_stderr: Callable[[bytes], None] | None = None,
 ) -> wire.Signal:
-    """Run one hook in its own process group; its stdout JSON is the result."""
+    """Run one hook in its own process group; its stdout JSON is the result.
+
+    *tee* names files that get a copy of stdout and stderr as they arrive (so a crash of the
+    agent loses none of it); *on_start* gets the hook's pid once it runs.
+    """
     if (refused := unsafe_names(item)) is not None:
         return refused
     stdin = json.dumps(coerce_inputs(item.to_json())).encode()
@@ -107,8 +114,10 @@ async def run_hook(
         )
     except OSError as e:
         return wire.Signal(status_code=127, stderr=f"hook {argv[0]} could not start: {e}")
+    if on_start is not None:
+        on_start(proc.pid)
     try:
-        out, err = await asyncio.wait_for(_communicate(proc, stdin, on_stderr), timeout + KILL_GRACE)
+        out, err = await asyncio.wait_for(_communicate(proc, stdin, on_stderr, tee), timeout + KILL_GRACE)
     except TimeoutError:
         await _stop(proc)
         return wire.Signal(status_code=124, stderr=f"hook {argv[0]} timed out after {timeout:g} s; killed")
@@ -130,28 +139,87 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
 
 
 async def _communicate(
-    proc: asyncio.subprocess.Process, stdin: bytes, on_stderr: Callable[[bytes], None] | None
+    proc: asyncio.subprocess.Process,
+    stdin: bytes,
+    on_stderr: Callable[[bytes], None] | None,
+    tee: tuple[Path, Path] | None = None,
 ) -> tuple[bytes, bytes]:
     assert proc.stdin and proc.stdout and proc.stderr
     proc.stdin.write(stdin)
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         await proc.stdin.drain()
     proc.stdin.close()
+    out_tee, err_tee = tee if tee is not None else (None, None)
     out, err = await asyncio.gather(
-        _read_capped(proc.stdout, MAX_HOOK_STDOUT),
-        _read_head_and_tail(proc.stderr, MAX_HOOK_STDERR, on_stderr),
+        _read_capped(proc.stdout, MAX_HOOK_STDOUT, out_tee),
+        _read_head_and_tail(proc.stderr, MAX_HOOK_STDERR, _teeing(err_tee, on_stderr)),
     )
     await proc.wait()
     return out, err
 
 
-async def _read_capped(stream: asyncio.StreamReader, cap: int) -> bytes:
-    """Read to EOF, keeping at most *cap* bytes (the rest is drained and dropped)."""
+async def _read_capped(stream: asyncio.StreamReader, cap: int, tee: Path | None = None) -> bytes:
+    """Read to EOF, keeping at most *cap* bytes (the rest is drained and dropped).
+
+    With *tee*, up to *cap* bytes also go to that file as they arrive; a full disk stops the
+    copy (logged once), never the hook.
+    """
     kept = bytearray()
-    while chunk := await stream.read(65536):
-        if len(kept) < cap:
-            kept.extend(chunk[: cap - len(kept)])
+    sink = _open_tee(tee)
+    try:
+        while chunk := await stream.read(65536):
+            if len(kept) < cap:
+                part = chunk[: cap - len(kept)]
+                kept.extend(part)
+                if sink is not None:
+                    try:
+                        sink.write(part)
+                        sink.flush()
+                    except OSError as e:
+                        log.warning("copy of hook output to %s stopped: %s", tee, e)
+                        _close_quietly(sink)
+                        sink = None
+    finally:
+        _close_quietly(sink)
     return bytes(kept)
+
+
+def _open_tee(path: Path | None) -> BinaryIO | None:
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        return os.fdopen(fd, "wb", buffering=0)
+    except OSError as e:
+        log.warning("cannot keep a copy of hook output in %s: %s", path, e)
+        return None
+
+
+def _close_quietly(sink: BinaryIO | None) -> None:
+    if sink is not None:
+        with contextlib.suppress(OSError):
+            sink.close()
+
+
+def _teeing(path: Path | None, then: Callable[[bytes], None] | None) -> Callable[[bytes], None] | None:
+    """A stderr chunk handler that also copies each chunk to *path* (closed at EOF by the GC)."""
+    if path is None:
+        return then
+    sink = _open_tee(path)
+
+    def feed(chunk: bytes) -> None:
+        nonlocal sink
+        if sink is not None:
+            try:
+                sink.write(chunk)
+            except OSError as e:
+                log.warning("copy of hook output to %s stopped: %s", path, e)
+                _close_quietly(sink)
+                sink = None
+        if then is not None:
+            then(chunk)
+
+    return feed
 
 
 async def _read_head_and_tail(

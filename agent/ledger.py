@@ -115,6 +115,7 @@ class Ledger:
                 db.execute("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", (key, value))
             db.execute("INSERT OR REPLACE INTO state VALUES ('serial', ?)", (str(serial),))
             db.execute("INSERT OR REPLACE INTO state VALUES ('document', ?)", (body.decode(),))
+            db.execute("INSERT OR REPLACE INTO state VALUES ('document_at', ?)", (f"{now:.3f}",))
             for item in items:
                 db.execute(
                     "INSERT OR IGNORE INTO generations (item_id, deployment_id, generation, name, hash,"
@@ -172,6 +173,14 @@ class Ledger:
                     (item_id, signal.url, signal.verb, signal.body, now),
                 )
 
+    def mark_received(self, item_id: str, note: str) -> None:
+        """Back to received: an interrupted generation whose config allows a re-run."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE generations SET state = 'received', started_at = NULL, note = ? WHERE item_id = ?",
+                (note, item_id),
+            )
+
     def interrupted(self) -> list[Entry]:
         return [e for e in self.entries() if e.state == "started"]
 
@@ -184,6 +193,15 @@ class Ledger:
             (now,),
         ).fetchall()
         return [Outgoing(*r) for r in rows]
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Signals not yet acknowledged, oldest first, for `anneal-agent status`."""
+        rows = self._db.execute(
+            "SELECT id, item_id, verb, url, attempts, next_at, created_at, outcome FROM outbox"
+            " WHERE done_at IS NULL ORDER BY id"
+        ).fetchall()
+        keys = ("id", "item_id", "verb", "url", "attempts", "next_at", "created_at", "last_outcome")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def pending_count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM outbox WHERE done_at IS NULL").fetchone()[0])

@@ -23,7 +23,9 @@ from typing import Any
 import aiohttp
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from agent import client, component, dispatch, envelope, keys, orders, progress, sealed, verify, wire
+from agent import (
+    client, component, dispatch, envelope, keys, orders, progress, recovery, sealed, verify, wire,
+)
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.ledger import Ledger, Outgoing, encode_body
@@ -98,12 +100,8 @@ class Agent:
     # -------------------------------------------------------------- recovery
 
     def recover(self) -> None:
-        """A generation started but never finished was interrupted: report it, never re-run it."""
-        for entry in self.ledger.interrupted():
-            log.warning("deployment %s (%s) was interrupted by an agent restart", entry.name, entry.item_id)
-            signal = wire.Signal(status_code=137, stderr="interrupted by agent restart")
-            item, meta = self._lookup(entry.item_id)
-            self._finish(entry.item_id, item, meta, signal, note="interrupted")
+        """A generation started but never finished was interrupted: re-run only if its config allows."""
+        recovery.recover(self)
 
     # -------------------------------------------------------------- polling
 
@@ -240,11 +238,19 @@ class Agent:
         self, item: wire.DeploymentItem, chosen: wire.DeploymentItem, meta: wire.ItemMeta | None
     ) -> wire.Signal:
         """Run *chosen* (the item, or a component's entry for the action) and record it as *item*."""
+        run = recovery.attempts(self, item.id) + 1
+        self.ledger.set_state(f"runs:{item.id}", str(run))
         self.ledger.mark_started(item.id)
         self.running = item.id
         timeout = meta.timeout if meta and meta.timeout else self.config.hook_timeout
         argv = dispatch.hook_argv(chosen.group, self.config.hook_dirs)
         log.info("running deployment %s (%s) with hook %s", item.name, item.id, chosen.group)
+        env = self._hook_env(meta, timeout)
+        env.update(ANNEAL_IDEMPOTENCY_KEY=item.id, ANNEAL_RUN_ATTEMPT=str(run))
+
+        def started(pid: int) -> None:
+            self.ledger.set_state(f"hookpid:{item.id}", recovery.hook_identity(pid))
+
         try:
             if argv is None:
                 signal = dispatch.missing_hook(chosen.group, self.config.hook_dirs)
@@ -253,7 +259,12 @@ class Agent:
                     self._doc_changed.clear()
                     signal = await orders.run_unless_stopped(
                         dispatch.run_hook(
-                            argv, chosen, env=self._hook_env(meta, timeout), timeout=timeout,
+                            argv,
+                            chosen,
+                            env=env,
+                            timeout=timeout,
+                            tee=recovery.output_paths(self.state_dir, item.id),
+                            on_start=started,
                             on_stderr=reporter.feed if reporter else None,
                         ),
                         item.id,
@@ -263,6 +274,7 @@ class Agent:
         finally:
             self.running = None
         self._finish(item.id, item, meta, signal)
+        recovery.discard_output(self.state_dir, item.id)
         log.info("deployment %s finished with status code %s", item.name, signal.status_code)
         return signal
 

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import deploy, progress, signals, transports
+from control import deploy, heatcompat, progress, rebuild, signals, transports
 from control.engine import settle
 from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
 from control.keys import new_token, token_hash
@@ -25,18 +25,30 @@ KEY_KINDS = ("sign", "box")
 MAX_LEDGER_ITEMS = 10_000
 
 
-async def create_server_record(rt: Runtime, name: Any, transport: Any = None) -> dict[str, Any]:
-    """A server awaiting enrolment, and the one-time token its agent enrols with."""
+async def create_server_record(
+    rt: Runtime, name: Any, transport: Any = None, heat_compatible: Any = False
+) -> dict[str, Any]:
+    """A server awaiting enrolment, and the one-time token its agent enrols with.
+
+    A Heat-compatible server runs Heat's own agent chain: it gets a metadata URL instead.
+    """
     if not isinstance(name, str) or not name or len(name) > 255 or "/" in name:
         raise BadRequestError("name: a non-empty server name without '/'", where="name")
+    if not isinstance(heat_compatible, bool):
+        raise BadRequestError("heat_compatible: expected true or false", where="heat_compatible")
     async with rt.sessions() as session:
         if await session.scalar(select(ServerRow.id).where(ServerRow.name == name)) is not None:
             raise ConflictError(f"server {name!r} already exists", where="name")
         txn = Txn(session, rt)
         server, token = await create_server(txn, name, owner_stack_id=None)
-        if transport is not None:
+        if heat_compatible:
+            server.agent_kind, server.status = heatcompat.HEAT_AGENT, "HEAT_COMPATIBLE"
+            server.enrol_token_hash, server.enrol_expires = None, None
+        elif transport is not None:
             transports.assign(txn, server, transport, "transport")
         await txn.commit()
+        if heat_compatible:
+            return {"id": server.id, "name": server.name, "status": server.status, **heatcompat.heat_view(rt, server)}
         return {
             "id": server.id,
             "name": server.name,
@@ -99,6 +111,11 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
             raise AuthError("enrolment token is unknown or already used", where="token")
         if server.enrol_expires is not None and server.enrol_expires < time.time():
             raise AuthError(f"enrolment token of server {server.name} has expired", where="token")
+        new_keys = {k: keys[k] for k in KEY_KINDS}
+        if rebuild.is_rebuild(server, new_keys):  # the state dir was lost: decide, visibly
+            # Same transaction as the enrolment; the serial bump and publish below cover it.
+            record = await rebuild.rerun_as_new(Txn(session, rt), server, new_keys)
+            server.rebuilds = [*(server.rebuilds or []), record]
         credential = new_token()
         if server.credential_hash:
             rt.credentials.pop(server.credential_hash, None)

@@ -19,7 +19,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
 from agent import wire
-from control import agents, converge, hot, lifecycle, queries, signing, stacks
+from control import agents, converge, heatcompat, hot, lifecycle, queries, signing, stacks
 from control.app_keys import DEFS, ENGINE, RUNTIME
 from control.errors import AuthError, BadRequestError, ControlError, ForbiddenError, TooLargeError
 from control.openapi import spec
@@ -283,7 +283,8 @@ async def create_server(request: web.Request) -> web.Response:
     body = await read_json(request)
     name = body.get("name") if isinstance(body, dict) else None
     transport = body.get("transport") if isinstance(body, dict) else None
-    return ok(await agents.create_server_record(request.app[RUNTIME], name, transport), 201)
+    heat = body.get("heat_compatible", False) if isinstance(body, dict) else False
+    return ok(await agents.create_server_record(request.app[RUNTIME], name, transport, heat), 201)
 
 
 @routes.patch("/v1/servers/{name}")
@@ -338,6 +339,8 @@ async def show_server(request: web.Request) -> web.Response:
     async with rt.sessions() as session:
         server = await queries.get_server(session, request.match_info["name"])
         view = queries.server_view(server, rt.settings)
+        if server.agent_kind == heatcompat.HEAT_AGENT:
+            view.update(heatcompat.heat_view(rt, server))
         view["deployments"] = await queries.list_deployments(session, {"server": server.id})
         return ok(view)
 
@@ -408,6 +411,19 @@ async def heartbeat(request: web.Request) -> web.Response:
     if not isinstance(body, dict):
         raise BadRequestError("body: expected an object", where="body")
     return ok(await agents.heartbeat(request.app[RUNTIME], request[AUTH_SERVER], body))
+
+
+@routes.get("/v1/heat/metadata/{server_id}")
+@auth("signal")  # the URL's signature: Heat's os-collect-config `request` collector polls it
+async def heat_metadata(request: web.Request) -> web.Response:
+    """A Heat-compatible server's document (HEAD too), with Last-Modified as Swift would send."""
+    body, etag, modified = await heatcompat.metadata(
+        request.app[RUNTIME], request.match_info["server_id"], request.query.get("sig")
+    )
+    headers = {"ETag": etag, "Last-Modified": modified}
+    if request.headers.get("If-None-Match") == etag:
+        return web.Response(status=304, headers=headers)
+    return web.Response(body=body, content_type="application/json", headers=headers)
 
 
 @routes.post("/v1/signal/{deployment_id}/{generation}")

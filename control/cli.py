@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token"))
     p.add_argument("name")
     p.add_argument("--transport", help="HTTP, SWIFT, S3, LOCAL or Heat's POLL_* (docs/transports.md)")
+    p.add_argument(
+        "--heat-compatible",
+        action="store_true",
+        help="the server runs Heat's own agent chain: print its metadata URL instead of a token",
+    )
     p = _fmt(srv.add_parser("transport", help="move a server to another transport"))
     p.add_argument("name")
     p.add_argument("transport", help="HTTP, SWIFT, S3, LOCAL or Heat's POLL_* (docs/transports.md)")

@@ -376,7 +376,18 @@ def _server_create(client: Client, args: argparse.Namespace) -> int:
     body = {"name": args.name}
     if args.transport:
         body["transport"] = args.transport
-    return _print_token(client, args, client.call("POST", "/v1/servers", body))
+    if getattr(args, "heat_compatible", False):
+        body["heat_compatible"] = True
+    server = client.call("POST", "/v1/servers", body)
+    if "metadata_url" not in server:
+        return _print_token(client, args, server)
+    if args.format != "table":
+        show(server, args.format)
+        return 0
+    print(f"server {server['name']} ({server['id']}) runs Heat's agent chain.")
+    print(f"metadata URL (a capability; keep it secret): {server['metadata_url']}")
+    print(f"on the server: os-collect-config --request-metadata-url '{server['metadata_url']}' request local")
+    return 0
 
 
 def _server_transport(client: Client, args: argparse.Namespace) -> int:

@@ -295,6 +295,19 @@ def _other_paths() -> dict[str, Any]:
                 requestBody=_body(obj),
             )
         },
+        "/v1/heat/metadata/{server_id}": {
+            "parameters": [_path_param("server_id", "a Heat-compatible server's id")],
+            "get": _op(
+                "A Heat-compatible server's document, for os-collect-config's request collector",
+                "signal",
+                {
+                    "200": _json(obj, "The per-server document with its os-collect-config section"),
+                    "304": {"description": "Unchanged"},
+                    **_errors(401, 403, 404),
+                },
+                parameters=[_query("sig", "the URL's capability for this server")],
+            ),
+        },
         "/v1/signal/{deployment_id}/{generation}": {
             "parameters": [
                 _path_param("deployment_id", "deployment id"),

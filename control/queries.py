@@ -236,4 +236,5 @@ def server_view(server: ServerRow, settings: Settings) -> dict[str, Any]:
         "created_at": server.created_at,
         "enrolled_at": server.enrolled_at,
         "agent_status": server.agent_status,
+        "rebuilds": server.rebuilds or [],
     }

@@ -19,7 +19,7 @@ class Base(DeclarativeBase):
 
 
 #: Bumped whenever a table changes; a database at another version is refused at start.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class MetaRow(Base):
@@ -53,6 +53,10 @@ class ServerRow(Base):
     enrolled_at: Mapped[float | None] = mapped_column(Float, default=None)
     last_seen: Mapped[float | None] = mapped_column(Float, default=None)
     agent_status: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: "anneal" (our agent enrols) or "heat" (Heat's agent chain polls its metadata URL).
+    agent_kind: Mapped[str] = mapped_column(String(16), default="anneal")
+    #: Each time the agent came back with new keys (state dir lost) and what was decided.
+    rebuilds: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
 
 
 class StackRow(Base):

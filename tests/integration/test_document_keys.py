@@ -51,7 +51,7 @@ def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 
 def agent_status(cp: ControlPlane) -> dict[str, Any]:
     out = subprocess.run(
-        [str(BIN / "anneal-agent"), "status", "--state-dir", str(cp.agent_dir("keys-box"))],
+        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir("keys-box"))],
         capture_output=True, text=True, timeout=60, check=True,
     )
     return dict(json.loads(out.stdout))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -55,7 +56,7 @@ def _wait(path: Path, timeout: float = 30) -> None:
 def enrol_agent(cp: ControlPlane, name: str, state: Path) -> list[str]:
     """Create a server, enrol an agent for it in *state*; return the argv that runs that agent."""
     token = cp.api("POST", "/v1/servers", {"name": name}).body["enrol_token"]
-    enrol = subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, "--token", token,
+    enrol = subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, f"--token={token}",
                             "--state-dir", str(state)], capture_output=True, text=True, timeout=60, check=False)
     assert 0 == enrol.returncode, enrol.stderr
     return [str(BIN / "anneal-agent"), "run", "--state-dir", str(state), "--poll-wait", "2"]
@@ -78,13 +79,12 @@ def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path):
         cp.proc.wait(30)
         (work / "go-first").touch()  # the hook finishes while nobody listens
         deadline = time.monotonic() + 30
-        status = subprocess.run([str(BIN / "anneal-agent"), "status", "--state-dir", str(state)],
-                                capture_output=True, text=True, timeout=30, check=False)
-        while '"queued": 1' not in status.stdout and time.monotonic() < deadline:
+        argv_status = [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)]
+        status = subprocess.run(argv_status, capture_output=True, text=True, timeout=30, check=False)
+        while len(json.loads(status.stdout)["queued_signals"]) != 1 and time.monotonic() < deadline:
             time.sleep(0.2)
-            status = subprocess.run([str(BIN / "anneal-agent"), "status", "--state-dir", str(state)],
-                                    capture_output=True, text=True, timeout=30, check=False)
-        assert '"queued": 1' in status.stdout, status.stdout
+            status = subprocess.run(argv_status, capture_output=True, text=True, timeout=30, check=False)
+        assert len(json.loads(status.stdout)["queued_signals"]) == 1, status.stdout
         port = int(cp.url.rsplit(":", 1)[1])
         cp = start_control_plane(tmp_path, "--provisioner", "enrol", port=port)
         _wait(work / "started-second-first")  # runs only once the queued signal has landed

@@ -91,7 +91,7 @@ def test_r09_store_down_5s_and_60s_during_rollouts(
         assert "not written" in log or "collecting signals failed" in log  # the outage was seen
         for i in range(SERVERS):
             out = subprocess.run(
-                [str(BIN / "anneal-agent"), "status", "--state-dir", str(cp.agent_dir(f"out-box{i}"))],
+                [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir(f"out-box{i}"))],
                 capture_output=True,
                 text=True,
                 check=True,

@@ -190,7 +190,7 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
     assert ["COMPLETE"] == [d["status"] for d in deployments]
     # The agent ran each of the five generations exactly once, and has no signal left to send.
     out = subprocess.run(
-        [str(BIN / "anneal-agent"), "status", "--state-dir", str(cp.agent_dir("mv-box"))],
+        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir("mv-box"))],
         capture_output=True,
         text=True,
         check=True,

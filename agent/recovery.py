@@ -1,0 +1,135 @@
+"""What the agent does, on start, with a deployment a crash interrupted.
+
+A generation found ``started`` but not finished in the ledger was interrupted (the
+agent was killed, the machine rebooted). Never a silent hang, never a silent second run:
+
+* its hook, if still alive (the hook runs in its own session, so it outlives a killed
+  agent), is killed first: the pid and its start time are in the ledger, so a recycled
+  pid is never touched;
+* if its config sets ``options.rerun_on_interrupt: true`` it runs again, at most
+  ``MAX_RERUNS`` times, with the same ``ANNEAL_IDEMPOTENCY_KEY`` (the derived config id)
+  and ``ANNEAL_RUN_ATTEMPT`` counting the runs;
+* otherwise it is reported FAILED "interrupted by agent restart" with the output the hook
+  had written: hooks' stdout and stderr are teed to ``<state dir>/output/<id>.out|.err``
+  while they run, so what they printed survives the crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent import wire
+
+if TYPE_CHECKING:
+    from agent.loop import Agent
+
+log = logging.getLogger(__name__)
+OUTPUT_DIR = "output"
+#: Runs of one generation after interruptions before it is reported FAILED instead.
+MAX_RERUNS = 3
+INTERRUPTED = "interrupted by agent restart"
+#: Status code of an interrupted run (as if killed by SIGKILL).
+INTERRUPTED_CODE = 137
+
+
+def output_paths(state_dir: Path, item_id: str) -> tuple[Path, Path]:
+    d = state_dir / OUTPUT_DIR
+    d.mkdir(mode=0o700, exist_ok=True)
+    safe = "".join(c for c in item_id if c.isalnum() or c in "-_")
+    return d / f"{safe}.out", d / f"{safe}.err"
+
+
+def discard_output(state_dir: Path, item_id: str) -> None:
+    for path in output_paths(state_dir, item_id):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _read_tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 2 * wire.MAX_STREAM_BYTES))
+            data = f.read()
+    except OSError:
+        return ""
+    return wire.trim_stream(data.decode("utf-8", "replace"))
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time in clock ticks since boot
+
+
+def hook_identity(pid: int) -> str:
+    return f"{pid} {_start_time(pid) or ''}"
+
+
+def stop_orphan(identity: str | None, timeout: float = 10.0) -> bool:
+    """Kill the process group of an interrupted hook if that very process still runs."""
+    if not identity:
+        return False
+    pid_text, _, started = identity.partition(" ")
+    pid = int(pid_text)
+    if not started or _start_time(pid) != started:
+        return False
+    log.warning("the interrupted hook (pid %s) still runs; killing its process group", pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while _start_time(pid) == started and time.monotonic() < deadline:
+        _reap(pid)
+        time.sleep(0.05)
+    return True
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def rerun_allowed(item: wire.DeploymentItem | None) -> bool:
+    return bool(item is not None and (item.options or {}).get("rerun_on_interrupt") is True)
+
+
+def attempts(agent: Agent, item_id: str) -> int:
+    return int(agent.ledger.get_state(f"runs:{item_id}", "0") or 0)
+
+
+def recover(agent: Agent) -> None:
+    """Settle every generation a crash left started: re-run it (if allowed) or report it FAILED."""
+    for entry in agent.ledger.interrupted():
+        stop_orphan(agent.ledger.get_state(f"hookpid:{entry.item_id}"))
+        item, meta = agent._lookup(entry.item_id)
+        runs = attempts(agent, entry.item_id)
+        if rerun_allowed(item) and runs <= MAX_RERUNS:
+            log.warning(
+                "deployment %s (%s) was interrupted; rerun_on_interrupt is set: running it again (run %d)",
+                entry.name,
+                entry.item_id,
+                runs + 1,
+            )
+            agent.ledger.mark_received(entry.item_id, f"{INTERRUPTED}; re-run (run {runs + 1})")
+            continue
+        log.warning("deployment %s (%s) was %s", entry.name, entry.item_id, INTERRUPTED)
+        out_path, err_path = output_paths(agent.state_dir, entry.item_id)
+        before = _read_tail(err_path)
+        why = INTERRUPTED
+        if rerun_allowed(item):
+            why += f" ({runs} runs, the most rerun_on_interrupt allows is {MAX_RERUNS + 1})"
+        stderr = f"{why}\n" + (f"--- stderr before the interruption ---\n{before}" if before else "")
+        signal_ = wire.Signal(
+            status_code=INTERRUPTED_CODE, stdout=_read_tail(out_path), stderr=wire.trim_stream(stderr)
+        )
+        agent._finish(entry.item_id, item, meta, signal_, note="interrupted")
+        discard_output(agent.state_dir, entry.item_id)
