@@ -24,7 +24,17 @@ import aiohttp
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agent import (
-    client, component, dispatch, envelope, keys, orders, progress, recovery, sealed, verify, wire,
+    client,
+    component,
+    dispatch,
+    envelope,
+    keys,
+    orders,
+    progress,
+    recovery,
+    sealed,
+    verify,
+    wire,
 )
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
