@@ -172,9 +172,13 @@ class SoftwareDeployment:
         return True
 
     async def retire(self, txn: Txn, res: Res, dep: DeploymentRow, props: Mapping[str, Any]) -> bool:
-        """Run DELETE on the server when listed; True while it runs (else forget *dep* now)."""
+        """Run DELETE on the server when listed; True while it runs (else forget *dep* now).
+
+        As in Heat, DELETE runs even when no earlier action ever reached the server
+        (a deployment listing only DELETE): its config is delivered for the first time.
+        """
         server = await txn.session.get(ServerRow, dep.server_id)
-        if dep.item is None or server is None or server.status != "ENROLLED":
+        if server is None or server.status != "ENROLLED":
             return False
         await self.run(txn, res, dep, props, "DELETE")
         return "DELETE" in dep.actions and dep.status == "IN_PROGRESS"

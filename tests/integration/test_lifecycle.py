@@ -6,6 +6,7 @@ is about what really ran on the servers, in which order, and how often.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -256,3 +257,62 @@ def test_name_change_replaces_blue_green(cp: ControlPlane, tmp_path: Path):
     assert ["backend-v2", "rename-cfg"] == names
     cp.api("DELETE", "/v1/stacks/rename")
     assert "DELETED" == cp.wait_stack("rename")["status"]
+
+
+DELETE_ONLY = (
+    HEADER
+    + """
+resources:
+  srv: {type: OS::Heat::DeployedServer}
+"""
+    + config()
+    + """
+  teardown:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: srv}
+      actions: [DELETE]
+      input_values: {NAME: teardown, LOG: {get_param: log}}
+  drain:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: srv}
+      actions: [DELETE]
+      input_values: {NAME: drain, LOG: {get_param: log}}
+"""
+)
+
+
+def wait_enrolled(cp: ControlPlane, server: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cp.api("GET", f"/v1/servers/{server}").body.get("status") == "ENROLLED":
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"server {server} did not enrol within {timeout} s")
+
+
+def test_delete_only_deployment_runs_its_delete_config_though_it_never_ran(cp: ControlPlane, tmp_path: Path):
+    """`actions: [DELETE]`: nothing runs at CREATE; removal from the template and stack delete run DELETE."""
+    log = tmp_path / "runs.log"
+    params = {"log": str(log), "script": RECORD}
+    assert 201 == cp.create("teardown", DELETE_ONLY, params=params).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("teardown")["status"]
+    assert [] == runs(log)
+    shown = {d["resource_name"]: d for d in cp.api("GET", "/v1/deployments?stack=teardown").body}
+    assert {"teardown", "drain"} <= set(shown) and shown["drain"]["generation"] == 0
+    # Nothing ran yet, so the stack completed before its agent enrolled; a server that never
+    # enrolled has nothing to tear down (its DELETE-only deployments are just removed).
+    wait_enrolled(cp, "teardown-srv")
+
+    without_drain = DELETE_ONLY[: DELETE_ONLY.index("  drain:")]
+    body = {"template": without_drain, "parameters": params}
+    assert 202 == cp.api("PUT", "/v1/stacks/teardown", body).status
+    assert "UPDATE_COMPLETE" == cp.wait_stack("teardown")["status"]
+    assert ["DELETE drain"] == runs(log)
+
+    assert 202 == cp.api("DELETE", "/v1/stacks/teardown").status
+    assert "DELETED" == cp.wait_stack("teardown")["status"]
+    assert ["DELETE drain", "DELETE teardown"] == runs(log)

@@ -1,5 +1,4 @@
-# Removes the greeting file when the stack is deleted (the hook sets deploy_action in the environment).
-return unless ENV['deploy_action'] == 'DELETE'
+# Removes the greeting file when the stack is deleted (its deployment lists only DELETE).
 
 file "#{node['workdir']}/motd" do
   action :delete
