@@ -362,7 +362,7 @@ class Engine:
             reason,
             traversal=stack.traversal,
             deployment_id=row.physical_id if row.type in DEPLOYMENT_TYPES else None,
-            generation=dep.generation if dep is not None else None,
+            generation=outcome.generation if dep is None else dep.generation,
         )
 
     async def _cleanup(self, txn: Txn, stack: StackRow, old: list[ResourceRow]) -> bool:

@@ -89,6 +89,7 @@ async def _act(txn: Txn, stack: StackRow, row: ResourceRow) -> None:
         outcome.reason or ("state changed" if outcome.status != "IN_PROGRESS" else ""),
         traversal=stack.traversal,
         deployment_id=row.physical_id if row.type in DEPLOYMENT_TYPES else None,
+        generation=outcome.generation,
     )
     if outcome.status != "IN_PROGRESS":
         txn.kicks.add(stack.id)

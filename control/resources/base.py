@@ -26,6 +26,7 @@ class Outcome:
     attributes: Mapping[str, Any] = field(default_factory=dict)
     reason: str = ""
     wake_at: float | None = None  # IN_PROGRESS: step again no later than this time
+    generation: int | None = None  # a deployment's generation this outcome belongs to
 
 
 REPLACE: Final = Outcome("REPLACE")

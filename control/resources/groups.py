@@ -194,6 +194,7 @@ class DeploymentGroup:
                 f"member {key}: {dep.status_reason}",
                 traversal=res.stack.traversal,
                 deployment_id=dep.id,
+                generation=dep.generation,
             )
         state.update(running=[k for _, k in batch], pause_until=None)
         return await self._settle(txn, res, props, state, running, physical_id)

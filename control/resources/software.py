@@ -233,9 +233,11 @@ class SoftwareDeployment:
 
     @staticmethod
     def _outcome(dep: DeploymentRow) -> Outcome:
+        # The generation rides on the outcome: a deployment added in this step is not in
+        # the session's identity map until a flush, so the engine cannot look it up there.
         if dep.status == "IN_PROGRESS":
-            return Outcome("IN_PROGRESS", dep.id)
-        return done(dep.id, **deploy.attributes(dep))
+            return Outcome("IN_PROGRESS", dep.id, generation=dep.generation)
+        return Outcome("COMPLETE", dep.id, deploy.attributes(dep), generation=dep.generation)
 
 
 def effective_actions(props: Mapping[str, Any], source: deploy.Source) -> list[str]:

@@ -263,6 +263,10 @@ def test_events_carry_generations_follow_and_outlive_the_stack(cp: ControlPlane,
     events = cp.api("GET", "/v1/stacks/events/events").body
     results = [e for e in events if e["deployment_id"] and e["status"] == "COMPLETE"]
     assert 2 == len(results) and all(e["generation"] == 1 for e in results)
+    # A brand-new deployment's IN_PROGRESS event names its first generation too.
+    started = [e for e in events if e["deployment_id"] and e["status"] == "IN_PROGRESS"]
+    assert ["first", "second"] == sorted(e["resource_name"] for e in started)
+    assert all(e["generation"] == 1 for e in started), started
     last = events[-1]["id"]
     assert [] == cp.api("GET", f"/v1/stacks/events/events?after={last}&wait=1").body  # nothing new
     assert 202 == cp.api("DELETE", "/v1/stacks/events").status
