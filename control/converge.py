@@ -13,6 +13,8 @@ status code. A stack's deployment has drifted when
 ``converge`` gives every ``missing`` or ``failed`` deployment a new generation (the
 same action again, with a new derived config id), starting a CONVERGE traversal of
 the stack; unchanged resources are reused by the engine without touching servers.
+A deployment group's drifted members are re-applied the same way and the group
+follows them as a batch (then any batches a failure left unstarted).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Any
 
 from sqlalchemy import select
 
-from control import deploy
 from control.errors import ConflictError
-from control.resources import HANDLERS, Res
+from control.resources import DEPLOYMENT_TYPES, HANDLERS, Res
+from control.resources.groups import GROUP_TYPES, STATE, DeploymentGroup
+from control.resources.software import SoftwareDeployment
 from control.runtime import Runtime
 from control.stacks import get_stack, stack_view
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
@@ -113,38 +116,59 @@ async def converge(rt: Runtime, kick: Callable[[str], None], ref: str) -> dict[s
         stack.action, stack.status, stack.updated_at = "CONVERGE", "IN_PROGRESS", time.time()
         stack.status_reason = f"Stack CONVERGE started: {len(wanted)} deployment(s) to re-apply"
         txn.event(stack.id, "", "CONVERGE", "IN_PROGRESS", stack.status_reason, traversal=stack.traversal)
-        rows = {
-            r.physical_id: r
-            for r in await session.scalars(
+        rows = list(
+            await session.scalars(
                 select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
             )
-        }
+        )
+        owner = _owners(rows)
+        members: dict[str, list[DeploymentRow]] = {}
         for dep in await session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(sorted(wanted)))):
-            row = rows.get(dep.id)
+            row = owner.get(dep.id)
             if row is None:
                 continue
-            res = Res(stack, row.name, row.type)
-            source_of = getattr(HANDLERS.get(row.type), "source", None)
-            if source_of is None:
-                continue  # a group's members are re-applied through the group (not yet)
-            source = await source_of(txn, res, row.properties or {}, dep.name)
-            action = dep.action if dep.action in dep.actions else "UPDATE"
-            deploy.start_generation(txn, dep, source, action, res.stack_path)
-            row.action, row.status, row.status_reason = action, dep.status, dep.status_reason
-            row.traversal = stack.traversal
-            row.updated_at = time.time()
+            if row.physical_id != dep.id:  # a member of a deployment group
+                members.setdefault(row.name, []).append(dep)
+                continue
+            handler = HANDLERS[row.type]
+            assert isinstance(handler, SoftwareDeployment)
+            await handler.reapply(txn, Res(stack, row.name, row.type), dep, row.properties or {})
+            row.action, row.status, row.status_reason = dep.action, dep.status, dep.status_reason
+            _touch(row, stack)
             txn.event(
                 stack.id,
                 row.name,
-                action,
+                dep.action,
                 dep.status,
                 "re-applied by converge",
                 traversal=stack.traversal,
                 deployment_id=dep.id,
                 generation=dep.generation,
             )
+        for row in rows:
+            if row.name in members:
+                group = HANDLERS[row.type]
+                assert isinstance(group, DeploymentGroup)
+                await group.reapply(txn, Res(stack, row.name, row.type), row, members[row.name])
+                _touch(row, stack)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
         view = stack_view(stack)
         view["reapplied"] = sorted(wanted)
         return view
+
+
+def _owners(rows: list[ResourceRow]) -> dict[str, ResourceRow]:
+    """Deployment id -> the resource that owns it: a deployment resource, or a group for its members."""
+    owner: dict[str, ResourceRow] = {}
+    for row in rows:
+        if row.type in DEPLOYMENT_TYPES and row.physical_id:
+            owner[row.physical_id] = row
+        elif row.type in GROUP_TYPES:
+            for dep_id in ((row.attributes or {}).get(STATE) or {}).get("members", {}).values():
+                owner[str(dep_id)] = row
+    return owner
+
+
+def _touch(row: ResourceRow, stack: StackRow) -> None:
+    row.traversal, row.updated_at = stack.traversal, time.time()

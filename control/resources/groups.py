@@ -27,6 +27,7 @@ from control.store.orm import DeploymentRow, ResourceRow
 from control.txn import Txn
 
 STATE = "anneal:group"
+GROUP_TYPES = frozenset({"OS::Heat::SoftwareDeploymentGroup", "OS::Heat::StructuredDeploymentGroup"})
 
 
 class DeploymentGroup:
@@ -93,6 +94,30 @@ class DeploymentGroup:
         return await self._settle(
             txn, res, row.properties or {}, state, list(members.values()), row.physical_id
         )
+
+    async def reapply(self, txn: Txn, res: Res, row: ResourceRow, deps: list[DeploymentRow]) -> None:
+        """Run drifted members again (``stack converge``); the group follows them like a batch.
+
+        Batches a failure left in the queue follow afterwards, so the group ends as its
+        template asks.
+        """
+        state = _load(row)
+        for dep in deps:
+            await self._member.reapply(txn, res, dep, _own_props(dep, row.properties or {}))
+            txn.event(
+                res.stack.id,
+                res.name,
+                dep.action,
+                dep.status,
+                f"member {dep.resource_name}: re-applied by converge",
+                traversal=res.stack.traversal,
+                deployment_id=dep.id,
+                generation=dep.generation,
+            )
+        state.update(running=sorted(d.resource_name for d in deps), pause_until=None, failed=None)
+        row.attributes = {**row.attributes, STATE: state}
+        row.action = deps[0].action if len({d.action for d in deps}) == 1 else "UPDATE"
+        row.status, row.status_reason = "IN_PROGRESS", "re-applied by converge"
 
     async def check(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         """Called each engine step while IN_PROGRESS: follow the batch, start the next one."""

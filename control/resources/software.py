@@ -183,6 +183,12 @@ class SoftwareDeployment:
         await self.run(txn, res, dep, props, "DELETE")
         return "DELETE" in dep.actions and dep.status == "IN_PROGRESS"
 
+    async def reapply(self, txn: Txn, res: Res, dep: DeploymentRow, props: Mapping[str, Any]) -> None:
+        """Run *dep*'s last action again as a new generation (``stack converge``)."""
+        source = await self.source(txn, res, props, dep.name)
+        action = dep.action if dep.action in dep.actions else "UPDATE"
+        deploy.start_generation(txn, dep, source, action, res.stack_path)
+
     async def run(
         self, txn: Txn, res: Res, dep: DeploymentRow, props: Mapping[str, Any], action: str
     ) -> None:

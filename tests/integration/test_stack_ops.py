@@ -274,3 +274,57 @@ def test_events_carry_generations_follow_and_outlive_the_stack(cp: ControlPlane,
     after = cp.api("GET", "/v1/stacks/events/events").body
     assert len(after) > len(events)
     assert ("DELETE", "COMPLETE") == (after[-1]["action"], after[-1]["status"])
+
+
+GROUP = """
+heat_template_version: 2018-08-31
+parameters:
+  dir: {type: string}
+resources:
+  a: {type: OS::Heat::DeployedServer, properties: {name: conv-a}}
+  b: {type: OS::Heat::DeployedServer, properties: {name: conv-b}}
+  members:
+    type: OS::Heat::SoftwareDeploymentGroup
+    properties:
+      config: {get_resource: cfg}
+      servers: {a: {get_resource: a}, b: {get_resource: b}}
+      input_values: {DIR: {get_param: dir}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: DIR}]
+      outputs: [{name: who}]
+      config: |
+        #!/bin/sh
+        echo "$deploy_resource_name $deploy_action" >> "$DIR/runs"
+        [ -e "$DIR/fail-$deploy_resource_name" ] && { echo "failing $deploy_resource_name" >&2; exit 3; }
+        printf '%s' "$deploy_resource_name" > "$heat_outputs_path.who"
+outputs:
+  who: {value: {get_attr: [members, who]}}
+"""
+
+
+def test_converge_reapplies_a_failed_group_member_only(cp: ControlPlane, work: Path):
+    """A group member failed on its server: converge runs it again, leaves the healthy one alone."""
+    (work / "fail-b").touch()
+    resp = cp.api("POST", "/v1/stacks", {"name": "convgroup", "template": GROUP, "parameters": {"dir": str(work)}})
+    assert 201 == resp.status, resp.body
+    assert "CREATE_FAILED" == cp.wait_stack("convgroup")["status"]
+    assert ["a CREATE", "b CREATE"] == sorted(_runs(work))
+    time.sleep(3)  # a heartbeat (every 2 s) carries the ledger report
+    drift = cp.api("GET", "/v1/stacks/convgroup/check").body["drift"]
+    assert [("failed", "b")] == [(d["kind"], d["resource"]) for d in drift], drift
+
+    (work / "fail-b").unlink()
+    out = cp.cli("stack", "converge", "convgroup", "--wait", "--timeout", "120")
+    assert 0 == out.returncode, out.stdout + out.stderr
+    assert "CONVERGE_COMPLETE" == cp.api("GET", "/v1/stacks/convgroup").body["status"]
+    assert ["a CREATE", "b CREATE", "b CREATE"] == sorted(_runs(work))
+    assert {"a": "a", "b": "b"} == cp.outputs("convgroup")["who"]
+    events = cp.api("GET", "/v1/stacks/convgroup/events").body
+    reapplied = [e for e in events if "re-applied by converge" in e["reason"]]
+    assert [2] == [e["generation"] for e in reapplied], reapplied
+    time.sleep(3)
+    report = cp.api("GET", "/v1/stacks/convgroup/check").body
+    assert report["in_sync"], report
