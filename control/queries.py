@@ -14,9 +14,10 @@ from control import hot, stackdef
 from control.errors import BadRequestError, NotFoundError
 from control.resources.groups import failed_member
 from control.runtime import Runtime
+from control.secrets import secret_strings
 from control.settings import Settings
-from control.stacks import MASK, get_stack, mask, secret_values
-from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
+from control.stacks import MASK, get_stack, mask
+from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow
 
 TAIL_LINES = 20
 #: How often a long-polled events request looks for new events (any process may write them).
@@ -30,7 +31,7 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
     )
     ctx = stackdef.StackContext(stack, defn, {r.name: r for r in rows})
-    secrets = secret_values(stack)
+    secrets = await secret_strings(session, stack.id)
     out = []
     for name, odef in defn.template.outputs.items():
         if not defn.output_active(name):
@@ -114,7 +115,7 @@ async def stack_resources(session: AsyncSession, ref: str) -> list[dict[str, Any
 async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]]:
     """Each failed deployment (and failed resource) with the tail of its stdout and stderr."""
     stack = await get_stack(session, ref)
-    secrets = secret_values(stack)
+    secrets = await secret_strings(session, stack.id)
     failures = []
     rows = await session.scalars(
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.status == "FAILED")
@@ -183,8 +184,7 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
     if dep is None:
         raise NotFoundError(f"deployment {dep_id!r} not found", where="deployment")
     server = await session.get(ServerRow, dep.server_id)
-    stack = await session.get(StackRow, dep.stack_id) if dep.stack_id else None
-    secrets = secret_values(stack)
+    secrets = await secret_strings(session, dep.stack_id)
     view = deployment_summary(dep, server.name if server else "")
     item = dep.item or {}
     view.update(

@@ -18,7 +18,7 @@ from control.provision import Provisioner
 from control.publish import Publisher
 from control.settings import Settings
 from control.store.db import Sessions
-from control.store.orm import DeploymentRow, ServerRow, StackRow
+from control.store.orm import DeploymentRow, ServerRow
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +62,7 @@ class Runtime:
             for row in rows:
                 by_server.setdefault(row.server_id, []).append(row)
             stack_ids = {r.stack_id for rs in by_server.values() for r in rs if r.stack_id}
-            hidden = {
-                sid: secrets.hidden_strings(params, names)
-                for sid, params, names in await session.execute(
-                    select(StackRow.id, StackRow.parameters, StackRow.hidden).where(
-                        StackRow.id.in_(stack_ids)
-                    )
-                )
-            }
+            hidden = await secrets.stack_secrets(session, stack_ids)
         for server_id in ids:
             server = servers.get(server_id)
             if server is None:

@@ -275,13 +275,6 @@ def masked_parameters(stack: StackRow) -> dict[str, Any]:
     return {k: (MASK if k in hidden else v) for k, v in stack.parameters.items()}
 
 
-def secret_values(stack: StackRow | None) -> set[str]:
-    """String values of hidden parameters, masked wherever they show up in output."""
-    if stack is None:
-        return set()
-    return {str(stack.parameters[k]) for k in stack.hidden if stack.parameters.get(k) not in (None, "")}
-
-
 def mask(value: Any, secrets: set[str]) -> Any:
     """Replace every occurrence of a secret string inside *value*."""
     if not secrets:

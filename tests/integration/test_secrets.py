@@ -2,7 +2,10 @@
 
 A real control plane and a real local agent, both at DEBUG, run a stack whose
 hidden parameter and `secret: true` input carry unique canaries; the hook proves
-it received them by writing their SHA-256. Then every artefact is grepped for
+it received them by writing their SHA-256. The same values also reach a hook through
+a StructuredConfig's `get_input`, and an OS::Heat::RandomString value flows into
+inputs, a structured config and a stack output: the script hands that value (which
+the test cannot know beforehand) to a directory outside the scanned tree. Then every artefact is grepped for
 every canary: all files under the test's directory (logs, the SQLite database and
 its WAL, the agent's state and the hook's working files), the published document,
 the API's answers, error bodies, and /proc/<pid>/{cmdline,environ} of the control
@@ -16,7 +19,11 @@ import hashlib
 import hmac
 import json
 import secrets
+import shutil
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,16 +38,19 @@ parameters:
   db_password: {type: string, hidden: true, constraints: [{allowed_pattern: "cnry-.*"}]}
   api_key: {type: string}
   out: {type: string}
+  vault: {type: string}
 resources:
   box: {type: OS::Heat::DeployedServer, properties: {name: vault}}
+  token: {type: OS::Heat::RandomString, properties: {length: 40}}
   cfg:
     type: OS::Heat::SoftwareConfig
     properties:
       group: script
-      inputs: [{name: PW}, {name: API_KEY, secret: true}, {name: DSN}, {name: OUT}]
+      inputs: [{name: PW}, {name: API_KEY, secret: true}, {name: DSN}, {name: OUT}, {name: TOKEN}, {name: VAULT}]
       outputs: [{name: done}]
       config: |
         #!/bin/sh
+        printf '%s' "$TOKEN" > "$VAULT/token"
         printf '%s' "$PW" | sha256sum | cut -d' ' -f1 > "$OUT/pw"
         printf '%s' "$API_KEY" | sha256sum | cut -d' ' -f1 > "$OUT/key"
         printf '%s' "$DSN" | sha256sum | cut -d' ' -f1 > "$OUT/dsn"
@@ -57,8 +67,43 @@ resources:
         API_KEY: {get_param: api_key}
         DSN: {str_replace: {template: "postgres://app:PASS@db/app", params: {PASS: {get_param: db_password}}}}
         OUT: {get_param: out}
+        TOKEN: {get_attr: [token, value]}
+        VAULT: {get_param: vault}
+  scfg:
+    type: OS::Heat::StructuredConfig
+    properties:
+      group: canary
+      inputs: [{name: API_KEY, secret: true}, {name: PW}, {name: TOKEN}, {name: OUT}]
+      config:
+        api_key: {get_input: API_KEY}
+        dsn: {get_input: PW}
+        token: {get_input: TOKEN}
+        out: {get_input: OUT}
+  sdep:  # only the secret input's value is secret in its config
+    type: OS::Heat::StructuredDeployment
+    properties:
+      config: {get_resource: scfg}
+      server: {get_resource: box}
+      input_values: {API_KEY: {get_param: api_key}, OUT: {get_param: out}}
+  sdep2:  # only the hidden parameter's and the random string's values
+    type: OS::Heat::StructuredDeployment
+    properties:
+      config: {get_resource: scfg}
+      server: {get_resource: box}
+      input_values: {PW: {get_param: db_password}, TOKEN: {get_attr: [token, value]}, OUT: {get_param: out}}
 outputs:
   password: {value: {get_param: db_password}}
+  token: {value: {get_attr: [token, value]}}
+"""
+
+# A hook for structured configs: proves what it got by writing SHA-256s, nothing in clear.
+CANARY_HOOK = f"""#!{sys.executable}
+import hashlib, json, sys
+config = json.load(sys.stdin)["config"]
+for key in [k for k in ("api_key", "dsn", "token") if config[k] is not None]:
+    with open(config["out"] + "/structured-" + key, "w") as f:
+        f.write(hashlib.sha256(str(config[key]).encode()).hexdigest())
+print(json.dumps({{"deploy_stdout": "", "deploy_stderr": "", "deploy_status_code": 0}}))
 """
 
 
@@ -80,29 +125,46 @@ def wait_for(path: Path, text: str, timeout: float = 60) -> None:
 
 
 @pytest.fixture
-def cp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ControlPlane:
+def cp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ControlPlane]:
     monkeypatch.setenv("ANNEAL_LOG_LEVEL", "DEBUG")  # the local agents inherit it
-    plane = start_control_plane(tmp_path, "--log-level", "DEBUG")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "canary").write_text(CANARY_HOOK)
+    (hooks / "canary").chmod(0o755)
+    plane = start_control_plane(tmp_path, "--log-level", "DEBUG", f"--agent-arg=--hook-dir={hooks}")
     yield plane
     stop_control_plane(plane)
 
 
-def test_canary_secrets_appear_nowhere_in_clear(cp: ControlPlane, tmp_path: Path) -> None:
-    """Hidden values and secret inputs reach the hook, and nothing else holds them in clear."""
+@pytest.fixture
+def vault() -> Iterator[Path]:
+    """Outside the scanned tree: where the hook hands over the random value, 0700."""
+    path = Path(tempfile.mkdtemp(prefix="anneal-r21-vault-"))
+    yield path
+    shutil.rmtree(path)
+
+
+def test_canary_secrets_appear_nowhere_in_clear(cp: ControlPlane, tmp_path: Path, vault: Path) -> None:
+    """Hidden values, secret inputs and random strings reach the hooks, and nothing else holds them in clear."""
     out = tmp_path / "out"
     out.mkdir()
     hidden, hidden2, key, rejected = canary("hidden"), canary("hidden2"), canary("key"), canary("err")
     env = f"parameters:\n  api_key: {key}\n"
-    resp = cp.create("vault", TEMPLATE, params={"db_password": hidden, "out": str(out)}, environments=[env])
+    params = {"db_password": hidden, "out": str(out), "vault": str(vault)}
+    resp = cp.create("vault", TEMPLATE, params=params, environments=[env])
     assert resp.status == 201, resp.body
     assert cp.wait_stack("vault")["status"] == "CREATE_COMPLETE"
     assert (out / "pw").read_text().strip() == sha(hidden)  # opened into the hook's environment
     assert (out / "key").read_text().strip() == sha(key)
     assert (out / "dsn").read_text().strip() == sha(f"postgres://app:{hidden}@db/app")
+    token = (vault / "token").read_text()
+    assert len(token) == 40
+    for name, value in (("api_key", key), ("dsn", hidden), ("token", token)):  # opened into the config
+        assert (out / f"structured-{name}").read_text() == sha(value)
 
     body = {
         "template": TEMPLATE,
-        "parameters": {"db_password": hidden2, "out": str(out)},
+        "parameters": {**params, "db_password": hidden2},
         "environments": [env],
     }
     assert cp.api("PUT", "/v1/stacks/vault", body).status == 202
@@ -115,7 +177,8 @@ def test_canary_secrets_appear_nowhere_in_clear(cp: ControlPlane, tmp_path: Path
     failed = cp.api("POST", "/v1/stacks", bad)
     assert failed.status == 400
     errors.append(json.dumps(failed.body))
-    (dep,) = cp.api("GET", "/v1/deployments?stack=vault").body
+    deps = {d["resource_name"]: d for d in cp.api("GET", "/v1/deployments?stack=vault").body}
+    dep, sdep, sdep2 = deps["dep"], deps["sdep"], deps["sdep2"]
     forged = cp.api("POST", f"/v1/signal/{dep['id']}/2?sig={rejected}", {"deploy_status_code": 0}, token=None)
     assert forged.status == 403
     errors.append(json.dumps(forged.body))
@@ -129,9 +192,13 @@ def test_canary_secrets_appear_nowhere_in_clear(cp: ControlPlane, tmp_path: Path
             "/v1/stacks/vault/resources",
             "/v1/stacks/vault/events",
             f"/v1/deployments/{dep['id']}",
+            f"/v1/deployments/{sdep['id']}",
+            f"/v1/deployments/{sdep2['id']}",
             "/v1/servers/vault",
         )
     ]
+    shown.append(cp.cli("stack", "show", "vault", "-f", "json").stdout)
+    shown.append(cp.cli("stack", "outputs", "vault", "-f", "json").stdout)
     shown.append(cp.cli("deployment", "show", dep["id"], "-f", "json").stdout)
     assert json.loads(shown[-1])["input_values"]["API_KEY"] == "******"
 
@@ -142,15 +209,18 @@ def test_canary_secrets_appear_nowhere_in_clear(cp: ControlPlane, tmp_path: Path
     assert document.status == 200
     published = json.dumps(document.body)
     sealed = document.body["anneal"]["deployments"]
-    assert {"inputs.PW", "inputs.API_KEY", "inputs.DSN", "inputs.deploy_signal_id"} <= {
+    assert {"inputs.PW", "inputs.API_KEY", "inputs.DSN", "inputs.TOKEN", "inputs.deploy_signal_id"} <= {
         f for meta in sealed.values() for f in meta.get("sealed", [])
     }
+    for each, fields in ((sdep, {"config", "inputs.API_KEY"}), (sdep2, {"config", "inputs.TOKEN", "inputs.PW"})):
+        item = cp.api("GET", f"/v1/deployments/{each['id']}").body["derived_config_id"]
+        assert fields <= set(sealed[item]["sealed"]), each["resource_name"]
 
     signal_key = bytes.fromhex((cp.data_dir / "signal-key").read_text().strip())
     sigs = [
         hmac.new(signal_key, f"signal:{dep['id']}:{g}".encode(), hashlib.sha256).hexdigest() for g in (1, 2)
     ]
-    everywhere = [hidden, hidden2, key, rejected]
+    everywhere = [hidden, hidden2, key, rejected, token]
 
     # Files: logs, database bytes, agent state, hook working files.
     agent_pid = int((state / "agent.pid").read_text())
@@ -169,7 +239,7 @@ def test_canary_secrets_appear_nowhere_in_clear(cp: ControlPlane, tmp_path: Path
             if value in text:
                 hits.append(f"{value} in {name}")
     for i, text in enumerate(shown):
-        for value in (hidden, hidden2, rejected, credential, *sigs):
+        for value in (hidden, hidden2, rejected, token, credential, *sigs):
             if value in text:
                 hits.append(f"{value} in API answer {i}")
     for pid in (cp.proc.pid, agent_pid):

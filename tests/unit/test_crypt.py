@@ -104,3 +104,20 @@ def test_nothing_secret_leaves_the_item_unchanged() -> None:
         id="i", name="n", group="script", creation_time="", inputs=(wire.InputItem("A", "b"),)
     )
     assert secrets.seal_item(plain, "srv", _pair()[1], frozenset({"zzz"})) == (plain, ())
+
+
+def test_a_structured_config_holding_a_secret_inputs_value_is_sealed() -> None:
+    """get_input put a `secret: true` input's value into the config: the config is sealed too."""
+    private, public = _pair()
+    item = wire.DeploymentItem(
+        id="i",
+        name="n",
+        group="apply-config",
+        creation_time="",
+        config={"db": {"password": "s3cret-value", "port": 5432}},
+        inputs=(wire.InputItem("PASSWORD", "s3cret-value", secret=True), wire.InputItem("PORT", 5432)),
+    )
+    out, fields = secrets.seal_item(item, "srv", public, frozenset())
+    assert set(fields) == {"config", "inputs.PASSWORD"}
+    assert "s3cret-value" not in wire.canonical_json(out.to_json()).decode()
+    assert sealed.open_item(out, fields, "srv", private).config == item.config
