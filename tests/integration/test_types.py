@@ -278,7 +278,23 @@ heat_template_version: 2018-08-31
 parameters:
   length: {type: number, default: 24}
   note: {type: string, default: a}
+  out: {type: string}
 resources:
+  srv: {type: OS::Heat::DeployedServer}
+  show:  # the value is a secret: only a hook on the server sees it
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      server: {get_resource: srv}
+      config: {get_resource: cfg}
+      input_values: {PW: {get_attr: [pw, value]}, OUT: {get_param: out}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: PW}, {name: OUT}]
+      config: |
+        #!/bin/sh
+        printf '%s' "$PW" > "$OUT"
   pw:
     type: OS::Heat::RandomString
     properties:
@@ -293,31 +309,35 @@ outputs:
 """
 
 
-def test_random_string_is_stable_until_its_properties_change(cp: ControlPlane):
+def test_random_string_is_stable_until_its_properties_change(cp: ControlPlane, tmp_path: Path):
     """The value survives unrelated updates; a new length makes a new value meeting the minimums."""
-    assert 201 == cp.create("rand", RANDOM).status
+    out = tmp_path / "pw"
+    assert 201 == cp.create("rand", RANDOM, params={"out": str(out)}).status
     assert "CREATE_COMPLETE" == cp.wait_stack("rand")["status"]
-    first = cp.outputs("rand")["pw"]
+    assert "******" == cp.outputs("rand")["pw"]  # masked in what the API shows
+    first = out.read_text()
     assert 24 == len(first)
     assert sum(c.isdigit() for c in first) >= 3 and sum(c.isupper() for c in first) >= 2
     assert any(c in "!@" for c in first)
     assert set(first) <= set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ!@")
 
-    body = {"template": RANDOM, "parameters": {"note": "b"}}
+    body = {"template": RANDOM, "parameters": {"note": "b", "out": str(out)}}
     assert 202 == cp.api("PUT", "/v1/stacks/rand", body).status
     assert "UPDATE_COMPLETE" == cp.wait_stack("rand")["status"]
-    assert first == cp.outputs("rand")["pw"]
+    assert first == out.read_text()
+    (show,) = [d for d in cp.api("GET", "/v1/deployments?stack=rand").body if d["resource_name"] == "show"]
+    assert 1 == show["generation"]  # the same value: the deployment did not run again
 
-    body = {"template": RANDOM, "parameters": {"note": "b", "length": 40}}
+    body = {"template": RANDOM, "parameters": {"note": "b", "length": 40, "out": str(out)}}
     assert 202 == cp.api("PUT", "/v1/stacks/rand", body).status
     assert "UPDATE_COMPLETE" == cp.wait_stack("rand")["status"]
-    second = cp.outputs("rand")["pw"]
+    second = out.read_text()
     assert 40 == len(second) and second != first
 
 
 def test_random_string_too_short_for_its_minimums_is_refused(cp: ControlPlane):
     """length below the sum of the minimums: 400 naming resources.pw.properties.length."""
-    resp = cp.create("short", RANDOM.replace("{get_param: length}", "5"))
+    resp = cp.create("short", RANDOM.replace("{get_param: length}", "5"), params={"out": "/nonexistent"})
     assert (400, "resources.pw.properties.length") == (resp.status, resp.body["error"]["where"])
 
 
