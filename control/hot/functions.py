@@ -44,6 +44,27 @@ FUNCTIONS = frozenset(
         "make_url",
     }
 )
+# The heat_template_version that introduced each function (Heat's per-version function
+# tables); a template of an older version may not call it. Others exist since 2013-05-23.
+SINCE: dict[str, str] = {
+    "digest": "2015-04-30",
+    "repeat": "2015-04-30",
+    "str_split": "2015-10-15",
+    "map_merge": "2016-04-08",
+    "map_replace": "2016-10-14",
+    "if": "2016-10-14",
+    "equals": "2016-10-14",
+    "not": "2016-10-14",
+    "and": "2016-10-14",
+    "or": "2016-10-14",
+    "filter": "2017-02-24",
+    "str_replace_strict": "2017-02-24",
+    "make_url": "2017-09-01",
+    "list_concat": "2017-09-01",
+    "list_concat_unique": "2017-09-01",
+    "str_replace_vstrict": "2017-09-01",
+    "contains": "2017-09-01",
+}
 # The only functions a `conditions` entry or an inline condition may call (Heat's rule).
 CONDITION_FUNCTIONS = frozenset({"equals", "not", "and", "or", "contains", "get_param"})
 # Heat/CFN names Anneal does not evaluate; every "Fn::..." key is one too.

@@ -16,7 +16,14 @@ from typing import Any
 
 from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
-from control.hot.functions import CONDITION_FUNCTIONS, call_of, check_shape, is_unsupported, references
+from control.hot.functions import (
+    CONDITION_FUNCTIONS,
+    SINCE,
+    call_of,
+    check_shape,
+    is_unsupported,
+    references,
+)
 from control.hot.loader import check_document, load_yaml
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, parse_parameter_defs
 from control.hot.types import ALIASES, TYPES, TypeSpec, check_keys, check_properties, describe
@@ -43,6 +50,8 @@ _NAMES = {
     "rocky": "2018-08-31",
 }
 VERSIONS: Mapping[str, str] = {**{d: d for d in _DATES}, **_NAMES}
+#: Conditions (the section, and the `condition` key of resources and outputs) came with newton.
+CONDITIONS_SINCE = "2016-10-14"
 SECTIONS = (
     "heat_template_version",
     "description",
@@ -340,6 +349,8 @@ class _Checker:
         self.t, self.types = template, types
 
     def run(self) -> None:
+        if self.t.conditions:
+            _check_version("the conditions section", CONDITIONS_SINCE, self.t.version, "conditions")
         for name, expr in self.t.conditions.items():
             self.visit(expr, f"conditions.{name}", in_condition=True, position=True)
         _raise_cycle(
@@ -355,10 +366,12 @@ class _Checker:
             for key in ("properties", "metadata", "update_policy"):
                 self.visit(getattr(r, key), at(path, key))
             if r.condition is not None:
+                _check_version("condition", CONDITIONS_SINCE, self.t.version, at(path, "condition"))
                 self.visit(r.condition, at(path, "condition"), in_condition=True, position=True)
         for name, o in self.t.outputs.items():
             self.visit(o.value, f"outputs.{name}.value")
             if o.condition is not None:
+                _check_version("condition", CONDITIONS_SINCE, self.t.version, f"outputs.{name}.condition")
                 self.visit(o.condition, f"outputs.{name}.condition", in_condition=True, position=True)
         graph = {name: self.t.dependencies(name) for name in self.t.resources}
         _raise_cycle(graph, "resources", "dependency cycle")
@@ -389,6 +402,7 @@ class _Checker:
             raise TemplateError(path, f"a condition is true, false, a condition name or a call of {allowed}")
 
     def _call(self, name: str, args: Any, path: str, in_condition: bool) -> None:
+        _check_version(name, SINCE.get(name), self.t.version, path)
         if in_condition and name not in CONDITION_FUNCTIONS:
             allowed = ", ".join(sorted(CONDITION_FUNCTIONS))
             raise TemplateError(path, f"{name} cannot be used in a condition; use {allowed}")
@@ -445,6 +459,16 @@ class _Checker:
     def _get_file(self, args: Any, path: str) -> None:
         if args not in self.t.files:
             raise TemplateError(path, f"get_file: file {args!r} was not provided")
+
+
+def _check_version(what: str, since: str | None, version: str, path: str) -> None:
+    """Refuse *what* (a function, section or key) in a template older than the version that brought it."""
+    if since is not None and version < since:
+        release = {date: name for name, date in _NAMES.items()}
+        named = f"{since} ({release[since]})" if since in release else since
+        raise TemplateError(
+            path, f"{what} needs heat_template_version {named} or later; this template is {version}"
+        )
 
 
 def _condition_refs(expr: Any) -> Iterable[str]:
