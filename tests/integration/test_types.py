@@ -7,6 +7,7 @@ the order of those lines (one clock, one file), never from durations.
 from __future__ import annotations
 
 import email
+import itertools
 import json
 import sys
 from collections.abc import Iterator
@@ -212,6 +213,26 @@ def test_group_creates_in_batches_and_rolls_updates(cp: ControlPlane, tmp_path: 
     assert "DELETED" == cp.wait_stack("grp", timeout=180)["status"]
     tail = log.read_text().splitlines()[len(lines) + 2 :]
     assert {"DELETE a start", "DELETE a end", "DELETE b start", "DELETE b end"} == set(tail)
+
+
+def test_batch_create_pause_time_separates_batches(cp: ControlPlane, tmp_path: Path):
+    """pause_time 3: each member starts at least 3 s after the one before it finished (event times)."""
+    log = tmp_path / "runs.log"
+    paused = GROUP.replace("batch_create: {max_batch_size: 1}", "batch_create: {max_batch_size: 1, pause_time: 3}")
+    assert 201 == cp.create("gpause", paused, params={"log": str(log)}).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("gpause", timeout=180)["status"]
+    deps = {d["id"]: d for d in cp.api("GET", "/v1/deployments?stack=gpause").body}
+    starts = [
+        e for e in cp.api("GET", "/v1/stacks/gpause/events").body
+        if e["resource_name"] == "group" and e["status"] == "IN_PROGRESS" and e["deployment_id"]
+    ]
+    assert ["a", "b", "c"] == [deps[e["deployment_id"]]["resource_name"] for e in starts]
+    for earlier, later in itertools.pairwise(starts):
+        finished = deps[earlier["deployment_id"]]["completed_at"]
+        assert later["timestamp"] - finished >= 3, (earlier, later, finished)
+        assert later["timestamp"] - earlier["timestamp"] >= 3
+    cp.api("DELETE", "/v1/stacks/gpause")
+    assert "DELETED" == cp.wait_stack("gpause", timeout=180)["status"]
 
 
 GROUP_REPLACE = """
