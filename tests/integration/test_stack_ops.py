@@ -328,3 +328,23 @@ def test_converge_reapplies_a_failed_group_member_only(cp: ControlPlane, work: P
     time.sleep(3)
     report = cp.api("GET", "/v1/stacks/convgroup/check").body
     assert report["in_sync"], report
+
+
+def test_converge_finishes_the_batches_a_failed_member_held_back(cp: ControlPlane, work: Path):
+    """batch_create 1: a fails, b never starts; converge re-runs a, then the group goes on to b."""
+    batched = GROUP.replace(
+        "    type: OS::Heat::SoftwareDeploymentGroup\n",
+        "    type: OS::Heat::SoftwareDeploymentGroup\n    update_policy: {batch_create: {max_batch_size: 1}}\n",
+    ).replace("conv-a", "batch-a").replace("conv-b", "batch-b")
+    (work / "fail-a").touch()
+    body = {"name": "convbatch", "template": batched, "parameters": {"dir": str(work)}}
+    assert 201 == cp.api("POST", "/v1/stacks", body).status
+    assert "CREATE_FAILED" == cp.wait_stack("convbatch")["status"]
+    assert ["a CREATE"] == _runs(work)
+    time.sleep(3)  # a heartbeat carries the ledger report
+    (work / "fail-a").unlink()
+    out = cp.cli("stack", "converge", "convbatch", "--wait", "--timeout", "120")
+    assert 0 == out.returncode, out.stdout + out.stderr
+    assert "CONVERGE_COMPLETE" == cp.api("GET", "/v1/stacks/convbatch").body["status"]
+    assert ["a CREATE", "a CREATE", "b CREATE"] == _runs(work)
+    assert {"a": "a", "b": "b"} == cp.outputs("convbatch")["who"]
