@@ -316,6 +316,7 @@ class Agent:
         log.info("running deployment %s (%s) with hook %s", item.name, item.id, chosen.group)
         env = self._hook_env(meta, timeout)
         env.update(ANNEAL_IDEMPOTENCY_KEY=item.id, ANNEAL_RUN_ATTEMPT=str(run))
+        env["ANNEAL_HOOK_STDOUT_COPY"] = str(recovery.stdout_copy_path(self.state_dir, item.id))
 
         def started(pid: int) -> None:
             try:

@@ -30,6 +30,7 @@ from hooks.process import (
     STATUS_NOT_EXECUTABLE,
     STATUS_NOT_FOUND,
     STATUS_TIMED_OUT,
+    Echo,
     ToolResult,
     run_tool,
 )
@@ -77,7 +78,8 @@ def _answer(
     run: Callable[[DeploymentItem, HookContext], Signal], deployment: DeploymentItem, name: str
 ) -> Signal:
     try:
-        ctx = dataclasses.replace(HookContext.from_env(name, deployment), echo=sys.stderr.buffer)
+        echo = Echo(sys.stderr.buffer, _stdout_copy(os.environ))
+        ctx = dataclasses.replace(HookContext.from_env(name, deployment), echo=echo)
         return run(deployment, ctx)
     except HookError as e:
         logger.error("deployment %s: %s", deployment.id, e)
@@ -85,6 +87,19 @@ def _answer(
     except Exception as e:
         logger.exception("hook %s failed on deployment %s", name, deployment.id)
         return failure(f"hook {name} failed: {e}")
+
+
+def _stdout_copy(env: Mapping[str, str]) -> IO[bytes] | None:
+    """The file the agent asked for a copy of the tool's stdout in (``ANNEAL_HOOK_STDOUT_COPY``)."""
+    path = env.get("ANNEAL_HOOK_STDOUT_COPY")
+    if not path:
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        logger.warning("no copy of the tool's stdout in %s: %s", path, e.strerror)
+        return None
+    return os.fdopen(fd, "wb", buffering=0)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -110,7 +125,7 @@ class HookContext:
     outputs_dir: Path
     timeout: float | None = None
     #: Where the tool's output is copied as it comes (the hook's stderr; None in tests).
-    echo: IO[bytes] | None = None
+    echo: Echo | None = None
 
     @classmethod
     def from_env(

@@ -89,6 +89,8 @@ def script_env(
     for note in notes:
         logger.warning("%s", note)
     env["heat_outputs_path"] = str(prefix)
+    # Python buffers a pipe's output: unbuffered, what a script printed survives a crash.
+    env.setdefault("PYTHONUNBUFFERED", "1")
     return env, notes
 
 
