@@ -215,3 +215,11 @@ def test_cloud_init_example_is_valid_cloud_config(tmp_path: Path):
     broken.write_text(example.read_text().replace("packages: [python3, curl]", "packages: python3"))
     refused = _schema(broken)
     assert 0 != refused.returncode and "packages: 'python3' is not of type 'array'" in refused.stderr + refused.stdout
+
+
+def test_lintian_finds_no_errors_or_warnings(built: Path):
+    """Debian's lintian passes the .deb (the overrides it ships name why /opt, 0600 agent.env, ...)."""
+    assert shutil.which("lintian"), "lintian is missing: run `make tools` (ci/tools.d/71-lintian.sh)"
+    checked = subprocess.run(["lintian", "--tag-display-limit", "0", "--fail-on", "error,warning", str(_deb(built))],
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert 0 == checked.returncode, checked.stdout + checked.stderr
