@@ -17,7 +17,9 @@ import secrets
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -36,9 +38,9 @@ from hooks.process import (
 )
 
 __all__ = [
-    "STATUS_NOT_EXECUTABLE", "STATUS_NOT_FOUND", "STATUS_TIMED_OUT", "HookContext", "ToolResult",
-    "check_names", "clear_outputs", "failure", "find_tool", "main", "read_outputs", "run_tool",
-    "write_private",
+    "STATUS_NOT_EXECUTABLE", "STATUS_NOT_FOUND", "STATUS_TIMED_OUT", "HookContext", "PrivateRun",
+    "ToolResult", "check_names", "clear_outputs", "failure", "find_tool", "main", "nothing_to_run",
+    "private_run", "read_outputs", "run_tool", "take_outputs", "write_private",
 ]
 
 logger = logging.getLogger(__name__)
@@ -254,6 +256,44 @@ def clear_outputs(prefix: Path, outputs: Sequence[OutputItem]) -> None:
     for output in outputs:
         if _safe(output):
             output_path(prefix, output.name).unlink(missing_ok=True)
+
+
+def take_outputs(prefix: Path, outputs: Sequence[OutputItem]) -> tuple[dict[str, str], list[str]]:
+    """Read the declared outputs (``read_outputs``), then remove their files."""
+    values, problems = read_outputs(prefix, outputs)
+    clear_outputs(prefix, outputs)
+    return values, problems
+
+
+@dataclass(frozen=True)
+class PrivateRun:
+    """One run's private directory and its ``heat_outputs_path`` prefix."""
+
+    root: Path
+    prefix: Path
+
+
+@contextmanager
+def private_run(deployment: DeploymentItem, ctx: HookContext) -> Iterator[PrivateRun]:
+    """A fresh 0700 directory in the working dir for one run, with no output files left from before.
+
+    It is removed afterwards whatever happens: the files a hook writes there hold the input values.
+    """
+    prefix = ctx.outputs_dir / deployment.id
+    root = Path(tempfile.mkdtemp(prefix=f"{deployment.id}.", dir=ctx.working_dir))
+    try:
+        clear_outputs(prefix, deployment.outputs)
+        yield PrivateRun(root, prefix)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def nothing_to_run(deployment: DeploymentItem, text: str, what: str) -> bool:
+    """True (and logged) when the config *text* is empty: the hook reports success and runs nothing."""
+    if text.strip():
+        return False
+    logger.info("deployment %s: empty %s, nothing to run", deployment.id, what)
+    return True
 
 
 # ---------------------------------------------------------------- tools
