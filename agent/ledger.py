@@ -92,11 +92,11 @@ class Ledger:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield self._db
+            self._db.execute("COMMIT")  # where a full disk shows, in WAL mode
         except BaseException:
-            if self._db.in_transaction:  # a full disk can end the transaction itself
+            if self._db.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
                 self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
         if self.on_commit is not None:
             self.on_commit()
 

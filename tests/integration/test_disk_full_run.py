@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agent import diskfull
+from agent.ledger import Ledger
 from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
 from tests.integration.test_r24_full_disk import _fill, _mount
 from tests.integration.test_restarts import enrol_agent
@@ -167,4 +169,32 @@ def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Pa
                 agent.wait()
         log.close()
         stop_control_plane(cp)
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_ledger_write_on_a_full_disk_fails_whole_and_the_next_one_works(tmp_path: Path):
+    """A ledger write that finds the disk full is refused as a full disk and leaves no open transaction."""
+    disk = tmp_path / "disk"
+    _mount(disk)
+    ledger = Ledger(disk)
+    try:
+        ledger.set_state("before", "kept")
+        _fill(disk, 0)
+        refused = []
+        for n in range(20):
+            try:
+                ledger.set_state(f"key{n}", "x" * 5000)
+            except Exception as e:
+                refused.append(e)
+        assert refused and all(diskfull.is_full(e) for e in refused), refused
+        (disk / "filler").unlink()
+        ledger.set_state("after", "written")  # no "transaction within a transaction" left behind
+        assert ("kept", "written") == (ledger.get_state("before"), ledger.get_state("after"))
+        check = sqlite3.connect(disk / "ledger.sqlite")
+        try:
+            assert "ok" == check.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            check.close()
+    finally:
+        ledger.close()
         subprocess.run(["umount", str(disk)], check=False)
