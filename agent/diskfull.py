@@ -17,6 +17,7 @@ filesystems such as btrfs may not).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import json
 import logging
@@ -24,7 +25,7 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -187,6 +188,41 @@ class DiskWatch:
             if tries:
                 self.clear()
             return result
+
+    async def keep_running(self, loop: Callable[[], Awaitable[None]], doing: str, wake: Callable[[], None]) -> None:
+        """Run *loop* (a task that never returns); when a write of it finds the disk full, wait and
+        start it again (after calling *wake*). Other errors pass through."""
+        tries = 0
+        while True:
+            try:
+                await loop()
+            except Exception as e:
+                if not is_full(e):
+                    raise
+                tries += 1
+                self.note(f"write its state while {doing}", e, tries)
+                await asyncio.sleep(self.delay(tries))
+                wake()
+
+    def unless_full(self, what: str, write: Callable[[], object]) -> None:
+        """Call *write*; on a full disk, log that *what* was left out and go on (for what may be lost)."""
+        try:
+            write()
+        except Exception as e:
+            if not is_full(e):
+                raise
+            log.warning("%s; going on without it", self.message(what, e))
+
+    def give_up(self, e: BaseException) -> DiskFullError | None:
+        """For commands that do not wait: the error to end with when *e* is a full disk, else None."""
+        if isinstance(e, DiskFullError):
+            return e
+        if not is_full(e):
+            return None
+        if self.condition is None:
+            with contextlib.suppress(DiskFullError):
+                self.note("write its state", e)
+        return DiskFullError(self.message("write its state", e))
 
     async def room_for(self, what: str) -> None:
         """Return once the state dir has ``MIN_FREE_BYTES`` free (at once when it has)."""

@@ -16,7 +16,7 @@ import os
 import random
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,25 +89,14 @@ class Agent:
             self._work.set()
             self._outbox.set()
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(self._guarded(self._poll_loop, "accepting a document"))
-                tg.create_task(self._guarded(self._work_loop, "running deployments"))
-                tg.create_task(self._guarded(self._outbox_loop, "sending signals"))
+                tg.create_task(self.disk.keep_running(self._poll_loop, "accepting a document", self._wake))
+                tg.create_task(self.disk.keep_running(self._work_loop, "running deployments", self._wake))
+                tg.create_task(self.disk.keep_running(self._outbox_loop, "sending signals", self._wake))
                 tg.create_task(self._heartbeat_loop())
 
-    async def _guarded(self, loop: Callable[[], Awaitable[None]], doing: str) -> None:
-        """Run *loop*; when a write of it finds the disk full, wait (backing off) and start it again."""
-        tries = 0
-        while True:
-            try:
-                await loop()
-            except Exception as e:
-                if not diskfull.is_full(e):
-                    raise
-                tries += 1
-                self.disk.note(f"write its state while {doing}", e, tries)
-                await asyncio.sleep(self.disk.delay(tries))
-                self._work.set()
-                self._outbox.set()
+    def _wake(self) -> None:
+        self._work.set()
+        self._outbox.set()
 
     async def once(self) -> int:
         """One pass: fetch, run what is new, try to deliver every queued signal.
@@ -120,14 +109,12 @@ class Agent:
             try:
                 failures = await self._one_pass()
             except Exception as e:
-                if not (isinstance(e, diskfull.DiskFullError) or diskfull.is_full(e)):
+                if (full := self.disk.give_up(e)) is None:
                     raise
-                if self.disk.condition is None:
-                    with contextlib.suppress(diskfull.DiskFullError):
-                        self.disk.note("write its state", e)
                 await self._beat()
-                text = str(e) if isinstance(e, diskfull.DiskFullError) else self.disk.message("write its state", e)
-                raise diskfull.DiskFullError(text) from e
+                if full is e:
+                    raise
+                raise full from e
             if self._report.is_set():
                 await self._beat()
         return 1 if failures else 0
@@ -318,13 +305,9 @@ class Agent:
         env.update(ANNEAL_IDEMPOTENCY_KEY=item.id, ANNEAL_RUN_ATTEMPT=str(run))
         env["ANNEAL_HOOK_STDOUT_COPY"] = str(recovery.stdout_copy_path(self.state_dir, item.id))
 
-        def started(pid: int) -> None:
-            try:
-                self.ledger.set_state(f"hookpid:{item.id}", recovery.hook_identity(pid))
-            except Exception as e:  # the hook runs already: never leave it behind for this
-                if not diskfull.is_full(e):
-                    raise
-                log.warning("hook pid %s not kept (%s): a crash now cannot stop it", pid, diskfull.reason(e))
+        def started(pid: int) -> None:  # the hook runs already: a full disk must not leave it behind
+            identity = recovery.hook_identity(pid)
+            self.disk.unless_full(f"keep hook pid {pid}", lambda: self.ledger.set_state(f"hookpid:{item.id}", identity))
 
         try:
             if argv is None:

@@ -130,3 +130,28 @@ def subprocess_pid_that_exited() -> int:
         os._exit(0)
     os.waitpid(pid, 0)
     return pid
+
+
+def test_give_up_turns_a_full_disk_into_one_clear_error_and_leaves_others(tmp_path: Path):
+    """For `once`: ENOSPC becomes DiskFullError naming the state dir; another error is not its business."""
+    watch = QuickWatch(tmp_path, wait=False)
+    assert watch.give_up(ValueError("bad document")) is None
+    full = watch.give_up(_enospc())
+    assert isinstance(full, DiskFullError) and f"state dir {tmp_path} is full" in str(full)
+    assert watch.condition is not None  # noted, so the heartbeat sent before exiting carries it
+
+
+def test_unless_full_drops_only_a_write_that_finds_the_disk_full(tmp_path: Path):
+    """A write that may be lost (a hook's pid) is dropped on ENOSPC, never on another error."""
+    watch = QuickWatch(tmp_path)
+
+    def full() -> None:
+        raise _enospc()
+
+    watch.unless_full("keep hook pid 1", full)
+
+    def broken() -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    with pytest.raises(OSError, match="Input/output"):
+        watch.unless_full("keep hook pid 1", broken)
