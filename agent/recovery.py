@@ -77,7 +77,7 @@ def hook_identity(pid: int) -> str:
 
 
 def stop_orphan(identity: str | None, timeout: float = 10.0) -> bool:
-    """Kill the process group of an interrupted hook if that very process still runs."""
+    """Kill an interrupted hook, its group and every process below it, if that very process still runs."""
     if not identity:
         return False
     pid_text, _, started = identity.partition(" ")
