@@ -9,13 +9,14 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import aiohttp
 
-from agent import client, config, heatcompat, keys, status
+from agent import client, config, diskfull, heatcompat, keys, status
 from agent.errors import AgentError, ConfigError
 from agent.fsutil import lock_state_dir, write_atomic
 from agent.loop import Agent, dump
@@ -81,6 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AgentError as e:
         print(f"anneal-agent: {e}", file=sys.stderr)
         return 2
+    except (OSError, sqlite3.Error) as e:
+        if not diskfull.is_full(e):
+            raise
+        # Before the agent runs (opening the ledger, keys, config): one line, not a traceback.
+        print(f"anneal-agent: state dir {args.state_dir} is full: {diskfull.reason(e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
@@ -93,7 +100,7 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return 0
     heat = heatcompat.settings_for(args, state_dir)
     if heat is not None:
-        return await _run_agent(args, heatcompat.HeatAgent(heat, state_dir, args.hook_dir))
+        return await _run_agent(args, await _open(args, lambda: heatcompat.HeatAgent(heat, state_dir, args.hook_dir)))
     cfg = config.load(state_dir)
     if cfg is None:
         token = os.environ.get("ANNEAL_ENROL_TOKEN")
@@ -107,7 +114,25 @@ async def _dispatch(args: argparse.Namespace) -> int:
         media_dir=args.media_dir,
         signal_dir=args.signal_dir,
     )
-    return await _run_agent(args, Agent(cfg, state_dir))
+    return await _run_agent(args, await _open(args, lambda: Agent(cfg, state_dir)))
+
+
+async def _open(args: argparse.Namespace, make: Callable[[], Agent]) -> Agent:
+    """The agent; `run` started on a full state dir waits for space to open its ledger, never exits."""
+    watch = diskfull.DiskWatch(args.state_dir)
+    tries = 0
+    while True:
+        try:
+            agent = make()
+        except (OSError, sqlite3.Error) as e:
+            if args.command != "run" or not diskfull.is_full(e):
+                raise
+            tries += 1
+            watch.note("open its ledger", e, tries)
+            await asyncio.sleep(watch.delay(tries))
+            continue
+        watch.clear()
+        return agent
 
 
 async def _run_agent(args: argparse.Namespace, agent: Agent) -> int:
@@ -156,7 +181,12 @@ async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentCon
 async def _run_until_signalled(agent: Agent, grace: float = STOP_GRACE) -> None:
     """Run until SIGTERM/SIGINT; the first lets a running hook finish (up to *grace*), a second stops at once."""
     pid_file = agent.state_dir / "agent.pid"
-    write_atomic(pid_file, f"{os.getpid()}\n".encode(), 0o644)
+    try:
+        write_atomic(pid_file, f"{os.getpid()}\n".encode(), 0o644)
+    except OSError as e:
+        if not diskfull.is_full(e):
+            raise
+        log.warning("%s: the agent runs without it", agent.disk.message(f"write {pid_file}", e))
     task = asyncio.create_task(agent.run())
     loop = asyncio.get_running_loop()
     draining: list[asyncio.Task[None]] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +77,8 @@ class Ledger:
 
     def __init__(self, state_dir: Path) -> None:
         self.path = state_dir / LEDGER_FILE
+        #: Called after each commit (agent/diskfull.py: a write went through, the disk has room).
+        self.on_commit: Callable[[], None] | None = None
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -90,10 +92,13 @@ class Ledger:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield self._db
+            self._db.execute("COMMIT")  # where a full disk shows, in WAL mode
         except BaseException:
-            self._db.execute("ROLLBACK")
+            if self._db.in_transaction:  # SQLite may have rolled back already (SQLITE_FULL)
+                self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
+        if self.on_commit is not None:
+            self.on_commit()
 
     # -------------------------------------------------------------- state
 

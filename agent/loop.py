@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 from agent import (
     client,
     component,
+    diskfull,
     dispatch,
     envelope,
     keys,
@@ -69,6 +70,9 @@ class Agent:
         self._doc_changed = asyncio.Event()
         self._outbox = asyncio.Event()
         self._report = asyncio.Event()
+        #: A full state dir is waited out, shown and reported (agent/diskfull.py).
+        self.disk = diskfull.DiskWatch(state_dir, on_change=self._report.set)
+        self.ledger.on_commit = self.disk.wrote
         self._box_key: X25519PrivateKey | None = None
         self.running: str | None = None
         #: Set on the first SIGTERM: start nothing new, let the running hook finish.
@@ -77,35 +81,55 @@ class Agent:
     # -------------------------------------------------------------- entry points
 
     async def run(self) -> None:
-        """Run until cancelled."""
-        self.recover()
+        """Run until cancelled; a full state dir is waited out, never a reason to exit."""
+        self.disk.open()
+        await self.disk.retry("settle the deployments a crash interrupted", self.recover)
         async with aiohttp.ClientSession() as http:
             self._http = http
             self._work.set()
             self._outbox.set()
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(self._poll_loop())
-                tg.create_task(self._work_loop())
-                tg.create_task(self._outbox_loop())
+                tg.create_task(self.disk.keep_running(self._poll_loop, "accepting a document", self._wake))
+                tg.create_task(self.disk.keep_running(self._work_loop, "running deployments", self._wake))
+                tg.create_task(self.disk.keep_running(self._outbox_loop, "sending signals", self._wake))
                 tg.create_task(self._heartbeat_loop())
 
+    def _wake(self) -> None:
+        self._work.set()
+        self._outbox.set()
+
     async def once(self) -> int:
-        """One pass: fetch, run what is new, try to deliver every queued signal."""
-        self.recover()
+        """One pass: fetch, run what is new, try to deliver every queued signal.
+
+        A full state dir ends it with DiskFullError (reported first when possible): nothing waits.
+        """
+        self.disk.wait = False
         async with aiohttp.ClientSession() as http:
             self._http = http
             try:
-                await self.poll(wait=0)
-            except SourceNotAvailableError as e:
-                log.error("%s", e)
-            except DocumentRejectedError:
-                pass  # noted and logged by poll
-            failures = await self.work()
-            await self.flush()
+                failures = await self._one_pass()
+            except Exception as e:
+                if (full := self.disk.give_up(e)) is None:
+                    raise
+                await self._beat()
+                if full is e:
+                    raise
+                raise full from e
             if self._report.is_set():
-                payload = {"version": VERSION, "running": None, **self.ledger.summary()}
-                await client.heartbeat(http, self.config.heartbeat_url, self.config.credential, payload)
+                await self._beat()
         return 1 if failures else 0
+
+    async def _one_pass(self) -> int:
+        await self.disk.retry("settle the deployments a crash interrupted", self.recover)
+        try:
+            await self.poll(wait=0)
+        except SourceNotAvailableError as e:
+            log.error("%s", e)
+        except DocumentRejectedError:
+            pass  # noted and logged by poll
+        failures = await self.work()
+        await self.flush()
+        return failures
 
     # -------------------------------------------------------------- recovery
 
@@ -126,6 +150,7 @@ class Agent:
         except DocumentRejectedError as e:
             self.note_rejection(e.kind, str(e))
             raise
+        body = fetched.body
         items = [_ledger_item(d, doc) for d in doc.deployments]
         # A new transport has its own ETags: its first poll fetches the document afresh.
         state = {"etag": "" if self.transport.accept(doc.transport) else fetched.etag}
@@ -133,7 +158,10 @@ class Agent:
             # Adopted through the chain: from now on only the new key (and its successors) counts.
             state["trusted_key"] = base64.b64encode(self.signature_check.signer).decode()
             self.signature_check.trusted = self.signature_check.signer
-        self.ledger.accept_document(doc.serial, fetched.body, items, state)
+        await self.disk.retry(
+            f"keep document serial {doc.serial}",
+            lambda: self.ledger.accept_document(doc.serial, body, items, state),
+        )
         self.serial_check.highest = doc.serial
         log.info("accepted document serial %s with %d deployments", doc.serial, len(items))
         self._work.set()
@@ -212,9 +240,8 @@ class Agent:
             if entry is not None and entry.state != "received":
                 continue
             if orders.stop_requested(self.document(), item.id):
-                self.ledger.mark_started(item.id)
                 stopped = wire.Signal(orders.STOPPED_CODE, stderr=orders.STOPPED)
-                self._finish(item.id, item, doc.meta.get(item.id), stopped, note="stopped")
+                await self._settle(item, doc.meta.get(item.id), stopped, note="stopped")
                 continue
             signal = await self._run(item, doc.meta.get(item.id))
             failures += signal.status_code != 0
@@ -231,35 +258,56 @@ class Agent:
             # Secrets are opened only here, to go into the hook's stdin (and its environment, by the hook).
             opened = self._open(item, meta)
         except sealed.SealError as e:
-            self.ledger.mark_started(item.id)
             signal = wire.Signal(status_code=1, stderr=f"cannot open a secret of this deployment: {e}")
-            self._finish(item.id, item, meta, signal)
+            await self._settle(item, meta, signal)
             return signal
         chosen = component.pick(opened)
         if chosen is None:
             note = f"component has no config for {item.input_value('deploy_action')}; nothing run"
             log.warning("deployment %s: %s", item.name, note)
-            self.ledger.mark_started(item.id)
-            self.ledger.mark_finished(item.id, 0, None, note)
+            await self._settle(item, None, wire.Signal(status_code=0), note=note)
             return wire.Signal(status_code=0)
         return await self._run_hook(item, chosen, meta)
+
+    async def _settle(
+        self, item: wire.DeploymentItem, meta: wire.ItemMeta | None, signal: wire.Signal, note: str = ""
+    ) -> None:
+        """Record *item* started and finished with *signal*, without running a hook."""
+        await self.disk.retry(f"mark deployment {item.name} started", lambda: self.ledger.mark_started(item.id))
+        await self._record(item, meta, signal, note)
+
+    async def _record(
+        self, item: wire.DeploymentItem, meta: wire.ItemMeta | None, signal: wire.Signal, note: str = ""
+    ) -> None:
+        """Record the result and queue its signal; on a full disk it waits in memory until it can."""
+        await self.disk.retry(
+            f"record the result of deployment {item.name} ({item.id})",
+            lambda: self._finish(item.id, item, meta, signal, note),
+        )
 
     async def _run_hook(
         self, item: wire.DeploymentItem, chosen: wire.DeploymentItem, meta: wire.ItemMeta | None
     ) -> wire.Signal:
         """Run *chosen* (the item, or a component's entry for the action) and record it as *item*."""
+        await self.disk.room_for(f"start deployment {item.name} ({item.id})")
         run = recovery.attempts(self, item.id) + 1
-        self.ledger.set_state(f"runs:{item.id}", str(run))
-        self.ledger.mark_started(item.id)
+
+        def mark_started() -> None:
+            self.ledger.set_state(f"runs:{item.id}", str(run))
+            self.ledger.mark_started(item.id)
+
+        await self.disk.retry(f"mark deployment {item.name} started", mark_started)
         self.running = item.id
         timeout = meta.timeout if meta and meta.timeout else self.config.hook_timeout
         argv = dispatch.hook_argv(chosen.group, self.config.hook_dirs)
         log.info("running deployment %s (%s) with hook %s", item.name, item.id, chosen.group)
         env = self._hook_env(meta, timeout)
         env.update(ANNEAL_IDEMPOTENCY_KEY=item.id, ANNEAL_RUN_ATTEMPT=str(run))
+        env["ANNEAL_HOOK_STDOUT_COPY"] = str(recovery.stdout_copy_path(self.state_dir, item.id))
 
-        def started(pid: int) -> None:
-            self.ledger.set_state(f"hookpid:{item.id}", recovery.hook_identity(pid))
+        def started(pid: int) -> None:  # the hook runs already: a full disk must not leave it behind
+            identity = recovery.hook_identity(pid)
+            self.disk.unless_full(f"keep hook pid {pid}", lambda: self.ledger.set_state(f"hookpid:{item.id}", identity))
 
         try:
             if argv is None:
@@ -283,7 +331,7 @@ class Agent:
                     )
         finally:
             self.running = None
-        self._finish(item.id, item, meta, signal)
+        await self._record(item, meta, signal)
         recovery.discard_output(self.state_dir, item.id)
         log.info("deployment %s finished with status code %s", item.name, signal.status_code)
         return signal
@@ -361,17 +409,21 @@ class Agent:
 
     async def _deliver(self, out: Outgoing) -> None:
         status, reason = await self.transport.deliver(self._http, out)
+        what = f"record the delivery of the signal for {out.item_id}"
         if 200 <= status < 300:
-            self.ledger.delivered(out, f"{status}")
+            await self.disk.retry(what, lambda: self.ledger.delivered(out, f"{status}"))
         elif status in FINAL_REFUSALS:
             log.error("signal for %s refused (%s): %s", out.item_id, status, reason)
-            self.ledger.delivered(out, f"refused {status}: {reason}")
+            await self.disk.retry(what, lambda: self.ledger.delivered(out, f"refused {status}: {reason}"))
         else:
             delay = min(self.config.backoff_max, 2 ** min(out.attempts, 10)) * random.uniform(0.5, 1.0)
             log.warning(
                 "signal for %s not delivered (%s %s); retry in %.1f s", out.item_id, status, reason, delay
             )
-            self.ledger.retry_later(out, delay, f"{status} {reason}")
+            await self.disk.retry(
+                f"note the next try of the signal for {out.item_id}",
+                lambda: self.ledger.retry_later(out, delay, f"{status} {reason}"),
+            )
 
     async def _outbox_loop(self) -> None:
         while True:
@@ -385,16 +437,28 @@ class Agent:
     async def _heartbeat_loop(self) -> None:
         url = self.transport.route(self.config.heartbeat_url)
         while True:
-            payload: dict[str, Any] = {"version": VERSION, "running": self.running, **self.ledger.summary()}
+            payload = self._beat_payload()
             payload["ledger"] = orders.ledger_report(self.ledger, self.document())
             payload["transport"] = self.transport.kind
-            await client.heartbeat(self._http, url, self.config.credential, payload)
             self._report.clear()
+            await client.heartbeat(self._http, url, self.config.credential, payload)
             # A rejected document is reported at once, not at the next beat.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
                     self._report.wait(), self.config.heartbeat_interval * random.uniform(0.9, 1.1)
                 )
+
+    def _beat_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"version": VERSION, "running": self.running, **self.ledger.summary()}
+        if self.disk.condition is not None:
+            payload["disk_full"] = self.disk.condition
+        return payload
+
+    async def _beat(self) -> None:
+        """One heartbeat now (best effort), for the one-pass command."""
+        if self.config.heartbeat_url:
+            url = self.transport.route(self.config.heartbeat_url)
+            await client.heartbeat(self._http, url, self.config.credential, self._beat_payload())
 
     async def drain(self, grace: float) -> None:
         """Stop starting work; wait up to *grace* seconds for the running hook and its signal."""
@@ -416,6 +480,7 @@ class Agent:
             "document_expires_at": doc.expires_at if doc else None,
             "frozen": bool(doc and verify.expired(doc, self.clock())),
             **self.ledger.summary(),
+            "disk_full": self.disk.condition or diskfull.read_condition(self.state_dir),
             "entries": [e.__dict__ for e in self.ledger.entries()],
         }
 

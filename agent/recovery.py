@@ -4,14 +4,17 @@ A generation found ``started`` but not finished in the ledger was interrupted (t
 agent was killed, the machine rebooted). Never a silent hang, never a silent second run:
 
 * its hook, if still alive (the hook runs in its own session, so it outlives a killed
-  agent), is killed first: the pid and its start time are in the ledger, so a recycled
-  pid is never touched;
+  agent), is killed first with every process below it (a hook's tool has a session of
+  its own): the pid and its start time are in the ledger, so a recycled pid is never
+  touched;
 * if its config sets ``options.rerun_on_interrupt: true`` it runs again, at most
   ``MAX_RERUNS`` times, with the same ``ANNEAL_IDEMPOTENCY_KEY`` (the derived config id)
   and ``ANNEAL_RUN_ATTEMPT`` counting the runs;
 * otherwise it is reported FAILED "interrupted by agent restart" with the output the hook
   had written: hooks' stdout and stderr are teed to ``<state dir>/output/<id>.out|.err``
-  while they run, so what they printed survives the crash.
+  while they run, and the built-in hooks stream their tool's output to their stderr and
+  its stdout alone to ``<id>.tool-out`` as it comes, so what was printed survives the
+  crash (the tool's stdout in ``deploy_stdout``, everything in ``deploy_stderr``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent import wire
+from agent import proctree, wire
 
 if TYPE_CHECKING:
     from agent.loop import Agent
@@ -45,8 +48,14 @@ def output_paths(state_dir: Path, item_id: str) -> tuple[Path, Path]:
     return d / f"{safe}.out", d / f"{safe}.err"
 
 
+def stdout_copy_path(state_dir: Path, item_id: str) -> Path:
+    """Where built-in hooks copy their tool's stdout as it comes (``ANNEAL_HOOK_STDOUT_COPY``)."""
+    out, _ = output_paths(state_dir, item_id)
+    return out.with_suffix(".tool-out")
+
+
 def discard_output(state_dir: Path, item_id: str) -> None:
-    for path in output_paths(state_dir, item_id):
+    for path in (*output_paths(state_dir, item_id), stdout_copy_path(state_dir, item_id)):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
@@ -63,31 +72,30 @@ def _read_tail(path: Path) -> str:
     return wire.trim_stream(data.decode("utf-8", "replace"))
 
 
-def _start_time(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22: start time in clock ticks since boot
-
-
 def hook_identity(pid: int) -> str:
-    return f"{pid} {_start_time(pid) or ''}"
+    return f"{pid} {proctree.start_time(pid) or ''}"
 
 
 def stop_orphan(identity: str | None, timeout: float = 10.0) -> bool:
-    """Kill the process group of an interrupted hook if that very process still runs."""
+    """Kill an interrupted hook, its group and every process below it, if that very process still runs."""
     if not identity:
         return False
     pid_text, _, started = identity.partition(" ")
     pid = int(pid_text)
-    if not started or _start_time(pid) != started:
+    if not started or proctree.start_time(pid) != started:
         return False
-    log.warning("the interrupted hook (pid %s) still runs; killing its process group", pid)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+    # The hook's tool runs in a session of its own: find it (and anything below) first.
+    below = proctree.descendants(pid)
+    log.warning("the interrupted hook (pid %s) still runs; killing it and %d processes below it", pid, len(below))
+    own = os.getpgrp()
+    for target in (pid, *below):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            group = os.getpgid(target)
+            if group != own:
+                os.killpg(group, signal.SIGKILL)
+            os.kill(target, signal.SIGKILL)
     deadline = time.monotonic() + timeout
-    while _start_time(pid) == started and time.monotonic() < deadline:
+    while proctree.start_time(pid) == started and time.monotonic() < deadline:
         _reap(pid)
         time.sleep(0.05)
     return True
@@ -128,8 +136,8 @@ def recover(agent: Agent) -> None:
         if rerun_allowed(item):
             why += f" ({runs} runs, the most rerun_on_interrupt allows is {MAX_RERUNS + 1})"
         stderr = f"{why}\n" + (f"--- stderr before the interruption ---\n{before}" if before else "")
-        signal_ = wire.Signal(
-            status_code=INTERRUPTED_CODE, stdout=_read_tail(out_path), stderr=wire.trim_stream(stderr)
-        )
+        # The tool's own stdout when a built-in hook copied it, else whatever the hook printed.
+        stdout = _read_tail(stdout_copy_path(agent.state_dir, entry.item_id)) or _read_tail(out_path)
+        signal_ = wire.Signal(status_code=INTERRUPTED_CODE, stdout=stdout, stderr=wire.trim_stream(stderr))
         agent._finish(entry.item_id, item, meta, signal_, note="interrupted")
         discard_output(agent.state_dir, entry.item_id)

@@ -74,6 +74,9 @@ def render(v: dict[str, Any]) -> str:
         + (f", trusted key {v['trusted_key_id']}" if v.get("trusted_key_id") else ""),
         f"deployments ({len(v['deployments'])}):",
     ]
+    if full := v.get("disk_full"):
+        since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(full["since"]))
+        lines.insert(-1, f"DISK FULL:  {full['message']} (since {since}, {full['tries']} tries)")
     for d in v["deployments"]:
         code = "" if d["status_code"] is None else f" code {d['status_code']}"
         note = f" ({d['note']})" if d["note"] else ""

@@ -166,7 +166,7 @@ async def heartbeat(rt: Runtime, server_id: str, body: Mapping[str, Any]) -> dic
     """Note that the agent is alive; one UPDATE, so a concurrent delete cannot make it fail."""
     status = {
         k: body[k]
-        for k in ("version", "serial", "running", "queued", "generations", "rejections")
+        for k in ("version", "serial", "running", "queued", "generations", "rejections", "disk_full")
         if k in body
     }
     ledger = body.get("ledger")

@@ -17,7 +17,9 @@ import secrets
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -30,14 +32,15 @@ from hooks.process import (
     STATUS_NOT_EXECUTABLE,
     STATUS_NOT_FOUND,
     STATUS_TIMED_OUT,
+    Echo,
     ToolResult,
     run_tool,
 )
 
 __all__ = [
-    "STATUS_NOT_EXECUTABLE", "STATUS_NOT_FOUND", "STATUS_TIMED_OUT", "HookContext", "ToolResult",
-    "check_names", "clear_outputs", "failure", "find_tool", "main", "read_outputs", "run_tool",
-    "write_private",
+    "STATUS_NOT_EXECUTABLE", "STATUS_NOT_FOUND", "STATUS_TIMED_OUT", "HookContext", "PrivateRun",
+    "ToolResult", "check_names", "clear_outputs", "failure", "find_tool", "main", "nothing_to_run",
+    "private_run", "read_outputs", "run_tool", "take_outputs", "write_private",
 ]
 
 logger = logging.getLogger(__name__)
@@ -77,7 +80,8 @@ def _answer(
     run: Callable[[DeploymentItem, HookContext], Signal], deployment: DeploymentItem, name: str
 ) -> Signal:
     try:
-        ctx = dataclasses.replace(HookContext.from_env(name, deployment), echo=sys.stderr.buffer)
+        echo = Echo(sys.stderr.buffer, _stdout_copy(os.environ))
+        ctx = dataclasses.replace(HookContext.from_env(name, deployment), echo=echo)
         return run(deployment, ctx)
     except HookError as e:
         logger.error("deployment %s: %s", deployment.id, e)
@@ -85,6 +89,19 @@ def _answer(
     except Exception as e:
         logger.exception("hook %s failed on deployment %s", name, deployment.id)
         return failure(f"hook {name} failed: {e}")
+
+
+def _stdout_copy(env: Mapping[str, str]) -> IO[bytes] | None:
+    """The file the agent asked for a copy of the tool's stdout in (``ANNEAL_HOOK_STDOUT_COPY``)."""
+    path = env.get("ANNEAL_HOOK_STDOUT_COPY")
+    if not path:
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        logger.warning("no copy of the tool's stdout in %s: %s", path, e.strerror)
+        return None
+    return os.fdopen(fd, "wb", buffering=0)
 
 
 def _terminate(signum: int, frame: FrameType | None) -> None:
@@ -110,7 +127,7 @@ class HookContext:
     outputs_dir: Path
     timeout: float | None = None
     #: Where the tool's output is copied as it comes (the hook's stderr; None in tests).
-    echo: IO[bytes] | None = None
+    echo: Echo | None = None
 
     @classmethod
     def from_env(
@@ -239,6 +256,44 @@ def clear_outputs(prefix: Path, outputs: Sequence[OutputItem]) -> None:
     for output in outputs:
         if _safe(output):
             output_path(prefix, output.name).unlink(missing_ok=True)
+
+
+def take_outputs(prefix: Path, outputs: Sequence[OutputItem]) -> tuple[dict[str, str], list[str]]:
+    """Read the declared outputs (``read_outputs``), then remove their files."""
+    values, problems = read_outputs(prefix, outputs)
+    clear_outputs(prefix, outputs)
+    return values, problems
+
+
+@dataclass(frozen=True)
+class PrivateRun:
+    """One run's private directory and its ``heat_outputs_path`` prefix."""
+
+    root: Path
+    prefix: Path
+
+
+@contextmanager
+def private_run(deployment: DeploymentItem, ctx: HookContext) -> Iterator[PrivateRun]:
+    """A fresh 0700 directory in the working dir for one run, with no output files left from before.
+
+    It is removed afterwards whatever happens: the files a hook writes there hold the input values.
+    """
+    prefix = ctx.outputs_dir / deployment.id
+    root = Path(tempfile.mkdtemp(prefix=f"{deployment.id}.", dir=ctx.working_dir))
+    try:
+        clear_outputs(prefix, deployment.outputs)
+        yield PrivateRun(root, prefix)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def nothing_to_run(deployment: DeploymentItem, text: str, what: str) -> bool:
+    """True (and logged) when the config *text* is empty: the hook reports success and runs nothing."""
+    if text.strip():
+        return False
+    logger.info("deployment %s: empty %s, nothing to run", deployment.id, what)
+    return True
 
 
 # ---------------------------------------------------------------- tools

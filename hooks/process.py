@@ -1,7 +1,8 @@
 """Running a tool: its own session, output streamed as it comes, a deadline for the whole tree.
 
-``run_tool`` copies the tool's stdout and stderr, as they arrive, to an *echo* stream (the
-hook's stderr, which the agent reads for progress) and keeps each capped, head and tail.
+``run_tool`` copies the tool's stdout and stderr, as they arrive, to an ``Echo`` (the hook's
+stderr, which the agent reads for progress, and a copy of stdout alone for crash recovery)
+and keeps each capped, head and tail.
 At the deadline the tool's process tree and its process group are stopped: SIGTERM, then
 SIGKILL after ``KILL_GRACE`` seconds. Children that made sessions of their own (pexpect,
 daemons started by the tool) are found through ``/proc`` before the tool's parent goes away.
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from agent import wire
+from agent.proctree import descendants, stat_fields
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,25 @@ class Capture:
         return f"{head}\n[... {cut} bytes cut ...]\n{tail.decode('utf-8', 'ignore')}"
 
 
+@dataclass(frozen=True)
+class Echo:
+    """Where a tool's output is copied as it comes.
+
+    Both streams go to *stream* (the hook's stderr, which the agent reads for progress and
+    keeps for crash recovery); stdout also goes to *stdout_copy* (a file the agent names in
+    ``ANNEAL_HOOK_STDOUT_COPY``), so what the tool printed survives an agent crash as stdout.
+    """
+
+    stream: IO[bytes] | None = None
+    stdout_copy: IO[bytes] | None = None
+
+    def write(self, key: str, chunk: bytes) -> None:
+        if self.stream is not None:
+            _echo(self.stream, chunk)
+        if key == "out" and self.stdout_copy is not None:
+            _echo(self.stdout_copy, chunk)
+
+
 def run_tool(
     argv: Sequence[str],
     *,
@@ -80,7 +101,7 @@ def run_tool(
     cwd: Path,
     timeout: float | None,
     stdin: bytes | None = None,
-    echo: IO[bytes] | None = None,
+    echo: Echo | None = None,
 ) -> ToolResult:
     """Run *argv* in a session of its own; after *timeout* seconds stop its whole tree.
 
@@ -134,7 +155,7 @@ def _pump(
     proc: subprocess.Popen[bytes],
     captures: Mapping[str, Capture],
     deadline: float | None,
-    echo: IO[bytes] | None,
+    echo: Echo | None,
 ) -> bool:
     """Copy output until both pipes close (True) or *deadline* passes (False)."""
     with selectors.DefaultSelector() as sel:
@@ -152,7 +173,7 @@ def _pump(
                     continue
                 captures[ready.data].add(chunk)
                 if echo is not None:
-                    _echo(echo, chunk)
+                    echo.write(ready.data, chunk)
     return True
 
 
@@ -194,32 +215,6 @@ def _stop_tree(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def descendants(pid: int) -> set[int]:
-    """Every live process below *pid* (children, their children, ...), read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            stat = _stat(int(entry.name))
-            if stat is not None:
-                children.setdefault(int(stat[1]), []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def _stat(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name: state, ppid, pgrp, ..."""
-    try:
-        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-
-
 def _signal_all(pgid: int, pids: set[int], signum: int) -> None:
     try:
         os.killpg(pgid, signum)
@@ -238,7 +233,7 @@ def _alive(pgid: int, pids: set[int]) -> bool:
         return True
     except (ProcessLookupError, PermissionError):
         pass
-    return any((stat := _stat(pid)) is not None and stat[0] not in ("Z", "X") for pid in pids)
+    return any((stat := stat_fields(pid)) is not None and stat[0] not in ("Z", "X") for pid in pids)
 
 
 def _result(code: int, out: Capture, err: Capture, note: str = "", *, timed_out: bool = False) -> ToolResult:

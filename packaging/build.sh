@@ -42,6 +42,8 @@ done
 rm -f "$venv"/bin/activate* "$venv"/bin/Activate.ps1 "$venv"/bin/anneal  # the control plane CLI needs [control]
 sed -i "s|$venv|/opt/anneal-agent|g" "$venv/pyvenv.cfg"
 find "$venv" -name __pycache__ -type d -prune -exec rm -rf {} +
+# Debian strips shared objects; so do we (the wheels ship them with their symbols).
+find "$venv" -name '*.so' -exec strip --strip-unneeded {} +
 
 # 3. systemd unit, default config, maintainer scripts.
 install -D -m 0644 "$root/packaging/systemd/anneal-agent.service" "$stage/lib/systemd/system/anneal-agent.service"
@@ -51,6 +53,13 @@ for script in postinst prerm postrm; do
     install -m 0755 "$root/packaging/debian/$script" "$stage/DEBIAN/$script"
 done
 echo "/etc/anneal-agent/agent.env" > "$stage/DEBIAN/conffiles"
+doc=$stage/usr/share/doc/anneal-agent
+install -D -m 0644 "$root/packaging/debian/copyright" "$doc/copyright"
+install -D -m 0644 "$root/packaging/debian/lintian-overrides" "$stage/usr/share/lintian/overrides/anneal-agent"
+when=$(date -R -u ${SOURCE_DATE_EPOCH:+-d "@$SOURCE_DATE_EPOCH"})
+printf 'anneal-agent (%s) unstable; urgency=medium\n\n  * Built from the Anneal source tree by packaging/build.sh.\n\n -- %s  %s\n' \
+    "$version" "$(sed -n 's/^Maintainer: //p' "$root/packaging/debian/control.in")" "$when" | gzip -9n > "$doc/changelog.gz"
+chmod 0644 "$doc/changelog.gz"
 size=$(du -sk "$stage" | cut -f1)
 sed -e "s/@VERSION@/$version/" -e "s/@ARCH@/$arch/" -e "s/@SIZE@/$size/" -e "s/@PYVER@/$pyver/g" \
     "$root/packaging/debian/control.in" > "$stage/DEBIAN/control"

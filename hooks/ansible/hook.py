@@ -1,7 +1,6 @@
 """Heat's ``ansible`` group: the config is a playbook, run by ``ansible-runner run``.
 
-Each run gets a private data directory of its own (removed afterwards: it holds the input
-values): ``project/playbook.yaml``, ``env/extravars`` (the inputs, ``heat_outputs_path`` and
+Each run gets a private data directory of its own (``hooks.common.private_run``): ``project/playbook.yaml``, ``env/extravars`` (the inputs, ``heat_outputs_path`` and
 ``heat_config_id``) and ``inventory/hosts`` (localhost with the local connection unless the
 ``inventory`` option gives one). Options ``tags``, ``skip_tags``, ``modulepath``. Outputs come
 from ``$heat_outputs_path.<name>`` files and from ``set_stats`` data; a failed task is named.
@@ -14,7 +13,6 @@ import logging
 import os
 import shlex
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,11 +22,12 @@ from hooks.ansible.events import RunReport, read_report
 from hooks.common import (
     HookContext,
     check_names,
-    clear_outputs,
     find_tool,
     json_kind,
-    read_outputs,
+    nothing_to_run,
+    private_run,
     run_tool,
+    take_outputs,
     tool_result_stderr,
     write_private,
 )
@@ -45,31 +44,24 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     """Run the playbook in a fresh private data dir; report status, output, outputs."""
     check_names(deployment)
     playbook = _playbook_text(deployment.config)
-    if not playbook.strip():
-        logger.info("deployment %s: empty playbook, nothing to run", deployment.id)
+    if nothing_to_run(deployment, playbook, "playbook"):
         return Signal()
     options = options_of(deployment)
     runner = find_tool("ansible-runner", setting="ANNEAL_ANSIBLE_RUNNER", install=INSTALL, env=os.environ)
     env = tool_env(runner, os.environ)
     if shutil.which("ansible-playbook", path=env["PATH"]) is None:
         raise ToolNotFoundError(f"ansible-playbook not found next to {runner} nor on PATH; install: {INSTALL}")
-    prefix = ctx.outputs_dir / deployment.id
-    private = Path(tempfile.mkdtemp(prefix=f"{deployment.id}.", dir=ctx.working_dir))
-    try:
-        write_private_data(private, deployment, playbook, prefix, Path(runner).parent)
-        argv = [runner, "run", str(private), "-p", "playbook.yaml", "--ident", IDENT]
+    with private_run(deployment, ctx) as private:
+        write_private_data(private.root, deployment, playbook, private.prefix, Path(runner).parent)
+        argv = [runner, "run", str(private.root), "-p", "playbook.yaml", "--ident", IDENT]
         if cmdline := ansible_cmdline(options):
             argv += ["--cmdline", cmdline]
         if inventory := _inventory_path(options):
             argv += ["--inventory", inventory]
-        clear_outputs(prefix, deployment.outputs)
-        logger.info("deployment %s: ansible-runner run %s", deployment.id, private)
-        result = run_tool(argv, env=env, cwd=private, timeout=ctx.timeout, echo=ctx.echo)
-        report = read_report(private / "artifacts" / IDENT)
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
-    outputs, problems = read_outputs(prefix, deployment.outputs)
-    clear_outputs(prefix, deployment.outputs)
+        logger.info("deployment %s: ansible-runner run %s", deployment.id, private.root)
+        result = run_tool(argv, env=env, cwd=private.root, timeout=ctx.timeout, echo=ctx.echo)
+        report = read_report(private.root / "artifacts" / IDENT)
+    outputs, problems = take_outputs(private.prefix, deployment.outputs)
     for output in deployment.outputs:  # set_stats data fill what no file set
         if output.name not in outputs and output.name in report.stats:
             outputs[output.name] = report.stats[output.name]

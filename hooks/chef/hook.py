@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,10 +22,10 @@ from agent.wire import DeploymentItem, Signal
 from hooks.common import (
     HookContext,
     check_names,
-    clear_outputs,
     json_kind,
-    read_outputs,
+    private_run,
     run_tool,
+    take_outputs,
     tool_result_stderr,
     write_private,
 )
@@ -53,21 +52,16 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     client = find_client(os.environ)
     kitchen = Path(get_str(options, "kitchen_path") or ctx.working_dir / "kitchen")
     cookbooks = get_str(options, "cookbook_path") or str(kitchen / "cookbooks")
-    prefix = ctx.outputs_dir / deployment.id
-    own = Path(tempfile.mkdtemp(prefix=f"{deployment.id}.", dir=ctx.working_dir))
-    try:
+    with private_run(deployment, ctx) as private:  # the node JSON holds the input values
+        own = private.root
         client_rb = write_private(own / "client.rb", client_config(own, kitchen, cookbooks, deployment))
         node = write_private(own / "node.json", json.dumps(node_json(deployment, run_list), indent=2))
         action = str(deployment.input_value("deploy_action") or "")
-        env = {**os.environ, "heat_outputs_path": str(prefix), "deploy_action": action}
-        clear_outputs(prefix, deployment.outputs)
+        env = {**os.environ, "heat_outputs_path": str(private.prefix), "deploy_action": action}
         logger.info("deployment %s: %s -z with run list of %d entries", deployment.id, client, len(run_list))
         argv = [client, "-z", "--config", str(client_rb), "-j", str(node)]
         result = run_tool(argv, env=env, cwd=own, timeout=ctx.timeout, echo=ctx.echo)
-    finally:
-        shutil.rmtree(own, ignore_errors=True)  # the node JSON holds the input values
-    outputs, problems = read_outputs(prefix, deployment.outputs)
-    clear_outputs(prefix, deployment.outputs)
+    outputs, problems = take_outputs(private.prefix, deployment.outputs)
     status = result.returncode or (1 if problems else 0)
     stderr = tool_result_stderr(result, *problems)
     return Signal(status_code=status, stdout=result.stdout, stderr=stderr, outputs=outputs)

@@ -23,8 +23,8 @@ from hooks.common import (
     clear_outputs,
     find_tool,
     json_kind,
-    read_outputs,
     run_tool,
+    take_outputs,
     tool_result_stderr,
     write_private,
 )
@@ -79,8 +79,7 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     finally:
         if hiera is not None:
             shutil.rmtree(hiera, ignore_errors=True)  # it holds the input values
-    outputs, problems = read_outputs(prefix, deployment.outputs)
-    clear_outputs(prefix, deployment.outputs)
+    outputs, problems = take_outputs(prefix, deployment.outputs)
     status = 0 if result.returncode in SUCCESS_CODES else result.returncode
     status = status or (1 if problems else 0)
     stderr = tool_result_stderr(result, *notes, *problems)

@@ -1,7 +1,6 @@
 """Heat's ``salt`` group: the config is a state file, applied masterless by ``salt-call --local``.
 
-Each run gets a directory of its own (removed afterwards: it holds the input values) with a
-minion config, a file root holding the config as ``deploy.sls`` and a pillar root. Inputs are
+Each run gets a private directory of its own (``hooks.common.private_run``) with a minion config, a file root holding the config as ``deploy.sls`` and a pillar root. Inputs are
 pillar (``pillar['name']``) and, as Heat's hook makes them, minion options
 (``salt['config.get']('name')``). The state results are summarised in deploy_stdout. A
 non-zero retcode whose states all succeeded counts as success (Heat's rule, bug 1483336).
@@ -12,8 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,11 +19,12 @@ from agent.wire import DeploymentItem, Signal
 from hooks.common import (
     HookContext,
     check_names,
-    clear_outputs,
     find_tool,
     json_kind,
-    read_outputs,
+    nothing_to_run,
+    private_run,
     run_tool,
+    take_outputs,
     tool_result_stderr,
     write_private,
 )
@@ -43,25 +41,19 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     """Apply the state in a fresh salt root; report the summary, status and outputs."""
     check_names(deployment)
     state = _state_text(deployment.config)
-    if not state.strip():
-        logger.info("deployment %s: empty state, nothing to apply", deployment.id)
+    if nothing_to_run(deployment, state, "state"):
         return Signal()
     salt_call = find_tool("salt-call", setting="ANNEAL_SALT_CALL", install=INSTALL, env=os.environ)
-    prefix = ctx.outputs_dir / deployment.id
-    root = Path(tempfile.mkdtemp(prefix=f"{deployment.id}.", dir=ctx.working_dir))
-    try:
-        notes = write_salt_root(root, deployment, state, prefix)
+    with private_run(deployment, ctx) as private:
+        root = private.root
+        notes = write_salt_root(root, deployment, state, private.prefix)
         argv = [
             salt_call, "--local", f"--config-dir={root / 'conf'}", "--retcode-passthrough",
             "--out=json", "--no-color", "--log-level=warning", "state.sls", STATE,
         ]
-        clear_outputs(prefix, deployment.outputs)
         logger.info("deployment %s: salt-call --local state.sls in %s", deployment.id, root)
         result = run_tool(argv, env=os.environ, cwd=root, timeout=ctx.timeout, echo=ctx.echo)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    outputs, problems = read_outputs(prefix, deployment.outputs)
-    clear_outputs(prefix, deployment.outputs)
+    outputs, problems = take_outputs(private.prefix, deployment.outputs)
     summary = summarise(result.stdout)
     status = result.returncode
     if status and not result.timed_out and summary.all_succeeded:

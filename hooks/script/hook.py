@@ -22,8 +22,9 @@ from hooks.common import (
     check_names,
     clear_outputs,
     json_kind,
-    read_outputs,
+    nothing_to_run,
     run_tool,
+    take_outputs,
     write_private,
 )
 from hooks.errors import ConfigError, ToolNotFoundError
@@ -38,8 +39,7 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     """Write the config as a script, run it, and report its status, output and outputs."""
     check_names(deployment)
     script = _script_text(deployment.config)
-    if not script.strip():
-        logger.info("deployment %s: empty config, nothing to run", deployment.id)
+    if nothing_to_run(deployment, script, "config"):
         return Signal()
     prefix = ctx.outputs_dir / deployment.id
     env, notes = script_env(deployment.inputs, prefix, os.environ)
@@ -50,8 +50,7 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     result = run_tool(
         [*command, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo
     )
-    outputs, problems = read_outputs(prefix, deployment.outputs)
-    clear_outputs(prefix, deployment.outputs)
+    outputs, problems = take_outputs(prefix, deployment.outputs)
     stderr = "\n".join(part for part in (*notes, result.stderr, *problems) if part)
     status = result.returncode or (1 if problems else 0)
     return Signal(status_code=status, stdout=result.stdout, stderr=stderr, outputs=outputs)
@@ -89,6 +88,8 @@ def script_env(
     for note in notes:
         logger.warning("%s", note)
     env["heat_outputs_path"] = str(prefix)
+    # Python buffers a pipe's output: unbuffered, what a script printed survives a crash.
+    env.setdefault("PYTHONUNBUFFERED", "1")
     return env, notes
 
 

@@ -1,14 +1,17 @@
 """The agent's Debian package (issue 6, item 6): build it, read it, run what it installs.
 
 packaging/build.sh builds the wheel and the .deb with dpkg-deb; the test checks the
-package's contents and control data with `dpkg-deb -c` / `-I`, unpacks it with
-`dpkg-deb -x` (installing it for real would touch this machine's /opt and systemd),
-and runs the packaged agent from the unpacked tree against a real control plane.
+package's contents and control data with `dpkg-deb -c` / `-I`; installs, upgrades, removes
+and purges it with dpkg into a scratch root (`--root` with `--force-script-chrootless`: the
+maintainer scripts honour DPKG_ROOT, as for building a server image; installing it into
+this machine would touch its /opt and systemd, and the test checks it did not); and runs the
+packaged agent from the unpacked tree against a real control plane.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -85,17 +88,72 @@ def test_deb_contents(built: Path, tmp_path: Path):
                  "/opt/anneal-agent/bin/anneal-agent run --state-dir /var/lib/anneal-agent"):
         assert line in unit, line
     assert (unpack / "opt/anneal-agent/bin/anneal-agent").read_text().startswith("#!/opt/anneal-agent/bin/python")
-    control = tmp_path / "control"
-    subprocess.run(["dpkg-deb", "-e", str(_deb(built)), str(control)], check=True)
-    postinst = (control / "postinst").read_text()
-    assert "install -d -o root -g root -m 0700 /var/lib/anneal-agent" in postinst
-    # The postinst really makes the state dir with that owner and mode (run against a fake root).
-    fake = tmp_path / "fakeroot"
-    script = postinst.replace("/var/lib/anneal-agent", str(fake / "var/lib/anneal-agent")).replace(
-        "/etc/anneal-agent", str(unpack / "etc/anneal-agent")).replace("/run/systemd/system", str(fake / "nosystemd"))
-    subprocess.run(["sh", "-c", script, "postinst", "configure"], check=True)
-    made = (fake / "var/lib/anneal-agent").stat()
-    assert (made.st_mode & 0o777, made.st_uid) == (0o700, 0)
+
+
+HOST_PATHS = ("/opt/anneal-agent", "/var/lib/anneal-agent", "/etc/anneal-agent",
+              "/lib/systemd/system/anneal-agent.service",
+              "/etc/systemd/system/multi-user.target.wants/anneal-agent.service")
+
+
+def _dpkg(root: Path, log: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """dpkg on the scratch *root*: its database and files there, maintainer scripts run
+    unchrooted with DPKG_ROOT set (python3 is not in the scratch root, so --force-depends)."""
+    argv = ["dpkg", f"--root={root}", "--force-script-chrootless", "--force-depends", f"--log={log}", *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _host_state() -> tuple[list[str], str]:
+    known = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "anneal-agent"],
+                           capture_output=True, text=True, check=False)
+    return [p for p in HOST_PATHS if os.path.lexists(p)], known.stdout
+
+
+def test_deb_installs_upgrades_removes_and_purges_with_dpkg_in_a_scratch_root(built: Path, tmp_path: Path):
+    """dpkg -i / -i again / -r / -P on a scratch root: maintainer scripts, conffile, state dir kept until purge."""
+    host_before = _host_state()
+    assert ([], "") == (host_before[0], host_before[1].replace("unknown ok not-installed", "")), host_before
+    root, log = tmp_path / "root", tmp_path / "dpkg.log"
+    (root / "var/lib/dpkg/info").mkdir(parents=True)
+    (root / "var/lib/dpkg/updates").mkdir()
+    (root / "var/lib/dpkg/status").touch()
+    deb = str(_deb(built))
+    try:
+        done = _dpkg(root, log, "-i", deb)
+        assert 0 == done.returncode, done.stderr
+        assert "install ok installed" in _dpkg(root, log, "-s", "anneal-agent").stdout
+        state = (root / "var/lib/anneal-agent").stat()
+        assert (state.st_mode & 0o777, state.st_uid, state.st_gid) == (0o700, 0, 0)
+        assert 0o600 == (root / "etc/anneal-agent/agent.env").stat().st_mode & 0o777
+        wants = root / "etc/systemd/system/multi-user.target.wants/anneal-agent.service"
+        assert "/lib/systemd/system/anneal-agent.service" == os.readlink(wants)  # enabled for the image's boot
+        # The installed agent runs and reads the installed state dir.
+        agent = [str(root / "opt/anneal-agent/bin/python3"), str(root / "opt/anneal-agent/bin/anneal-agent")]
+        status = subprocess.run([*agent, "status", "--state-dir", str(root / "var/lib/anneal-agent")],
+                                capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
+        assert 2 == status.returncode and "holds no enrolment; run `anneal-agent enrol` first" in status.stderr
+
+        # An upgrade (the same package again) keeps the ledger and an edited agent.env.
+        (root / "var/lib/anneal-agent/ledger.sqlite").write_bytes(b"the run-once ledger")
+        env = root / "etc/anneal-agent/agent.env"
+        env.write_text(env.read_text() + "ANNEAL_LOG_LEVEL=DEBUG\n")
+        done = _dpkg(root, log, "--force-confold", "-i", deb)
+        assert 0 == done.returncode, done.stderr
+        assert b"the run-once ledger" == (root / "var/lib/anneal-agent/ledger.sqlite").read_bytes()
+        assert "ANNEAL_LOG_LEVEL=DEBUG" in env.read_text()
+
+        # Remove: the code and the unit's link go; the conffile and the state dir stay.
+        done = _dpkg(root, log, "-r", "anneal-agent")
+        assert 0 == done.returncode, done.stderr
+        assert "deinstall ok config-files" in _dpkg(root, log, "-s", "anneal-agent").stdout
+        assert not (root / "opt/anneal-agent/bin/anneal-agent").exists() and not os.path.lexists(wants)
+        assert env.exists() and (root / "var/lib/anneal-agent/ledger.sqlite").exists()
+
+        # Purge: everything goes.
+        done = _dpkg(root, log, "-P", "anneal-agent")
+        assert 0 == done.returncode, done.stderr
+        assert not (root / "var/lib/anneal-agent").exists() and not (root / "etc/anneal-agent").exists()
+    finally:
+        assert host_before == _host_state(), "dpkg on the scratch root changed this machine"
 
 
 @pytest.fixture
@@ -137,3 +195,31 @@ def test_packaged_agent_runs_against_a_real_control_plane(built: Path, tmp_path:
     status = subprocess.run([*agent, "status", "--json", "--state-dir", str(state)],
                             capture_output=True, text=True, check=True, cwd=tmp_path)
     assert [d["state"] for d in json.loads(status.stdout)["deployments"]] == ["signalled"]
+
+
+CLOUD_INIT = ROOT / ".venv" / "tools" / "cloud-init" / "bin" / "cloud-init"
+
+
+def _schema(path: Path) -> subprocess.CompletedProcess[str]:
+    assert CLOUD_INIT.exists(), f"{CLOUD_INIT} is missing: run `make tools` (ci/tools.d/70-cloud-init.sh)"
+    return subprocess.run([str(CLOUD_INIT), "schema", "--config-file", str(path)],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_cloud_init_example_is_valid_cloud_config(tmp_path: Path):
+    """cloud-init's own `schema` command accepts packaging/cloud-init/user-data.yaml (and refuses a broken copy)."""
+    example = ROOT / "packaging" / "cloud-init" / "user-data.yaml"
+    checked = _schema(example)
+    assert 0 == checked.returncode and "Valid cloud-config" in checked.stdout, checked.stdout + checked.stderr
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(example.read_text().replace("packages: [python3, curl]", "packages: python3"))
+    refused = _schema(broken)
+    assert 0 != refused.returncode and "packages: 'python3' is not of type 'array'" in refused.stderr + refused.stdout
+
+
+def test_lintian_finds_no_errors_or_warnings(built: Path):
+    """Debian's lintian passes the .deb (the overrides it ships name why /opt, 0600 agent.env, ...)."""
+    assert shutil.which("lintian"), "lintian is missing: run `make tools` (ci/tools.d/71-lintian.sh)"
+    checked = subprocess.run(["lintian", "--tag-display-limit", "0", "--fail-on", "error,warning", str(_deb(built))],
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert 0 == checked.returncode, checked.stdout + checked.stderr

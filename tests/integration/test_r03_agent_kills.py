@@ -70,7 +70,7 @@ def test_r03_agent_killed_mid_hook(tmp_path: Path):
     log = open(tmp_path / "agent.log", "ab")  # noqa: SIM115 (closed in finally)
     agent = subprocess.Popen(argv, stdout=log, stderr=log)
     figures = {"trials": 0, "killed_mid_hook": 0, "double_runs": 0, "silent_hangs": 0,
-               "reruns": 0, "interrupted_failed": 0, "complete": 0}
+               "reruns": 0, "interrupted_failed": 0, "output_kept": 0, "complete": 0}
     problems: list[str] = []
     try:
         for trial in range(KILLS):
@@ -79,7 +79,8 @@ def test_r03_agent_killed_mid_hook(tmp_path: Path):
             params = {"dir": str(work), "step": step, "rerun": str(rerun).lower()}
             assert 201 == cp.create(f"r03-{trial}", TEMPLATE, params=params).status
             assert _wait_for(work / f"starts-{step}", 60), f"trial {trial}: the hook never started"
-            time.sleep(rng.uniform(0, HOOK_SECONDS * 1.1))
+            offset = rng.uniform(0, HOOK_SECONDS * 1.1)
+            time.sleep(offset)
             mid_hook = not (work / f"ends-{step}").exists()
             agent.send_signal(signal.SIGKILL)  # the agent only: its hook runs in its own session
             agent.wait(30)
@@ -106,13 +107,14 @@ def test_r03_agent_killed_mid_hook(tmp_path: Path):
                     problems.append(f"trial {trial}: ran {len(starts)} times")
                 if stack["status"] == "CREATE_FAILED":
                     figures["interrupted_failed"] += 1
-                    # What the hook had printed survives (teed to the state dir). The built-in
-                    # script hook prints the program's own output only when it ends, so what
-                    # survives here is the hook's log of what it was running.
+                    # What the hook and its program had printed survives (streamed to the state
+                    # dir as it came): the program's stdout once it had time to print it.
                     if ("interrupted by agent restart" not in detail["deploy_stderr"]
                             or "stderr before the interruption" not in detail["deploy_stderr"]
-                            or "running" not in detail["deploy_stderr"]):
+                            or "running" not in detail["deploy_stderr"]
+                            or (offset >= 1.0 and f"started {step}" not in detail["deploy_stdout"])):
                         problems.append(f"trial {trial}: FAILED without the reason or the output: {detail['deploy_stdout']!r} {detail['deploy_stderr']!r}")
+                    figures["output_kept"] += f"started {step}" in detail["deploy_stdout"]
                 elif stack["status"] != "CREATE_COMPLETE":
                     problems.append(f"trial {trial}: {stack['status']}")
             figures["complete"] += stack["status"] == "CREATE_COMPLETE"

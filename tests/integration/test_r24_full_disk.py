@@ -3,7 +3,8 @@
 The state dir is a small tmpfs the test mounts (root only: the test fails, naming why, if it
 cannot mount). Each event fills it to a random few bytes short of full, publishes a new
 deployment whose script writes an artefact into that same disk and reports its size, and
-runs `anneal-agent once`; then frees the space and runs it again. Checked after every step:
+runs `anneal-agent once`, which gets through or stops with one line naming the state dir
+(never a traceback); then frees the space and runs it again. Checked after every step:
 the ledger passes SQLite's integrity check and the JSON state files parse (0 corrupted state
 files); every status-0 signal matches an artefact that was really written whole (0 false
 COMPLETE); at the end every deployment got exactly one signal (100 % recover).
@@ -105,7 +106,7 @@ async def test_r24_full_disk(tmp_path: Path):
     heat = FakeHeat()
     await heat.server.start_server()
     figures = {"events": 0, "full_runs": 0, "corrupted_state_files": 0, "false_complete": 0,
-               "failed_on_full_disk": 0, "recovered": 0}
+               "failed_on_full_disk": 0, "recovered": 0, "tracebacks": 0, "stopped_saying_disk_full": 0}
     problems: list[str] = []
     try:
         base = str(heat.server.make_url("")).rstrip("/")
@@ -122,6 +123,12 @@ async def test_r24_full_disk(tmp_path: Path):
             _fill(disk, rng.choice([0, 512, 4096, 16384, 65536, 131072]))
             rc, err = await _once(*common)
             figures["full_runs"] += 1
+            # A full disk ends `once` with one line naming the state dir, never a traceback.
+            if "Traceback" in err:
+                figures["tracebacks"] += 1
+                problems.append(f"event {n}: traceback on a full disk: {err[-2000:]}")
+            elif rc == 2:
+                figures["stopped_saying_disk_full"] += f"anneal-agent: state dir {state} is full" in err
             (disk / "filler").unlink()  # (SQLite cannot even open a WAL database on a full disk)
             _check_state(state, problems, f"event {n} (written on a full disk)")
             rc, err = await _once(*common)
@@ -153,3 +160,4 @@ async def test_r24_full_disk(tmp_path: Path):
     assert [] == problems
     assert figures["false_complete"] == 0 and figures["corrupted_state_files"] == 0
     assert figures["recovered"] == EVENTS
+    assert figures["stopped_saying_disk_full"] >= 1, figures  # the disk really was full for some runs

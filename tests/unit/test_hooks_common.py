@@ -191,6 +191,32 @@ def test_clear_outputs_removes_declared_files(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["other"]
 
 
+def test_private_run_gives_a_fresh_0700_dir_removed_even_on_failure(tmp_path):
+    """Each run gets its own 0700 dir, outputs left from before cleared; the dir goes even if the run fails."""
+    ctx = HookContext("t", tmp_path / "working", tmp_path / "outputs")
+    ctx.working_dir.mkdir()
+    ctx.outputs_dir.mkdir()
+    deployment = item(outputs=(OutputItem("a"),))
+    output_path(ctx.outputs_dir / "d1", "a").write_text("stale")
+    with pytest.raises(RuntimeError), common.private_run(deployment, ctx) as private:
+        assert 0o700 == mode(private.root) and private.root.parent == ctx.working_dir
+        assert [] == list(ctx.outputs_dir.iterdir())  # the stale output is gone
+        (private.root / "inputs.json").write_text("secret")
+        raise RuntimeError("the tool blew up")
+    assert [] == list(ctx.working_dir.iterdir())
+    with common.private_run(deployment, ctx) as again:
+        assert again.root != private.root and again.prefix == ctx.outputs_dir / "d1"
+        output_path(again.prefix, "a").write_text("fresh")
+    assert ({"a": "fresh"}, []) == common.take_outputs(again.prefix, deployment.outputs)
+    assert [] == list(ctx.outputs_dir.iterdir())  # taken, then removed
+
+
+def test_nothing_to_run_only_for_blank_configs():
+    """A blank config runs nothing (success); any text runs."""
+    assert common.nothing_to_run(item(), " \n", "playbook")
+    assert not common.nothing_to_run(item(), "- hosts: all", "playbook")
+
+
 @pytest.mark.parametrize(
     ("fields", "named"),
     [({"id": "../d1"}, "'../d1'"), ({"outputs": (OutputItem("x/../../y"),)}, "'x/../../y'")],

@@ -1,0 +1,200 @@
+"""A full state dir under a running `anneal-agent run` (issue 6, item 5): it waits, never exits.
+
+The state dir is a small tmpfs (root only, like R24). While a deployment's hook runs the
+test fills the disk completely and lets the hook finish: the agent cannot record the result
+(the ledger's WAL cannot grow), so it keeps it in memory, reports the condition in its
+heartbeat and in `anneal-agent status`, and retries. A second deployment published while the
+disk is full waits too. Once space is freed both complete, in order, and the agent process
+is the one that started (same pid, never restarted).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from agent import diskfull
+from agent.ledger import Ledger
+from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+from tests.integration.test_r24_full_disk import _fill, _mount
+from tests.integration.test_restarts import enrol_agent
+
+TEMPLATE = """
+heat_template_version: rocky
+parameters:
+  dir: {type: string}
+  step: {type: string}
+resources:
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: DIR}, {name: STEP}]
+      config: |
+        #!/bin/sh
+        echo "started $STEP"
+        touch "$DIR/started-$STEP"
+        while [ ! -e "$DIR/go-$STEP" ]; do sleep 0.1; done
+        echo "finished $STEP"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: cfg}, server: fullbox,
+                 input_values: {DIR: {get_param: dir}, STEP: {get_param: step}}}
+"""
+
+
+def _wait(cond: Any, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := cond():
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"after {timeout:g} s: {what}")
+
+
+def _agent_status(state: Path) -> dict[str, Any]:
+    run = subprocess.run([str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert 0 == run.returncode, run.stderr
+    return json.loads(run.stdout)
+
+
+def _reported(cp: ControlPlane) -> dict[str, Any] | None:
+    status = cp.api("GET", "/v1/servers/fullbox").body.get("agent_status") or {}
+    return status.get("disk_full")
+
+
+def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
+    """Disk filled mid-hook: the condition is shown and reported; once freed, both deployments complete, same pid."""
+    disk = tmp_path / "disk"
+    _mount(disk)
+    work = tmp_path / "work"
+    work.mkdir()
+    cp = start_control_plane(tmp_path, "--provisioner", "enrol")
+    state = disk / "state"
+    log = open(tmp_path / "agent.log", "ab")  # noqa: SIM115 (closed in finally)
+    agent = None
+    try:
+        argv = enrol_agent(cp, "fullbox", state)
+        agent = subprocess.Popen(argv, stdout=log, stderr=log)
+        assert 201 == cp.create("first", TEMPLATE, params={"dir": str(work), "step": "a"}).status
+        _wait((work / "started-a").exists, 120, "the first hook never started")
+        _fill(disk, 0)
+        (work / "go-a").touch()  # the hook ends on a full disk: its result cannot be recorded
+        full = _wait(lambda: _agent_status(state).get("disk_full"), 120, "status never showed the full disk")
+        assert str(state) in full["message"] and "record the result of deployment" in full["message"]
+        reported = _wait(lambda: _reported(cp), 60, "the heartbeat never reported the full disk")
+        assert full["message"] == reported["message"]
+        text = subprocess.run([str(BIN / "anneal-agent"), "status", "--state-dir", str(state)],
+                              capture_output=True, text=True, timeout=60, check=True).stdout
+        assert "DISK FULL:" in text and str(state) in text
+        assert 201 == cp.create("second", TEMPLATE, params={"dir": str(work), "step": "b"}).status
+        time.sleep(3)  # the second document arrives and cannot be kept: nothing of it runs
+        assert not (work / "started-b").exists()
+        assert "CREATE_IN_PROGRESS" == cp.api("GET", "/v1/stacks/first").body["status"]
+        assert agent.poll() is None, "the agent exited on a full disk"
+
+        (disk / "filler").unlink()
+        assert "CREATE_COMPLETE" == cp.wait_stack("first", timeout=120)["status"]
+        _wait((work / "started-b").exists, 120, "the second hook never started")
+        (work / "go-b").touch()
+        assert "CREATE_COMPLETE" == cp.wait_stack("second", timeout=120)["status"]
+        _wait(lambda: _reported(cp) is None, 120, "the control plane still shows the full disk")
+        assert _agent_status(state).get("disk_full") is None
+
+        first, second = (cp.api("GET", f"/v1/deployments?stack={s}").body[0] for s in ("first", "second"))
+        detail = cp.api("GET", f"/v1/deployments/{first['id']}").body
+        assert "finished a" in detail["deploy_stdout"] and 0 == detail["deploy_status_code"]
+        assert agent.poll() is None and int((state / "agent.pid").read_text()) == agent.pid
+        db = sqlite3.connect(state / "ledger.sqlite")
+        try:
+            assert "ok" == db.execute("PRAGMA integrity_check").fetchone()[0]
+            signalled = db.execute("SELECT g.deployment_id FROM outbox o JOIN generations g"
+                                   " USING (item_id) ORDER BY o.id").fetchall()
+        finally:
+            db.close()
+        assert [(first["id"],), (second["id"],)] == signalled  # one signal each, in order
+        agent_log = (tmp_path / "agent.log").read_text()
+        assert f"state dir {state} is full" in agent_log and "Traceback" not in agent_log
+    finally:
+        if agent is not None and agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+            try:
+                agent.wait(60)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+        log.close()
+        stop_control_plane(cp)
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Path):
+    """`anneal-agent run` started on a full disk says so and waits (no exit, no restart); freed, it runs."""
+    disk = tmp_path / "disk"
+    _mount(disk)
+    work = tmp_path / "work"
+    work.mkdir()
+    cp = start_control_plane(tmp_path, "--provisioner", "enrol")
+    state = disk / "state"
+    log_path = tmp_path / "agent.log"
+    log = open(log_path, "ab")  # noqa: SIM115 (closed in finally)
+    agent = None
+    try:
+        argv = enrol_agent(cp, "fullbox", state)
+        _fill(disk, 0)
+        agent = subprocess.Popen(argv, stdout=log, stderr=log)
+        _wait(lambda: "could not open its ledger" in log_path.read_text(), 60, "no line about the full disk")
+        assert f"state dir {state} is full" in log_path.read_text()
+        time.sleep(3)
+        assert agent.poll() is None, "the agent exited on a full disk"
+        (disk / "filler").unlink()
+        assert 201 == cp.create("later", TEMPLATE, params={"dir": str(work), "step": "c"}).status
+        _wait((work / "started-c").exists, 120, "the hook never started once space was back")
+        (work / "go-c").touch()
+        assert "CREATE_COMPLETE" == cp.wait_stack("later", timeout=120)["status"]
+        assert agent.poll() is None and "Traceback" not in log_path.read_text()
+    finally:
+        if agent is not None and agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+            try:
+                agent.wait(60)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+        log.close()
+        stop_control_plane(cp)
+        subprocess.run(["umount", str(disk)], check=False)
+
+
+def test_ledger_write_on_a_full_disk_fails_whole_and_the_next_one_works(tmp_path: Path):
+    """A ledger write that finds the disk full is refused as a full disk and leaves no open transaction."""
+    disk = tmp_path / "disk"
+    _mount(disk)
+    ledger = Ledger(disk)
+    try:
+        ledger.set_state("before", "kept")
+        _fill(disk, 0)
+        refused = []
+        for n in range(20):
+            try:
+                ledger.set_state(f"key{n}", "x" * 5000)
+            except Exception as e:
+                refused.append(e)
+        assert refused and all(diskfull.is_full(e) for e in refused), refused
+        (disk / "filler").unlink()
+        ledger.set_state("after", "written")  # no "transaction within a transaction" left behind
+        assert ("kept", "written") == (ledger.get_state("before"), ledger.get_state("after"))
+        check = sqlite3.connect(disk / "ledger.sqlite")
+        try:
+            assert "ok" == check.execute("PRAGMA integrity_check").fetchone()[0]
+        finally:
+            check.close()
+    finally:
+        ledger.close()
+        subprocess.run(["umount", str(disk)], check=False)

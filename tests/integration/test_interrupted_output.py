@@ -1,0 +1,102 @@
+"""What a hook printed before the agent was killed reaches the FAILED signal (issue 6, items 3 and 5).
+
+The built-in script hook streams its program's stdout and stderr as they come; the agent tees
+them to its state dir, so after a kill -9 mid-hook the "interrupted by agent restart" result
+carries the program's own lines: stdout in ``deploy_stdout``, everything in ``deploy_stderr``;
+and the program itself, which runs in a session of its own below the hook, is stopped.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.integration.conftest import start_control_plane, stop_control_plane
+from tests.integration.test_restarts import enrol_agent
+
+TEMPLATE = """
+heat_template_version: rocky
+parameters:
+  dir: {type: string}
+resources:
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: DIR}]
+      config: |
+        #!/bin/sh
+        echo "line one on stdout"
+        echo "line two on stderr" >&2
+        echo $$ > "$DIR/pid"
+        touch "$DIR/printed"
+        sleep 600
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: cfg}, server: killbox, input_values: {DIR: {get_param: dir}}}
+"""
+
+PYTHON_TEMPLATE = TEMPLATE.replace(
+    """        #!/bin/sh
+        echo "line one on stdout"
+        echo "line two on stderr" >&2
+        echo $$ > "$DIR/pid"
+        touch "$DIR/printed"
+        sleep 600""",
+    """        #!/usr/bin/env python3
+        import os, sys, time
+        print("line one on stdout")
+        print("line two on stderr", file=sys.stderr)
+        open(os.path.join(os.environ["DIR"], "pid"), "w").write(str(os.getpid()))
+        open(os.path.join(os.environ["DIR"], "printed"), "w").close()
+        time.sleep(600)""",
+)
+
+
+def _wait_for(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.exists(), f"{path} never appeared"
+
+
+def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Path):
+    """kill -9 of the agent while a script sleeps: FAILED 137 carries the lines it printed (sh and Python)."""
+    cp = start_control_plane(tmp_path, "--provisioner", "enrol")
+    argv = enrol_agent(cp, "killbox", tmp_path / "state")
+    log = open(tmp_path / "agent.log", "ab")  # noqa: SIM115 (closed in finally)
+    agent = subprocess.Popen(argv, stdout=log, stderr=log)
+    try:
+        for name, template in (("sh", TEMPLATE), ("python", PYTHON_TEMPLATE)):
+            work = tmp_path / name
+            work.mkdir()
+            assert 201 == cp.create(name, template, params={"dir": str(work)}).status
+            _wait_for(work / "printed", 120)
+            time.sleep(0.5)  # the lines travel hook -> agent -> state dir
+            agent.send_signal(signal.SIGKILL)
+            agent.wait(30)
+            agent = subprocess.Popen(argv, stdout=log, stderr=log)
+            assert "CREATE_FAILED" == cp.wait_stack(name, timeout=120)["status"]
+            dep = cp.api("GET", f"/v1/deployments?stack={name}").body[0]
+            detail = cp.api("GET", f"/v1/deployments/{dep['id']}").body
+            assert 137 == detail["deploy_status_code"], name
+            assert "interrupted by agent restart" in detail["deploy_stderr"], name
+            assert "line one on stdout" in detail["deploy_stdout"], (name, detail["deploy_stdout"])
+            assert "line two on stderr" in detail["deploy_stderr"], (name, detail["deploy_stderr"])
+            # The program (in a session of its own, below the hook) was stopped too, not left behind.
+            program = Path("/proc") / (work / "pid").read_text().strip()
+            deadline = time.monotonic() + 30
+            while program.exists() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not program.exists(), f"{name}: the interrupted program still runs"
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(60)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()
+        log.close()
+        stop_control_plane(cp)
