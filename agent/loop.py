@@ -297,7 +297,7 @@ class Agent:
 
         async def send(payload: dict[str, Any]) -> bool:
             out = self._outgoing(item.id, item, meta, wire.Signal())
-            if out is None:
+            if out is None or not self.transport.carries_progress:
                 return False
             body = progress.progress_body(out.body, payload)
             url = self.transport.route(out.url)  # through the relay, when enrolled through one

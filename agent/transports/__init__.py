@@ -19,12 +19,30 @@ import aiohttp
 
 from agent import client
 from agent.config import AgentConfig
-from agent.errors import SourceExpiredError
+from agent.errors import EnrolError, SourceExpiredError
 from agent.ledger import Ledger, Outgoing
 from agent.transports import file, http, tempurl
 
 log = logging.getLogger(__name__)
 STATE_KEY = "transport"
+KINDS = ("HTTP", "SWIFT", "S3", "LOCAL")
+
+
+def adopt_enrolment(ledger: Ledger, section: Any) -> str:
+    """Keep the transport section the enrolment answer names (absent from older control planes).
+
+    The agent's first poll then goes to the transport it is assigned (a store, or
+    media), not to the address it enrolled through. Returns the kind it will use.
+    """
+    if section is None:
+        return "HTTP"
+    if not isinstance(section, dict) or section.get("kind") not in KINDS:
+        raise EnrolError(
+            f"enrolment answer: transport must be an object whose kind is one of {', '.join(KINDS)}"
+        )
+    ledger.set_state(STATE_KEY, json.dumps(section, sort_keys=True))
+    ledger.set_state("etag", "")  # ETags belong to one place: fetch afresh from the new one
+    return str(section["kind"])
 
 
 class AgentTransport:
@@ -37,6 +55,12 @@ class AgentTransport:
     @property
     def kind(self) -> str:
         return str(self.section.get("kind") or "HTTP")
+
+    @property
+    def carries_progress(self) -> bool:
+        """Progress goes only where the control plane (or a relay) answers: a store or media carries
+        results, and an agent on one must not reach for the control plane at all."""
+        return self.kind == "HTTP"
 
     def route(self, url: str) -> str:
         """A control-plane URL as this agent reaches it: through its relay when it enrolled through one."""

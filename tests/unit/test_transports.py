@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from agent.config import AgentConfig
+from agent.errors import EnrolError
+from agent.ledger import Ledger
+from agent.transports import adopt_enrolment, via
 from agent.transports import file as agent_file
-from agent.transports import via
 from control.errors import BadRequestError
 from control.signal_import import name_of
 from control.transports import MAX_URL_LIFETIME, Lifetimes, normalize, parse_signal_name, signal_name
@@ -62,3 +64,15 @@ def test_relay_routing_rewrites_only_control_plane_urls():
     assert "http://swift:8080/v1/AUTH_t/c/o" == via(cfg, "http://swift:8080/v1/AUTH_t/c/o")
     direct = AgentConfig(**{**cfg.__dict__, "url": "http://127.0.0.1:8770"})
     assert "http://127.0.0.1:8770/v1/signal/d/1" == via(direct, "http://127.0.0.1:8770/v1/signal/d/1")
+
+
+def test_enrolment_answer_with_a_bad_transport_is_refused(tmp_path: Path):
+    """An answer naming an unknown transport fails enrolment with a message naming the field."""
+    ledger = Ledger(tmp_path)
+    try:
+        with pytest.raises(EnrolError, match="transport must be an object whose kind is one of HTTP"):
+            adopt_enrolment(ledger, {"kind": "CARRIER-PIGEON"})
+        assert "HTTP" == adopt_enrolment(ledger, None)  # an older control plane: stays where it enrolled
+        assert "" == (ledger.get_state("transport") or "")
+    finally:
+        ledger.close()
