@@ -20,6 +20,7 @@ class Front:
         self._rr = itertools.count()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
+        self._live: set[asyncio.StreamWriter] = set()
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
         self._thread.start()
@@ -51,6 +52,7 @@ class Front:
             writer.close()
             return
         up_reader, up_writer = upstream
+        self._live.update((writer, up_writer))
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             with contextlib.suppress(OSError, asyncio.CancelledError):
@@ -61,6 +63,23 @@ class Front:
                 dst.close()
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._live.difference_update((writer, up_writer))
+
+    def route(self, backends: list[int]) -> None:
+        """Send new connections to *backends* and close every open one (pooled keep-alives too)."""
+
+        done = threading.Event()
+
+        def swap() -> None:
+            self.backends = list(backends)
+            for w in list(self._live):
+                w.close()
+            self._live.clear()
+            done.set()
+
+        self._loop.call_soon_threadsafe(swap)
+        if not done.wait(10):
+            raise AssertionError("front proxy did not switch its backends")
 
     def stop(self) -> None:
         def close() -> None:
