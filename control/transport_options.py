@@ -53,6 +53,11 @@ FLOATS: tuple[tuple[str, str, str], ...] = (
     ),
     ("--store-poll-interval", "store_poll_interval", "seconds between an agent's store polls (default 5)"),
     ("--store-signal-poll", "store_signal_poll", "seconds between listings of signal objects (default 2)"),
+    (
+        "--swift-key-rotation",
+        "swift_key_rotation",
+        "seconds between Swift TempURL key rotations (default 0: fixed keys; >= URL lifetime + margin)",
+    ),
 )
 
 
