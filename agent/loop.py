@@ -33,6 +33,7 @@ from agent import (
     progress,
     recovery,
     sealed,
+    transports,
     verify,
     wire,
 )
@@ -150,7 +151,7 @@ class Agent:
                 failures = 0
             except (SourceNotAvailableError, DocumentRejectedError) as e:
                 failures += 1
-                delay = min(self.config.backoff_max, 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+                delay = transports.backoff(failures, self.config.backoff_max)
                 log.warning("poll failed (%s); retrying in %.1f s", e, delay)
                 await asyncio.sleep(delay)
 
@@ -367,7 +368,7 @@ class Agent:
             log.error("signal for %s refused (%s): %s", out.item_id, status, reason)
             self.ledger.delivered(out, f"refused {status}: {reason}")
         else:
-            delay = min(self.config.backoff_max, 2 ** min(out.attempts, 10)) * random.uniform(0.5, 1.0)
+            delay = transports.backoff(out.attempts, self.config.backoff_max)
             log.warning(
                 "signal for %s not delivered (%s %s); retry in %.1f s", out.item_id, status, reason, delay
             )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -26,6 +27,18 @@ from agent.transports import file, http, tempurl
 log = logging.getLogger(__name__)
 STATE_KEY = "transport"
 KINDS = ("HTTP", "SWIFT", "S3", "LOCAL")
+
+
+def backoff(failures: int, cap: float) -> float:
+    """Seconds before the next poll after *failures* in a row: 2 s doubling, jittered, up to *cap*.
+
+    Once the doubling reaches *cap* the wait is *cap* itself (no jitter below it), so a
+    fleet of N agents in a long outage sends at most N / cap requests per second, and
+    each agent tries again within *cap* of the source's return (R09). The jitter of the
+    earlier steps has already spread the agents apart.
+    """
+    step = 2.0 ** min(failures, 16)
+    return step * random.uniform(0.5, 1.0) if step < cap else cap
 
 
 def adopt_enrolment(ledger: Ledger, section: Any) -> str:

@@ -9,7 +9,7 @@ import pytest
 from agent.config import AgentConfig
 from agent.errors import EnrolError
 from agent.ledger import Ledger
-from agent.transports import adopt_enrolment, via
+from agent.transports import adopt_enrolment, backoff, via
 from agent.transports import file as agent_file
 from control.errors import BadRequestError
 from control.signal_import import name_of
@@ -76,3 +76,11 @@ def test_enrolment_answer_with_a_bad_transport_is_refused(tmp_path: Path):
         assert "" == (ledger.get_state("transport") or "")
     finally:
         ledger.close()
+
+
+def test_backoff_doubles_with_jitter_then_holds_at_the_cap():
+    """R09: below the cap 2 s doubling with jitter; at the cap exactly the cap (rate <= N / cap)."""
+    for failures in range(1, 6):
+        waits = [backoff(failures, 60.0) for _ in range(200)]
+        assert 2**failures * 0.5 <= min(waits) and max(waits) <= 2**failures
+    assert {60.0} == {backoff(f, 60.0) for f in (6, 7, 20, 10_000)}
