@@ -84,3 +84,26 @@ def test_backoff_doubles_with_jitter_then_holds_at_the_cap():
         waits = [backoff(failures, 60.0) for _ in range(200)]
         assert 2**failures * 0.5 <= min(waits) and max(waits) <= 2**failures
     assert {60.0} == {backoff(f, 60.0) for f in (6, 7, 20, 10_000)}
+
+
+def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.MonkeyPatch):
+    """Flags win, keys come from the environment, floats are converted, unset ones stay out."""
+    import argparse
+
+    from control import transport_options
+
+    monkeypatch.setenv("ANNEAL_SWIFT_KEY", "from-env")
+    monkeypatch.setenv("ANNEAL_STORE_PREFIX", "env-prefix")
+    p = argparse.ArgumentParser()
+    transport_options.add(p)
+    args = p.parse_args(
+        ["--store-prefix", "flag-prefix", "--store-url-lifetime", "60", "--swift-key-rotation=120"]
+    )
+    assert {
+        "swift_key": "from-env",
+        "store_prefix": "flag-prefix",
+        "store_url_lifetime": 60.0,
+        "swift_key_rotation": 120.0,
+    } == transport_options.settings(args)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--store-clock-margin", "soon"])
