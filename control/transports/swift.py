@@ -34,6 +34,7 @@ from urllib.parse import quote, urlsplit
 import aiohttp
 
 from agent import wire
+from agent.client import read_capped
 from control.transports import StoreError, Waiting, signal_name
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,8 @@ class SwiftStore:
         headers = {"X-Container-Meta-Temp-URL-Key": self.key(container, epoch)}
         if self.config.key_rotation > 0:
             headers["X-Container-Meta-Temp-URL-Key-2"] = self.key(container, epoch - 1)
+        else:  # no second key left over from a run with rotation
+            headers["X-Remove-Container-Meta-Temp-URL-Key-2"] = "x"
         return headers
 
     async def install_keys(self, epoch: int, method: str = "POST") -> None:
@@ -194,7 +197,7 @@ class SwiftStore:
             hdrs = {"X-Auth-Token": self._token, **(headers or {})}
             try:
                 async with self._http.request(method, self._storage + path, data=data, headers=hdrs) as resp:
-                    body = await resp.content.read(cap + 1)
+                    body = await read_capped(resp.content, cap)
                     status = resp.status
             except (aiohttp.ClientError, TimeoutError) as e:
                 raise StoreError(f"Swift {method} {path}: {e!r}") from e
