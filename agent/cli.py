@@ -16,9 +16,10 @@ from pathlib import Path
 
 import aiohttp
 
-from agent import client, config, diskfull, heatcompat, keys, status
+from agent import client, config, diskfull, heatcompat, keys, status, transports
 from agent.errors import AgentError, ConfigError
 from agent.fsutil import lock_state_dir, write_atomic
+from agent.ledger import Ledger
 from agent.loop import Agent, dump
 
 log = logging.getLogger("agent")
@@ -173,8 +174,13 @@ async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentCon
         heartbeat_url=result["heartbeat_url"],
         control_public_key=result.get("control_public_key", ""),
     )
+    ledger = Ledger(state_dir)
+    try:
+        kind = transports.adopt_enrolment(ledger, result.get("transport"))
+    finally:
+        ledger.close()
     config.save(state_dir, cfg)
-    log.info("enrolled as server %s (%s)", cfg.name, cfg.server_id)
+    log.info("enrolled as server %s (%s); documents come over %s", cfg.name, cfg.server_id, kind)
     return cfg
 
 

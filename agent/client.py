@@ -40,6 +40,23 @@ async def enrol(
         raise EnrolError(f"cannot reach {url}: {e}") from e
 
 
+async def read_capped(stream: aiohttp.StreamReader, cap: int) -> bytes:
+    """The whole body, or its first ``cap + 1`` bytes when longer (the caller refuses those).
+
+    ``StreamReader.read(n)`` returns what is buffered, up to *n* bytes, not *n* bytes: a
+    single call cut every body longer than one network read (about 128 KiB here).
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while size <= cap:
+        chunk = await stream.read(cap + 1 - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 async def fetch_document(
     session: aiohttp.ClientSession, url: str, credential: str, etag: str, wait: float
 ) -> Fetched:
@@ -54,7 +71,7 @@ async def fetch_document(
                 return Fetched(resp.headers.get("ETag", etag), None)
             if resp.status != 200:
                 raise SourceNotAvailableError(f"{url}: {resp.status} {_message(await resp.read())}")
-            body = await resp.content.read(wire.MAX_DOCUMENT_BYTES + 1)
+            body = await read_capped(resp.content, wire.MAX_DOCUMENT_BYTES)
             if len(body) > wire.MAX_DOCUMENT_BYTES:
                 raise SourceNotAvailableError(f"{url}: document over {wire.MAX_DOCUMENT_BYTES} bytes")
             return Fetched(resp.headers.get("ETag", ""), body)

@@ -35,7 +35,7 @@ from typing import Any
 
 import aiohttp
 
-from agent import wire
+from agent import client, wire
 from agent.config import AgentConfig
 from agent.errors import ConfigError, DocumentRejectedError, SourceNotAvailableError
 from agent.fsutil import write_atomic
@@ -244,7 +244,7 @@ class HeatAgent(Agent):
                     return None
                 if resp.status != 200:
                     raise SourceNotAvailableError(f"request collector: {resp.status} from the metadata URL")
-                body = await resp.content.read(wire.MAX_DOCUMENT_BYTES + 1)
+                body = await client.read_capped(resp.content, wire.MAX_DOCUMENT_BYTES)
                 self._etag = resp.headers.get("ETag", "")
         except (aiohttp.ClientError, TimeoutError) as e:
             raise SourceNotAvailableError(f"request collector: {e!r}") from e

@@ -34,6 +34,7 @@ from agent import (
     progress,
     recovery,
     sealed,
+    transports,
     verify,
     wire,
 )
@@ -178,7 +179,7 @@ class Agent:
                 failures = 0
             except (SourceNotAvailableError, DocumentRejectedError) as e:
                 failures += 1
-                delay = min(self.config.backoff_max, 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+                delay = transports.backoff(failures, self.config.backoff_max)
                 log.warning("poll failed (%s); retrying in %.1f s", e, delay)
                 await asyncio.sleep(delay)
 
@@ -345,7 +346,7 @@ class Agent:
 
         async def send(payload: dict[str, Any]) -> bool:
             out = self._outgoing(item.id, item, meta, wire.Signal())
-            if out is None:
+            if out is None or not self.transport.carries_progress:
                 return False
             body = progress.progress_body(out.body, payload)
             url = self.transport.route(out.url)  # through the relay, when enrolled through one
@@ -416,7 +417,7 @@ class Agent:
             log.error("signal for %s refused (%s): %s", out.item_id, status, reason)
             await self.disk.retry(what, lambda: self.ledger.delivered(out, f"refused {status}: {reason}"))
         else:
-            delay = min(self.config.backoff_max, 2 ** min(out.attempts, 10)) * random.uniform(0.5, 1.0)
+            delay = transports.backoff(out.attempts, self.config.backoff_max)
             log.warning(
                 "signal for %s not delivered (%s %s); retry in %.1f s", out.item_id, status, reason, delay
             )

@@ -33,6 +33,7 @@ import aiohttp
 from aiohttp import web
 
 from agent import wire
+from agent.client import read_capped
 from agent.fsutil import private_dir, write_atomic
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,7 @@ class Relay:
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as resp:
-            data = await resp.content.read(wire.MAX_DOCUMENT_BYTES + 1)
+            data = await read_capped(resp.content, wire.MAX_DOCUMENT_BYTES)
             keep = {h: resp.headers[h] for h in ("Content-Type", "ETag") if h in resp.headers}
             return resp.status, data, keep
 
@@ -146,7 +147,7 @@ class Relay:
         )
 
     async def signal(self, request: web.Request) -> web.Response:
-        body = await request.content.read(wire.MAX_SIGNAL_BYTES + 1)
+        body = await read_capped(request.content, wire.MAX_SIGNAL_BYTES)
         if len(body) > wire.MAX_SIGNAL_BYTES:
             return _error(413, f"relay: signal over {wire.MAX_SIGNAL_BYTES} bytes")
         headers = self._headers(request)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -19,6 +20,7 @@ from typing import Protocol
 from agent import envelope, wire
 from agent.errors import ConfigError, DocumentRejectedError
 
+log = logging.getLogger(__name__)
 POLICIES = ("signed", "heat-compatible")
 
 
@@ -41,12 +43,30 @@ class AddressCheck:
 
 
 class SerialCheck:
-    """Rollback protection: never accept a serial lower than one already accepted."""
+    """Rollback protection: never accept a serial lower than one already accepted under the same key.
 
-    def __init__(self, highest: int) -> None:
+    The floor belongs to the signing key (TUF's fast-forward recovery): a document
+    signed by a newer key, reached through the chain from the pinned one, starts a
+    new floor at its own serial. So a key holder who pushed the serial to 2^62 locks
+    agents out only until the key is rotated; older keys are revoked by then, so
+    their documents cannot come back in under the reset.
+    """
+
+    def __init__(self, highest: int, signature: SignatureCheck | None = None) -> None:
         self.highest = highest
+        self._signature = signature
 
     def verify(self, doc: wire.Document, raw: bytes) -> None:
+        check = self._signature
+        if check is not None and check.signer != check.trusted:
+            if doc.serial < self.highest:
+                log.warning(
+                    "serial floor %s reset to %s: the document is signed by a newer key %s",
+                    self.highest,
+                    doc.serial,
+                    envelope.key_id(check.signer),
+                )
+            return
         if doc.serial < self.highest:
             raise DocumentRejectedError(
                 f"document serial {doc.serial} is older than {self.highest}, already accepted", "rollback"
@@ -84,14 +104,15 @@ def policy(
     name: str, server_id: str, pinned: str, highest: int, clock: Callable[[], float] = time.time
 ) -> tuple[list[Verifier], SerialCheck, SignatureCheck | None]:
     """The verifiers of policy *name*; the serial and signature checks are returned to be advanced."""
-    serial = SerialCheck(highest)
     if name == "heat-compatible":
+        serial = SerialCheck(highest)
         return [AddressCheck(server_id), serial], serial, None
     if name != "signed":
         raise ConfigError(f"document_policy: {name!r} is not one of {', '.join(POLICIES)}")
     if not pinned:
         raise ConfigError("document_policy signed needs the control plane's public key (enrol again)")
     signature = SignatureCheck(decode_key(pinned, "control_public_key"), clock)
+    serial = SerialCheck(highest, signature)  # after the signature check: it needs the signer
     return [signature, AddressCheck(server_id), serial], serial, signature
 
 

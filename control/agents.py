@@ -136,6 +136,8 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
             "document_url": f"{base}/v1/agent/document",
             "heartbeat_url": f"{base}/v1/agent/heartbeat",
             "control_public_key": rt.keys.public_key_b64,
+            # Where the first document comes from: the assigned store, not where the agent enrolled.
+            "transport": transports.published_section(rt.publisher, server.id),
         }
 
 

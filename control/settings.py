@@ -63,6 +63,8 @@ class Settings:
     store_poll_interval: float = 5.0
     #: Seconds between listings of a store's signal objects.
     store_signal_poll: float = 2.0
+    #: Seconds between Swift TempURL key rotations (0: fixed keys); at least the URL lifetime + margin.
+    swift_key_rotation: float = 0.0
 
     @property
     def db_url(self) -> str:

@@ -4,67 +4,95 @@ from __future__ import annotations
 
 import argparse
 import os
+from dataclasses import dataclass
 from typing import Any
 
-#: option -> (settings field, environment variable, help)
-OPTIONS: tuple[tuple[str, str, str, str], ...] = (
-    (
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its flag, the Settings field it sets, its help, and where else it may come from."""
+
+    flag: str
+    dest: str
+    help: str
+    #: Environment variable read when the flag is not given (keys belong there, not in argv).
+    env: str = ""
+    kind: type = str
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
         "--swift-auth-url",
         "swift_auth_url",
-        "ANNEAL_SWIFT_AUTH_URL",
         "Swift tempauth/v1 auth URL (enables SWIFT)",
+        "ANNEAL_SWIFT_AUTH_URL",
     ),
-    ("--swift-user", "swift_user", "ANNEAL_SWIFT_USER", "Swift user, e.g. account:user"),
-    ("--swift-key", "swift_key", "ANNEAL_SWIFT_KEY", "Swift key (prefer the environment variable)"),
-    (
+    Option("--swift-user", "swift_user", "Swift user, e.g. account:user", "ANNEAL_SWIFT_USER"),
+    Option("--swift-key", "swift_key", "Swift key (prefer the environment variable)", "ANNEAL_SWIFT_KEY"),
+    Option(
         "--swift-public-url",
         "swift_public_url",
-        "ANNEAL_SWIFT_PUBLIC_URL",
         "scheme://host:port agents reach Swift at",
+        "ANNEAL_SWIFT_PUBLIC_URL",
     ),
-    ("--s3-endpoint", "s3_endpoint", "ANNEAL_S3_ENDPOINT", "S3 endpoint URL (enables S3)"),
-    ("--s3-access-key", "s3_access_key", "ANNEAL_S3_ACCESS_KEY", "S3 access key id"),
-    (
+    Option("--s3-endpoint", "s3_endpoint", "S3 endpoint URL (enables S3)", "ANNEAL_S3_ENDPOINT"),
+    Option("--s3-access-key", "s3_access_key", "S3 access key id", "ANNEAL_S3_ACCESS_KEY"),
+    Option(
         "--s3-secret-key",
         "s3_secret_key",
-        "ANNEAL_S3_SECRET_KEY",
         "S3 secret (prefer the environment variable)",
+        "ANNEAL_S3_SECRET_KEY",
     ),
-    ("--s3-region", "s3_region", "ANNEAL_S3_REGION", "S3 region (default us-east-1)"),
-    (
+    Option("--s3-region", "s3_region", "S3 region (default us-east-1)", "ANNEAL_S3_REGION"),
+    Option(
         "--s3-public-url",
         "s3_public_url",
-        "ANNEAL_S3_PUBLIC_URL",
         "S3 endpoint agents reach (URLs are signed for it)",
+        "ANNEAL_S3_PUBLIC_URL",
     ),
-    ("--local-dir", "local_dir", "ANNEAL_LOCAL_DIR", "directory for LOCAL documents (enables LOCAL)"),
-    ("--store-prefix", "store_prefix", "ANNEAL_STORE_PREFIX", "prefix of container and bucket names"),
-)
-FLOATS: tuple[tuple[str, str, str], ...] = (
-    (
+    Option("--local-dir", "local_dir", "directory for LOCAL documents (enables LOCAL)", "ANNEAL_LOCAL_DIR"),
+    Option("--store-prefix", "store_prefix", "prefix of container and bucket names", "ANNEAL_STORE_PREFIX"),
+    Option(
         "--store-url-lifetime",
         "store_url_lifetime",
         "seconds a store URL stays usable (default 2 days, S3 max 7)",
+        kind=float,
     ),
-    (
+    Option(
         "--store-clock-margin",
         "store_clock_margin",
         "seconds added to URL lifetimes for clock skew (default 900)",
+        kind=float,
     ),
-    ("--store-poll-interval", "store_poll_interval", "seconds between an agent's store polls (default 5)"),
-    ("--store-signal-poll", "store_signal_poll", "seconds between listings of signal objects (default 2)"),
+    Option(
+        "--store-poll-interval",
+        "store_poll_interval",
+        "seconds between an agent's store polls (default 5)",
+        kind=float,
+    ),
+    Option(
+        "--store-signal-poll",
+        "store_signal_poll",
+        "seconds between listings of signal objects (default 2)",
+        kind=float,
+    ),
+    Option(
+        "--swift-key-rotation",
+        "swift_key_rotation",
+        "seconds between Swift TempURL key rotations (default 0: fixed keys; >= URL lifetime + margin)",
+        kind=float,
+    ),
 )
 
 
 def add(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("transports (docs/transports.md)")
-    for flag, dest, env, text in OPTIONS:
-        g.add_argument(flag, dest=dest, default=os.environ.get(env), help=f"{text} [{env}]")
-    for flag, dest, text in FLOATS:
-        g.add_argument(flag, dest=dest, type=float, default=None, help=text)
+    for o in OPTIONS:
+        text = f"{o.help} [{o.env}]" if o.env else o.help
+        default = os.environ.get(o.env) if o.env else None  # argparse converts it with `type`
+        g.add_argument(o.flag, dest=o.dest, type=o.kind, default=default, help=text)
 
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:
     """The Settings fields the options gave (unset ones keep their defaults)."""
-    names = [dest for _, dest, _, _ in OPTIONS] + [dest for _, dest, _ in FLOATS]
-    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    return {o.dest: getattr(args, o.dest) for o in OPTIONS if getattr(args, o.dest, None) is not None}

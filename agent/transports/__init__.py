@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,12 +20,42 @@ import aiohttp
 
 from agent import client
 from agent.config import AgentConfig
-from agent.errors import SourceExpiredError
+from agent.errors import EnrolError, SourceExpiredError
 from agent.ledger import Ledger, Outgoing
 from agent.transports import file, http, tempurl
 
 log = logging.getLogger(__name__)
 STATE_KEY = "transport"
+KINDS = ("HTTP", "SWIFT", "S3", "LOCAL")
+
+
+def backoff(failures: int, cap: float) -> float:
+    """Seconds before the next poll after *failures* in a row: 2 s doubling, jittered, up to *cap*.
+
+    Once the doubling reaches *cap* the wait is *cap* itself (no jitter below it), so a
+    fleet of N agents in a long outage sends at most N / cap requests per second, and
+    each agent tries again within *cap* of the source's return (R09). The jitter of the
+    earlier steps has already spread the agents apart.
+    """
+    step = 2.0 ** min(failures, 16)
+    return step * random.uniform(0.5, 1.0) if step < cap else cap
+
+
+def adopt_enrolment(ledger: Ledger, section: Any) -> str:
+    """Keep the transport section the enrolment answer names (absent from older control planes).
+
+    The agent's first poll then goes to the transport it is assigned (a store, or
+    media), not to the address it enrolled through. Returns the kind it will use.
+    """
+    if section is None:
+        return "HTTP"
+    if not isinstance(section, dict) or section.get("kind") not in KINDS:
+        raise EnrolError(
+            f"enrolment answer: transport must be an object whose kind is one of {', '.join(KINDS)}"
+        )
+    ledger.set_state(STATE_KEY, json.dumps(section, sort_keys=True))
+    ledger.set_state("etag", "")  # ETags belong to one place: fetch afresh from the new one
+    return str(section["kind"])
 
 
 class AgentTransport:
@@ -37,6 +68,12 @@ class AgentTransport:
     @property
     def kind(self) -> str:
         return str(self.section.get("kind") or "HTTP")
+
+    @property
+    def carries_progress(self) -> bool:
+        """Progress goes only where the control plane (or a relay) answers: a store or media carries
+        results, and an agent on one must not reach for the control plane at all."""
+        return self.kind == "HTTP"
 
     def route(self, url: str) -> str:
         """A control-plane URL as this agent reaches it: through its relay when it enrolled through one."""

@@ -31,7 +31,7 @@ async def fetch(
             if resp.status == 304:
                 fetched = client.Fetched(etag, None)
             elif resp.status == 200:
-                body = await resp.content.read(wire.MAX_DOCUMENT_BYTES + 1)
+                body = await client.read_capped(resp.content, wire.MAX_DOCUMENT_BYTES)
                 if len(body) > wire.MAX_DOCUMENT_BYTES:
                     raise SourceNotAvailableError(f"store document over {wire.MAX_DOCUMENT_BYTES} bytes")
                 return client.Fetched(resp.headers.get("ETag", ""), body)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import time
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import update
 
+from agent.wire import EXTRA_KEY
 from control.errors import BadRequestError
 from control.publish import HttpPublisher
 from control.runtime import Runtime
@@ -47,6 +49,19 @@ def normalize(value: Any, where: str) -> str:
         return HEAT_KINDS.get(upper, upper)
     allowed = ", ".join((*KINDS, *HEAT_KINDS))
     raise BadRequestError(f"transport {value!r} is not one of {allowed}", where=where)
+
+
+def published_section(publisher: object, server_id: str) -> dict[str, Any]:
+    """The ``transport`` section of the document just published for *server_id* (HTTP when none).
+
+    Enrolment hands it to the agent, so that its first document already comes from
+    the transport it is assigned, not from wherever it enrolled.
+    """
+    published = publisher.get(server_id) if isinstance(publisher, HttpPublisher) else None
+    if published is None:
+        return {"kind": "HTTP"}
+    section = json.loads(published.body).get(EXTRA_KEY, {}).get("transport")
+    return section if isinstance(section, dict) else {"kind": "HTTP"}
 
 
 def signal_name(deployment_id: str, generation: int) -> str:

@@ -26,6 +26,12 @@ log = logging.getLogger(__name__)
 def build(settings: Settings, secret: bytes) -> Transports:
     """The publisher for *settings*: HTTP always, plus each store that is configured."""
     stores: list[Store] = []
+    lifetimes = Lifetimes(settings.store_url_lifetime, settings.store_clock_margin)
+    if 0 < settings.swift_key_rotation < lifetimes.total:
+        raise ValueError(
+            f"--swift-key-rotation {settings.swift_key_rotation:g} s is shorter than a URL's lifetime "
+            f"({lifetimes.total:g} s: --store-url-lifetime + --store-clock-margin): agents would lose access"
+        )
     if settings.swift_auth_url:
         stores.append(
             SwiftStore(
@@ -36,6 +42,7 @@ def build(settings: Settings, secret: bytes) -> Transports:
                     container_prefix=settings.store_prefix,
                     public_url=settings.swift_public_url,
                     poll_interval=settings.store_poll_interval,
+                    key_rotation=settings.swift_key_rotation,
                 ),
                 secret,
             )
@@ -56,7 +63,7 @@ def build(settings: Settings, secret: bytes) -> Transports:
         )
     if settings.local_dir:
         stores.append(LocalStore(settings.local_dir, settings.store_poll_interval))
-    return Transports(stores, Lifetimes(settings.store_url_lifetime, settings.store_clock_margin))
+    return Transports(stores, lifetimes)
 
 
 async def start(rt: Runtime, kick: Callable[[str], None]) -> None:

@@ -6,6 +6,14 @@ derived from the control plane's secret, never the account-wide key):
 ``<deployment id>/<generation>``, one object per waiting deployment generation.
 A captured URL reads one document or writes one signal object until it expires.
 The control plane authenticates with tempauth/v1 (auth URL, user, key).
+
+Key rotation (``key_rotation`` seconds, 0 for fixed keys): time is cut into epochs of
+that length and each epoch has its own key per container. At an epoch's start the
+container gets ``Temp-URL-Key`` = the new key and ``Temp-URL-Key-2`` = the previous
+one (Swift accepts either); only once Swift took both are URLs signed with the new
+key and every document re-published with fresh URLs. The key before that is gone
+from the container, which is safe because an epoch is at least a URL's lifetime:
+every URL it signed has expired. Any process computes the same keys from the clock.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import hmac
 import json
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +34,7 @@ from urllib.parse import quote, urlsplit
 import aiohttp
 
 from agent import wire
+from agent.client import read_capped
 from control.transports import StoreError, Waiting, signal_name
 
 log = logging.getLogger(__name__)
@@ -41,10 +51,14 @@ class SwiftConfig:
     public_url: str = ""
     #: Seconds between an agent's polls of its document.
     poll_interval: float = 5.0
+    #: Seconds between TempURL key rotations; 0 keeps one key per container.
+    key_rotation: float = 0.0
 
 
-def container_key(secret: bytes, container: str) -> str:
-    return hmac.new(secret, f"swift-tempurl-key:{container}".encode(), hashlib.sha256).hexdigest()
+def container_key(secret: bytes, container: str, epoch: int | None = None) -> str:
+    """The container's TempURL key; with rotation, the key of one *epoch*."""
+    label = f"swift-tempurl-key:{container}" + ("" if epoch is None else f":{epoch}")
+    return hmac.new(secret, label.encode(), hashlib.sha256).hexdigest()
 
 
 def temp_url_sig(key: str, method: str, expires: int, path: str) -> str:
@@ -58,11 +72,40 @@ class SwiftStore:
         self.config = config
         self.documents = f"{config.container_prefix}-documents"
         self.signals = f"{config.container_prefix}-signals"
-        self._keys = {c: container_key(secret, c) for c in (self.documents, self.signals)}
+        self._secret = secret
+        #: The epoch whose keys sign URLs: advanced only after Swift holds its key.
+        self.epoch = self.epoch_at(time.time())
         self._token = ""
         self._storage = ""
         self._http: aiohttp.ClientSession | None = None
         self._connect: asyncio.Task[None] | None = None
+        self._rotate: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------ keys
+
+    def epoch_at(self, now: float) -> int:
+        return int(now // self.config.key_rotation) if self.config.key_rotation > 0 else 0
+
+    def key(self, container: str, epoch: int) -> str:
+        if self.config.key_rotation <= 0:
+            return container_key(self._secret, container)
+        return container_key(self._secret, container, epoch)
+
+    def _key_headers(self, container: str, epoch: int) -> dict[str, str]:
+        headers = {"X-Container-Meta-Temp-URL-Key": self.key(container, epoch)}
+        if self.config.key_rotation > 0:
+            headers["X-Container-Meta-Temp-URL-Key-2"] = self.key(container, epoch - 1)
+        else:  # no second key left over from a run with rotation
+            headers["X-Remove-Container-Meta-Temp-URL-Key-2"] = "x"
+        return headers
+
+    async def install_keys(self, epoch: int, method: str = "POST") -> None:
+        """Give both containers *epoch*'s key (and the previous one), then sign with it."""
+        for container in (self.documents, self.signals):
+            await self._request(
+                method, f"/{container}", headers=self._key_headers(container, epoch), ok=(201, 202, 204)
+            )
+        self.epoch = epoch
 
     # ------------------------------------------------------------ lifecycle
 
@@ -74,10 +117,11 @@ class SwiftStore:
         self._connect = asyncio.create_task(self._connect_loop(on_ready))
 
     async def close(self) -> None:
-        if self._connect is not None:
-            self._connect.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._connect
+        for task in (self._connect, self._rotate):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
         if self._http is not None:
             await self._http.close()
 
@@ -87,10 +131,7 @@ class SwiftStore:
         while True:
             try:
                 await self._auth()
-                for container, key in self._keys.items():
-                    await self._request(
-                        "PUT", f"/{container}", headers={"X-Container-Meta-Temp-URL-Key": key}, ok=(201, 202)
-                    )
+                await self.install_keys(self.epoch_at(time.time()), "PUT")
                 break
             except StoreError as e:
                 failures += 1
@@ -98,7 +139,29 @@ class SwiftStore:
                 log.warning("Swift at %s not ready (%s); retrying in %.1f s", self.config.auth_url, e, delay)
                 await asyncio.sleep(delay)
         log.info("Swift ready: containers %s and %s", self.documents, self.signals)
+        if self.config.key_rotation > 0:
+            self._rotate = asyncio.create_task(self._rotate_loop(on_ready))
         await on_ready()
+
+    async def _rotate_loop(self, on_ready: Callable[[], Awaitable[None]]) -> None:
+        """At each epoch's start: new key into Swift, then every document re-published with it."""
+        failures = 0
+        while True:
+            nxt = self.epoch + 1
+            await asyncio.sleep(max(0.0, nxt * self.config.key_rotation - time.time()))
+            try:
+                await self.install_keys(self.epoch_at(time.time()))
+            except StoreError as e:  # the previous key still signs, and Swift still takes it
+                failures += 1
+                delay = min(30.0, 0.5 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0)
+                log.warning("Swift: TempURL key rotation failed (%s); retrying in %.1f s", e, delay)
+                await asyncio.sleep(delay)
+                continue
+            failures = 0
+            log.info(
+                "Swift: TempURL keys rotated to epoch %d; re-publishing documents with new URLs", self.epoch
+            )
+            await on_ready()
 
     # ------------------------------------------------------------ requests
 
@@ -134,7 +197,7 @@ class SwiftStore:
             hdrs = {"X-Auth-Token": self._token, **(headers or {})}
             try:
                 async with self._http.request(method, self._storage + path, data=data, headers=hdrs) as resp:
-                    body = await resp.content.read(cap + 1)
+                    body = await read_capped(resp.content, cap)
                     status = resp.status
             except (aiohttp.ClientError, TimeoutError) as e:
                 raise StoreError(f"Swift {method} {path}: {e!r}") from e
@@ -150,7 +213,7 @@ class SwiftStore:
 
     def temp_url(self, method: str, container: str, obj: str, expires: int) -> str:
         path = urlsplit(self._storage).path + f"/{container}/{quote(obj)}"
-        sig = temp_url_sig(self._keys[container], method, expires, path)
+        sig = temp_url_sig(self.key(container, self.epoch), method, expires, path)
         base = self.config.public_url.rstrip("/") or _origin(self._storage)
         return f"{base}{path}?temp_url_sig={sig}&temp_url_expires={expires}"
 

@@ -20,6 +20,9 @@ class Front:
         self._rr = itertools.count()
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
+        self._live: set[asyncio.StreamWriter] = set()
+        #: While set, connections are accepted and never answered (see blackhole()).
+        self.blackholed = False
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
         self._thread.start()
@@ -38,6 +41,13 @@ class Front:
         self._loop.run_forever()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.blackholed:  # accepted, then never answered: the client waits for its own timeout
+            self._live.add(writer)
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while await reader.read(65536):
+                    pass
+            self._live.discard(writer)
+            return
         start = next(self._rr)
         upstream = None
         for i in range(len(self.backends)):
@@ -51,6 +61,7 @@ class Front:
             writer.close()
             return
         up_reader, up_writer = upstream
+        self._live.update((writer, up_writer))
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             with contextlib.suppress(OSError, asyncio.CancelledError):
@@ -61,6 +72,27 @@ class Front:
                 dst.close()
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        self._live.difference_update((writer, up_writer))
+
+    def blackhole(self, on: bool) -> None:
+        """Start or end a blackhole: open connections are cut, new ones hang unanswered until it ends."""
+        self.route(self.backends, blackholed=on)
+
+    def route(self, backends: list[int], *, blackholed: bool = False) -> None:
+        """Send new connections to *backends* and close every open one (pooled keep-alives too)."""
+        done = threading.Event()
+
+        def swap() -> None:
+            self.blackholed = blackholed
+            self.backends = list(backends)
+            for w in list(self._live):
+                w.close()
+            self._live.clear()
+            done.set()
+
+        self._loop.call_soon_threadsafe(swap)
+        if not done.wait(10):
+            raise AssertionError("front proxy did not switch its backends")
 
     def stop(self) -> None:
         def close() -> None:

@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from agent.config import AgentConfig
+from agent.errors import EnrolError
+from agent.ledger import Ledger
+from agent.transports import adopt_enrolment, backoff, via
 from agent.transports import file as agent_file
-from agent.transports import via
 from control.errors import BadRequestError
 from control.signal_import import name_of
 from control.transports import MAX_URL_LIFETIME, Lifetimes, normalize, parse_signal_name, signal_name
@@ -62,3 +64,46 @@ def test_relay_routing_rewrites_only_control_plane_urls():
     assert "http://swift:8080/v1/AUTH_t/c/o" == via(cfg, "http://swift:8080/v1/AUTH_t/c/o")
     direct = AgentConfig(**{**cfg.__dict__, "url": "http://127.0.0.1:8770"})
     assert "http://127.0.0.1:8770/v1/signal/d/1" == via(direct, "http://127.0.0.1:8770/v1/signal/d/1")
+
+
+def test_enrolment_answer_with_a_bad_transport_is_refused(tmp_path: Path):
+    """An answer naming an unknown transport fails enrolment with a message naming the field."""
+    ledger = Ledger(tmp_path)
+    try:
+        with pytest.raises(EnrolError, match="transport must be an object whose kind is one of HTTP"):
+            adopt_enrolment(ledger, {"kind": "CARRIER-PIGEON"})
+        assert "HTTP" == adopt_enrolment(ledger, None)  # an older control plane: stays where it enrolled
+        assert "" == (ledger.get_state("transport") or "")
+    finally:
+        ledger.close()
+
+
+def test_backoff_doubles_with_jitter_then_holds_at_the_cap():
+    """R09: below the cap 2 s doubling with jitter; at the cap exactly the cap (rate <= N / cap)."""
+    for failures in range(1, 6):
+        waits = [backoff(failures, 60.0) for _ in range(200)]
+        assert 2**failures * 0.5 <= min(waits) and max(waits) <= 2**failures
+    assert {60.0} == {backoff(f, 60.0) for f in (6, 7, 20, 10_000)}
+
+
+def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.MonkeyPatch):
+    """Flags win, keys come from the environment, floats are converted, unset ones stay out."""
+    import argparse
+
+    from control import transport_options
+
+    monkeypatch.setenv("ANNEAL_SWIFT_KEY", "from-env")
+    monkeypatch.setenv("ANNEAL_STORE_PREFIX", "env-prefix")
+    p = argparse.ArgumentParser()
+    transport_options.add(p)
+    args = p.parse_args(
+        ["--store-prefix", "flag-prefix", "--store-url-lifetime", "60", "--swift-key-rotation=120"]
+    )
+    assert {
+        "swift_key": "from-env",
+        "store_prefix": "flag-prefix",
+        "store_url_lifetime": 60.0,
+        "swift_key_rotation": 120.0,
+    } == transport_options.settings(args)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--store-clock-margin", "soon"])

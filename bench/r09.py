@@ -1,0 +1,281 @@
+"""R09 at fleet size: the object store blackholed for T seconds during a rollout to N simulated agents.
+
+`python bench/r09.py [--agents 1000] [--outages 5,60,600] [--interval 30] [--cap 60]`
+
+A real Swift all-in-one (tests/fixtures/swift.py) behind a TCP front (tests/integration/proxy.py)
+that can blackhole it: open connections are cut and new ones are accepted and never answered.
+The control plane (`anneal serve`, SQLite) reaches Swift through the front, and so do the agents.
+N simulated agents in this process, each on SWIFT from its enrolment answer, poll their
+document TempURL every *interval* seconds and PUT each new generation's signal to its
+TempURL, with the agent's own code: `agent.transports.tempurl` for the requests and
+`agent.transports.backoff` (the real agent's back-off, *cap* = its `backoff_max`) after a failure.
+
+For each outage T: update the stack (a new generation on every server), blackhole the store
+at once, wait T, end the blackhole. Figures: lost generations (a deployment not COMPLETE at
+the new generation, or answered other than once), agent requests per second during the
+outage against N / cap (over the whole outage, and from 2 x cap on, when every agent has
+reached the cap), the time from the store's return until each agent's first good poll and
+until every agent holds the new generation (against interval + cap), and until the stack
+completes. Results go to bench/results/r09-<date>.json and stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import aiohttp  # noqa: E402
+
+from agent import wire  # noqa: E402
+from agent.errors import SourceExpiredError, SourceNotAvailableError  # noqa: E402
+from agent.transports import backoff, tempurl  # noqa: E402
+from bench.harness import (  # noqa: E402
+    Api,
+    ControlPlane,
+    deployments_template,
+    random_key,
+    start_control_plane,
+    stop_process,
+)
+from tests.fixtures.swift import start_swift  # noqa: E402
+from tests.integration.proxy import Front  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+
+
+@dataclass
+class StoreAgent:
+    """One simulated agent on SWIFT: polls, answers each generation once, backs off like the agent."""
+
+    name: str
+    section: dict[str, Any]
+    etag: str = ""
+    failures: int = 0
+    #: monotonic time of every request it made (polls and signal PUTs)
+    requests: list[float] = field(default_factory=list)
+    #: monotonic time of every successful poll
+    good: list[float] = field(default_factory=list)
+    #: (deployment, generation) -> monotonic time it was first in hand
+    seen: dict[tuple[str, int], float] = field(default_factory=dict)
+    answered: dict[tuple[str, int], int] = field(default_factory=dict)
+    queue: dict[str, tuple[tuple[str, int], bytes]] = field(default_factory=dict)
+
+    async def step(self, http: aiohttp.ClientSession) -> None:
+        self.requests.append(time.monotonic())
+        fetched = await tempurl.fetch(http, self.section, self.etag, 0)
+        self.good.append(time.monotonic())
+        if fetched.body is None:
+            return
+        doc = wire.decode_document(fetched.body)
+        self.etag = fetched.etag
+        if isinstance(doc.transport, dict) and doc.transport.get("kind") == "SWIFT":
+            self.section = dict(doc.transport)
+        for item in doc.deployments:
+            meta = doc.meta.get(item.id)
+            if meta is None:
+                continue
+            key = (meta.deployment_id, meta.generation)
+            self.seen.setdefault(key, time.monotonic())
+            if key not in self.answered and item.id not in self.queue:
+                extra = {"config_id": item.id, "nonce": secrets.token_hex(16), "generation": meta.generation}
+                body = json.dumps(wire.Signal(0, "", "", {}, extra).to_json()).encode()
+                self.queue[item.id] = (key, body)
+
+    async def deliver(self, http: aiohttp.ClientSession) -> None:
+        for item_id, (key, body) in list(self.queue.items()):
+            target = (self.section.get("signals") or {}).get(item_id)
+            if not isinstance(target, dict) or "url" not in target:
+                continue  # its URL comes with the next document
+            self.requests.append(time.monotonic())
+            status, reason = await tempurl.deliver(http, "PUT", str(target["url"]), body)
+            if 200 <= status < 300:
+                self.answered[key] = self.answered.get(key, 0) + 1
+                del self.queue[item_id]
+            elif status == 0:
+                raise SourceNotAvailableError(reason)
+
+    async def run(self, http: aiohttp.ClientSession, interval: float, cap: float) -> None:
+        await asyncio.sleep(interval * (hash(self.name) % 1000) / 1000)  # spread, as agents are
+        while True:
+            try:
+                await self.step(http)
+                await self.deliver(http)
+                self.failures = 0
+                await asyncio.sleep(interval)
+            except (SourceNotAvailableError, SourceExpiredError, aiohttp.ClientError, TimeoutError):
+                self.failures += 1
+                await asyncio.sleep(backoff(self.failures, cap))
+
+
+async def enrol(api: Api, n: int) -> list[StoreAgent]:
+    gate = asyncio.Semaphore(8)
+
+    async def one(i: int) -> StoreAgent:
+        name = f"r09-{i}"
+        async with gate:
+            created = await api.call("POST", "/v1/servers", {"name": name, "transport": "SWIFT"})
+            body = {
+                "token": created["enrol_token"],
+                "public_keys": {"sign": random_key(), "box": random_key()},
+            }
+            got = await api.call("POST", "/v1/agent/enrol", {**body, "hostname": name}, expect=(201,))
+        if got["transport"]["kind"] != "SWIFT":
+            raise SystemExit(f"{name}: the enrolment answer names {got['transport']['kind']}, not SWIFT")
+        return StoreAgent(name, got["transport"])
+
+    return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+
+async def wait_ready(api: Api, cp: ControlPlane, timeout: float = 60) -> None:
+    """Until a server created now is given a SWIFT section (the containers are set up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        created = await api.call(
+            "POST", "/v1/servers", {"name": f"probe-{time.time_ns()}", "transport": "SWIFT"}
+        )
+        body = {"token": created["enrol_token"], "public_keys": {"sign": random_key(), "box": random_key()}}
+        got = await api.call("POST", "/v1/agent/enrol", body, expect=(201,))
+        if got["transport"]["kind"] == "SWIFT":
+            return
+        await asyncio.sleep(0.5)
+    raise SystemExit("Swift never became ready for the control plane")
+
+
+def rate(times: list[float], start: float, end: float) -> int:
+    return sum(1 for t in times if start <= t < end)
+
+
+async def outage(
+    api: Api,
+    agents: list[StoreAgent],
+    front: Front,
+    generation: int,
+    seconds: float,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    names = [a.name for a in agents]
+    await api.put_stack(
+        "r09", deployments_template(names, 1, f"g{generation}", transport="CFN_SIGNAL"), create=False
+    )
+    await asyncio.to_thread(front.blackhole, True)
+    out = time.monotonic()
+    await asyncio.sleep(seconds)
+    await asyncio.to_thread(front.blackhole, False)
+    back = time.monotonic()
+    status = await api.wait_stack("r09", timeout=600 + len(agents))
+    done = time.monotonic()
+    first_good = [min((t for t in a.good if t >= back), default=float("inf")) - back for a in agents]
+    in_hand = [
+        min((t for (_, g), t in a.seen.items() if g == generation), default=float("inf")) for a in agents
+    ]
+    n, cap = len(agents), args.cap
+    every = [t for a in agents for t in a.requests]
+    steady_from = out + 2 * cap
+    deployments = await api.call("GET", "/v1/deployments?stack=r09")
+    lost = [d["id"] for d in deployments if d["status"] != "COMPLETE" or d["generation"] != generation]
+    twice = [a.name for a in agents for k, c in a.answered.items() if c != 1]
+    return {
+        "outage_s": seconds,
+        "stack": status,
+        "lost_generations": len(lost),
+        "answered_other_than_once": len(twice),
+        "requests_per_s_during_outage": rate(every, out, back) / seconds,
+        "requests_per_s_steady_outage": (rate(every, steady_from, back) / (back - steady_from))
+        if back > steady_from
+        else None,
+        "bound_n_over_cap": n / cap,
+        "first_good_poll_after_return_max_s": max(first_good),
+        "new_generation_in_hand_after_return_max_s": max(in_hand) - back,
+        "bound_interval_plus_cap_s": args.interval + cap,
+        "stack_complete_after_return_s": done - back,
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="anneal-bench-r09-"))
+    swift = start_swift(work / "swift")
+    front = Front([swift.proxy_port])
+    os.environ["ANNEAL_SWIFT_KEY"] = swift.key
+    cp = start_control_plane(
+        work,
+        extra=[
+            f"--swift-auth-url=http://127.0.0.1:{front.port}/auth/v1.0",
+            f"--swift-user={swift.user}",
+            f"--store-poll-interval={args.interval}",
+            "--store-signal-poll=2",
+            "--provisioner=enrol",
+        ],
+    )
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        connector = aiohttp.TCPConnector(limit=args.agents + 20)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            api = Api(session, cp)
+            await wait_ready(api, cp)
+            agents = await enrol(api, args.agents)
+            names = [a.name for a in agents]
+            await api.put_stack(
+                "r09", deployments_template(names, 1, "g1", transport="CFN_SIGNAL"), create=True
+            )
+            tasks = [asyncio.create_task(a.run(session, args.interval, args.cap)) for a in agents]
+            created = await api.wait_stack("r09", timeout=900 + 2 * args.agents)
+            results: dict[str, Any] = {"agents": args.agents, "create": created, "outages": []}
+            for generation, seconds in enumerate(args.outages, start=2):
+                figures = await outage(api, agents, front, generation, seconds, args)
+                print(json.dumps(figures), flush=True)
+                results["outages"].append(figures)
+            return results
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        stop_process(cp.proc)
+        front.stop()
+        swift.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--agents", type=int, default=1000)
+    p.add_argument("--outages", default="5,60,600", help="outage lengths in seconds, comma-separated")
+    p.add_argument("--interval", type=float, default=30.0, help="seconds between an agent's polls")
+    p.add_argument("--cap", type=float, default=60.0, help="the agents' back-off cap (backoff_max)")
+    args = p.parse_args(argv)
+    args.outages = [float(x) for x in str(args.outages).split(",") if x]
+    return args
+
+
+def main() -> None:
+    args = parse()
+    results = asyncio.run(run(args))
+    out = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv),
+        "load_avg_1m_at_end": os.getloadavg()[0],
+        "results": results,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"r09-{datetime.date.today().isoformat()}.json"
+    path.write_text(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2))
+    print(f"written to {path}")
+
+
+if __name__ == "__main__":
+    main()
