@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import select, update
 
@@ -34,6 +35,8 @@ class Runtime:
     credentials: dict[str, str] = field(default_factory=dict)
     #: server id -> serial of the document this process last handed to the publisher.
     published: dict[str, int] = field(default_factory=dict)
+    #: The queue result signals are applied from in batches (control/signal_batch.py).
+    signal_batch: Any = None
 
     async def publish(self, server_ids: Iterable[str]) -> None:
         """Render, sign and hand each server's document to the publisher; re-sign those near expiry."""
