@@ -22,6 +22,8 @@ from control.store.db import Sessions
 from control.store.orm import DeploymentRow, ServerRow, StackRow
 
 log = logging.getLogger(__name__)
+#: Servers whose documents are rendered from one database read.
+PUBLISH_CHUNK = 500
 
 
 @dataclass
@@ -39,8 +41,16 @@ class Runtime:
     signal_batch: Any = None
 
     async def publish(self, server_ids: Iterable[str]) -> None:
-        """Render, sign and hand each server's document to the publisher; re-sign those near expiry."""
+        """Render, sign and hand each server's document to the publisher; re-sign those near expiry.
+
+        Servers go in chunks of PUBLISH_CHUNK, each read in its own session: a stack of
+        10,000 servers never holds every deployment row in memory at once.
+        """
         ids = sorted(set(server_ids))
+        for start in range(0, len(ids), PUBLISH_CHUNK):
+            await self._publish(ids[start : start + PUBLISH_CHUNK])
+
+    async def _publish(self, ids: list[str]) -> None:
         if not ids:
             return
         async with self.sessions() as session:

@@ -43,6 +43,9 @@ async def open_database(url: str, data_key: bytes) -> tuple[AsyncEngine, Session
     return engine, sessions
 
 
+_NEW_ROWS = "anneal_new_rows"
+
+
 @event.listens_for(Session, "pending_to_persistent")
 def _keep_new_rows(session: Session, instance: Any) -> None:
     """Hold rows created in a transaction for the session's life.
@@ -52,7 +55,14 @@ def _keep_new_rows(session: Session, instance: Any) -> None:
     and every later ``session.get`` of it would query the database again (one
     SELECT and one autoflush per deployment of a 50,000-deployment stack).
     """
-    session.info.setdefault("anneal_new_rows", []).append(instance)
+    session.info.setdefault(_NEW_ROWS, []).append(instance)
+
+
+@event.listens_for(Session, "after_commit")
+@event.listens_for(Session, "after_rollback")
+def _release_new_rows(session: Session) -> None:
+    """The transaction is over: its new rows need not outlive the caller's references."""
+    session.info.pop(_NEW_ROWS, None)
 
 
 class SchemaError(RuntimeError):
