@@ -1,7 +1,15 @@
 """Scale: one stack of N deployments (N/5 servers x 5), create, update 10 %, delete.
 
     .venv/bin/python bench/scale.py                       # growth curve 1k..50k on SQLite and PostgreSQL
-    .venv/bin/python bench/scale.py --sizes 50000 --db sqlite
+    .venv/bin/python bench/scale.py --sizes 50000 --db sqlite --timeout 1200
+    .venv/bin/python bench/scale.py --sizes 1000,5000 --baseline-tree /tmp/prev   # and the previous code
+
+Baselines printed in the same run: Heat's best public figure (about 2,000
+resources per minute, a constant: Heat does not run here), and with
+``--baseline-tree`` the previous implementation run on the same sizes (a source
+tree of an older commit, e.g. ``git archive 34e9095 | tar -x -C /tmp/prev``: the
+code before the batched signals). Every size is bounded by ``--timeout`` seconds;
+a size that runs past it is reported and the larger ones are skipped.
 
 The control plane runs in this process (Runtime + Engine + the durable work loop,
 exactly as `anneal serve` builds them, without the HTTP listener). Simulated
@@ -11,6 +19,10 @@ calling `control.agents.record_signal`: the same function `POST /v1/signal/...`
 calls, with the CFN_SIGNAL URL's signature checked as over HTTP. The HTTP layer
 itself (aiohttp, 12,000+ small requests/s on one core: docs/performance.md (b))
 is left out so the figure is the engine's and the database's.
+
+Each line also gives the CPU time (user + system) of the child per deployment
+created, which other engineers' load on the machine disturbs much less than the
+wall-clock rate, the number of engine steps and of signal transactions.
 
 Each size runs in its own child process, so peak RSS (VmHWM) is that size's. The
 child's RSS includes the simulated agents (a few MB at 10,000 servers).
@@ -36,6 +48,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PER_SERVER = 5
+#: Heat's best public figure (resources per minute), the baseline printed beside ours.
+HEAT_PER_MIN = 2000
 WORKERS = 512
 
 
@@ -103,6 +117,22 @@ async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]
     db, sessions = await open_database(settings.db_url, secrets.data_key)
     rt = Runtime(settings, secrets, sessions, SimPublisher(), EnrolProvisioner())
     engine = Engine(rt, Definitions())
+    steps = {"n": 0, "seconds": 0.0, "max": 0.0}
+    real_step = engine._step
+
+    async def timed_step(c: Any) -> Any:
+        t = time.monotonic()
+        try:
+            return await real_step(c)
+        finally:
+            d = time.monotonic() - t
+            steps["n"] += 1
+            steps["seconds"] += d
+            steps["max"] = max(steps["max"], d)
+            if os.environ.get("SCALE_TRACE"):
+                print(f"step {d:.2f}s", file=sys.stderr, flush=True)
+
+    engine._step = timed_step  # type: ignore[method-assign]
     await engine.resume()
 
     async def agent_worker() -> None:
@@ -131,46 +161,84 @@ async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]
             await asyncio.sleep(0.2)
         return "TIMEOUT"
 
+    def cpu() -> float:
+        t = os.times()
+        return t.user + t.system
+
     phases: dict[str, Any] = {}
     tmpl = template(deployments)
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), cpu()
     await stacks.create_stack(rt, engine.kick, {"name": "scale", "template": tmpl})
     phases["create"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                        "signals": signalled["n"]}
+                        "cpu": cpu() - c0, "signals": signalled["n"]}
     before = signalled["n"]
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), cpu()
     await stacks.update_stack(rt, engine.kick, "scale", {"template": tmpl, "parameters": {"rev0": 1}})
     phases["update10"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                          "signals": signalled["n"] - before}
-    t0 = time.monotonic()
+                          "cpu": cpu() - c0, "signals": signalled["n"] - before}
+    t0, c0 = time.monotonic(), cpu()
     await stacks.delete_stack(rt, engine.kick, "scale")
-    phases["delete"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0}
+    phases["delete"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
+                        "cpu": cpu() - c0}
     for w in workers:
         w.cancel()
     await engine.close()
     await db.dispose()
     hwm = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
                if line.startswith("VmHWM:"))
+    batch = getattr(rt, "signal_batch", None)  # the previous implementation has no signal batches
     return {"deployments": deployments, "servers": deployments // PER_SERVER, "phases": phases,
-            "peak_rss_mb": round(hwm / 1024, 1), "signal_errors": signalled["errors"]}
+            "peak_rss_mb": round(hwm / 1024, 1), "signal_errors": signalled["errors"],
+            "steps": steps, "signal_transactions": getattr(batch, "batches", None)}
 
 
-def run_child(deployments: int, db_url: str) -> dict[str, Any]:
+def run_child(deployments: int, db_url: str, timeout: float, tree: Path = ROOT) -> dict[str, Any] | None:
+    """One size in a child process (its own peak RSS); None when it ran past *timeout* seconds."""
     with tempfile.TemporaryDirectory(prefix="anneal-scale-") as tmp:
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", str(deployments), "--db-url", db_url or f"sqlite:///{tmp}/a.db",
-             "--data-dir", tmp],
-            capture_output=True, text=True, timeout=7200, check=False,
-        )
+        try:
+            out = subprocess.run(
+                [sys.executable, str(tree / "bench" / "scale.py"), "--child", str(deployments),
+                 "--db-url", db_url or f"sqlite:///{tmp}/a.db", "--data-dir", tmp],
+                capture_output=True, text=True, timeout=timeout, check=False, cwd=tree,
+            )
+        except subprocess.TimeoutExpired:
+            return None
     if out.returncode != 0:
         raise SystemExit(f"child for {deployments} failed:\n{out.stderr[-3000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float]) -> None:
+    """One line per size: rate, CPU per deployment, growth against the smallest size, RSS."""
+    if r is None:
+        print(f"{label:<22} {n:>6} deployments: did not finish within the timeout", flush=True)
+        return
+    c, u, d = (r["phases"][k] for k in ("create", "update10", "delete"))
+    per_min = n / c["seconds"] * 60
+    cpu_ms = c.get("cpu", float("nan")) / n * 1000
+    base.setdefault("wall", c["seconds"] / n)
+    base.setdefault("cpu", cpu_ms)
+    print(
+        f"{label:<22} {n:>6} deployments: create {c['seconds']:7.1f} s ({c['status']}, {per_min:7.0f}/min = "
+        f"{per_min / HEAT_PER_MIN:5.2f}x Heat's {HEAT_PER_MIN}/min; CPU {cpu_ms:5.2f} ms/deployment; "
+        f"per-deployment time {c['seconds'] / n / base['wall']:4.2f}x, CPU {cpu_ms / base['cpu']:4.2f}x the "
+        f"smallest size's), update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
+        f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB, "
+        f"{r.get('steps', {}).get('n', '?')} engine steps, {r.get('signal_transactions')} signal transactions",
+        flush=True,
+    )
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1000,5000,10000,25000,50000")
     p.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
+    p.add_argument("--timeout", type=float, default=900.0,
+                   help="seconds one size may take (create + update + delete); larger sizes are skipped after")
+    p.add_argument("--baseline-tree", type=Path,
+                   help="also run the previous implementation from this source tree (e.g. "
+                        "`git archive 34e9095 | tar -x -C DIR`) for sizes up to --baseline-max")
+    p.add_argument("--baseline-max", type=int, default=5000)
     p.add_argument("--child", type=int)
     p.add_argument("--db-url", default="")
     p.add_argument("--data-dir", type=Path)
@@ -185,7 +253,8 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     backends = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     print(f"scale bench {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, nproc {os.cpu_count()}, "
-          f"load {os.getloadavg()[0]:.2f}")
+          f"load {os.getloadavg()[0]:.2f}; baseline: Heat's best public figure, {HEAT_PER_MIN} resources/min"
+          + (f", and the previous implementation in {args.baseline_tree}" if args.baseline_tree else ""))
     results = []
     for backend in backends:
         pg_ctx = None
@@ -195,22 +264,23 @@ def main() -> int:
             pg_ctx = running_postgres()
             pg = pg_ctx.__enter__()
         try:
-            base = None
-            for n in sizes:
-                url = pg.new_database() if backend == "postgresql" else ""
-                r = run_child(n, url)
-                r["db"] = backend
-                results.append(r)
-                c, u, d = (r["phases"][k] for k in ("create", "update10", "delete"))
-                per_min = n / c["seconds"] * 60
-                base = base or (c["seconds"] / n)
-                print(
-                    f"{backend:<10} {n:>6} deployments: create {c['seconds']:7.1f} s ({c['status']}, "
-                    f"{per_min:8.0f}/min, {c['seconds'] / n / base:4.2f}x per-deployment time of the smallest), "
-                    f"update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
-                    f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB",
-                    flush=True,
-                )
+            trees = [("", ROOT)]
+            if args.baseline_tree:
+                trees.append(("previous ", args.baseline_tree.resolve()))
+            for prefix, tree in trees:
+                base: dict[str, float] = {}
+                for n in sizes:
+                    if prefix and n > args.baseline_max:
+                        continue
+                    url = pg.new_database() if backend == "postgresql" else ""
+                    started = time.monotonic()
+                    r = run_child(n, url, args.timeout, tree)
+                    report(f"{prefix}{backend}", n, r, base)
+                    if r is None:
+                        break
+                    r.update(db=backend, implementation=prefix.strip() or "this", load=os.getloadavg()[0],
+                             wall=time.monotonic() - started)
+                    results.append(r)
         finally:
             if pg_ctx is not None:
                 pg_ctx.__exit__(None, None, None)

@@ -11,8 +11,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import deploy, heatcompat, progress, rebuild, signals, transports
-from control.engine import settle
+from control import heatcompat, progress, rebuild, signal_batch, signals, transports
 from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
 from control.keys import new_token, token_hash
 from control.resources import create_server
@@ -212,27 +211,19 @@ async def record_signal(
             raise BadRequestError(str(e), where="signal") from e
     # The credential first: a wrong one learns nothing, not even whether the deployment exists.
     signals.check_credential(rt.keys, deployment_id, generation, sig, server_id)
+    if signal is not None:
+        # Applied with the other signals arriving meanwhile, in one transaction; answered after it commits.
+        return await signal_batch.batch_for(rt).apply(
+            kick, deployment_id, generation, signal, sig=sig, server_id=server_id
+        )
     async with rt.sessions() as session:
-        txn = Txn(session, rt)
         dep = await session.get(DeploymentRow, deployment_id)
         if dep is None and sig is not None:
             raise GoneError(f"deployment {deployment_id} no longer exists", where="deployment")
         if dep is None:
             raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
         signals.check_owner(dep, sig, server_id)
-        if signal is None:
-            value = progress.apply_progress(dep, generation, body)
-            recorded = value is not None and await progress.store_progress(session, dep, generation, value)
-            return {"deployment_id": dep.id, "generation": generation, "status": dep.status,
-                    "duplicate": not recorded, "progress": True}
-        signals.check_answer(dep, generation, signal)
-        if not deploy.apply_signal(dep, generation, signal):
-            return {
-                "deployment_id": dep.id,
-                "generation": generation,
-                "status": dep.status,
-                "duplicate": True,
-            }
-        await settle(txn, dep)
-        await txn.commit(kick)
-        return {"deployment_id": dep.id, "generation": generation, "status": dep.status, "duplicate": False}
+        value = progress.apply_progress(dep, generation, body)
+        recorded = value is not None and await progress.store_progress(session, dep, generation, value)
+        return {"deployment_id": dep.id, "generation": generation, "status": dep.status,
+                "duplicate": not recorded, "progress": True}

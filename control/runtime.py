@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import select, update
 
@@ -21,6 +22,8 @@ from control.store.db import Sessions
 from control.store.orm import DeploymentRow, ServerRow
 
 log = logging.getLogger(__name__)
+#: Servers whose documents are rendered from one database read.
+PUBLISH_CHUNK = 500
 
 
 @dataclass
@@ -34,10 +37,20 @@ class Runtime:
     credentials: dict[str, str] = field(default_factory=dict)
     #: server id -> serial of the document this process last handed to the publisher.
     published: dict[str, int] = field(default_factory=dict)
+    #: The queue result signals are applied from in batches (control/signal_batch.py).
+    signal_batch: Any = None
 
     async def publish(self, server_ids: Iterable[str]) -> None:
-        """Render, sign and hand each server's document to the publisher; re-sign those near expiry."""
+        """Render, sign and hand each server's document to the publisher; re-sign those near expiry.
+
+        Servers go in chunks of PUBLISH_CHUNK, each read in its own session: a stack of
+        10,000 servers never holds every deployment row in memory at once.
+        """
         ids = sorted(set(server_ids))
+        for start in range(0, len(ids), PUBLISH_CHUNK):
+            await self._publish(ids[start : start + PUBLISH_CHUNK])
+
+    async def _publish(self, ids: list[str]) -> None:
         if not ids:
             return
         async with self.sessions() as session:

@@ -140,6 +140,10 @@ class Definitions:
             self._cache[key] = found
         return found
 
+    def cached(self, stack_id: str, version: int) -> Definition | None:
+        """The definition of that stack version if this process has parsed it already."""
+        return self._cache.get((stack_id, version))
+
     def forget(self, stack_id: str) -> None:
         self._cache = {k: v for k, v in self._cache.items() if k[0] != stack_id}
 

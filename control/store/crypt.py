@@ -11,6 +11,7 @@ a value without that shape was written before encryption and is read as it is
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -30,7 +31,9 @@ class DataKeyError(RuntimeError):
     """The database holds values this control plane's data key cannot read."""
 
 
+@functools.lru_cache(maxsize=8)
 def key_id(key: bytes) -> str:
+    """The key's public name stored with each value (cached: every read and write asks for it)."""
     return hashlib.sha256(b"anneal-data-key:" + key).hexdigest()[:12]
 
 

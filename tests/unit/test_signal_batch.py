@@ -1,0 +1,202 @@
+"""Signals applied in batches (control/signal_batch.py): one transaction, answered after commit.
+
+Real SQLite, the real engine and the real signal path (`agents.record_signal`, the
+function `POST /v1/signal/...` calls); no HTTP listener. The "crash" between
+receiving a batch and committing it is a commit that fails (the database refuses
+it), which leaves the database exactly as a process killed at that instant would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import urllib.parse
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from control import agents, keys, signal_batch, stacks
+from control.engine import Engine
+from control.errors import StaleSignalError
+from control.provision import EnrolProvisioner
+from control.publish import HttpPublisher
+from control.runtime import Runtime
+from control.settings import Settings
+from control.stackdef import Definitions
+from control.store.db import open_database
+from control.store.orm import DeploymentRow, StackRow
+
+DEPLOYMENTS = 6
+
+
+def template() -> dict[str, Any]:
+    resources: dict[str, Any] = {
+        "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "true"}},
+        "srv": {"type": "OS::Heat::DeployedServer", "properties": {"name": "batch-srv"}},
+    }
+    for i in range(DEPLOYMENTS):
+        resources[f"d{i}"] = {
+            "type": "OS::Heat::SoftwareDeployment",
+            "properties": {
+                "config": {"get_resource": "cfg"},
+                "server": {"get_resource": "srv"},
+                "signal_transport": "CFN_SIGNAL",
+            },
+        }
+    return {"heat_template_version": "2018-08-31", "resources": resources}
+
+
+@dataclass
+class Plane:
+    rt: Runtime
+    engine: Engine
+    publisher: HttpPublisher
+
+    async def signal_urls(self) -> dict[str, tuple[int, str]]:
+        """deployment id -> (generation, sig), read from the signed document as an agent would."""
+        for _ in range(400):
+            async with self.rt.sessions() as session:
+                server_id = await session.scalar(select(DeploymentRow.server_id).limit(1))
+            doc = self.publisher.get(server_id) if server_id else None
+            if doc is not None:
+                body = json.loads(doc.body)
+                if len(body["deployments"]) == DEPLOYMENTS:
+                    found = {}
+                    for item in body["deployments"]:
+                        meta = body["anneal"]["deployments"][item["id"]]
+                        url = next(i["value"] for i in item["inputs"] if i["name"] == "deploy_signal_id")
+                        sig = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["sig"][0]
+                        found[meta["deployment_id"]] = (meta["generation"], sig)
+                    return found
+            await asyncio.sleep(0.05)
+        raise AssertionError("the deployments never reached the server's document")
+
+    async def signal(self, dep_id: str, generation: int, sig: str, nonce: str = "n1") -> dict[str, Any]:
+        body = {
+            "deploy_status_code": 0,
+            "deploy_stdout": "ok",
+            "deploy_stderr": "",
+            "anneal": {"nonce": nonce},
+        }
+        return await agents.record_signal(
+            self.rt, self.engine.kick, dep_id, generation, body, sig=sig, server_id=None
+        )
+
+    async def statuses(self) -> dict[str, str]:
+        async with self.rt.sessions() as session:
+            return {r[0]: r[1] for r in await session.execute(select(DeploymentRow.id, DeploymentRow.status))}
+
+    async def stack_state(self) -> str:
+        for _ in range(400):
+            async with self.rt.sessions() as session:
+                row = (await session.execute(select(StackRow.action, StackRow.status))).first()
+            assert row is not None
+            if row[1] != "IN_PROGRESS":
+                return f"{row[0]}_{row[1]}"
+            await asyncio.sleep(0.05)
+        return "IN_PROGRESS"
+
+
+@pytest.fixture
+async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
+    settings = Settings(
+        data_dir=tmp_path,
+        database_url=f"sqlite:///{tmp_path}/a.db",
+        provisioner="enrol",
+        default_signal_transport="CFN_SIGNAL",
+    )
+    secrets = keys.load_or_create(settings.data_dir)
+    db, sessions = await open_database(settings.db_url, secrets.data_key)
+    publisher = HttpPublisher()
+    rt = Runtime(settings, secrets, sessions, publisher, EnrolProvisioner())
+    engine = Engine(rt, Definitions())
+    await engine.resume()
+    await stacks.create_stack(rt, engine.kick, {"name": "batch", "template": template()})
+    try:
+        yield Plane(rt, engine, publisher)
+    finally:
+        await engine.close()
+        await db.dispose()
+
+
+async def test_signals_arriving_together_share_a_transaction_and_each_applies_once(plane: Plane) -> None:
+    """Every deployment signalled at once: fewer transactions than signals, each result recorded once."""
+    urls = await plane.signal_urls()
+    answers = await asyncio.gather(*(plane.signal(d, g, s) for d, (g, s) in urls.items()))
+    assert [a["duplicate"] for a in answers] == [False] * DEPLOYMENTS
+    batch = signal_batch.batch_for(plane.rt)
+    assert batch.applied == DEPLOYMENTS
+    assert batch.batches < DEPLOYMENTS  # they queued behind the first one and went in together
+    assert set((await plane.statuses()).values()) == {"COMPLETE"}
+    assert await plane.stack_state() == "CREATE_COMPLETE"
+    again = await asyncio.gather(*(plane.signal(d, g, s) for d, (g, s) in urls.items()))
+    assert [a["duplicate"] for a in again] == [True] * DEPLOYMENTS
+    assert batch.applied == DEPLOYMENTS
+
+
+async def test_a_refused_signal_fails_alone_and_the_rest_of_its_batch_applies(plane: Plane) -> None:
+    """A stale generation in the same batch gets its 409; the others are recorded."""
+    urls = await plane.signal_urls()
+    stale_id, (generation, _) = next(iter(urls.items()))
+    good = [plane.signal(d, g, s) for d, (g, s) in urls.items() if d != stale_id]
+    stale_sig = plane.rt.keys.signal_signature(stale_id, generation - 1)
+    results = await asyncio.gather(
+        plane.signal(stale_id, generation - 1, stale_sig), *good, return_exceptions=True
+    )
+    assert isinstance(results[0], StaleSignalError)
+    assert all(isinstance(r, dict) and not r["duplicate"] for r in results[1:])
+    statuses = await plane.statuses()
+    assert statuses[stale_id] == "IN_PROGRESS"
+    assert sorted(s for d, s in statuses.items() if d != stale_id) == ["COMPLETE"] * (DEPLOYMENTS - 1)
+
+
+async def test_a_batch_that_never_commits_is_not_acknowledged_and_the_resend_applies_once(
+    plane: Plane,
+) -> None:
+    """Crash between receiving and committing: no caller is told OK, nothing is stored; the
+    agents' re-sends are applied exactly once, and a further re-send is a duplicate."""
+    urls = await plane.signal_urls()
+    real_sessions = plane.rt.sessions
+    failures = {"left": DEPLOYMENTS + 1}  # the batch and each signal retried alone all fail
+
+    class Dying:
+        def __init__(self) -> None:
+            self._cm = real_sessions()
+
+        async def __aenter__(self) -> Any:
+            session = await self._cm.__aenter__()
+            real_commit = session.commit
+
+            async def commit() -> None:
+                if failures["left"] > 0:
+                    failures["left"] -= 1
+                    await session.rollback()
+                    raise ConnectionError("the control plane died before this commit")
+                await real_commit()
+
+            session.commit = commit  # type: ignore[method-assign]
+            return session
+
+        async def __aexit__(self, *exc: Any) -> Any:
+            return await self._cm.__aexit__(*exc)
+
+    # Only the signal queue's transactions die; the engine's carry on.
+    plane.rt.signal_batch = signal_batch.SignalBatch(dataclasses.replace(plane.rt, sessions=Dying))  # type: ignore[arg-type]
+    first = await asyncio.gather(
+        *(plane.signal(d, g, s) for d, (g, s) in urls.items()), return_exceptions=True
+    )
+    assert failures["left"] == 0
+    plane.rt.signal_batch = None  # the restarted process: a fresh queue
+    assert all(isinstance(r, ConnectionError) for r in first), first  # nobody was acknowledged
+    assert set((await plane.statuses()).values()) == {"IN_PROGRESS"}  # and nothing was stored
+    resent = await asyncio.gather(*(plane.signal(d, g, s) for d, (g, s) in urls.items()))
+    assert [r["duplicate"] for r in resent] == [False] * DEPLOYMENTS
+    once_more = await asyncio.gather(*(plane.signal(d, g, s) for d, (g, s) in urls.items()))
+    assert [r["duplicate"] for r in once_more] == [True] * DEPLOYMENTS
+    assert set((await plane.statuses()).values()) == {"COMPLETE"}
+    assert await plane.stack_state() == "CREATE_COMPLETE"
