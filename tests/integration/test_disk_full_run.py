@@ -11,7 +11,6 @@ is the one that started (same pid, never restarted).
 from __future__ import annotations
 
 import json
-import signal
 import sqlite3
 import subprocess
 import time
@@ -22,7 +21,7 @@ from agent import diskfull
 from agent.ledger import Ledger
 from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
 from tests.integration.test_r24_full_disk import _fill, _mount
-from tests.integration.test_restarts import enrol_agent
+from tests.integration.test_restarts import enrol_agent, stop_agent
 
 TEMPLATE = """
 heat_template_version: rocky
@@ -122,13 +121,7 @@ def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
         agent_log = (tmp_path / "agent.log").read_text()
         assert f"state dir {state} is full" in agent_log and "Traceback" not in agent_log
     finally:
-        if agent is not None and agent.poll() is None:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(60)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
+        stop_agent(agent)
         log.close()
         stop_control_plane(cp)
         subprocess.run(["umount", str(disk)], check=False)
@@ -160,13 +153,7 @@ def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Pa
         assert "CREATE_COMPLETE" == cp.wait_stack("later", timeout=120)["status"]
         assert agent.poll() is None and "Traceback" not in log_path.read_text()
     finally:
-        if agent is not None and agent.poll() is None:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(60)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
+        stop_agent(agent)
         log.close()
         stop_control_plane(cp)
         subprocess.run(["umount", str(disk)], check=False)

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from tests.integration.conftest import start_control_plane, stop_control_plane
-from tests.integration.test_restarts import enrol_agent
+from tests.integration.test_restarts import enrol_agent, stop_agent
 
 TEMPLATE = """
 heat_template_version: rocky
@@ -92,11 +92,6 @@ def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Pat
                 time.sleep(0.1)
             assert not program.exists(), f"{name}: the interrupted program still runs"
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(60)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
+        stop_agent(agent)
         log.close()
         stop_control_plane(cp)

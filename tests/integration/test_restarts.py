@@ -53,6 +53,18 @@ def _wait(path: Path, timeout: float = 30) -> None:
     assert path.exists(), path
 
 
+def stop_agent(agent: subprocess.Popen[bytes] | None, timeout: float = 60) -> None:
+    """Stop an agent the test started: SIGTERM, then SIGKILL if it is still there after *timeout*."""
+    if agent is None or agent.poll() is not None:
+        return
+    agent.send_signal(signal.SIGTERM)
+    try:
+        agent.wait(timeout)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        agent.wait()
+
+
 def enrol_agent(cp: ControlPlane, name: str, state: Path) -> list[str]:
     """Create a server, enrol an agent for it in *state*; return the argv that runs that agent."""
     token = cp.api("POST", "/v1/servers", {"name": name}).body["enrol_token"]
