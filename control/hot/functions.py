@@ -67,6 +67,9 @@ SINCE: dict[str, str] = {
 }
 # The only functions a `conditions` entry or an inline condition may call (Heat's rule).
 CONDITION_FUNCTIONS = frozenset({"equals", "not", "and", "or", "contains", "get_param"})
+# Functions that exist only in conditions: the `conditions` section, a resource's or an
+# output's `condition`, and the first argument of `if` (Heat parses them nowhere else).
+CONDITION_ONLY = frozenset({"equals", "not", "and", "or"})
 # Heat/CFN names Anneal does not evaluate; every "Fn::..." key is one too.
 UNSUPPORTED = frozenset({"Ref", "yaql", "resource_facade"})
 DIGESTS = frozenset({"md5", "sha1", "sha224", "sha256", "sha384", "sha512"})

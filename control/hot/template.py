@@ -18,6 +18,7 @@ from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
 from control.hot.functions import (
     CONDITION_FUNCTIONS,
+    CONDITION_ONLY,
     SINCE,
     call_of,
     check_shape,
@@ -406,6 +407,12 @@ class _Checker:
         if in_condition and name not in CONDITION_FUNCTIONS:
             allowed = ", ".join(sorted(CONDITION_FUNCTIONS))
             raise TemplateError(path, f"{name} cannot be used in a condition; use {allowed}")
+        if not in_condition and name in CONDITION_ONLY:
+            raise TemplateError(
+                path,
+                f"{name} is only allowed in conditions (the conditions section, a resource's or "
+                "output's condition, the first argument of if)",
+            )
         check_shape(name, args, path)
         inner = at(path, name)
         if name in ("not", "and", "or") and call_of(args) is None:

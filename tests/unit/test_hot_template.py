@@ -574,6 +574,60 @@ def test_resource_functions_are_refused_in_conditions():
     assert e.path == "conditions.c.equals[0]" and "cannot be used in a condition" in e.reason
 
 
+CONDITION_CALLS = {
+    "equals": [{"get_param": "env"}, "prod"],
+    "not": "prod",
+    "and": ["prod", True],
+    "or": [False, "prod"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONDITION_CALLS))
+def test_condition_functions_are_accepted_where_a_condition_is_read(name: str):
+    """equals/not/and/or: in the conditions section, a resource's and an output's condition, if's condition."""
+    call = {name: CONDITION_CALLS[name]}
+    t = parse_template(doc(
+        {"a": {"type": "OS::Heat::Value", "condition": call,
+               "properties": {"value": {"if": [call, 1, {"if": [{"not": call}, 2, 3]}]}}}},
+        parameters={"env": {"type": "string", "default": "dev"}},
+        conditions={"prod": {"equals": [{"get_param": "env"}, "prod"]}, "c": call},
+        outputs={"o": {"value": {"if": [call, 1, 2]}, "condition": call}},
+    ))
+    assert t.conditions["c"] == call and t.resources["a"].condition == call
+
+
+@pytest.mark.parametrize("name", sorted(CONDITION_CALLS))
+@pytest.mark.parametrize(
+    ("place", "path"),
+    [
+        ("property", "resources.a.properties.value"),
+        ("nested", "resources.a.properties.value.list_join[1][0]"),
+        ("metadata", "resources.a.metadata.m"),
+        ("output", "outputs.o.value"),
+        ("if branch", "outputs.o.value.if[1]"),
+    ],
+)
+def test_condition_functions_are_refused_elsewhere(name: str, place: str, path: str):
+    """Outside a condition, equals/not/and/or are refused at their path, naming the function."""
+    call = {name: CONDITION_CALLS[name]}
+    resource: dict[str, Any] = {"type": "OS::Heat::Value", "properties": {"value": 1}}
+    outputs: dict[str, Any] = {}
+    if place == "property":
+        resource["properties"]["value"] = call
+    elif place == "nested":
+        resource["properties"]["value"] = {"list_join": [",", [call]]}
+    elif place == "metadata":
+        resource["metadata"] = {"m": call}
+    elif place == "output":
+        outputs = {"o": {"value": call}}
+    else:
+        outputs = {"o": {"value": {"if": ["prod", call, "x"]}}}
+    e = error(doc({"a": resource}, parameters={"env": {"type": "string", "default": "dev"}},
+                  conditions={"prod": {"equals": [{"get_param": "env"}, "prod"]}}, outputs=outputs))
+    assert e.path == path
+    assert e.reason.startswith(f"{name} is only allowed in conditions")
+
+
 def test_condition_cycle_is_refused():
     """Conditions that refer to each other in a loop are refused."""
     e = error(doc(conditions={"a": {"not": "b"}, "b": {"and": [True, "a"]}}))

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from control.hot import TemplateError, parse_template
-from control.hot.functions import FUNCTIONS, SINCE
+from control.hot.functions import CONDITION_ONLY, FUNCTIONS, SINCE
 from control.hot.template import _DATES
 
 # One well-formed call of each function that came after 2013-05-23.
@@ -32,9 +32,12 @@ CALLS: dict[str, Any] = {
 }
 
 
-def with_call(version: str, name: str) -> dict[str, Any]:
-    value = {"type": "OS::Heat::Value", "properties": {"value": {name: CALLS[name]}}}
-    return {"heat_template_version": version, "resources": {"web": value}}
+def with_call(version: str, name: str, where: str = "value") -> dict[str, Any]:
+    """The call as the resource's property value, or as the condition of an `if` there."""
+    call = {name: CALLS[name]}
+    value = {"if": [call, "a", "b"]} if where == "if" else call
+    resource = {"type": "OS::Heat::Value", "properties": {"value": value}}
+    return {"heat_template_version": version, "resources": {"web": resource}}
 
 
 def before(version: str) -> str:
@@ -49,8 +52,9 @@ def test_every_later_function_has_a_call_here():
 @pytest.mark.parametrize("name", sorted(SINCE))
 def test_function_is_accepted_from_its_version_on(name: str):
     """From the version that introduced it, the call parses (and in every later one)."""
+    where = "if" if name in CONDITION_ONLY else "value"  # equals & co. exist only in conditions
     for version in _DATES[_DATES.index(SINCE[name]) :]:
-        parse_template(with_call(version, name))
+        parse_template(with_call(version, name, where))
 
 
 @pytest.mark.parametrize("name", sorted(SINCE))
