@@ -442,7 +442,7 @@ class Engine:
                     generation=dep.generation if dep is not None else None,
                 )
                 continue
-            txn.event(stack.id, row.name, "DELETE", "COMPLETE", "", traversal=stack.traversal)
+            txn.event(stack.id, row.name, "DELETE", "COMPLETE", outcome.reason, traversal=stack.traversal)
             await txn.session.delete(row)
             del remaining[id(row)]
             needed.subtract({n for n in (row.requires or []) if n != row.name})

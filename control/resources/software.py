@@ -109,8 +109,9 @@ class SoftwareDeployment:
             return done()
         if await self.retire(txn, res, dep, row.properties or {}):
             return Outcome("IN_PROGRESS", dep.id)
+        reason = await self.delete_skipped(txn, dep)
         await forget_deployment(txn, dep)
-        return done()
+        return Outcome("COMPLETE", reason=reason) if reason else done()
 
     async def suspend(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         return await self._lifecycle(txn, res, row, "SUSPEND")
@@ -182,6 +183,23 @@ class SoftwareDeployment:
             return False
         await self.run(txn, res, dep, props, "DELETE")
         return "DELETE" in dep.actions and dep.status == "IN_PROGRESS"
+
+    async def delete_skipped(self, txn: Txn, dep: DeploymentRow) -> str:
+        """Why a deployment listing DELETE is removed without running it ("" when it is not listed).
+
+        Its server's agent never enrolled: it never fetched a document, so nothing of
+        this stack ever ran there and there is nothing to tear down. Waiting would hold
+        the delete until the deployment times out for an agent that may never come, and
+        the server's enrolment token dies with the stack, so it could not come anyway.
+        """
+        if "DELETE" not in dep.actions:
+            return ""
+        server = await txn.session.get(ServerRow, dep.server_id)
+        if server is not None and server.status == "ENROLLED":
+            return ""
+        if server is None:  # as Heat does when the server is gone
+            return f"DELETE not run: server {dep.server_id} no longer exists"
+        return f"DELETE not run: server {server.name} never enrolled, so nothing ran there"
 
     async def reapply(self, txn: Txn, res: Res, dep: DeploymentRow, props: Mapping[str, Any]) -> None:
         """Run *dep*'s last action again as a new generation (``stack converge``)."""

@@ -316,3 +316,35 @@ def test_delete_only_deployment_runs_its_delete_config_though_it_never_ran(cp: C
     assert 202 == cp.api("DELETE", "/v1/stacks/teardown").status
     assert "DELETED" == cp.wait_stack("teardown")["status"]
     assert ["DELETE drain", "DELETE teardown"] == runs(log)
+
+
+def test_delete_only_deployment_on_a_server_that_never_enrolled_is_removed_without_running(tmp_path: Path):
+    """No agent ever enrolled: the stack delete removes DELETE-only deployments at once, saying why.
+
+    Nothing of the stack ever reached that server (its agent never fetched a document),
+    so there is nothing to tear down; waiting would hold the delete for an agent that
+    can no longer come, since the server record and its enrolment token go with the stack.
+    """
+    plane = start_control_plane(tmp_path, "--provisioner", "enrol")  # nobody enrols
+    try:
+        log = tmp_path / "runs.log"
+        params = {"log": str(log), "script": RECORD}
+        assert 201 == plane.create("orphan", DELETE_ONLY, params=params).status
+        assert "CREATE_COMPLETE" == plane.wait_stack("orphan")["status"]
+        assert "AWAITING_ENROLMENT" == plane.api("GET", "/v1/servers/orphan-srv").body["status"]
+
+        assert 202 == plane.api("DELETE", "/v1/stacks/orphan").status
+        assert "DELETED" == plane.wait_stack("orphan")["status"]
+        assert [] == runs(log)
+        events = plane.api("GET", "/v1/stacks/orphan/events").body
+        deleted = {
+            e["resource_name"]: e["reason"]
+            for e in events
+            if e["action"] == "DELETE" and e["status"] == "COMPLETE" and e["resource_name"] in ("teardown", "drain")
+        }
+        reason = "DELETE not run: server orphan-srv never enrolled, so nothing ran there"
+        assert {"teardown": reason, "drain": reason} == deleted
+        assert not [e for e in events if e["action"] == "DELETE" and e["generation"]]  # no DELETE generation
+        assert 404 == plane.api("GET", "/v1/servers/orphan-srv").status  # no agent can enrol for it now
+    finally:
+        stop_control_plane(plane)
