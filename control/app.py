@@ -53,6 +53,8 @@ def make_app(settings: Settings) -> web.Application:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await engine.close()
+        if runtime.signal_batch is not None:  # made on the first signal
+            await runtime.signal_batch.close()
         await publisher.close()
         await provisioner.close()
         await engine_db.dispose()

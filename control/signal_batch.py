@@ -21,6 +21,7 @@ queues up, so a quiet control plane answers a single signal as fast as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -81,6 +82,21 @@ class SignalBatch:
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain(), name="signal-batch")
         return await answer
+
+    async def close(self) -> None:
+        """Stop applying (the app is shutting down): cancel the drain and whatever still waits.
+
+        A cancelled signal gets no answer, so its agent keeps it and sends it again
+        (as after a crash); the drain's open transaction is rolled back.
+        """
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        queued, self._queue = self._queue, []
+        for p in queued:
+            p.answer.cancel()
 
     async def _drain(self) -> None:
         while self._queue:

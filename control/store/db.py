@@ -8,6 +8,7 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session
 
+from control.sqliteconn import RollbackOnClose
 from control.store import (
     crypt,
     workrow,  # noqa: F401 (registers the work table)
@@ -22,7 +23,8 @@ async def open_database(url: str, data_key: bytes) -> tuple[AsyncEngine, Session
 
     *data_key* encrypts the columns that may hold secrets (``control/store/crypt.py``).
     """
-    engine = create_async_engine(url)
+    sqlite = url.startswith("sqlite")  # a closed connection never keeps a lock (control/sqliteconn.py)
+    engine = create_async_engine(url, **({"connect_args": {"factory": RollbackOnClose}} if sqlite else {}))
     crypt.attach_key(engine.sync_engine.dialect, data_key)
     if engine.dialect.name == "sqlite":
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)

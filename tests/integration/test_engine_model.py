@@ -4,7 +4,8 @@ Random templates (servers, deployments, dependencies), random overlapping update
 simulated agents whose signals go through the real HTTP API (CFN_SIGNAL URLs of
 the control plane's aiohttp app, on loopback), delayed and duplicated signals, and
 control-plane crashes: the app is torn down mid-flight (every engine task
-cancelled at whatever await it was in, its transaction rolled back) and a fresh
+cancelled at whatever await it was in, its transaction rolled back; the database's
+write lock must then be free, as after a kill -9) and a fresh
 Runtime and Engine start on the same SQLite database and port. The simulated
 agents read their deployments from the database (the document's source; the
 signed document transport is tested elsewhere).
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,8 @@ from control.store.orm import DeploymentRow, ServerRow
 
 pytestmark = pytest.mark.slow
 EXAMPLES, STEPS = 15, 30
+#: Bounds (seconds) on one API request and on one step's work, so a hang fails clearly.
+REQUEST_BOUND, STEP_BOUND = 60, 300
 
 
 def _free_port() -> int:
@@ -100,12 +104,28 @@ class Plane:
         self.app = app
         self.token = (self.settings.data_dir / "admin-token").read_text().strip()
         if self.http is None:
-            self.http = aiohttp.ClientSession()
+            self.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=REQUEST_BOUND))
 
     async def crash(self) -> None:
         assert self.runner is not None
         await asyncio.wait_for(self.runner.cleanup(), 120)  # every engine task cancelled where it stood
+        await self.write_lock_free()
         await self.start()
+
+    async def write_lock_free(self) -> None:
+        """After the teardown nothing may hold the database's write lock, as after a kill -9."""
+        db = self.settings.data_dir / "anneal.db"
+        for _ in range(50):  # up to ~10 s for a close still under way
+            probe = sqlite3.connect(db, timeout=0)
+            try:
+                probe.execute("BEGIN IMMEDIATE")
+                probe.rollback()
+                return
+            except sqlite3.OperationalError:
+                await asyncio.sleep(0.2)
+            finally:
+                probe.close()
+        raise AssertionError("the torn-down control plane still holds the database's write lock")
 
     async def stop(self) -> None:
         if self.runner is not None:
@@ -133,6 +153,11 @@ class Plane:
     async def deployments(self) -> list[DeploymentRow]:
         async with self.app[RUNTIME].sessions() as session:
             return list(await session.scalars(select(DeploymentRow).where(DeploymentRow.item.is_not(None))))
+
+    async def generation(self, dep_id: str) -> int | None:
+        async with self.app[RUNTIME].sessions() as session:
+            dep = await session.get(DeploymentRow, dep_id)
+            return None if dep is None else dep.generation
 
     async def serials(self) -> dict[str, int]:
         async with self.app[RUNTIME].sessions() as session:
@@ -164,7 +189,12 @@ def test_engine_against_a_model(tmp_path_factory: pytest.TempPathFactory) -> Non
             stats["examples"] += 1
 
         def run(self, coro: Any) -> Any:
-            return self.loop.run_until_complete(coro)
+            """Run one step's work on the plane's loop, bounded: a hang is a failure naming the step."""
+            name = getattr(coro, "__qualname__", repr(coro))
+            try:
+                return self.loop.run_until_complete(asyncio.wait_for(coro, STEP_BOUND))
+            except TimeoutError:
+                raise AssertionError(f"{name} did not finish in {STEP_BOUND} s") from None
 
         @initialize(servers=st.integers(1, 2), shape=st.lists(st.booleans(), min_size=1, max_size=4))
         def create(self, servers: int, shape: list[bool]) -> None:
@@ -208,11 +238,12 @@ def test_engine_against_a_model(tmp_path_factory: pytest.TempPathFactory) -> Non
         def _deliver(self, sig: tuple[str, str, int, dict[str, Any]]) -> None:
             url, dep_id, gen, body = sig
             status, answer = self.run(self.plane.post_signal(url, body))
-            current = self.generation.get(dep_id, gen)
             if status == 409:
                 stats["stale_refused"] += 1
-                if gen >= current:
-                    self.violations.append(f"signal for current generation {gen} of {dep_id} refused")
+                # The engine steps between rules, so read the generation now (it never goes down).
+                current = self.run(self.plane.generation(dep_id))
+                if current is not None and gen >= current:
+                    self.violations.append(f"signal for current generation {gen} of {dep_id} refused: {answer}")
             elif status == 200:
                 if answer.get("duplicate"):
                     stats["duplicates"] += 1
