@@ -128,6 +128,63 @@ class ControlPlane:
             time.sleep(0.2)
         raise AssertionError(f"stack {name} still in progress after {timeout} s; log: {self.log}")
 
+    def settled(self, name: str, expect: str | None, timeout: float = 120) -> dict[str, Any]:
+        """Wait for *name* to leave IN_PROGRESS; assert it ends as *expect* (None: any status)."""
+        stack = self.wait_stack(name, timeout)
+        if expect is not None:
+            assert expect == stack["status"], f"stack {name}: {stack['status']} {stack.get('status_reason', '')}"
+        return stack
+
+    def create_stack(
+        self,
+        name: str,
+        template: str | Path,
+        *,
+        expect: str | None = "CREATE_COMPLETE",
+        timeout: float = 120,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Create *name* (201) and wait until it settles as *expect*; *kwargs* go to create()."""
+        resp = self.create(name, template, **kwargs)
+        assert 201 == resp.status, resp.body
+        return self.settled(name, expect, timeout)
+
+    def update_stack(
+        self,
+        name: str,
+        template: str | Path,
+        params: dict[str, str] | None = None,
+        *,
+        expect: str | None = "UPDATE_COMPLETE",
+        timeout: float = 120,
+    ) -> dict[str, Any]:
+        """Update *name* to *template* with *params* (202) and wait until it settles as *expect*."""
+        text = template.read_text() if isinstance(template, Path) else template
+        resp = self.api("PUT", f"/v1/stacks/{name}", {"template": text, "parameters": params or {}})
+        assert 202 == resp.status, resp.body
+        return self.settled(name, expect, timeout)
+
+    def stack_action(self, name: str, action: str, *, timeout: float = 120) -> dict[str, Any]:
+        """POST suspend or resume (202) and wait for ACTION_COMPLETE."""
+        resp = self.api("POST", f"/v1/stacks/{name}/{action}")
+        assert 202 == resp.status, resp.body
+        return self.settled(name, f"{action.upper()}_COMPLETE", timeout)
+
+    def delete_stack(self, name: str, *, timeout: float = 120) -> None:
+        """Delete *name* (202) and wait until it is gone."""
+        resp = self.api("DELETE", f"/v1/stacks/{name}")
+        assert 202 == resp.status, resp.body
+        self.settled(name, "DELETED", timeout)
+
+    def wait_enrolled(self, server: str, timeout: float = 60) -> None:
+        """Poll until the server's agent has enrolled (bounded in time)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.api("GET", f"/v1/servers/{server}").body.get("status") == "ENROLLED":
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"server {server} did not enrol within {timeout} s; log: {self.log}")
+
     def outputs(self, name: str) -> dict[str, Any]:
         return {
             o["output_key"]: o["output_value"] for o in self.api("GET", f"/v1/stacks/{name}/outputs").body
@@ -135,6 +192,34 @@ class ControlPlane:
 
     def agent_dir(self, server_name: str) -> Path:
         return self.data_dir / "agents" / server_name
+
+
+def software_deployment(
+    name: str,
+    inputs: str,
+    *,
+    actions: str | None = None,
+    config: str = "cfg",
+    server: str = "srv",
+    depends_on: str | None = None,
+    extra: str = "",
+) -> str:
+    """The HOT text of one `OS::Heat::SoftwareDeployment` under `resources:`.
+
+    *inputs* is the flow map inside `input_values: {...}`; *actions* the list inside
+    `actions: [...]` (None: Heat's default); *extra* more property lines, indented.
+    """
+    lines = [
+        f"  {name}:",
+        "    type: OS::Heat::SoftwareDeployment",
+        *([f"    depends_on: {depends_on}"] if depends_on else []),
+        "    properties:",
+        f"      config: {{get_resource: {config}}}",
+        f"      server: {{get_resource: {server}}}",
+        *([f"      actions: [{actions}]"] if actions is not None else []),
+        f"      input_values: {{{inputs}}}",
+    ]
+    return "\n".join(lines) + "\n" + extra
 
 
 def start_control_plane(

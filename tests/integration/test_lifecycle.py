@@ -6,13 +6,17 @@ is about what really ran on the servers, in which order, and how often.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
+from tests.integration.conftest import (
+    ControlPlane,
+    software_deployment,
+    start_control_plane,
+    stop_control_plane,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +35,9 @@ def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 
 def runs(log: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
+
+
+LOGGED = "LOG: {get_param: log}"
 
 
 def config(name: str = "cfg", extra_inputs: str = "") -> str:
@@ -59,36 +66,13 @@ resources:
   srv: {type: OS::Heat::DeployedServer}
 """
     + config()
-    + """
-  every:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: srv}
-      actions: [CREATE, UPDATE, DELETE, SUSPEND, RESUME]
-      input_values: {NAME: every, LOG: {get_param: log}}
-  plain:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: srv}
-      input_values: {NAME: plain, LOG: {get_param: log}}
-  on_suspend:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: srv}
-      actions: [SUSPEND]
-      input_values: {NAME: on_suspend, LOG: {get_param: log}}
-  after:
-    type: OS::Heat::SoftwareDeployment
-    depends_on: every
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: srv}
-      actions: [SUSPEND, RESUME]
-      input_values: {NAME: after, LOG: {get_param: log}, SEEN: {get_attr: [every, result]}}
-"""
+    + software_deployment("every", f"NAME: every, {LOGGED}", actions="CREATE, UPDATE, DELETE, SUSPEND, RESUME")
+    + software_deployment("plain", f"NAME: plain, {LOGGED}")
+    + software_deployment("on_suspend", f"NAME: on_suspend, {LOGGED}", actions="SUSPEND")
+    + software_deployment(
+        "after", f"NAME: after, {LOGGED}, SEEN: {{get_attr: [every, result]}}", actions="SUSPEND, RESUME",
+        depends_on="every",
+    )
 )
 
 
@@ -96,8 +80,7 @@ def test_deployments_run_only_for_the_actions_they_list(cp: ControlPlane, tmp_pa
     """create, suspend, resume, delete: each deployment runs exactly the actions it lists."""
     log = tmp_path / "runs.log"
     params = {"log": str(log), "script": RECORD}
-    assert 201 == cp.create("acts", ACTIONS, params=params).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("acts")["status"]
+    cp.create_stack("acts", ACTIONS, params=params)
     assert ["CREATE every", "CREATE plain"] == sorted(runs(log))
 
     suspended = cp.cli("stack", "suspend", "acts", "--wait", "--timeout", "120")
@@ -112,14 +95,12 @@ def test_deployments_run_only_for_the_actions_they_list(cp: ControlPlane, tmp_pa
     update = cp.api("PUT", "/v1/stacks/acts", {"template": ACTIONS, "parameters": params})
     assert 409 == update.status and "resume it before updating" in update.body["error"]["message"]
 
-    assert 202 == cp.api("POST", "/v1/stacks/acts/resume").status
-    assert "RESUME_COMPLETE" == cp.wait_stack("acts")["status"]
+    cp.stack_action("acts", "resume")
     assert ["RESUME every", "RESUME after"] == runs(log)[5:]  # dependencies first
     refused = cp.api("POST", "/v1/stacks/acts/resume")
     assert 409 == refused.status and "only a suspended stack resumes" in refused.body["error"]["message"]
 
-    assert 202 == cp.api("DELETE", "/v1/stacks/acts").status
-    assert "DELETED" == cp.wait_stack("acts")["status"]
+    cp.delete_stack("acts")
     assert ["DELETE every"] == runs(log)[7:]
 
 
@@ -127,18 +108,14 @@ def test_update_runs_only_what_changed(cp: ControlPlane, tmp_path: Path):
     """A stack update re-runs the deployments whose inputs changed and no other."""
     log = tmp_path / "runs.log"
     params = {"log": str(log), "script": RECORD}
-    assert 201 == cp.create("diff", ACTIONS, params=params).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("diff")["status"]
+    cp.create_stack("diff", ACTIONS, params=params)
     changed = ACTIONS.replace("{NAME: plain,", "{NAME: plain, EXTRA: x,")
-    body = {"template": changed, "parameters": params}
-    assert 202 == cp.api("PUT", "/v1/stacks/diff", body).status
-    assert "UPDATE_COMPLETE" == cp.wait_stack("diff")["status"]
+    assert changed != ACTIONS
+    cp.update_stack("diff", changed, params)
     assert ["CREATE every", "CREATE plain", "UPDATE plain"] == sorted(runs(log))
-    assert 202 == cp.api("PUT", "/v1/stacks/diff", body).status
-    assert "UPDATE_COMPLETE" == cp.wait_stack("diff")["status"]
+    cp.update_stack("diff", changed, params)
     assert 3 == len(runs(log))  # the same template again: nothing runs
-    cp.api("DELETE", "/v1/stacks/diff")
-    assert "DELETED" == cp.wait_stack("diff")["status"]
+    cp.delete_stack("diff")
 
 
 COMPONENT = """
@@ -180,25 +157,20 @@ outputs:
 def test_component_runs_the_config_for_each_action(cp: ControlPlane, tmp_path: Path):
     """A component's configs decide: CREATE, UPDATE and DELETE each run their own config."""
     log = tmp_path / "runs.log"
-    assert 201 == cp.create("comp", COMPONENT, params={"log": str(log)}).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("comp")["status"]
+    cp.create_stack("comp", COMPONENT, params={"log": str(log)})
     assert ["create 1 CREATE"] == runs(log)
     assert "created" == cp.outputs("comp")["result"]
     (dep,) = cp.api("GET", "/v1/deployments?stack=comp").body
     shown = cp.api("GET", f"/v1/deployments/{dep['id']}").body
     assert ("component", ["CREATE", "UPDATE", "DELETE"]) == (shown["group"], shown["actions"])
 
-    body = {"template": COMPONENT, "parameters": {"log": str(log), "version": "2"}}
-    assert 202 == cp.api("PUT", "/v1/stacks/comp", body).status
-    assert "UPDATE_COMPLETE" == cp.wait_stack("comp")["status"]
+    cp.update_stack("comp", COMPONENT, {"log": str(log), "version": "2"})
     assert "update-or-delete 2 UPDATE" == runs(log)[-1]
 
-    assert 202 == cp.api("POST", "/v1/stacks/comp/suspend").status  # no SUSPEND config: nothing runs
-    assert "SUSPEND_COMPLETE" == cp.wait_stack("comp")["status"]
+    cp.stack_action("comp", "suspend")  # no SUSPEND config: nothing runs
     assert 2 == len(runs(log))
 
-    assert 202 == cp.api("DELETE", "/v1/stacks/comp").status
-    assert "DELETED" == cp.wait_stack("comp")["status"]
+    cp.delete_stack("comp")
     assert ["create 1 CREATE", "update-or-delete 2 UPDATE", "update-or-delete 2 DELETE"] == runs(log)
 
 
@@ -220,21 +192,12 @@ resources:
   srv: {type: OS::Heat::DeployedServer}
 """
     + config()
+    + software_deployment(
+        "backend", f"NAME: {{get_param: first_name}}, {LOGGED}", actions="CREATE, UPDATE, DELETE",
+        extra="      name: {get_param: first_name}\n",
+    )
+    + software_deployment("frontend", f"NAME: frontend, {LOGGED}, UPSTREAM: {{get_attr: [backend, result]}}")
     + """
-  backend:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: srv}
-      name: {get_param: first_name}
-      actions: [CREATE, UPDATE, DELETE]
-      input_values: {NAME: {get_param: first_name}, LOG: {get_param: log}}
-  frontend:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: srv}
-      input_values: {NAME: frontend, LOG: {get_param: log}, UPSTREAM: {get_attr: [backend, result]}}
 outputs:
   upstream: {value: {get_attr: [backend, result]}}
 """
@@ -245,18 +208,14 @@ def test_name_change_replaces_blue_green(cp: ControlPlane, tmp_path: Path):
     """A new `name` replaces the deployment: new CREATE, dependents UPDATE, then old DELETE."""
     log = tmp_path / "runs.log"
     params = {"log": str(log), "script": RECORD}
-    assert 201 == cp.create("rename", RENAME, params=params).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("rename")["status"]
+    cp.create_stack("rename", RENAME, params=params)
     assert ["CREATE backend-v1", "CREATE frontend"] == runs(log)
-    body = {"template": RENAME, "parameters": {**params, "first_name": "backend-v2"}}
-    assert 202 == cp.api("PUT", "/v1/stacks/rename", body).status
-    assert "UPDATE_COMPLETE" == cp.wait_stack("rename")["status"]
+    cp.update_stack("rename", RENAME, {**params, "first_name": "backend-v2"})
     assert ["CREATE backend-v2", "UPDATE frontend", "DELETE backend-v1"] == runs(log)[2:]
     assert "backend-v2-CREATE" == cp.outputs("rename")["upstream"]
     names = sorted(d["name"] for d in cp.api("GET", "/v1/deployments?stack=rename").body)
     assert ["backend-v2", "rename-cfg"] == names
-    cp.api("DELETE", "/v1/stacks/rename")
-    assert "DELETED" == cp.wait_stack("rename")["status"]
+    cp.delete_stack("rename")
 
 
 DELETE_ONLY = (
@@ -266,55 +225,27 @@ resources:
   srv: {type: OS::Heat::DeployedServer}
 """
     + config()
-    + """
-  teardown:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: srv}
-      actions: [DELETE]
-      input_values: {NAME: teardown, LOG: {get_param: log}}
-  drain:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: srv}
-      actions: [DELETE]
-      input_values: {NAME: drain, LOG: {get_param: log}}
-"""
+    + software_deployment("teardown", f"NAME: teardown, {LOGGED}", actions="DELETE")
+    + software_deployment("drain", f"NAME: drain, {LOGGED}", actions="DELETE")
 )
-
-
-def wait_enrolled(cp: ControlPlane, server: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cp.api("GET", f"/v1/servers/{server}").body.get("status") == "ENROLLED":
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"server {server} did not enrol within {timeout} s")
 
 
 def test_delete_only_deployment_runs_its_delete_config_though_it_never_ran(cp: ControlPlane, tmp_path: Path):
     """`actions: [DELETE]`: nothing runs at CREATE; removal from the template and stack delete run DELETE."""
     log = tmp_path / "runs.log"
     params = {"log": str(log), "script": RECORD}
-    assert 201 == cp.create("teardown", DELETE_ONLY, params=params).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("teardown")["status"]
+    cp.create_stack("teardown", DELETE_ONLY, params=params)
     assert [] == runs(log)
     shown = {d["resource_name"]: d for d in cp.api("GET", "/v1/deployments?stack=teardown").body}
     assert {"teardown", "drain"} <= set(shown) and shown["drain"]["generation"] == 0
     # Nothing ran yet, so the stack completed before its agent enrolled; a server that never
     # enrolled has nothing to tear down (its DELETE-only deployments are just removed).
-    wait_enrolled(cp, "teardown-srv")
+    cp.wait_enrolled("teardown-srv")
 
-    without_drain = DELETE_ONLY[: DELETE_ONLY.index("  drain:")]
-    body = {"template": without_drain, "parameters": params}
-    assert 202 == cp.api("PUT", "/v1/stacks/teardown", body).status
-    assert "UPDATE_COMPLETE" == cp.wait_stack("teardown")["status"]
+    cp.update_stack("teardown", DELETE_ONLY[: DELETE_ONLY.index("  drain:")], params)
     assert ["DELETE drain"] == runs(log)
 
-    assert 202 == cp.api("DELETE", "/v1/stacks/teardown").status
-    assert "DELETED" == cp.wait_stack("teardown")["status"]
+    cp.delete_stack("teardown")
     assert ["DELETE drain", "DELETE teardown"] == runs(log)
 
 
@@ -329,12 +260,10 @@ def test_delete_only_deployment_on_a_server_that_never_enrolled_is_removed_witho
     try:
         log = tmp_path / "runs.log"
         params = {"log": str(log), "script": RECORD}
-        assert 201 == plane.create("orphan", DELETE_ONLY, params=params).status
-        assert "CREATE_COMPLETE" == plane.wait_stack("orphan")["status"]
+        plane.create_stack("orphan", DELETE_ONLY, params=params)
         assert "AWAITING_ENROLMENT" == plane.api("GET", "/v1/servers/orphan-srv").body["status"]
 
-        assert 202 == plane.api("DELETE", "/v1/stacks/orphan").status
-        assert "DELETED" == plane.wait_stack("orphan")["status"]
+        plane.delete_stack("orphan")
         assert [] == runs(log)
         events = plane.api("GET", "/v1/stacks/orphan/events").body
         deleted = {
