@@ -11,10 +11,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -23,6 +23,7 @@ from tests.pg import Postgres, running_postgres
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -192,6 +193,22 @@ class ControlPlane:
 
     def agent_dir(self, server_name: str) -> Path:
         return self.data_dir / "agents" / server_name
+
+
+def wait_until(check: Callable[[], T], what: str, timeout: float = 60, interval: float = 0.2) -> T:
+    """Poll *check* until it returns something truthy, and return that; fail naming *what* after *timeout* s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(interval)
+    raise AssertionError(f"after {timeout:g} s: {what}")
+
+
+def wait_file(path: Path, timeout: float = 60) -> None:
+    """Wait until *path* exists (a hook's marker file), bounded in time."""
+    wait_until(path.exists, f"{path} does not exist", timeout, interval=0.05)
 
 
 def software_deployment(

@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.conftest import BIN, ControlPlane, free_port, start_control_plane, stop_control_plane
+from tests.integration.conftest import (
+    BIN,
+    ControlPlane,
+    free_port,
+    start_control_plane,
+    stop_control_plane,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -191,17 +198,6 @@ def as_json(cp: ControlPlane, *args: str) -> Any:
 def progress(stdout: str) -> list[tuple[str, str]]:
     """(resource, ACTION_STATUS) of every live progress line `--wait` and `--follow` print."""
     return [(m.group(1), m.group(2)) for m in map(PROGRESS.match, stdout.splitlines()) if m]
-
-
-def until(check: Callable[[], Any], timeout: float = 30, what: str = "condition") -> Any:
-    """Poll *check* until it returns something truthy (bounded in time)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached after {timeout} s")
 
 
 def write(path: Path, text: str) -> Path:
@@ -626,7 +622,7 @@ def test_enrolled_agent_runs_a_stacks_deployment_with_once(enrol_cp: ControlPlan
 
     template = write(tmp_path / "edge.yaml", served("OS::Heat::DeployedServer", "{name: edge}"))
     ok(cp.cli("stack", "create", "edge-stack", "-t", str(template)))
-    until(lambda: as_json(cp, "deployment", "list", "--server", "edge"), what="deployment on edge")
+    wait_until(lambda: as_json(cp, "deployment", "list", "--server", "edge"), "no deployment on edge", 30)
     ran = agent("once", "--state-dir", str(state))
     assert 0 == ran.returncode, ran.stderr
     assert "CREATE_COMPLETE" == cp.wait_stack("edge-stack", timeout=30)["status"]

@@ -19,7 +19,7 @@ from typing import Any
 
 from agent import diskfull
 from agent.ledger import Ledger
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane, wait_until
 from tests.integration.test_r24_full_disk import _fill, _mount
 from tests.integration.test_restarts import enrol_agent, stop_agent
 
@@ -45,15 +45,6 @@ resources:
     properties: {config: {get_resource: cfg}, server: fullbox,
                  input_values: {DIR: {get_param: dir}, STEP: {get_param: step}}}
 """
-
-
-def _wait(cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := cond():
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"after {timeout:g} s: {what}")
 
 
 def _agent_status(state: Path) -> dict[str, Any]:
@@ -82,12 +73,12 @@ def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
         argv = enrol_agent(cp, "fullbox", state)
         agent = subprocess.Popen(argv, stdout=log, stderr=log)
         assert 201 == cp.create("first", TEMPLATE, params={"dir": str(work), "step": "a"}).status
-        _wait((work / "started-a").exists, 120, "the first hook never started")
+        wait_until((work / "started-a").exists, "the first hook never started", 120)
         _fill(disk, 0)
         (work / "go-a").touch()  # the hook ends on a full disk: its result cannot be recorded
-        full = _wait(lambda: _agent_status(state).get("disk_full"), 120, "status never showed the full disk")
+        full = wait_until(lambda: _agent_status(state).get("disk_full"), "status never showed the full disk", 120)
         assert str(state) in full["message"] and "record the result of deployment" in full["message"]
-        reported = _wait(lambda: _reported(cp), 60, "the heartbeat never reported the full disk")
+        reported = wait_until(lambda: _reported(cp), "the heartbeat never reported the full disk", 60)
         assert full["message"] == reported["message"]
         text = subprocess.run([str(BIN / "anneal-agent"), "status", "--state-dir", str(state)],
                               capture_output=True, text=True, timeout=60, check=True).stdout
@@ -100,10 +91,10 @@ def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
 
         (disk / "filler").unlink()
         assert "CREATE_COMPLETE" == cp.wait_stack("first", timeout=120)["status"]
-        _wait((work / "started-b").exists, 120, "the second hook never started")
+        wait_until((work / "started-b").exists, "the second hook never started", 120)
         (work / "go-b").touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("second", timeout=120)["status"]
-        _wait(lambda: _reported(cp) is None, 120, "the control plane still shows the full disk")
+        wait_until(lambda: _reported(cp) is None, "the control plane still shows the full disk", 120)
         assert _agent_status(state).get("disk_full") is None
 
         first, second = (cp.api("GET", f"/v1/deployments?stack={s}").body[0] for s in ("first", "second"))
@@ -142,13 +133,13 @@ def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Pa
         argv = enrol_agent(cp, "fullbox", state)
         _fill(disk, 0)
         agent = subprocess.Popen(argv, stdout=log, stderr=log)
-        _wait(lambda: "could not open its ledger" in log_path.read_text(), 60, "no line about the full disk")
+        wait_until(lambda: "could not open its ledger" in log_path.read_text(), "no line about the full disk", 60)
         assert f"state dir {state} is full" in log_path.read_text()
         time.sleep(3)
         assert agent.poll() is None, "the agent exited on a full disk"
         (disk / "filler").unlink()
         assert 201 == cp.create("later", TEMPLATE, params={"dir": str(work), "step": "c"}).status
-        _wait((work / "started-c").exists, 120, "the hook never started once space was back")
+        wait_until((work / "started-c").exists, "the hook never started once space was back", 120)
         (work / "go-c").touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("later", timeout=120)["status"]
         assert agent.poll() is None and "Traceback" not in log_path.read_text()

@@ -43,8 +43,7 @@ outputs:
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     plane = start_control_plane(tmp_path_factory.mktemp("keys"), "--document-ttl", str(TTL))
-    assert 201 == plane.create("keys", TEMPLATE, params={"step": "one"}).status
-    assert "CREATE_COMPLETE" == plane.wait_stack("keys")["status"]
+    plane.create_stack("keys", TEMPLATE, params={"step": "one"})
     yield plane
     stop_control_plane(plane)
 

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import EXAMPLES, ControlPlane, start_control_plane, stop_control_plane
+from tests.integration.conftest import (
+    EXAMPLES,
+    ControlPlane,
+    start_control_plane,
+    stop_control_plane,
+    wait_file,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -32,8 +38,7 @@ def demo_files() -> dict[str, str]:
 def test_demo_stack_converges_and_blue_green_update_repoints_frontend(control_plane: ControlPlane):
     """The demo stack: two servers converge; backend v2 replaces v1 and the frontend follows it."""
     cp = control_plane
-    assert 201 == cp.create("bg", EXAMPLES / "blue-green.yaml", files=demo_files()).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("bg")["status"]
+    cp.create_stack("bg", EXAMPLES / "blue-green.yaml", files=demo_files())
     first = cp.outputs("bg")
     assert first["frontend_upstream"] == first["backend_address"]
     assert "hello from the backend (v1)" == first["frontend_saw"]
@@ -63,8 +68,7 @@ def test_demo_stack_converges_and_blue_green_update_repoints_frontend(control_pl
     old_deleted = order.index(("backend_deployment", "DELETE", "COMPLETE"))
     assert new_backend < frontend_updated < old_deleted
 
-    assert 202 == cp.api("DELETE", "/v1/stacks/bg").status
-    assert "DELETED" == cp.wait_stack("bg")["status"]
+    cp.delete_stack("bg")
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://{second['backend_address']}/", timeout=2)
 
@@ -104,8 +108,7 @@ outputs:
 def test_dependency_chain_across_two_servers(control_plane: ControlPlane):
     """Outputs flow a -> b -> c across two servers, each step running where it was told."""
     cp = control_plane
-    assert 201 == cp.create("chain", CHAIN).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("chain")["status"]
+    cp.create_stack("chain", CHAIN)
     out = cp.outputs("chain")
     one, two = out["servers"]
     assert f"start>a@{one}>b@{two}>c@{one}" == out["trail"]
@@ -252,18 +255,11 @@ def _agent_pid(cp: ControlPlane, name: str) -> int:
     return int(pid_file.read_text())
 
 
-def _wait_file(path: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert path.exists(), path
-
-
 def test_agent_killed_mid_hook_reports_interrupted_never_reruns(control_plane: ControlPlane, tmp_path: Path):
     """kill -9 of the agent during a hook: the deployment FAILS as interrupted; it never runs twice."""
     cp = control_plane
     cp.create("killed", SLOW, params={"dir": str(tmp_path)})
-    _wait_file(tmp_path / "started-first")
+    wait_file(tmp_path / "started-first")
     os.kill(_agent_pid(cp, "slowbox"), signal.SIGKILL)  # the provisioner restarts it
     stack = cp.wait_stack("killed")
     assert "CREATE_FAILED" == stack["status"]
@@ -280,7 +276,7 @@ def test_agent_restarted_between_deployments_converges_without_reruns(
     """An agent stopped after its first deployment and started again finishes the stack, once each."""
     cp = control_plane
     cp.create("restarted", SLOW, params={"dir": str(tmp_path)})
-    _wait_file(tmp_path / "started-middle")  # slowbox is idle now: `first` is done
+    wait_file(tmp_path / "started-middle")  # slowbox is idle now: `first` is done
     pid = _agent_pid(cp, "slowbox")
     os.kill(pid, signal.SIGTERM)
     assert "CREATE_COMPLETE" == cp.wait_stack("restarted")["status"]

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import start_control_plane, stop_control_plane
+from tests.integration.conftest import start_control_plane, stop_control_plane, wait_file
 
 pytestmark = pytest.mark.slow
 
@@ -44,13 +43,6 @@ outputs:
 """
 
 
-def _wait(path: Path, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert path.exists(), path
-
-
 def test_group_batches_resume_after_a_control_plane_crash(tmp_path: Path):
     """kill -9 while member a runs: after restart a's signal is taken, b starts, each ran once."""
     work = tmp_path / "work"
@@ -58,14 +50,14 @@ def test_group_batches_resume_after_a_control_plane_crash(tmp_path: Path):
     cp = start_control_plane(tmp_path)
     try:
         assert 201 == cp.create("crash", TEMPLATE, params={"dir": str(work)}).status
-        _wait(work / "started-a")
+        wait_file(work / "started-a")
         assert not (work / "started-b").exists()  # batches of one: b waits for a
         cp.proc.send_signal(signal.SIGKILL)
         cp.proc.wait(30)
         (work / "go-a").touch()  # a finishes while nobody listens; its agent keeps the signal
         port = int(cp.url.rsplit(":", 1)[1])
         cp = start_control_plane(tmp_path, port=port)
-        _wait(work / "started-b")
+        wait_file(work / "started-b")
         (work / "go-b").touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("crash", timeout=180)["status"]
         assert ["a", "b"] == (work / "runs").read_text().split()

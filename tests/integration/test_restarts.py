@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane, wait_file
 
 pytestmark = pytest.mark.slow
 
@@ -46,13 +46,6 @@ outputs:
 """
 
 
-def _wait(path: Path, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert path.exists(), path
-
-
 def stop_agent(agent: subprocess.Popen[bytes] | None, timeout: float = 60) -> None:
     """Stop an agent the test started: SIGTERM, then SIGKILL if it is still there after *timeout*."""
     if agent is None or agent.poll() is not None:
@@ -86,7 +79,7 @@ def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path):
         with open(tmp_path / "agent.log", "ab") as log:
             agent = subprocess.Popen(argv, stdout=log, stderr=log)
         assert 201 == cp.create("outage", TEMPLATE, params={"dir": str(work)}).status
-        _wait(work / "started-first")
+        wait_file(work / "started-first")
         cp.proc.send_signal(signal.SIGKILL)  # no graceful shutdown: a crash
         cp.proc.wait(30)
         (work / "go-first").touch()  # the hook finishes while nobody listens
@@ -99,7 +92,7 @@ def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path):
         assert len(json.loads(status.stdout)["queued_signals"]) == 1, status.stdout
         port = int(cp.url.rsplit(":", 1)[1])
         cp = start_control_plane(tmp_path, "--provisioner", "enrol", port=port)
-        _wait(work / "started-second-first")  # runs only once the queued signal has landed
+        wait_file(work / "started-second-first")  # runs only once the queued signal has landed
         (work / "go-second-first").touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("outage", timeout=90)["status"]
         assert "second-first" == cp.outputs("outage")["last"]
@@ -136,13 +129,13 @@ def test_control_plane_killed_mid_stack_resumes_with_one_agent_per_server(tmp_pa
     cp = start_control_plane(tmp_path)
     try:
         assert 201 == cp.create("resume", TEMPLATE, params={"dir": str(work)}).status
-        _wait(work / "started-first")
+        wait_file(work / "started-first")
         cp.proc.send_signal(signal.SIGKILL)
         cp.proc.wait(30)
         port = int(cp.url.rsplit(":", 1)[1])
         cp = start_control_plane(tmp_path, port=port)
         (work / "go-first").touch()
-        _wait(work / "started-second-first")
+        wait_file(work / "started-second-first")
         (work / "go-second-first").touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("resume", timeout=90)["status"]
         assert 1 == len(_agent_processes(cp.agent_dir("standalone")))
@@ -158,7 +151,7 @@ def test_second_agent_on_one_state_dir_is_refused(control_plane: ControlPlane, t
     first = subprocess.Popen(enrol_agent(cp, "solo", state), stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     try:
-        _wait(state / "agent.pid")
+        wait_file(state / "agent.pid")
         second = subprocess.run([str(BIN / "anneal-agent"), "once", "--state-dir", str(state)],
                                 capture_output=True, text=True, timeout=60, check=False)
         assert 2 == second.returncode
@@ -178,7 +171,7 @@ def test_sigterm_lets_the_running_hook_finish_and_signal(tmp_path: Path):
         argv = enrol_agent(cp, "standalone", tmp_path / "agent-state")
         agent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         assert 201 == cp.create("drain", TEMPLATE, params={"dir": str(work)}).status
-        _wait(work / "started-first")
+        wait_file(work / "started-first")
         agent.send_signal(signal.SIGTERM)
         time.sleep(0.5)
         assert agent.poll() is None  # still running: waiting for the hook
@@ -188,7 +181,7 @@ def test_sigterm_lets_the_running_hook_finish_and_signal(tmp_path: Path):
         assert "COMPLETE" == first[0]["status"]
         assert not (work / "started-second-first").exists()  # nothing new was started
         agent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait(work / "started-second-first")
+        wait_file(work / "started-second-first")
         (work / "go-second-first").touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("drain", timeout=60)["status"]
         assert ["first", "second-first"] == (work / "runs").read_text().split()

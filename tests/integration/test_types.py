@@ -82,8 +82,7 @@ outputs:
 
 def test_structured_deployment_substitutes_inputs(cp: ControlPlane):
     """get_input nodes become input values (deploy_* too); LAX leaves unknown names null."""
-    assert 201 == cp.create("structured", STRUCTURED).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("structured")["status"]
+    cp.create_stack("structured", STRUCTURED)
     out = cp.outputs("structured")
     assert {
         "listen": 8080,
@@ -181,8 +180,7 @@ def batches(lines: list[str], action: str) -> list[set[str]]:
 def test_group_creates_in_batches_and_rolls_updates(cp: ControlPlane, tmp_path: Path):
     """batch_create 1: a, b, c one by one; rolling_update 2: {a, b} then {c}; attributes aggregate."""
     log = tmp_path / "runs.log"
-    assert 201 == cp.create("grp", GROUP, params={"log": str(log)}).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("grp", timeout=180)["status"]
+    cp.create_stack("grp", GROUP, params={"log": str(log)}, timeout=180)
     lines = log.read_text().splitlines()
     assert [{"a"}, {"b"}, {"c"}] == batches(lines, "CREATE")
     assert ["a", "b", "c"] == [ln.split()[1] for ln in lines if ln.endswith("start")]
@@ -209,8 +207,7 @@ def test_group_creates_in_batches_and_rolls_updates(cp: ControlPlane, tmp_path: 
     assert {"a": "a-2", "b": "b-2"} == cp.outputs("grp")["results"]
     assert ["a", "b"] == sorted(d["resource_name"] for d in cp.api("GET", "/v1/deployments?stack=grp").body)
 
-    assert 202 == cp.api("DELETE", "/v1/stacks/grp").status
-    assert "DELETED" == cp.wait_stack("grp", timeout=180)["status"]
+    cp.delete_stack("grp", timeout=180)
     tail = log.read_text().splitlines()[len(lines) + 2 :]
     assert {"DELETE a start", "DELETE a end", "DELETE b start", "DELETE b end"} == set(tail)
 
@@ -219,8 +216,7 @@ def test_batch_create_pause_time_separates_batches(cp: ControlPlane, tmp_path: P
     """pause_time 3: each member starts at least 3 s after the one before it finished (event times)."""
     log = tmp_path / "runs.log"
     paused = GROUP.replace("batch_create: {max_batch_size: 1}", "batch_create: {max_batch_size: 1, pause_time: 3}")
-    assert 201 == cp.create("gpause", paused, params={"log": str(log)}).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("gpause", timeout=180)["status"]
+    cp.create_stack("gpause", paused, params={"log": str(log)}, timeout=180)
     deps = {d["id"]: d for d in cp.api("GET", "/v1/deployments?stack=gpause").body}
     starts = [
         e for e in cp.api("GET", "/v1/stacks/gpause/events").body
@@ -231,8 +227,7 @@ def test_batch_create_pause_time_separates_batches(cp: ControlPlane, tmp_path: P
         finished = deps[earlier["deployment_id"]]["completed_at"]
         assert later["timestamp"] - finished >= 3, (earlier, later, finished)
         assert later["timestamp"] - earlier["timestamp"] >= 3
-    cp.api("DELETE", "/v1/stacks/gpause")
-    assert "DELETED" == cp.wait_stack("gpause", timeout=180)["status"]
+    cp.delete_stack("gpause", timeout=180)
 
 
 GROUP_REPLACE = """
@@ -280,8 +275,7 @@ resources:
 def test_group_replace_on_change_is_blue_green(cp: ControlPlane, tmp_path: Path):
     """A replace_on_change input: new members CREATE, the dependent UPDATEs, old members DELETE last."""
     log = tmp_path / "runs.log"
-    assert 201 == cp.create("grepl", GROUP_REPLACE, params={"log": str(log)}).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("grepl", timeout=180)["status"]
+    cp.create_stack("grepl", GROUP_REPLACE, params={"log": str(log)}, timeout=180)
     before = len(log.read_text().splitlines())
     body = {"template": GROUP_REPLACE, "parameters": {"log": str(log), "version": "2"}}
     assert 202 == cp.api("PUT", "/v1/stacks/grepl", body).status
@@ -290,8 +284,7 @@ def test_group_replace_on_change_is_blue_green(cp: ControlPlane, tmp_path: Path)
     assert {"CREATE a 2", "CREATE b 2"} == set(new[:2])
     assert "UPDATE user b-2" == new[2]
     assert {"DELETE a 1", "DELETE b 1"} == set(new[3:])
-    cp.api("DELETE", "/v1/stacks/grepl")
-    assert "DELETED" == cp.wait_stack("grepl", timeout=180)["status"]
+    cp.delete_stack("grepl", timeout=180)
 
 
 RANDOM = """
@@ -333,8 +326,7 @@ outputs:
 def test_random_string_is_stable_until_its_properties_change(cp: ControlPlane, tmp_path: Path):
     """The value survives unrelated updates; a new length makes a new value meeting the minimums."""
     out = tmp_path / "pw"
-    assert 201 == cp.create("rand", RANDOM, params={"out": str(out)}).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("rand")["status"]
+    cp.create_stack("rand", RANDOM, params={"out": str(out)})
     assert "******" == cp.outputs("rand")["pw"]  # masked in what the API shows
     first = out.read_text()
     assert 24 == len(first)
@@ -391,8 +383,7 @@ outputs:
 
 def test_cloud_config_and_multipart_mime(cp: ControlPlane):
     """CloudConfig is #cloud-config YAML; MultipartMime holds each part, configs by reference."""
-    assert 201 == cp.create("boot", BOOT).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("boot")["status"]
+    cp.create_stack("boot", BOOT)
     out = cp.outputs("boot")
     assert out["cloud"].startswith("#cloud-config\n")
     assert "packages:\n- nginx\n" in out["cloud"]
@@ -407,19 +398,16 @@ def test_cloud_config_and_multipart_mime(cp: ControlPlane):
 
 def test_example_component_and_group_run_end_to_end(cp: ControlPlane):
     """examples/component.yaml and examples/group.yaml converge, update and suspend as they say."""
-    assert 201 == cp.create("ex-comp", EXAMPLES / "component.yaml").status
-    assert "CREATE_COMPLETE" == cp.wait_stack("ex-comp")["status"]
+    cp.create_stack("ex-comp", EXAMPLES / "component.yaml")
     assert "installed (hello)" == cp.outputs("ex-comp")["state"]
     body = {"template": (EXAMPLES / "component.yaml").read_text(), "parameters": {"greeting": "hi"}}
     assert 202 == cp.api("PUT", "/v1/stacks/ex-comp", body).status
     assert "UPDATE_COMPLETE" == cp.wait_stack("ex-comp")["status"]
     assert "reconfigured (hi)" == cp.outputs("ex-comp")["state"]
-    assert 202 == cp.api("POST", "/v1/stacks/ex-comp/suspend").status
-    assert "SUSPEND_COMPLETE" == cp.wait_stack("ex-comp")["status"]
+    cp.stack_action("ex-comp", "suspend")
     assert "SUSPEND" == cp.outputs("ex-comp")["state"]
 
-    assert 201 == cp.create("ex-group", EXAMPLES / "group.yaml").status
-    assert "CREATE_COMPLETE" == cp.wait_stack("ex-group", timeout=180)["status"]
+    cp.create_stack("ex-group", EXAMPLES / "group.yaml", timeout=180)
     assert {"web0": "1@web0", "web1": "1@web1", "web2": "1@web2"} == cp.outputs("ex-group")["running"]
     body = {"template": (EXAMPLES / "group.yaml").read_text(), "parameters": {"release": "2"}}
     assert 202 == cp.api("PUT", "/v1/stacks/ex-group", body).status
@@ -457,12 +445,9 @@ resources:
 def test_group_suspends_resumes_and_is_replaced_on_a_new_name(cp: ControlPlane, tmp_path: Path):
     """Every member runs SUSPEND and RESUME; a new `name` creates new members, then deletes the old."""
     log = tmp_path / "runs.log"
-    assert 201 == cp.create("gname", GROUP_NAMED, params={"log": str(log)}).status
-    assert "CREATE_COMPLETE" == cp.wait_stack("gname")["status"]
-    assert 202 == cp.api("POST", "/v1/stacks/gname/suspend").status
-    assert "SUSPEND_COMPLETE" == cp.wait_stack("gname")["status"]
-    assert 202 == cp.api("POST", "/v1/stacks/gname/resume").status
-    assert "RESUME_COMPLETE" == cp.wait_stack("gname")["status"]
+    cp.create_stack("gname", GROUP_NAMED, params={"log": str(log)})
+    cp.stack_action("gname", "suspend")
+    cp.stack_action("gname", "resume")
     lines = [ln.rsplit(" ", 1)[0] for ln in log.read_text().splitlines()]
     assert ["CREATE a", "CREATE b", "RESUME a", "RESUME b", "SUSPEND a", "SUSPEND b"] == sorted(lines)
     old = {d["id"] for d in cp.api("GET", "/v1/deployments?stack=gname").body}
