@@ -436,6 +436,8 @@ class Agent:
                 await asyncio.wait_for(self._outbox.wait(), timeout)
 
     async def _heartbeat_loop(self) -> None:
+        if not self.config.heartbeat_url:
+            return  # enrolled offline (agent/transports/offline.py): no route to the control plane at all
         url = self.transport.route(self.config.heartbeat_url)
         while True:
             payload = self._beat_payload()

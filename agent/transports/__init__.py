@@ -110,7 +110,7 @@ class AgentTransport:
         """Send one signal where the current transport says; (status, reason), 0 to retry."""
         target = (self.section.get("signals") or {}).get(out.item_id)
         if isinstance(target, dict) and target.get("verb") == "FILE":
-            return file.deliver(self.config, str(target.get("name", "")), out.body)
+            return file.deliver(self.config, self.ledger.path.parent, str(target.get("name", "")), out.body)
         if isinstance(target, dict) and isinstance(target.get("url"), str):
             status, reason = await tempurl.deliver(
                 session, str(target.get("verb") or "PUT"), target["url"], out.body
@@ -118,6 +118,11 @@ class AgentTransport:
             if status != 0 or not out.url:
                 return status, reason
             log.warning("%s; trying the control plane's signal URL", reason)  # expired: where reachable
+        if not self.config.url:  # enrolled offline: no route; the next document names the file
+            return (
+                0,
+                f"no {self.kind} target for {out.item_id} in the current document, and no control plane URL",
+            )
         return await self._send_http(session, out)
 
     async def _send_http(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:
