@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv = sub.add_parser("server", help="servers").add_subparsers(dest="command", required=True)
     p = _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token"))
     p.add_argument("name")
-    p.add_argument("--transport", help="HTTP, SWIFT, S3, LOCAL or Heat's POLL_* (docs/transports.md)")
+    p.add_argument("--transport", help="HTTP, SWIFT, S3, LOCAL, RELAY or Heat's POLL_* (docs/transports.md)")
     p.add_argument(
         "--heat-compatible",
         action="store_true",
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = _fmt(srv.add_parser("transport", help="move a server to another transport"))
     p.add_argument("name")
-    p.add_argument("transport", help="HTTP, SWIFT, S3, LOCAL or Heat's POLL_* (docs/transports.md)")
+    p.add_argument("transport", help="HTTP, SWIFT, S3, LOCAL, RELAY or Heat's POLL_* (docs/transports.md)")
     _fmt(srv.add_parser("token", help="a new one-time enrolment token for a server")).add_argument("name")
     p = _fmt(
         srv.add_parser("media", help="write an offline enrolment bundle (enrol.json) for a LOCAL server")

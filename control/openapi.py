@@ -250,7 +250,7 @@ def _other_paths() -> dict[str, Any]:
             "parameters": [_path_param("name", "server name or id")],
             "get": _op("Show a server and its deployments", ADMIN, {"200": _json(obj), **_errors(401, 404)}),
             "patch": _op(
-                "Move a server to another transport (HTTP, SWIFT, S3, LOCAL, Heat's POLL_*)",
+                "Move a server to another transport (HTTP, SWIFT, S3, LOCAL, RELAY, Heat's POLL_*)",
                 ADMIN,
                 {"200": _json(obj), **_errors(400, 401, 404)},
                 requestBody=_body(

@@ -26,7 +26,7 @@ from agent.transports import file, http, tempurl
 
 log = logging.getLogger(__name__)
 STATE_KEY = "transport"
-KINDS = ("HTTP", "SWIFT", "S3", "LOCAL")
+KINDS = ("HTTP", "SWIFT", "S3", "LOCAL", "RELAY")
 
 
 def backoff(failures: int, cap: float) -> float:
@@ -73,11 +73,26 @@ class AgentTransport:
     def carries_progress(self) -> bool:
         """Progress goes only where the control plane (or a relay) answers: a store or media carries
         results, and an agent on one must not reach for the control plane at all."""
-        return self.kind == "HTTP"
+        return self.kind in ("HTTP", "RELAY")
 
     def route(self, url: str) -> str:
-        """A control-plane URL as this agent reaches it: through its relay when it enrolled through one."""
+        """A control-plane URL as this agent reaches it: through the relay its document names
+        (RELAY), or the one it enrolled through."""
+        relay = self.section.get("url") if self.kind == "RELAY" else None
+        if isinstance(relay, str) and relay:
+            control = _origin(self.config.document_url)
+            if control and url.startswith(control + "/"):
+                return relay.rstrip("/") + url[len(control) :]
         return via(self.config, url)
+
+    def auth_headers(self, routed: str) -> dict[str, str]:
+        """The agent's credential, only for the control plane or the relay that carries its requests."""
+        mine = [self.config.url.rstrip("/")] if self.config.url else []
+        if self.kind == "RELAY" and isinstance(self.section.get("url"), str):
+            mine.append(str(self.section["url"]).rstrip("/"))
+        if any(routed.startswith(m + "/") for m in mine if m):
+            return {"Authorization": f"Bearer {self.config.credential}"}
+        return {}  # never to a third party
 
     async def fetch(self, session: aiohttp.ClientSession, etag: str, wait: float) -> client.Fetched:
         """One poll of the current source; an expired store URL falls back to the control plane once."""
@@ -127,10 +142,7 @@ class AgentTransport:
 
     async def _send_http(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:
         url = self.route(out.url)
-        headers = {}
-        if url.startswith(self.config.url.rstrip("/") + "/"):
-            headers["Authorization"] = f"Bearer {self.config.credential}"  # never to a third party
-        return await client.send(session, out.verb, url, out.body, headers)
+        return await client.send(session, out.verb, url, out.body, self.auth_headers(url))
 
 
 def via(config: AgentConfig, url: str) -> str:

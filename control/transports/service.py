@@ -16,6 +16,7 @@ from control.settings import Settings
 from control.store.orm import DeploymentRow, ServerRow
 from control.transports import Lifetimes, Store, Transports, offline
 from control.transports.local import LocalStore
+from control.transports.relay import RelayStore
 from control.transports.s3 import S3Config, S3Store
 from control.transports.swift import SwiftConfig, SwiftStore
 from control.txn import Txn
@@ -63,6 +64,8 @@ def build(settings: Settings, secret: bytes) -> Transports:
         )
     if settings.local_dir:
         stores.append(LocalStore(settings.local_dir, settings.store_poll_interval))
+    if settings.relay_url:
+        stores.append(RelayStore(settings.relay_url, settings.store_poll_interval))
     return Transports(stores, lifetimes)
 
 

@@ -17,7 +17,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent.transports import offline
 from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+from tests.integration.test_restarts import stop_agent
 
 pytestmark = pytest.mark.slow
 PASSWORD = "canary-offline-5d1e9a"  # a canary: looked for in clear on the media and in the logs
@@ -140,6 +140,7 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
         )
         request_file = outbox / offline.request_file_name(server_id)
         wait_for("the enrolment request in the outbox", request_file.exists)
+        wait_for("the agent's saved config", (state / "agent.json").exists)  # written just after the request
         config = json.loads((state / "agent.json").read_bytes())
         assert ("", "", "") == (config["url"], config["credential"], config["heartbeat_url"])
         assert bundle["control_public_key"] == config["control_public_key"]
@@ -227,11 +228,5 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
         assert [] == [line for line in access if "/v1/agent/" in line or "/v1/signal/" in line]
         assert PASSWORD not in (tmp_path / "agent.log").read_text()
     finally:
-        if agent is not None:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
+        stop_agent(agent)
         stop_control_plane(cp)
