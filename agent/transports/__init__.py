@@ -114,6 +114,15 @@ class AgentTransport:
         """Take the transport an accepted document names; True when it changed the source."""
         if not isinstance(section, dict):
             section = {"kind": "HTTP"}
+        if not self.config.url and section.get("kind") in ("HTTP", "RELAY"):
+            # Enrolled offline: no URL, no credential. Moving would strand it; stay on the media.
+            log.error(
+                "the document moves this server to %s, but this agent enrolled offline (no URL, no "
+                "credential): staying on %s; re-enrol it with `anneal-agent enrol` to move it",
+                section.get("kind"),
+                self.kind,
+            )
+            return False
         changed = bool(section.get("kind") != self.kind)
         if changed:
             log.info("moving from transport %s to %s", self.kind, section.get("kind"))
@@ -124,6 +133,8 @@ class AgentTransport:
     async def deliver(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:
         """Send one signal where the current transport says; (status, reason), 0 to retry."""
         target = (self.section.get("signals") or {}).get(out.item_id)
+        if target is None and self.kind == "LOCAL":
+            target = {"verb": "FILE", "name": _signal_name(out.url)}  # a document that names no file
         if isinstance(target, dict) and target.get("verb") == "FILE":
             return file.deliver(self.config, self.ledger.path.parent, str(target.get("name", "")), out.body)
         if isinstance(target, dict) and isinstance(target.get("url"), str):
@@ -152,6 +163,12 @@ def via(config: AgentConfig, url: str) -> str:
     if control and mine and control != mine and url.startswith(control + "/"):
         return mine + url[len(control) :]
     return url
+
+
+def _signal_name(url: str) -> str:
+    """``<deployment>/<generation>`` from a control-plane signal URL ``…/v1/signal/<deployment>/<generation>``."""
+    _, sep, rest = urlsplit(url).path.partition("/v1/signal/")
+    return rest if sep else ""
 
 
 def _origin(url: str) -> str:

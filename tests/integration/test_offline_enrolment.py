@@ -1,8 +1,10 @@
 """Offline enrolment over media: a server that reaches nothing at all enrols, runs a sealed secret, signals.
 
 A real `anneal serve` and a real `anneal-agent run` that is given no URL at all (no
-``--url``, no enrolment token in its environment): everything it learns comes from the
-"media" directory and everything it says goes to its outbox. The test is the courier:
+``--url``, no enrolment token in its environment) and runs in a network namespace of its
+own without any route (`unshare --net`: a loopback that is down, nothing else; the test
+checks `ip route get` fails there): everything it learns comes from the "media"
+directory and everything it says goes to its outbox. The test is the courier:
 it writes the enrolment bundle with `anneal server media`, carries the agent's
 enrolment request back with `anneal signal import`, copies documents onto the media
 and imports the signals. Tampered and foreign enrolment requests and signal files are
@@ -121,11 +123,17 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
         assert 0 == cp.cli("server", "media", "off-other", str(other_bundle)).returncode
         other_token = json.loads((other_bundle / offline.BUNDLE_FILE).read_bytes())["enrol_token"]
 
-        # The agent: no URL, no token, no route to the control plane; only the media.
+        # The agent: no URL, no token, and in a network namespace of its own with no route at
+        # all (only a loopback that is down): everything it knows comes from the media.
+        isolate = ["unshare", "--net", "--"]
+        host = cp.url.split("//")[1].split(":")[0]
+        probe = subprocess.run([*isolate, "ip", "route", "get", host], capture_output=True, text=True, check=False)
+        assert 0 != probe.returncode and "unreachable" in probe.stderr, (probe.stdout, probe.stderr)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANNEAL_")}
         log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed with the process below
         agent = subprocess.Popen(
             [
+                *isolate,
                 str(BIN / "anneal-agent"),
                 "run",
                 "--state-dir",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from agent import keys
 from agent.config import AgentConfig
 from agent.errors import EnrolError
-from agent.ledger import Ledger
+from agent.ledger import Ledger, Outgoing
 from agent.transports import AgentTransport, adopt_enrolment, backoff, offline, via
 from agent.transports import file as agent_file
 from control.errors import BadRequestError
@@ -181,3 +182,25 @@ def test_enrolment_request_signature_covers_every_field(tmp_path: Path):
         assert not offline.verify(key, request["signature"], offline.request_message(changed)), field
     box = {**request, "public_keys": {**request["public_keys"], "box": "A" * 43 + "="}}
     assert not offline.verify(key, request["signature"], offline.request_message(box))
+
+
+def test_offline_agent_stays_on_its_media_when_a_document_moves_it_where_it_cannot_go(tmp_path: Path):
+    """No URL, no credential: HTTP and RELAY would strand it; it stays on LOCAL and keeps writing files."""
+    cfg = AgentConfig(**{**agent_config("").__dict__, "document_url": "", "heartbeat_url": "",
+                         "media_dir": str(tmp_path), "signal_dir": str(tmp_path / "out")})
+    keys.ensure_keys(tmp_path)
+    ledger = Ledger(tmp_path)
+    try:
+        adopt_enrolment(ledger, {"kind": "LOCAL", "signals": {}})
+        transport = AgentTransport(cfg, ledger)
+        for kind in ("HTTP", "RELAY"):
+            assert not transport.accept({"kind": kind, "url": "http://r:1"})
+            assert "LOCAL" == transport.kind
+        assert transport.accept({"kind": "SWIFT", "document_url": "http://swift/x"})  # URLs of its own: fine
+        assert transport.accept({"kind": "LOCAL"})
+        out = Outgoing(1, "item", "http://127.0.0.1:8770/v1/signal/dep-1/4?sig=x", "POST", b"{}", 0)
+        status, where = asyncio.run(transport.deliver(None, out))  # type: ignore[arg-type]
+        assert 201 == status, where
+        assert json.loads((tmp_path / "out" / "dep-1.4.json").read_bytes())["name"] == "dep-1/4"
+    finally:
+        ledger.close()
