@@ -230,6 +230,14 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
         assert "CREATE_COMPLETE" == cp.wait_stack("offs")["status"]
         assert {"digest": hashlib.sha256(PASSWORD.encode()).hexdigest()[:16]} == cp.outputs("offs")
 
+        shown = subprocess.run(
+            [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
+            capture_output=True, text=True, timeout=60, check=True,
+        )
+        assert {"kind": "LOCAL media", "document_url": f"{media}/document.json"} == json.loads(shown.stdout)[
+            "transport"
+        ]
+
         # No agent route was ever asked for: the agent had none.
         access = [line for line in cp.log.read_text().splitlines() if "control.access" in line]
         assert access, "the access log is empty: --access-log did not work"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ControlPlane, free_port, start_control_plane, stop_control_plane
+from tests.integration.conftest import BIN, ControlPlane, free_port, start_control_plane, stop_control_plane
 from tests.integration.test_relay_restart import relay_status, start_relay, started, template, wait
 from tests.integration.test_restarts import enrol_agent, stop_agent
 
@@ -62,6 +62,13 @@ def test_move_live_server_http_relay_http_mid_stack(tmp_path: Path):
         assert "RELAY" == json.loads(moved.stdout)["transport"]
         wait(lambda: agent_kind(state) == "RELAY", "the agent to take the document naming the relay")
         on_relay = len(cp.log.read_text())
+        shown = subprocess.run(
+            [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
+            capture_output=True, text=True, timeout=60, check=True,
+        )
+        assert {"kind": "RELAY long-poll", "document_url": f"{relay_url}/v1/agent/document"} == json.loads(
+            shown.stdout
+        )["transport"]
         go.touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("rl", timeout=180)["status"]
         assert {"out0": "round 1"} == cp.outputs("rl")
