@@ -114,7 +114,7 @@ class AgentTransport:
         """Take the transport an accepted document names; True when it changed the source."""
         if not isinstance(section, dict):
             section = {"kind": "HTTP"}
-        if not self.config.url and section.get("kind") in ("HTTP", "RELAY"):
+        if self.config.extra.get("enrolment") == "offline" and section.get("kind") in ("HTTP", "RELAY"):
             # Enrolled offline: no URL, no credential. Moving would strand it; stay on the media.
             log.error(
                 "the document moves this server to %s, but this agent enrolled offline (no URL, no "
@@ -144,11 +144,6 @@ class AgentTransport:
             if status != 0 or not out.url:
                 return status, reason
             log.warning("%s; trying the control plane's signal URL", reason)  # expired: where reachable
-        if not self.config.url:  # enrolled offline: no route; the next document names the file
-            return (
-                0,
-                f"no {self.kind} target for {out.item_id} in the current document, and no control plane URL",
-            )
         return await self._send_http(session, out)
 
     async def _send_http(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:

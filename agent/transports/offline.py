@@ -129,6 +129,7 @@ def enrol(state_dir: Path, bundle: dict[str, Any], media_dir: str, out_dir: Path
         control_public_key=bundle["control_public_key"],
         media_dir=media_dir,
         signal_dir=str(out_dir),
+        extra={"enrolment": "offline"},
     )
 
 
