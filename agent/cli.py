@@ -21,6 +21,7 @@ from agent.errors import AgentError, ConfigError
 from agent.fsutil import lock_state_dir, write_atomic
 from agent.ledger import Ledger
 from agent.loop import Agent, dump
+from agent.transports import offline
 
 log = logging.getLogger("agent")
 #: Seconds a stopping agent waits for its running hook (systemd's TimeoutStopSec should exceed it).
@@ -55,7 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--os-collect-config", type=Path, help="with --heat-compat: os-collect-config.conf to read")
         p.add_argument("--metadata-url", help="with --heat-compat: the request collector's metadata URL")
-        p.add_argument("--media-dir", help="LOCAL transport: where the media with document.json is mounted")
+        p.add_argument(
+            "--media-dir",
+            help="LOCAL transport: where the media with document.json (and, to enrol offline, enrol.json) is mounted",
+        )
         p.add_argument("--signal-dir", help="LOCAL transport: signal outbox (default MEDIA_DIR/signals)")
     relay = sub.add_parser("relay", help="store and forward documents and signals for an isolated network")
     relay.add_argument("--listen", required=True, help="HOST:PORT the agents reach")
@@ -103,6 +107,8 @@ async def _dispatch(args: argparse.Namespace) -> int:
     if heat is not None:
         return await _run_agent(args, await _open(args, lambda: heatcompat.HeatAgent(heat, state_dir, args.hook_dir)))
     cfg = config.load(state_dir)
+    if cfg is None and args.command != "status" and args.media_dir and not args.url:
+        cfg = enrol_offline(state_dir, Path(args.media_dir), args.signal_dir)
     if cfg is None:
         token = os.environ.get("ANNEAL_ENROL_TOKEN")
         if not (args.url and token):
@@ -181,6 +187,23 @@ async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentCon
         ledger.close()
     config.save(state_dir, cfg)
     log.info("enrolled as server %s (%s); documents come over %s", cfg.name, cfg.server_id, kind)
+    return cfg
+
+
+def enrol_offline(state_dir: Path, media_dir: Path, signal_dir: str | None) -> config.AgentConfig | None:
+    """Enrol from the bundle on the media (`anneal server media`), without any network; None if none."""
+    bundle = offline.read_bundle(media_dir)
+    if bundle is None:
+        return None
+    out_dir = Path(signal_dir) if signal_dir else media_dir / "signals"
+    cfg = offline.enrol(state_dir, bundle, str(media_dir), out_dir)
+    ledger = Ledger(state_dir)
+    try:
+        transports.adopt_enrolment(ledger, bundle["transport"])
+    finally:
+        ledger.close()
+    config.save(state_dir, cfg)
+    log.info("enrolled offline as server %s (%s); documents come from %s", cfg.name, cfg.server_id, media_dir)
     return cfg
 
 

@@ -404,9 +404,7 @@ class Agent:
             await self._deliver(out)
 
     def _signal_headers(self, out: Outgoing) -> dict[str, str]:
-        if self.transport.route(out.url).startswith(self.config.url.rstrip("/") + "/"):
-            return {"Authorization": f"Bearer {self.config.credential}"}  # never to a third party
-        return {}
+        return self.transport.auth_headers(self.transport.route(out.url))  # never to a third party
 
     async def _deliver(self, out: Outgoing) -> None:
         status, reason = await self.transport.deliver(self._http, out)
@@ -436,8 +434,10 @@ class Agent:
                 await asyncio.wait_for(self._outbox.wait(), timeout)
 
     async def _heartbeat_loop(self) -> None:
-        url = self.transport.route(self.config.heartbeat_url)
+        if not self.config.heartbeat_url:
+            return  # enrolled offline (agent/transports/offline.py): no route to the control plane at all
         while True:
+            url = self.transport.route(self.config.heartbeat_url)  # follows a move to or from a relay
             payload = self._beat_payload()
             payload["ledger"] = orders.ledger_report(self.ledger, self.document())
             payload["transport"] = self.transport.kind

@@ -40,6 +40,8 @@ log = logging.getLogger(__name__)
 #: Upstream answers after which a spooled signal is done (delivered, or refused for good).
 FINAL = frozenset({400, 401, 403, 404, 409, 410, 413})
 HOP_HEADERS = ("Authorization", "Content-Type", "If-None-Match")
+#: Added to every forwarded request (RFC 9110 section 7.6.3): the control plane's access log shows it.
+VIA = "1.1 anneal-relay"
 BACKOFF_CAP = 30.0
 
 
@@ -90,7 +92,7 @@ class Relay:
             method,
             self.upstream + path_qs,
             data=body or None,
-            headers=headers,
+            headers={**headers, "Via": VIA},
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as resp:
             data = await read_capped(resp.content, wire.MAX_DOCUMENT_BYTES)

@@ -19,6 +19,20 @@ def _redact(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "…" if parts.query else "", ""))
 
 
+def _transport(agent: Agent, mode: str) -> dict[str, str]:
+    """Where the agent reads its documents now: the kind its newest document named, and the place."""
+    if mode == "heat-compat":
+        return {"kind": "request collector (os-collect-config)", "document_url": _redact(agent.config.document_url)}
+    t = agent.transport
+    if t.kind == "LOCAL":
+        media = agent.config.media_dir
+        return {"kind": "LOCAL media", "document_url": f"{media}/document.json" if media else ""}
+    if t.kind in ("SWIFT", "S3"):
+        return {"kind": t.kind, "document_url": _redact(str(t.section.get("document_url") or ""))}
+    url = t.route(agent.config.document_url) if agent.config.document_url else ""
+    return {"kind": f"{t.kind} long-poll", "document_url": _redact(url)}
+
+
 def view(agent: Agent) -> dict[str, Any]:
     ledger, now = agent.ledger, time.time()
     raw = agent.status()
@@ -27,10 +41,7 @@ def view(agent: Agent) -> dict[str, Any]:
     out: dict[str, Any] = {
         "mode": mode,
         "server_id": agent.config.server_id,
-        "transport": {
-            "kind": "request collector (os-collect-config)" if mode == "heat-compat" else "HTTP long-poll",
-            "document_url": _redact(agent.config.document_url),
-        },
+        "transport": _transport(agent, mode),
         "document": {
             "serial": int(ledger.get_state("serial", "0") or 0),
             "received_at": float(at) if at else None,

@@ -25,6 +25,7 @@ from control.errors import AuthError, BadRequestError, ControlError, ForbiddenEr
 from control.openapi import spec
 from control.publish import HttpPublisher
 from control.store.orm import ServerRow, StackRow
+from control.transports import offline as offline_enrolment
 from control.transports import parse_signal_name
 from control.transports import service as transport_service
 
@@ -315,6 +316,21 @@ async def import_signal(request: web.Request) -> web.Response:
         rt, engine.kick, parsed[0], parsed[1], signal.encode(), via="LOCAL"
     )
     return ok(result)
+
+
+@routes.post("/v1/servers/{name}/media")
+@auth("admin")
+async def server_media(request: web.Request) -> web.Response:
+    """An offline enrolment bundle for a LOCAL server's media (`anneal server media NAME DIR`)."""
+    return ok(await offline_enrolment.media_bundle(request.app[RUNTIME], request.match_info["name"]), 201)
+
+
+@routes.post("/v1/enrolments/import")
+@auth("admin")
+async def import_enrolment(request: web.Request) -> web.Response:
+    """An agent's enrolment request carried back on media (`anneal signal import DIR`)."""
+    body = await read_json(request, 64 * 1024)
+    return ok(await offline_enrolment.import_enrolment(request.app[RUNTIME], body))
 
 
 @routes.post("/v1/servers/{name}/token")

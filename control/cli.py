@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     srv = sub.add_parser("server", help="servers").add_subparsers(dest="command", required=True)
     p = _fmt(srv.add_parser("create", help="create a server; prints its one-time enrolment token"))
     p.add_argument("name")
-    p.add_argument("--transport", help="HTTP, SWIFT, S3, LOCAL or Heat's POLL_* (docs/transports.md)")
+    p.add_argument("--transport", help="HTTP, SWIFT, S3, LOCAL, RELAY or Heat's POLL_* (docs/transports.md)")
     p.add_argument(
         "--heat-compatible",
         action="store_true",
@@ -42,16 +42,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p = _fmt(srv.add_parser("transport", help="move a server to another transport"))
     p.add_argument("name")
-    p.add_argument("transport", help="HTTP, SWIFT, S3, LOCAL or Heat's POLL_* (docs/transports.md)")
+    p.add_argument("transport", help="HTTP, SWIFT, S3, LOCAL, RELAY or Heat's POLL_* (docs/transports.md)")
     _fmt(srv.add_parser("token", help="a new one-time enrolment token for a server")).add_argument("name")
+    p = _fmt(
+        srv.add_parser("media", help="write an offline enrolment bundle (enrol.json) for a LOCAL server")
+    )
+    p.add_argument("name")
+    p.add_argument("dir", type=Path, help="the media's directory (enrol.json is written there, mode 0600)")
     _fmt(srv.add_parser("list", help="list servers"))
     _fmt(srv.add_parser("show", help="a server and its deployments")).add_argument("name")
     key = sub.add_parser("key", help="the document-signing key").add_subparsers(dest="command", required=True)
     _fmt(key.add_parser("show", help="the signing key's id, public key and rotation chain"))
     _fmt(key.add_parser("rotate", help="a new signing key, chained from the current one"))
     sig = sub.add_parser("signal", help="signals").add_subparsers(dest="command", required=True)
-    p = _fmt(sig.add_parser("import", help="import signal files carried back from LOCAL servers"))
-    p.add_argument("dir", type=Path, help="directory of <deployment id>.<generation>.json files")
+    p = _fmt(
+        sig.add_parser(
+            "import", help="import signal files (and enrolment requests) carried back from LOCAL servers"
+        )
+    )
+    p.add_argument(
+        "dir",
+        type=Path,
+        help="directory of <deployment id>.<generation>.json and enrol.<server id>.json files",
+    )
     return parser
 
 

@@ -403,6 +403,20 @@ def _signal_import(client: Client, args: argparse.Namespace) -> int:
     return 1 if errors else 0
 
 
+def _server_media(client: Client, args: argparse.Namespace) -> int:
+    bundle = client.call("POST", f"/v1/servers/{args.name}/media")
+    path = signal_import.write_bundle(args.dir, bundle)
+    if args.format == "table":
+        print(f"server {bundle['name']} ({bundle['server_id']}): offline enrolment bundle written to {path}")
+        print(
+            "it holds a one-time token: keep the media private until `anneal signal import` took the request"
+        )
+        print("on the server: anneal-agent run --media-dir <where the media is mounted> --state-dir DIR")
+        return 0
+    show({"server_id": bundle["server_id"], "name": bundle["name"], "file": str(path)}, args.format)
+    return 0
+
+
 def _server_token(client: Client, args: argparse.Namespace) -> int:
     return _print_token(client, args, client.call("POST", f"/v1/servers/{args.name}/token"))
 

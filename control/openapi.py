@@ -217,11 +217,40 @@ def _other_paths() -> dict[str, Any]:
                 {"201": _json(obj), **_errors(401, 404)},
             ),
         },
+        "/v1/servers/{name}/media": {
+            "parameters": [_path_param("name", "server name or id")],
+            "post": _op(
+                "An offline enrolment bundle for a LOCAL server's media: server id, control-plane key, one-time token",
+                ADMIN,
+                {"201": _json(obj), **_errors(400, 401, 404, 409)},
+            ),
+        },
+        "/v1/enrolments/import": {
+            "post": _op(
+                "Import an agent's enrolment request carried back on media (enrol.<server id>.json)",
+                ADMIN,
+                {"200": _json(obj), **_errors(400, 401, 403, 404)},
+                requestBody=_body(
+                    {
+                        "type": "object",
+                        "required": ["format", "server_id", "enrol_token", "public_keys", "signature"],
+                        "properties": {
+                            "format": {"type": "string"},
+                            "server_id": {"type": "string"},
+                            "enrol_token": {"type": "string"},
+                            "public_keys": obj,
+                            "hostname": {"type": "string"},
+                            "signature": {"type": "string"},
+                        },
+                    }
+                ),
+            ),
+        },
         "/v1/servers/{name}": {
             "parameters": [_path_param("name", "server name or id")],
             "get": _op("Show a server and its deployments", ADMIN, {"200": _json(obj), **_errors(401, 404)}),
             "patch": _op(
-                "Move a server to another transport (HTTP, SWIFT, S3, LOCAL, Heat's POLL_*)",
+                "Move a server to another transport (HTTP, SWIFT, S3, LOCAL, RELAY, Heat's POLL_*)",
                 ADMIN,
                 {"200": _json(obj), **_errors(400, 401, 404)},
                 requestBody=_body(
@@ -237,7 +266,7 @@ def _other_paths() -> dict[str, Any]:
             "post": _op(
                 "Import a signal carried back on media (<deployment id>/<generation> and the file's text)",
                 ADMIN,
-                {"200": _json(obj), **_errors(400, 401, 404, 409, 413)},
+                {"200": _json(obj), **_errors(400, 401, 403, 404, 409, 413)},
                 requestBody=_body(
                     {
                         "type": "object",

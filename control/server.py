@@ -50,7 +50,7 @@ def serve(args: argparse.Namespace) -> int:
             port=port,
             print=None,
             access_log=logging.getLogger("control.access") if args.access_log else None,
-            access_log_format='%a "%r" %s',
+            access_log_format='%a "%r" %s via=%{Via}i',
             shutdown_timeout=5,
         )
     except (SchemaError, OSError, ValueError) as e:

@@ -53,6 +53,8 @@ class Settings:
     s3_public_url: str = ""
     #: Local media: the directory documents are written to (one sub-directory per server).
     local_dir: str = ""
+    #: RELAY: the URL agents reach the relay (`anneal-agent relay`) at.
+    relay_url: str = ""
     #: Prefix of container and bucket names.
     store_prefix: str = "anneal"
     #: Seconds a store URL must stay usable; refreshed when half of it is left.

@@ -1,6 +1,8 @@
 """`anneal signal import DIR`: signals carried back on media, sent to the control plane one by one.
 
-Each ``<deployment id>.<generation>.json`` file is posted to ``POST /v1/signals/import``.
+Each ``<deployment id>.<generation>.json`` file is posted to ``POST /v1/signals/import``;
+an agent's offline enrolment request ``enrol.<server id>.json`` to ``POST
+/v1/enrolments/import`` (first, so that the server's key is known before its signals).
 Files are never deleted or changed: importing the same directory again is harmless
 (duplicates are answered idempotently; a generation superseded since is listed as
 STALE, not an error). Every bad file gets its own error line naming
@@ -9,10 +11,14 @@ the file and what is wrong; the others are still imported.
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
 from agent import wire
+from agent.fsutil import write_atomic
+from agent.transports import offline
 from control.client import Client, ClientError
 
 
@@ -32,11 +38,44 @@ def name_of(path: Path) -> str | None:
     return f"{dep}/{gen}"
 
 
+def write_bundle(directory: Path, bundle: dict[str, Any]) -> Path:
+    """``DIR/enrol.json`` (0600: it holds a one-time token), for `anneal server media`."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / offline.BUNDLE_FILE
+        write_atomic(path, json.dumps(bundle, indent=2, sort_keys=True).encode(), 0o600)
+        os.chmod(path, 0o600)
+    except OSError as e:
+        raise ClientError(f"{directory}: {e.strerror or e}") from e
+    return path
+
+
+def import_enrolment(client: Client, path: Path) -> dict[str, Any]:
+    raw = path.read_bytes()
+    if len(raw) > 64 * 1024:
+        raise ClientError(f"{len(raw)} bytes is over the cap of 65536")
+    try:
+        body = json.loads(raw)
+    except ValueError as e:
+        raise ClientError(f"not JSON: {e}") from e
+    result = client.call("POST", "/v1/enrolments/import", body)
+    return {"file": path.name, **result}
+
+
 def import_dir(client: Client, directory: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Import every signal file; (results, errors), one entry per file."""
+    """Import every enrolment request, then every signal file; (results, errors), one entry per file."""
     results: list[dict[str, Any]] = []
     errors: list[str] = []
-    for path in signal_files(directory):
+    files = signal_files(directory)
+    enrolments = [p for p in files if p.name.startswith("enrol.") and p.name.endswith(".json")]
+    for path in enrolments:
+        try:
+            results.append(import_enrolment(client, path))
+        except (ClientError, OSError) as e:
+            errors.append(f"{path}: {e}")
+    for path in files:
+        if path in enrolments:
+            continue
         name = name_of(path)
         if name is None:
             errors.append(f"{path}: not a signal file (expected <deployment id>.<generation>.json)")

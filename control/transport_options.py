@@ -51,6 +51,7 @@ OPTIONS: tuple[Option, ...] = (
         "ANNEAL_S3_PUBLIC_URL",
     ),
     Option("--local-dir", "local_dir", "directory for LOCAL documents (enables LOCAL)", "ANNEAL_LOCAL_DIR"),
+    Option("--relay-url", "relay_url", "URL agents reach the relay at (enables RELAY)", "ANNEAL_RELAY_URL"),
     Option("--store-prefix", "store_prefix", "prefix of container and bucket names", "ANNEAL_STORE_PREFIX"),
     Option(
         "--store-url-lifetime",

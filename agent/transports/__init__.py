@@ -26,7 +26,7 @@ from agent.transports import file, http, tempurl
 
 log = logging.getLogger(__name__)
 STATE_KEY = "transport"
-KINDS = ("HTTP", "SWIFT", "S3", "LOCAL")
+KINDS = ("HTTP", "SWIFT", "S3", "LOCAL", "RELAY")
 
 
 def backoff(failures: int, cap: float) -> float:
@@ -73,11 +73,26 @@ class AgentTransport:
     def carries_progress(self) -> bool:
         """Progress goes only where the control plane (or a relay) answers: a store or media carries
         results, and an agent on one must not reach for the control plane at all."""
-        return self.kind == "HTTP"
+        return self.kind in ("HTTP", "RELAY")
 
     def route(self, url: str) -> str:
-        """A control-plane URL as this agent reaches it: through its relay when it enrolled through one."""
+        """A control-plane URL as this agent reaches it: through the relay its document names
+        (RELAY), or the one it enrolled through."""
+        relay = self.section.get("url") if self.kind == "RELAY" else None
+        if isinstance(relay, str) and relay:
+            control = _origin(self.config.document_url)
+            if control and url.startswith(control + "/"):
+                return relay.rstrip("/") + url[len(control) :]
         return via(self.config, url)
+
+    def auth_headers(self, routed: str) -> dict[str, str]:
+        """The agent's credential, only for the control plane or the relay that carries its requests."""
+        mine = [self.config.url.rstrip("/")] if self.config.url else []
+        if self.kind == "RELAY" and isinstance(self.section.get("url"), str):
+            mine.append(str(self.section["url"]).rstrip("/"))
+        if any(routed.startswith(m + "/") for m in mine if m):
+            return {"Authorization": f"Bearer {self.config.credential}"}
+        return {}  # never to a third party
 
     async def fetch(self, session: aiohttp.ClientSession, etag: str, wait: float) -> client.Fetched:
         """One poll of the current source; an expired store URL falls back to the control plane once."""
@@ -99,6 +114,15 @@ class AgentTransport:
         """Take the transport an accepted document names; True when it changed the source."""
         if not isinstance(section, dict):
             section = {"kind": "HTTP"}
+        if self.config.extra.get("enrolment") == "offline" and section.get("kind") in ("HTTP", "RELAY"):
+            # Enrolled offline: no URL, no credential. Moving would strand it; stay on the media.
+            log.error(
+                "the document moves this server to %s, but this agent enrolled offline (no URL, no "
+                "credential): staying on %s; re-enrol it with `anneal-agent enrol` to move it",
+                section.get("kind"),
+                self.kind,
+            )
+            return False
         changed = bool(section.get("kind") != self.kind)
         if changed:
             log.info("moving from transport %s to %s", self.kind, section.get("kind"))
@@ -109,8 +133,10 @@ class AgentTransport:
     async def deliver(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:
         """Send one signal where the current transport says; (status, reason), 0 to retry."""
         target = (self.section.get("signals") or {}).get(out.item_id)
+        if target is None and self.kind == "LOCAL":
+            target = {"verb": "FILE", "name": _signal_name(out.url)}  # a document that names no file
         if isinstance(target, dict) and target.get("verb") == "FILE":
-            return file.deliver(self.config, str(target.get("name", "")), out.body)
+            return file.deliver(self.config, self.ledger.path.parent, str(target.get("name", "")), out.body)
         if isinstance(target, dict) and isinstance(target.get("url"), str):
             status, reason = await tempurl.deliver(
                 session, str(target.get("verb") or "PUT"), target["url"], out.body
@@ -122,10 +148,7 @@ class AgentTransport:
 
     async def _send_http(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:
         url = self.route(out.url)
-        headers = {}
-        if url.startswith(self.config.url.rstrip("/") + "/"):
-            headers["Authorization"] = f"Bearer {self.config.credential}"  # never to a third party
-        return await client.send(session, out.verb, url, out.body, headers)
+        return await client.send(session, out.verb, url, out.body, self.auth_headers(url))
 
 
 def via(config: AgentConfig, url: str) -> str:
@@ -135,6 +158,12 @@ def via(config: AgentConfig, url: str) -> str:
     if control and mine and control != mine and url.startswith(control + "/"):
         return mine + url[len(control) :]
     return url
+
+
+def _signal_name(url: str) -> str:
+    """``<deployment>/<generation>`` from a control-plane signal URL ``…/v1/signal/<deployment>/<generation>``."""
+    _, sep, rest = urlsplit(url).path.partition("/v1/signal/")
+    return rest if sep else ""
 
 
 def _origin(url: str) -> str:

@@ -2,7 +2,8 @@
 
 The control plane writes ``<server id>/document.json``; copy that directory to the
 media. The agent reads ``<media_dir>/document.json`` (a change of content is a new
-document) and writes each signal as ``<deployment id>.<generation>.json`` into
+document) and writes each signal, signed by the server's key (``offline.sign_signal``),
+as ``<deployment id>.<generation>.json`` into
 ``signal_dir`` (default ``<media_dir>/signals``), for ``anneal signal import``.
 """
 
@@ -17,6 +18,7 @@ from agent import client, wire
 from agent.config import AgentConfig
 from agent.errors import SourceNotAvailableError
 from agent.fsutil import write_atomic
+from agent.transports import offline
 
 DOCUMENT_FILE = "document.json"
 
@@ -59,15 +61,15 @@ def file_name(name: str) -> str | None:
     return f"{dep}.{gen}.json"
 
 
-def deliver(config: AgentConfig, name: str, body: bytes) -> tuple[int, str]:
-    """Write the signal for the media; kept in the ledger's outbox until the write succeeded."""
+def deliver(config: AgentConfig, state_dir: Path, name: str, body: bytes) -> tuple[int, str]:
+    """Write the signal, signed by the server's key, for the media; kept in the ledger's outbox until written."""
     out_dir = signal_dir(config)
     fname = file_name(name)
     if out_dir is None or fname is None:
         return 0, f"no signal directory or bad signal name {name!r}"
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
-        write_atomic(out_dir / fname, body)
+        write_atomic(out_dir / fname, offline.sign_signal(state_dir, config.server_id, name, body))
     except OSError as e:
         return 0, f"{out_dir / fname}: {e.strerror or e}"
     return 201, f"written to {out_dir / fname}"

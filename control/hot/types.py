@@ -181,6 +181,7 @@ CONFIG_TRANSPORTS = (
     "SWIFT",
     "S3",
     "LOCAL",
+    "RELAY",
 )
 COMPUTE_PROPERTIES = (
     "image",

@@ -31,7 +31,7 @@ from control.txn import Txn
 
 log = logging.getLogger(__name__)
 
-KINDS = ("HTTP", "SWIFT", "S3", "LOCAL")
+KINDS = ("HTTP", "SWIFT", "S3", "LOCAL", "RELAY")
 #: Heat's software_config_transport values and what they mean here.
 HEAT_KINDS = {"POLL_SERVER_CFN": "HTTP", "POLL_SERVER_HEAT": "HTTP", "POLL_TEMP_URL": "SWIFT"}
 #: No store URL lives longer than this (seconds): S3 SigV4's limit, applied to every store.

@@ -14,8 +14,9 @@ from control.errors import ControlError, NotFoundError
 from control.runtime import Runtime
 from control.settings import Settings
 from control.store.orm import DeploymentRow, ServerRow
-from control.transports import Lifetimes, Store, Transports
+from control.transports import Lifetimes, Store, Transports, offline
 from control.transports.local import LocalStore
+from control.transports.relay import RelayStore
 from control.transports.s3 import S3Config, S3Store
 from control.transports.swift import SwiftConfig, SwiftStore
 from control.txn import Txn
@@ -63,6 +64,8 @@ def build(settings: Settings, secret: bytes) -> Transports:
         )
     if settings.local_dir:
         stores.append(LocalStore(settings.local_dir, settings.store_poll_interval))
+    if settings.relay_url:
+        stores.append(RelayStore(settings.relay_url, settings.store_poll_interval))
     return Transports(stores, lifetimes)
 
 
@@ -119,8 +122,9 @@ async def import_signal(
 ) -> dict[str, Any]:
     """Record a signal that arrived through a store or carried media.
 
-    The store's URL was scoped to this one deployment generation (or an operator
-    carried the file), so it counts as the deployment's own server signalling.
+    The store's URL was scoped to this one deployment generation, so it counts as the
+    deployment's own server signalling; a file carried on media must be signed by that
+    server's key (control/transports/offline.py).
     Duplicates are answered idempotently, stale generations refused.
     """
     try:
@@ -133,6 +137,9 @@ async def import_signal(
         )
     if server_id is None:
         raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
+    if via == "LOCAL":  # carried on media: only as signed by the server's own key
+        inner = await offline.open_signal_file(rt, server_id, deployment_id, generation, body)
+        obj = wire.loads_capped(inner, wire.MAX_SIGNAL_BYTES, f"signal {deployment_id}/{generation}")
     result = await agents.record_signal(
         rt, kick, deployment_id, generation, obj, sig=None, server_id=server_id
     )

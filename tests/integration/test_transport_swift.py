@@ -20,7 +20,9 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.swift import Swift, swift_server
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+from tests.integration.conftest import BIN, ControlPlane, free_port, start_control_plane, stop_control_plane
+from tests.integration.test_relay_restart import start_relay
+from tests.integration.test_restarts import stop_agent
 
 __all__ = ["swift_server"]
 pytestmark = pytest.mark.slow
@@ -66,17 +68,24 @@ def swift_args(swift: Swift, prefix: str, *extra: str) -> list[str]:
 
 @pytest.fixture
 def swift_cp(swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ControlPlane]:
-    """A control plane with SWIFT and S3 (Swift's s3api, which checks SigV4 signatures) configured."""
+    """A control plane with SWIFT, S3 (Swift's s3api, which checks SigV4 signatures) and RELAY configured."""
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)  # secrets stay out of argv
     monkeypatch.setenv("ANNEAL_S3_SECRET_KEY", swift_server.key)
     prefix = "t" + "".join(c for c in tmp_path.name[-14:].lower() if c.isalnum())
+    relay_port = free_port()
     cp = start_control_plane(
         tmp_path,
         *swift_args(
-            swift_server, prefix, f"--s3-endpoint={swift_server.url}", f"--s3-access-key={swift_server.user}"
+            swift_server,
+            prefix,
+            f"--s3-endpoint={swift_server.url}",
+            f"--s3-access-key={swift_server.user}",
+            f"--relay-url=http://127.0.0.1:{relay_port}",
         ),
     )
+    relay = start_relay(tmp_path, relay_port, cp.url)
     yield cp
+    stop_agent(relay)
     stop_control_plane(cp)
 
 
@@ -168,12 +177,14 @@ def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_serve
     assert cp.log.read_text().count("S3: signal for deployment") >= 2
 
 
-def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPlane):
-    """SWIFT -> S3 -> HTTP -> SWIFT, each switch in the same update as a new deployment generation."""
+def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPlane, tmp_path: Path):
+    """SWIFT -> S3 -> RELAY -> SWIFT -> RELAY -> HTTP -> SWIFT -> HTTP, each switch in the same
+    update as a new deployment generation."""
     cp = swift_cp
     assert 201 == cp.create("mv", TEMPLATE).status
     assert "CREATE_COMPLETE" == cp.wait_stack("mv")["status"]
-    for step, kind in enumerate(("S3", "HTTP", "SWIFT", "POLL_SERVER_HEAT"), start=2):
+    kinds = ("S3", "RELAY", "SWIFT", "RELAY", "HTTP", "SWIFT", "POLL_SERVER_HEAT")
+    for step, kind in enumerate(kinds, start=2):
         body = {"template": TEMPLATE.replace("POLL_TEMP_URL", kind), "parameters": {"message": f"m{step}"}}
         assert 202 == cp.api("PUT", "/v1/stacks/mv", body).status
         assert "UPDATE_COMPLETE" == cp.wait_stack("mv")["status"], cp.log.read_text()[-3000:]
@@ -188,7 +199,7 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
         assert expected == cp.api("GET", "/v1/servers/mv-box").body["transport"]
     deployments = cp.api("GET", "/v1/deployments?stack=mv").body
     assert ["COMPLETE"] == [d["status"] for d in deployments]
-    # The agent ran each of the five generations exactly once, and has no signal left to send.
+    # The agent ran each generation exactly once, and has no signal left to send.
     out = subprocess.run(
         [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir("mv-box"))],
         capture_output=True,
@@ -196,9 +207,12 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
         check=True,
     )
     status = json.loads(out.stdout)
-    assert [1, 2, 3, 4, 5] == sorted(e["generation"] for e in status["entries"])
+    assert list(range(1, len(kinds) + 2)) == sorted(e["generation"] for e in status["entries"])
     assert {"signalled"} == {e["state"] for e in status["entries"]}
     assert 0 == status["queued"]
+    # While on RELAY its documents came through the relay (which keeps the newest per agent).
+    assert [] != list((tmp_path / "relay" / "documents").iterdir())
+    assert [] == list((tmp_path / "relay" / "refused").iterdir())
 
 
 def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: ControlPlane, swift_server: Swift):

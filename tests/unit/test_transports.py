@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import pytest
 
+from agent import keys
 from agent.config import AgentConfig
 from agent.errors import EnrolError
-from agent.ledger import Ledger
-from agent.transports import adopt_enrolment, backoff, via
+from agent.ledger import Ledger, Outgoing
+from agent.transports import AgentTransport, adopt_enrolment, backoff, offline, via
 from agent.transports import file as agent_file
 from control.errors import BadRequestError
+from control.hot.types import CONFIG_TRANSPORTS
 from control.signal_import import name_of
-from control.transports import MAX_URL_LIFETIME, Lifetimes, normalize, parse_signal_name, signal_name
+from control.transports import (
+    MAX_URL_LIFETIME,
+    Lifetimes,
+    Transports,
+    normalize,
+    parse_signal_name,
+    signal_name,
+)
+from control.transports.relay import RelayStore
 
 
 def test_heat_and_own_transport_names():
@@ -51,15 +63,20 @@ def test_lifetimes_are_bounded_and_refreshed_before_the_store_sees_them_expire()
     assert huge.due(issued + huge.total, issued + 4 * 86400)
 
 
-def test_relay_routing_rewrites_only_control_plane_urls():
-    cfg = AgentConfig(
-        url="http://10.9.0.1:9000",
+def agent_config(url: str) -> AgentConfig:
+    """An agent of the control plane at 127.0.0.1:8770 that enrolled through *url*."""
+    return AgentConfig(
+        url=url,
         server_id="s",
         name="n",
         credential="c",
         document_url="http://127.0.0.1:8770/v1/agent/document",
         heartbeat_url="http://127.0.0.1:8770/v1/agent/heartbeat",
     )
+
+
+def test_relay_routing_rewrites_only_control_plane_urls():
+    cfg = agent_config("http://10.9.0.1:9000")
     assert "http://10.9.0.1:9000/v1/signal/d/1?sig=x" == via(cfg, "http://127.0.0.1:8770/v1/signal/d/1?sig=x")
     assert "http://swift:8080/v1/AUTH_t/c/o" == via(cfg, "http://swift:8080/v1/AUTH_t/c/o")
     direct = AgentConfig(**{**cfg.__dict__, "url": "http://127.0.0.1:8770"})
@@ -107,3 +124,84 @@ def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.
     } == transport_options.settings(args)
     with pytest.raises(SystemExit):
         p.parse_args(["--store-clock-margin", "soon"])
+
+
+def test_relay_transport_routes_to_the_named_relay_and_gives_the_credential_only_there(tmp_path: Path):
+    """RELAY: control-plane URLs go to the relay the document names; the bearer only to it or the plane."""
+    cfg = agent_config("http://127.0.0.1:8770")
+    ledger = Ledger(tmp_path)
+    try:
+        assert "RELAY" == adopt_enrolment(ledger, {"kind": "RELAY", "url": "http://10.9.0.1:9000/"})
+        transport = AgentTransport(cfg, ledger)
+        assert transport.carries_progress
+        routed = transport.route("http://127.0.0.1:8770/v1/signal/d/1?sig=x")
+        assert "http://10.9.0.1:9000/v1/signal/d/1?sig=x" == routed
+        assert {"Authorization": "Bearer c"} == transport.auth_headers(routed)
+        assert {} == transport.auth_headers("http://swift:8080/v1/AUTH_t/c/o")
+        assert {} == transport.auth_headers("http://10.9.0.1:90001/v1/agent/document")  # a prefix is not it
+        assert transport.accept({"kind": "HTTP"})  # moved back: straight to the control plane
+        assert "http://127.0.0.1:8770/v1/agent/document" == transport.route(cfg.document_url)
+        assert {} == transport.auth_headers("http://10.9.0.1:9000/v1/agent/document")
+    finally:
+        ledger.close()
+
+
+def test_relay_is_a_transport_kind_only_where_configured():
+    assert "RELAY" == normalize("relay", "t")
+    assert "RELAY" in CONFIG_TRANSPORTS
+    lifetimes = Lifetimes(3600.0, 60.0)
+    with pytest.raises(BadRequestError, match="transport RELAY is not configured"):
+        Transports([], lifetimes).check_kind("RELAY", "transport")
+    Transports([RelayStore("http://r:1/")], lifetimes).check_kind("RELAY", "transport")
+    assert {"kind": "RELAY", "url": "http://r:1"} == RelayStore("http://r:1/").section("s", [], 0)
+
+
+def test_signed_signal_file_refuses_every_single_byte_change(tmp_path: Path):
+    """The envelope's signature covers server, deployment generation and result: any flip is caught."""
+    publics = keys.ensure_keys(tmp_path)
+    body = b'{"deploy_status_code": 0, "deploy_stdout": "ok", "anneal": {"generation": 3}}'
+    envelope = json.loads(offline.sign_signal(tmp_path, "srv-1", "dep-1/3", body))
+    message = offline.signal_message("srv-1", "dep-1/3", envelope["signal"])
+    assert offline.verify(publics["sign"], envelope["signature"], message)
+    for i in range(len(message)):
+        flipped = message[:i] + bytes([message[i] ^ 0x01]) + message[i + 1 :]
+        assert not offline.verify(publics["sign"], envelope["signature"], flipped), i
+    other = keys.ensure_keys(tmp_path / "other")
+    assert not offline.verify(other["sign"], envelope["signature"], message)  # another server's key
+    assert not offline.verify(publics["sign"], "not base64!", message)
+
+
+def test_enrolment_request_signature_covers_every_field(tmp_path: Path):
+    bundle = {"server_id": "srv-1", "name": "n", "control_public_key": "k", "enrol_token": "t"}
+    offline.enrol(tmp_path / "state", bundle, str(tmp_path), tmp_path / "out")
+    request = json.loads((tmp_path / "out" / offline.request_file_name("srv-1")).read_bytes())
+    key = request["public_keys"]["sign"]
+    assert offline.verify(key, request["signature"], offline.request_message(request))
+    for field, value in (("server_id", "srv-2"), ("enrol_token", "u"), ("hostname", "h2")):
+        changed = {**request, field: value}
+        assert not offline.verify(key, request["signature"], offline.request_message(changed)), field
+    box = {**request, "public_keys": {**request["public_keys"], "box": "A" * 43 + "="}}
+    assert not offline.verify(key, request["signature"], offline.request_message(box))
+
+
+def test_offline_agent_stays_on_its_media_when_a_document_moves_it_where_it_cannot_go(tmp_path: Path):
+    """No URL, no credential: HTTP and RELAY would strand it; it stays on LOCAL and keeps writing files."""
+    cfg = AgentConfig(**{**agent_config("").__dict__, "document_url": "", "heartbeat_url": "",
+                         "media_dir": str(tmp_path), "signal_dir": str(tmp_path / "out"),
+                         "extra": {"enrolment": "offline"}})
+    keys.ensure_keys(tmp_path)
+    ledger = Ledger(tmp_path)
+    try:
+        adopt_enrolment(ledger, {"kind": "LOCAL", "signals": {}})
+        transport = AgentTransport(cfg, ledger)
+        for kind in ("HTTP", "RELAY"):
+            assert not transport.accept({"kind": kind, "url": "http://r:1"})
+            assert "LOCAL" == transport.kind
+        assert transport.accept({"kind": "SWIFT", "document_url": "http://swift/x"})  # URLs of its own: fine
+        assert transport.accept({"kind": "LOCAL"})
+        out = Outgoing(1, "item", "http://127.0.0.1:8770/v1/signal/dep-1/4?sig=x", "POST", b"{}", 0)
+        status, where = asyncio.run(transport.deliver(None, out))  # type: ignore[arg-type]
+        assert 201 == status, where
+        assert json.loads((tmp_path / "out" / "dep-1.4.json").read_bytes())["name"] == "dep-1/4"
+    finally:
+        ledger.close()
