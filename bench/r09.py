@@ -31,9 +31,10 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -56,6 +57,7 @@ from tests.fixtures.swift import start_swift  # noqa: E402
 from tests.integration.proxy import Front  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+T = TypeVar("T")
 
 
 @dataclass
@@ -66,18 +68,35 @@ class StoreAgent:
     section: dict[str, Any]
     etag: str = ""
     failures: int = 0
-    #: monotonic time of every request it made (polls and signal PUTs)
+    #: monotonic start of every request it made (polls and signal PUTs)
     requests: list[float] = field(default_factory=list)
+    #: (start, end, ok, kind) of every request: "poll", "new" (a poll that brought a new
+    #: document), "put" (a signal); ok is False for a failure (refused, cut, timed out)
+    timeline: list[tuple[float, float, bool, str]] = field(default_factory=list)
     #: monotonic time of every successful poll
     good: list[float] = field(default_factory=list)
     #: (deployment, generation) -> monotonic time it was first in hand
     seen: dict[tuple[str, int], float] = field(default_factory=dict)
     answered: dict[tuple[str, int], int] = field(default_factory=dict)
     queue: dict[str, tuple[tuple[str, int], bytes]] = field(default_factory=dict)
+    last_start: float = 0.0
+
+    async def _timed(self, kind: str, call: Awaitable[T]) -> T:
+        start = self.last_start = time.monotonic()
+        self.requests.append(start)
+        try:
+            result = await call
+        except BaseException:
+            self.timeline.append((start, time.monotonic(), False, kind))
+            raise
+        ok = not (isinstance(result, tuple) and not 200 <= result[0] < 300)
+        if kind == "poll" and getattr(result, "body", None) is not None:
+            kind = "new"
+        self.timeline.append((start, time.monotonic(), ok, kind))
+        return result
 
     async def step(self, http: aiohttp.ClientSession) -> None:
-        self.requests.append(time.monotonic())
-        fetched = await tempurl.fetch(http, self.section, self.etag, 0)
+        fetched = await self._timed("poll", tempurl.fetch(http, self.section, self.etag, 0))
         self.good.append(time.monotonic())
         if fetched.body is None:
             return
@@ -101,8 +120,7 @@ class StoreAgent:
             target = (self.section.get("signals") or {}).get(item_id)
             if not isinstance(target, dict) or "url" not in target:
                 continue  # its URL comes with the next document
-            self.requests.append(time.monotonic())
-            status, reason = await tempurl.deliver(http, "PUT", str(target["url"]), body)
+            status, reason = await self._timed("put", tempurl.deliver(http, "PUT", str(target["url"]), body))
             if 200 <= status < 300:
                 self.answered[key] = self.answered.get(key, 0) + 1
                 del self.queue[item_id]
@@ -110,6 +128,9 @@ class StoreAgent:
                 raise SourceNotAvailableError(reason)
 
     async def run(self, http: aiohttp.ClientSession, interval: float, cap: float) -> None:
+        """As agent/loop.py: a poll every *interval* s, the signals after a good poll (none while
+        the store is down), and after a failure the agent's back-off counted from the start of
+        the failed request (a poll, or a signal PUT after a good poll)."""
         await asyncio.sleep(interval * (hash(self.name) % 1000) / 1000)  # spread, as agents are
         while True:
             try:
@@ -119,7 +140,8 @@ class StoreAgent:
                 await asyncio.sleep(interval)
             except (SourceNotAvailableError, SourceExpiredError, aiohttp.ClientError, TimeoutError):
                 self.failures += 1
-                await asyncio.sleep(backoff(self.failures, cap))
+                wait = backoff(self.failures, cap, interval)
+                await asyncio.sleep(max(0.0, self.last_start + wait - time.monotonic()))
 
 
 async def enrol(api: Api, n: int) -> list[StoreAgent]:
@@ -156,8 +178,54 @@ async def wait_ready(api: Api, cp: ControlPlane, timeout: float = 60) -> None:
     raise SystemExit("Swift never became ready for the control plane")
 
 
-def rate(times: list[float], start: float, end: float) -> int:
-    return sum(1 for t in times if start <= t < end)
+def writer_returns(log: Path, since: float) -> list[float]:
+    """Wall times of the control plane's "writable again" lines (its store writer's recovery) after *since*."""
+    times = []
+    for line in log.read_text(errors="replace").splitlines():
+        if "writable again" in line:
+            stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+            t = time.mktime(stamp.timetuple()) + stamp.microsecond / 1e6
+            if t >= since:
+                times.append(t)
+    return times
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def requests_during(agents: list[StoreAgent], out: float, back: float) -> dict[str, Any]:
+    """Requests *started* in [out, back): each is one request the store (or the front) had to take.
+
+    A blackholed request hangs until the client's 30 s timeout or until the blackhole ends
+    (the front then cuts it), so counting completed requests would hide them; started ones
+    are the load. A retry is a request started after the same agent's previous one failed.
+    """
+    per_agent, retries, completed = [], 0, 0
+    for a in agents:
+        inside = 0
+        ordered = sorted(a.timeline)
+        for i, (start, end, _ok, _kind) in enumerate(ordered):
+            completed += out <= end < back
+            if out <= start < back:
+                inside += 1
+                retries += i > 0 and not ordered[i - 1][2]
+        per_agent.append(inside)
+    return {"started": sum(per_agent), "retries": retries, "completed": completed, "per_agent": per_agent}
+
+
+def histogram(agents: list[StoreAgent], out: float, back: float, bucket: float = 5.0) -> list[list[float]]:
+    """[seconds from the outage's start, requests started in that bucket, of which failed] around the outage."""
+    lo, hi = out - 30, back + 150
+    counts: dict[int, list[int]] = {}
+    for a in agents:
+        for start, _end, ok, _kind in a.timeline:
+            if lo <= start < hi:
+                row = counts.setdefault(int((start - out) // bucket), [0, 0])
+                row[0] += 1
+                row[1] += not ok
+    return [[k * bucket, v[0], v[1]] for k, v in sorted(counts.items())]
 
 
 async def outage(
@@ -167,6 +235,7 @@ async def outage(
     generation: int,
     seconds: float,
     args: argparse.Namespace,
+    log: Path,
 ) -> dict[str, Any]:
     names = [a.name for a in agents]
     await api.put_stack(
@@ -176,33 +245,59 @@ async def outage(
     out = time.monotonic()
     await asyncio.sleep(seconds)
     await asyncio.to_thread(front.blackhole, False)
-    back = time.monotonic()
+    back, back_wall = time.monotonic(), time.time()
+    in_hand_by = back + args.interval + args.cap
+    while time.monotonic() < in_hand_by + 60 and not all(
+        any(g == generation for (_, g) in a.seen) for a in agents
+    ):
+        await asyncio.sleep(0.5)
     status = await api.wait_stack("r09", timeout=600 + len(agents))
     done = time.monotonic()
     first_good = [min((t for t in a.good if t >= back), default=float("inf")) - back for a in agents]
     in_hand = [
-        min((t for (_, g), t in a.seen.items() if g == generation), default=float("inf")) for a in agents
+        min((t for (_, g), t in a.seen.items() if g == generation), default=float("inf")) - back
+        for a in agents
+    ]
+    # Polls after the return that still found the old document: the store did not hold the
+    # new one yet, so the agent waited another interval.
+    stale = [
+        max(
+            (s - back for s, _e, ok, kind in a.timeline if ok and kind == "poll" and back <= s < back + t),
+            default=0.0,
+        )
+        for a, t in zip(agents, in_hand, strict=True)
     ]
     n, cap = len(agents), args.cap
-    every = [t for a in agents for t in a.requests]
-    steady_from = out + 2 * cap
+    during = requests_during(agents, out, back)
     deployments = await api.call("GET", "/v1/deployments?stack=r09")
     lost = [d["id"] for d in deployments if d["status"] != "COMPLETE" or d["generation"] != generation]
     twice = [a.name for a in agents for k, c in a.answered.items() if c != 1]
+    writer = writer_returns(log, back_wall - seconds)
     return {
         "outage_s": seconds,
+        "outage_measured_s": back - out,
         "stack": status,
         "lost_generations": len(lost),
         "answered_other_than_once": len(twice),
-        "requests_per_s_during_outage": rate(every, out, back) / seconds,
-        "requests_per_s_steady_outage": (rate(every, steady_from, back) / (back - steady_from))
-        if back > steady_from
-        else None,
+        "requests_started_during_outage": during["started"],
+        "requests_per_s_during_outage": during["started"] / seconds,
+        "retries_started_during_outage": during["retries"],
+        "requests_completed_during_outage": during["completed"],
+        "max_requests_started_by_one_agent": max(during["per_agent"]),
         "bound_n_over_cap": n / cap,
+        "ordinary_rate_n_over_interval": n / args.interval,
+        "store_writer_back_after_return_s": [round(t - back_wall, 2) for t in writer],
         "first_good_poll_after_return_max_s": max(first_good),
-        "new_generation_in_hand_after_return_max_s": max(in_hand) - back,
+        "new_generation_in_hand_after_return_s": {
+            "p50": quantile(in_hand, 0.5),
+            "p90": quantile(in_hand, 0.9),
+            "max": max(in_hand),
+        },
+        "agents_with_a_stale_poll_after_return": sum(1 for x in stale if x > 0),
+        "last_stale_poll_after_return_s": max(stale),
         "bound_interval_plus_cap_s": args.interval + cap,
         "stack_complete_after_return_s": done - back,
+        "requests_per_5s_from_outage_start": histogram(agents, out, back),
     }
 
 
@@ -236,8 +331,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             created = await api.wait_stack("r09", timeout=900 + 2 * args.agents)
             results: dict[str, Any] = {"agents": args.agents, "create": created, "outages": []}
             for generation, seconds in enumerate(args.outages, start=2):
-                figures = await outage(api, agents, front, generation, seconds, args)
-                print(json.dumps(figures), flush=True)
+                figures = await outage(api, agents, front, generation, seconds, args, cp.log)
+                print(
+                    json.dumps({k: v for k, v in figures.items() if not k.startswith("requests_per_5s")}),
+                    flush=True,
+                )
                 results["outages"].append(figures)
             return results
     finally:
