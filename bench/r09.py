@@ -27,9 +27,7 @@ import datetime
 import json
 import os
 import secrets
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
@@ -47,13 +45,9 @@ from agent.errors import SourceExpiredError, SourceNotAvailableError  # noqa: E4
 from agent.transports import backoff, tempurl  # noqa: E402
 from bench.harness import (  # noqa: E402
     Api,
-    ControlPlane,
     deployments_template,
-    random_key,
-    start_control_plane,
-    stop_process,
 )
-from tests.fixtures.swift import start_swift  # noqa: E402
+from bench.swift import enrol_servers, swift_control_plane, wait_ready  # noqa: E402
 from tests.integration.proxy import Front  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -145,37 +139,12 @@ class StoreAgent:
 
 
 async def enrol(api: Api, n: int) -> list[StoreAgent]:
-    gate = asyncio.Semaphore(8)
-
-    async def one(i: int) -> StoreAgent:
-        name = f"r09-{i}"
-        async with gate:
-            created = await api.call("POST", "/v1/servers", {"name": name, "transport": "SWIFT"})
-            body = {
-                "token": created["enrol_token"],
-                "public_keys": {"sign": random_key(), "box": random_key()},
-            }
-            got = await api.call("POST", "/v1/agent/enrol", {**body, "hostname": name}, expect=(201,))
-        if got["transport"]["kind"] != "SWIFT":
-            raise SystemExit(f"{name}: the enrolment answer names {got['transport']['kind']}, not SWIFT")
-        return StoreAgent(name, got["transport"])
-
-    return list(await asyncio.gather(*(one(i) for i in range(n))))
-
-
-async def wait_ready(api: Api, cp: ControlPlane, timeout: float = 60) -> None:
-    """Until a server created now is given a SWIFT section (the containers are set up)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        created = await api.call(
-            "POST", "/v1/servers", {"name": f"probe-{time.time_ns()}", "transport": "SWIFT"}
-        )
-        body = {"token": created["enrol_token"], "public_keys": {"sign": random_key(), "box": random_key()}}
-        got = await api.call("POST", "/v1/agent/enrol", body, expect=(201,))
-        if got["transport"]["kind"] == "SWIFT":
-            return
-        await asyncio.sleep(0.5)
-    raise SystemExit("Swift never became ready for the control plane")
+    agents = []
+    for server, section in await enrol_servers(api, "r09", n, "SWIFT"):
+        if section.get("kind") != "SWIFT":
+            raise SystemExit(f"{server.name}: the enrolment answer names {section.get('kind')}, not SWIFT")
+        agents.append(StoreAgent(server.name, section))
+    return agents
 
 
 def writer_returns(log: Path, since: float) -> list[float]:
@@ -302,50 +271,32 @@ async def outage(
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="anneal-bench-r09-"))
-    swift = start_swift(work / "swift")
-    front = Front([swift.proxy_port])
-    os.environ["ANNEAL_SWIFT_KEY"] = swift.key
-    cp = start_control_plane(
-        work,
-        extra=[
-            f"--swift-auth-url=http://127.0.0.1:{front.port}/auth/v1.0",
-            f"--swift-user={swift.user}",
-            f"--store-poll-interval={args.interval}",
-            "--store-signal-poll=2",
-            "--provisioner=enrol",
-        ],
-    )
     tasks: list[asyncio.Task[None]] = []
-    try:
-        connector = aiohttp.TCPConnector(limit=args.agents + 20)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            api = Api(session, cp)
-            await wait_ready(api, cp)
-            agents = await enrol(api, args.agents)
-            names = [a.name for a in agents]
-            await api.put_stack(
-                "r09", deployments_template(names, 1, "g1", transport="CFN_SIGNAL"), create=True
-            )
-            tasks = [asyncio.create_task(a.run(session, args.interval, args.cap)) for a in agents]
-            created = await api.wait_stack("r09", timeout=900 + 2 * args.agents)
-            results: dict[str, Any] = {"agents": args.agents, "create": created, "outages": []}
-            for generation, seconds in enumerate(args.outages, start=2):
-                figures = await outage(api, agents, front, generation, seconds, args, cp.log)
-                print(
-                    json.dumps({k: v for k, v in figures.items() if not k.startswith("requests_per_5s")}),
-                    flush=True,
+    with swift_control_plane("r09", args.interval, ["--store-signal-poll=2"], front=True) as (_, cp, front):
+        assert front is not None
+        try:
+            connector = aiohttp.TCPConnector(limit=args.agents + 20)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                api = Api(session, cp)
+                await wait_ready(api)
+                agents = await enrol(api, args.agents)
+                names = [a.name for a in agents]
+                await api.put_stack(
+                    "r09", deployments_template(names, 1, "g1", transport="CFN_SIGNAL"), create=True
                 )
-                results["outages"].append(figures)
-            return results
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        stop_process(cp.proc)
-        front.stop()
-        swift.stop()
-        shutil.rmtree(work, ignore_errors=True)
+                tasks = [asyncio.create_task(a.run(session, args.interval, args.cap)) for a in agents]
+                created = await api.wait_stack("r09", timeout=900 + 2 * args.agents)
+                results: dict[str, Any] = {"agents": args.agents, "create": created, "outages": []}
+                for generation, seconds in enumerate(args.outages, start=2):
+                    figures = await outage(api, agents, front, generation, seconds, args, cp.log)
+                    brief = {k: v for k, v in figures.items() if not k.startswith("requests_per_5s")}
+                    print(json.dumps(brief), flush=True)
+                    results["outages"].append(figures)
+                return results
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
