@@ -8,15 +8,31 @@ The control plane (`anneal serve`, SQLite) reaches Swift through the front, and 
 N simulated agents in this process, each on SWIFT from its enrolment answer, poll their
 document TempURL every *interval* seconds and PUT each new generation's signal to its
 TempURL, with the agent's own code: `agent.transports.tempurl` for the requests and
-`agent.transports.backoff` (the real agent's back-off, *cap* = its `backoff_max`) after a failure.
+`agent.transports.backoff` (the real agent's back-off, *cap* = its `backoff_max`) after a failure,
+counted from the failed request's start and with no signal sent while polls fail, as
+agent/loop.py does (its signal retries wait for the poll loop; here a signal goes right
+after a good poll, so both are one request stream per agent).
 
 For each outage T: update the stack (a new generation on every server), blackhole the store
-at once, wait T, end the blackhole. Figures: lost generations (a deployment not COMPLETE at
-the new generation, or answered other than once), agent requests per second during the
-outage against N / cap (over the whole outage, and from 2 x cap on, when every agent has
-reached the cap), the time from the store's return until each agent's first good poll and
-until every agent holds the new generation (against interval + cap), and until the stack
-completes. Results go to bench/results/r09-<date>.json and stdout.
+at once, wait T, end the blackhole. Figures:
+
+* lost generations (a deployment not COMPLETE at the new generation, or answered other
+  than once);
+* requests *started* during the outage (each agent's timeline keeps every request's start,
+  end, outcome and kind): a blackholed request hangs until the client's 30 s timeout or the
+  store's return, so completed requests would hide the load. Against N / cap as a count:
+  N x ceil(T / cap), each agent at most one request per cap-long stretch; for T shorter
+  than the poll interval the ordinary polls that find the store down (N x T / interval)
+  come first and no back-off can avoid them. Also: retries (requests after a failure),
+  the most one agent started, and requests per 5 s from 30 s before to 150 s after;
+* recovery, from the store's return: each agent's first good poll, when every agent held
+  the new generation (p50, p90, max; against interval + cap), how many agents' first
+  polls after the return still found the old document, when the control plane started
+  the generation and when its store writer logged "writable again" (empty: no write
+  failed, a hung write was cut at the return and retried by aiohttp at once);
+* the time until the stack completes (the control plane reading 1,000 signals).
+
+Results go to bench/results/r09-<date>.json and stdout.
 """
 
 from __future__ import annotations
@@ -211,7 +227,7 @@ async def outage(
         "r09", deployments_template(names, 1, f"g{generation}", transport="CFN_SIGNAL"), create=False
     )
     await asyncio.to_thread(front.blackhole, True)
-    out = time.monotonic()
+    out, out_wall = time.monotonic(), time.time()
     await asyncio.sleep(seconds)
     await asyncio.to_thread(front.blackhole, False)
     back, back_wall = time.monotonic(), time.time()
@@ -240,6 +256,7 @@ async def outage(
     during = requests_during(agents, out, back)
     deployments = await api.call("GET", "/v1/deployments?stack=r09")
     lost = [d["id"] for d in deployments if d["status"] != "COMPLETE" or d["generation"] != generation]
+    started = [float(d["started_at"]) - out_wall for d in deployments if d.get("started_at")]
     twice = [a.name for a in agents for k, c in a.answered.items() if c != 1]
     writer = writer_returns(log, back_wall - seconds)
     return {
@@ -255,6 +272,7 @@ async def outage(
         "max_requests_started_by_one_agent": max(during["per_agent"]),
         "bound_n_over_cap": n / cap,
         "ordinary_rate_n_over_interval": n / args.interval,
+        "generation_started_after_outage_start_s": [min(started), max(started)] if started else None,
         "store_writer_back_after_return_s": [round(t - back_wall, 2) for t in writer],
         "first_good_poll_after_return_max_s": max(first_good),
         "new_generation_in_hand_after_return_s": {
