@@ -70,6 +70,10 @@ class Agent:
         #: Set whenever a new document is accepted: a running hook checks for a stop order.
         self._doc_changed = asyncio.Event()
         self._outbox = asyncio.Event()
+        #: While the poll loop finds its source unreachable, signals wait for it (one prober, R09);
+        #: its first good poll sends every pending signal at once.
+        self._source_down = False
+        self._flush_all = False
         self._report = asyncio.Event()
         #: A full state dir is waited out, shown and reported (agent/diskfull.py).
         self.disk = diskfull.DiskWatch(state_dir, on_change=self._report.set)
@@ -174,14 +178,27 @@ class Agent:
         await asyncio.sleep(random.uniform(0, START_JITTER))
         failures = 0
         while True:
+            started = time.monotonic()
             try:
                 await self.poll(self.config.poll_wait)
                 failures = 0
+                if self._source_down:
+                    self._source_down, self._flush_all = False, True
+                    self._outbox.set()
             except (SourceNotAvailableError, DocumentRejectedError) as e:
                 failures += 1
-                delay = transports.backoff(failures, self.config.backoff_max)
+                self._source_down = isinstance(e, SourceNotAvailableError)
+                # Counted from the request's start: a request that hung until its timeout is
+                # part of the wait, so an agent at the cap starts one request per cap (R09).
+                delay = transports.backoff(failures, self.config.backoff_max, self.poll_interval())
                 log.warning("poll failed (%s); retrying in %.1f s", e, delay)
-                await asyncio.sleep(delay)
+                await asyncio.sleep(max(0.0, started + delay - time.monotonic()))
+
+    def poll_interval(self) -> float:
+        """Seconds between ordinary polls of the current source (0: HTTP long-polls back to back)."""
+        if self.transport.kind == "HTTP":
+            return 0.0
+        return float(self.transport.section.get("poll_interval") or 5.0)
 
     def note_rejection(self, kind: str, reason: str) -> None:
         """Keep the rejection in the ledger (for `status`) and report it with the next heartbeat, now."""
@@ -399,8 +416,12 @@ class Agent:
     # -------------------------------------------------------------- signalling
 
     async def flush(self) -> None:
-        """Try every due signal once, in order."""
-        for out in self.ledger.due(time.time()):
+        """Try every due signal once, in order; none while the source is down, all once it is back."""
+        if self._source_down:
+            return  # the poll loop probes the source; its first good poll wakes us
+        now = float("inf") if self._flush_all else time.time()
+        self._flush_all = False
+        for out in self.ledger.due(now):
             await self._deliver(out)
 
     def _signal_headers(self, out: Outgoing) -> dict[str, str]:
@@ -415,7 +436,7 @@ class Agent:
             log.error("signal for %s refused (%s): %s", out.item_id, status, reason)
             await self.disk.retry(what, lambda: self.ledger.delivered(out, f"refused {status}: {reason}"))
         else:
-            delay = transports.backoff(out.attempts, self.config.backoff_max)
+            delay = transports.backoff(out.attempts + 1, self.config.backoff_max, self.poll_interval())
             log.warning(
                 "signal for %s not delivered (%s %s); retry in %.1f s", out.item_id, status, reason, delay
             )
@@ -428,7 +449,7 @@ class Agent:
         while True:
             self._outbox.clear()
             await self.flush()
-            due = self.ledger.next_due()
+            due = None if self._source_down else self.ledger.next_due()
             timeout = None if due is None else max(0.05, due - time.time())
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._outbox.wait(), timeout)

@@ -8,15 +8,31 @@ The control plane (`anneal serve`, SQLite) reaches Swift through the front, and 
 N simulated agents in this process, each on SWIFT from its enrolment answer, poll their
 document TempURL every *interval* seconds and PUT each new generation's signal to its
 TempURL, with the agent's own code: `agent.transports.tempurl` for the requests and
-`agent.transports.backoff` (the real agent's back-off, *cap* = its `backoff_max`) after a failure.
+`agent.transports.backoff` (the real agent's back-off, *cap* = its `backoff_max`) after a failure,
+counted from the failed request's start and with no signal sent while polls fail, as
+agent/loop.py does (its signal retries wait for the poll loop; here a signal goes right
+after a good poll, so both are one request stream per agent).
 
 For each outage T: update the stack (a new generation on every server), blackhole the store
-at once, wait T, end the blackhole. Figures: lost generations (a deployment not COMPLETE at
-the new generation, or answered other than once), agent requests per second during the
-outage against N / cap (over the whole outage, and from 2 x cap on, when every agent has
-reached the cap), the time from the store's return until each agent's first good poll and
-until every agent holds the new generation (against interval + cap), and until the stack
-completes. Results go to bench/results/r09-<date>.json and stdout.
+at once, wait T, end the blackhole. Figures:
+
+* lost generations (a deployment not COMPLETE at the new generation, or answered other
+  than once);
+* requests *started* during the outage (each agent's timeline keeps every request's start,
+  end, outcome and kind): a blackholed request hangs until the client's 30 s timeout or the
+  store's return, so completed requests would hide the load. Against N / cap as a count:
+  N x ceil(T / cap), each agent at most one request per cap-long stretch; for T shorter
+  than the poll interval the ordinary polls that find the store down (N x T / interval)
+  come first and no back-off can avoid them. Also: retries (requests after a failure),
+  the most one agent started, and requests per 5 s from 30 s before to 150 s after;
+* recovery, from the store's return: each agent's first good poll, when every agent held
+  the new generation (p50, p90, max; against interval + cap), how many agents' first
+  polls after the return still found the old document, when the control plane started
+  the generation and when its store writer logged "writable again" (empty: no write
+  failed, a hung write was cut at the return and retried by aiohttp at once);
+* the time until the stack completes (the control plane reading 1,000 signals).
+
+Results go to bench/results/r09-<date>.json and stdout.
 """
 
 from __future__ import annotations
@@ -27,13 +43,12 @@ import datetime
 import json
 import os
 import secrets
-import shutil
 import sys
-import tempfile
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -46,16 +61,13 @@ from agent.errors import SourceExpiredError, SourceNotAvailableError  # noqa: E4
 from agent.transports import backoff, tempurl  # noqa: E402
 from bench.harness import (  # noqa: E402
     Api,
-    ControlPlane,
     deployments_template,
-    random_key,
-    start_control_plane,
-    stop_process,
 )
-from tests.fixtures.swift import start_swift  # noqa: E402
+from bench.swift import enrol_servers, swift_control_plane, wait_ready  # noqa: E402
 from tests.integration.proxy import Front  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+T = TypeVar("T")
 
 
 @dataclass
@@ -66,18 +78,35 @@ class StoreAgent:
     section: dict[str, Any]
     etag: str = ""
     failures: int = 0
-    #: monotonic time of every request it made (polls and signal PUTs)
+    #: monotonic start of every request it made (polls and signal PUTs)
     requests: list[float] = field(default_factory=list)
+    #: (start, end, ok, kind) of every request: "poll", "new" (a poll that brought a new
+    #: document), "put" (a signal); ok is False for a failure (refused, cut, timed out)
+    timeline: list[tuple[float, float, bool, str]] = field(default_factory=list)
     #: monotonic time of every successful poll
     good: list[float] = field(default_factory=list)
     #: (deployment, generation) -> monotonic time it was first in hand
     seen: dict[tuple[str, int], float] = field(default_factory=dict)
     answered: dict[tuple[str, int], int] = field(default_factory=dict)
     queue: dict[str, tuple[tuple[str, int], bytes]] = field(default_factory=dict)
+    last_start: float = 0.0
+
+    async def _timed(self, kind: str, call: Awaitable[T]) -> T:
+        start = self.last_start = time.monotonic()
+        self.requests.append(start)
+        try:
+            result = await call
+        except BaseException:
+            self.timeline.append((start, time.monotonic(), False, kind))
+            raise
+        ok = not (isinstance(result, tuple) and not 200 <= result[0] < 300)
+        if kind == "poll" and getattr(result, "body", None) is not None:
+            kind = "new"
+        self.timeline.append((start, time.monotonic(), ok, kind))
+        return result
 
     async def step(self, http: aiohttp.ClientSession) -> None:
-        self.requests.append(time.monotonic())
-        fetched = await tempurl.fetch(http, self.section, self.etag, 0)
+        fetched = await self._timed("poll", tempurl.fetch(http, self.section, self.etag, 0))
         self.good.append(time.monotonic())
         if fetched.body is None:
             return
@@ -101,8 +130,7 @@ class StoreAgent:
             target = (self.section.get("signals") or {}).get(item_id)
             if not isinstance(target, dict) or "url" not in target:
                 continue  # its URL comes with the next document
-            self.requests.append(time.monotonic())
-            status, reason = await tempurl.deliver(http, "PUT", str(target["url"]), body)
+            status, reason = await self._timed("put", tempurl.deliver(http, "PUT", str(target["url"]), body))
             if 200 <= status < 300:
                 self.answered[key] = self.answered.get(key, 0) + 1
                 del self.queue[item_id]
@@ -110,6 +138,9 @@ class StoreAgent:
                 raise SourceNotAvailableError(reason)
 
     async def run(self, http: aiohttp.ClientSession, interval: float, cap: float) -> None:
+        """As agent/loop.py: a poll every *interval* s, the signals after a good poll (none while
+        the store is down), and after a failure the agent's back-off counted from the start of
+        the failed request (a poll, or a signal PUT after a good poll)."""
         await asyncio.sleep(interval * (hash(self.name) % 1000) / 1000)  # spread, as agents are
         while True:
             try:
@@ -119,45 +150,67 @@ class StoreAgent:
                 await asyncio.sleep(interval)
             except (SourceNotAvailableError, SourceExpiredError, aiohttp.ClientError, TimeoutError):
                 self.failures += 1
-                await asyncio.sleep(backoff(self.failures, cap))
+                wait = backoff(self.failures, cap, interval)
+                await asyncio.sleep(max(0.0, self.last_start + wait - time.monotonic()))
 
 
 async def enrol(api: Api, n: int) -> list[StoreAgent]:
-    gate = asyncio.Semaphore(8)
-
-    async def one(i: int) -> StoreAgent:
-        name = f"r09-{i}"
-        async with gate:
-            created = await api.call("POST", "/v1/servers", {"name": name, "transport": "SWIFT"})
-            body = {
-                "token": created["enrol_token"],
-                "public_keys": {"sign": random_key(), "box": random_key()},
-            }
-            got = await api.call("POST", "/v1/agent/enrol", {**body, "hostname": name}, expect=(201,))
-        if got["transport"]["kind"] != "SWIFT":
-            raise SystemExit(f"{name}: the enrolment answer names {got['transport']['kind']}, not SWIFT")
-        return StoreAgent(name, got["transport"])
-
-    return list(await asyncio.gather(*(one(i) for i in range(n))))
+    agents = []
+    for server, section in await enrol_servers(api, "r09", n, "SWIFT"):
+        if section.get("kind") != "SWIFT":
+            raise SystemExit(f"{server.name}: the enrolment answer names {section.get('kind')}, not SWIFT")
+        agents.append(StoreAgent(server.name, section))
+    return agents
 
 
-async def wait_ready(api: Api, cp: ControlPlane, timeout: float = 60) -> None:
-    """Until a server created now is given a SWIFT section (the containers are set up)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        created = await api.call(
-            "POST", "/v1/servers", {"name": f"probe-{time.time_ns()}", "transport": "SWIFT"}
-        )
-        body = {"token": created["enrol_token"], "public_keys": {"sign": random_key(), "box": random_key()}}
-        got = await api.call("POST", "/v1/agent/enrol", body, expect=(201,))
-        if got["transport"]["kind"] == "SWIFT":
-            return
-        await asyncio.sleep(0.5)
-    raise SystemExit("Swift never became ready for the control plane")
+def writer_returns(log: Path, since: float) -> list[float]:
+    """Wall times of the control plane's "writable again" lines (its store writer's recovery) after *since*."""
+    times = []
+    for line in log.read_text(errors="replace").splitlines():
+        if "writable again" in line:
+            stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+            t = time.mktime(stamp.timetuple()) + stamp.microsecond / 1e6
+            if t >= since:
+                times.append(t)
+    return times
 
 
-def rate(times: list[float], start: float, end: float) -> int:
-    return sum(1 for t in times if start <= t < end)
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def requests_during(agents: list[StoreAgent], out: float, back: float) -> dict[str, Any]:
+    """Requests *started* in [out, back): each is one request the store (or the front) had to take.
+
+    A blackholed request hangs until the client's 30 s timeout or until the blackhole ends
+    (the front then cuts it), so counting completed requests would hide them; started ones
+    are the load. A retry is a request started after the same agent's previous one failed.
+    """
+    per_agent, retries, completed = [], 0, 0
+    for a in agents:
+        inside = 0
+        ordered = sorted(a.timeline)
+        for i, (start, end, _ok, _kind) in enumerate(ordered):
+            completed += out <= end < back
+            if out <= start < back:
+                inside += 1
+                retries += i > 0 and not ordered[i - 1][2]
+        per_agent.append(inside)
+    return {"started": sum(per_agent), "retries": retries, "completed": completed, "per_agent": per_agent}
+
+
+def histogram(agents: list[StoreAgent], out: float, back: float, bucket: float = 5.0) -> list[list[float]]:
+    """[seconds from the outage's start, requests started in that bucket, of which failed] around the outage."""
+    lo, hi = out - 30, back + 150
+    counts: dict[int, list[int]] = {}
+    for a in agents:
+        for start, _end, ok, _kind in a.timeline:
+            if lo <= start < hi:
+                row = counts.setdefault(int((start - out) // bucket), [0, 0])
+                row[0] += 1
+                row[1] += not ok
+    return [[k * bucket, v[0], v[1]] for k, v in sorted(counts.items())]
 
 
 async def outage(
@@ -167,87 +220,101 @@ async def outage(
     generation: int,
     seconds: float,
     args: argparse.Namespace,
+    log: Path,
 ) -> dict[str, Any]:
     names = [a.name for a in agents]
     await api.put_stack(
         "r09", deployments_template(names, 1, f"g{generation}", transport="CFN_SIGNAL"), create=False
     )
     await asyncio.to_thread(front.blackhole, True)
-    out = time.monotonic()
+    out, out_wall = time.monotonic(), time.time()
     await asyncio.sleep(seconds)
     await asyncio.to_thread(front.blackhole, False)
-    back = time.monotonic()
+    back, back_wall = time.monotonic(), time.time()
+    in_hand_by = back + args.interval + args.cap
+    while time.monotonic() < in_hand_by + 60 and not all(
+        any(g == generation for (_, g) in a.seen) for a in agents
+    ):
+        await asyncio.sleep(0.5)
     status = await api.wait_stack("r09", timeout=600 + len(agents))
     done = time.monotonic()
     first_good = [min((t for t in a.good if t >= back), default=float("inf")) - back for a in agents]
     in_hand = [
-        min((t for (_, g), t in a.seen.items() if g == generation), default=float("inf")) for a in agents
+        min((t for (_, g), t in a.seen.items() if g == generation), default=float("inf")) - back
+        for a in agents
+    ]
+    # Polls after the return that still found the old document: the store did not hold the
+    # new one yet, so the agent waited another interval.
+    stale = [
+        max(
+            (s - back for s, _e, ok, kind in a.timeline if ok and kind == "poll" and back <= s < back + t),
+            default=0.0,
+        )
+        for a, t in zip(agents, in_hand, strict=True)
     ]
     n, cap = len(agents), args.cap
-    every = [t for a in agents for t in a.requests]
-    steady_from = out + 2 * cap
+    during = requests_during(agents, out, back)
     deployments = await api.call("GET", "/v1/deployments?stack=r09")
     lost = [d["id"] for d in deployments if d["status"] != "COMPLETE" or d["generation"] != generation]
+    started = [float(d["started_at"]) - out_wall for d in deployments if d.get("started_at")]
     twice = [a.name for a in agents for k, c in a.answered.items() if c != 1]
+    writer = writer_returns(log, back_wall - seconds)
     return {
         "outage_s": seconds,
+        "outage_measured_s": back - out,
         "stack": status,
         "lost_generations": len(lost),
         "answered_other_than_once": len(twice),
-        "requests_per_s_during_outage": rate(every, out, back) / seconds,
-        "requests_per_s_steady_outage": (rate(every, steady_from, back) / (back - steady_from))
-        if back > steady_from
-        else None,
+        "requests_started_during_outage": during["started"],
+        "requests_per_s_during_outage": during["started"] / seconds,
+        "retries_started_during_outage": during["retries"],
+        "requests_completed_during_outage": during["completed"],
+        "max_requests_started_by_one_agent": max(during["per_agent"]),
         "bound_n_over_cap": n / cap,
+        "ordinary_rate_n_over_interval": n / args.interval,
+        "generation_started_after_outage_start_s": [min(started), max(started)] if started else None,
+        "store_writer_back_after_return_s": [round(t - back_wall, 2) for t in writer],
         "first_good_poll_after_return_max_s": max(first_good),
-        "new_generation_in_hand_after_return_max_s": max(in_hand) - back,
+        "new_generation_in_hand_after_return_s": {
+            "p50": quantile(in_hand, 0.5),
+            "p90": quantile(in_hand, 0.9),
+            "max": max(in_hand),
+        },
+        "agents_with_a_stale_poll_after_return": sum(1 for x in stale if x > 0),
+        "last_stale_poll_after_return_s": max(stale),
         "bound_interval_plus_cap_s": args.interval + cap,
         "stack_complete_after_return_s": done - back,
+        "requests_per_5s_from_outage_start": histogram(agents, out, back),
     }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="anneal-bench-r09-"))
-    swift = start_swift(work / "swift")
-    front = Front([swift.proxy_port])
-    os.environ["ANNEAL_SWIFT_KEY"] = swift.key
-    cp = start_control_plane(
-        work,
-        extra=[
-            f"--swift-auth-url=http://127.0.0.1:{front.port}/auth/v1.0",
-            f"--swift-user={swift.user}",
-            f"--store-poll-interval={args.interval}",
-            "--store-signal-poll=2",
-            "--provisioner=enrol",
-        ],
-    )
     tasks: list[asyncio.Task[None]] = []
-    try:
-        connector = aiohttp.TCPConnector(limit=args.agents + 20)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            api = Api(session, cp)
-            await wait_ready(api, cp)
-            agents = await enrol(api, args.agents)
-            names = [a.name for a in agents]
-            await api.put_stack(
-                "r09", deployments_template(names, 1, "g1", transport="CFN_SIGNAL"), create=True
-            )
-            tasks = [asyncio.create_task(a.run(session, args.interval, args.cap)) for a in agents]
-            created = await api.wait_stack("r09", timeout=900 + 2 * args.agents)
-            results: dict[str, Any] = {"agents": args.agents, "create": created, "outages": []}
-            for generation, seconds in enumerate(args.outages, start=2):
-                figures = await outage(api, agents, front, generation, seconds, args)
-                print(json.dumps(figures), flush=True)
-                results["outages"].append(figures)
-            return results
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        stop_process(cp.proc)
-        front.stop()
-        swift.stop()
-        shutil.rmtree(work, ignore_errors=True)
+    with swift_control_plane("r09", args.interval, ["--store-signal-poll=2"], front=True) as (_, cp, front):
+        assert front is not None
+        try:
+            connector = aiohttp.TCPConnector(limit=args.agents + 20)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                api = Api(session, cp)
+                await wait_ready(api)
+                agents = await enrol(api, args.agents)
+                names = [a.name for a in agents]
+                await api.put_stack(
+                    "r09", deployments_template(names, 1, "g1", transport="CFN_SIGNAL"), create=True
+                )
+                tasks = [asyncio.create_task(a.run(session, args.interval, args.cap)) for a in agents]
+                created = await api.wait_stack("r09", timeout=900 + 2 * args.agents)
+                results: dict[str, Any] = {"agents": args.agents, "create": created, "outages": []}
+                for generation, seconds in enumerate(args.outages, start=2):
+                    figures = await outage(api, agents, front, generation, seconds, args, cp.log)
+                    brief = {k: v for k, v in figures.items() if not k.startswith("requests_per_5s")}
+                    print(json.dumps(brief), flush=True)
+                    results["outages"].append(figures)
+                return results
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

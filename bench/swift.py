@@ -30,6 +30,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from bench.harness import (  # noqa: E402
     stop_process,
 )
 from tests.fixtures.swift import Swift, start_swift  # noqa: E402
+from tests.integration.proxy import Front  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -114,18 +116,72 @@ class Sim:
             await asyncio.sleep(interval)
 
 
-async def make_servers(api: Api, prefix: str, n: int, kind: str) -> list[Server]:
+async def enrol_servers(api: Api, prefix: str, n: int, kind: str) -> list[tuple[Server, dict[str, Any]]]:
+    """*n* servers on transport *kind*, enrolled as agents would be: each with its enrolment
+    answer's transport section (where its first document comes from)."""
     gate = asyncio.Semaphore(8)
 
-    async def one(i: int) -> Server:
+    async def one(i: int) -> tuple[Server, dict[str, Any]]:
         name = f"{prefix}-{i}"
         async with gate:
             created = await api.call("POST", "/v1/servers", {"name": name, "transport": kind})
             body = {"token": created["enrol_token"], "public_keys": {"sign": random_key(), "box": random_key()}}
             got = await api.call("POST", "/v1/agent/enrol", {**body, "hostname": name}, expect=(201,))
-        return Server(name, got["server_id"], got["credential"])
+        return Server(name, got["server_id"], got["credential"]), dict(got["transport"])
 
     return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+
+async def make_servers(api: Api, prefix: str, n: int, kind: str) -> list[Server]:
+    return [server for server, _ in await enrol_servers(api, prefix, n, kind)]
+
+
+async def wait_ready(api: Api, timeout: float = 60) -> None:
+    """Until a server created now is given a SWIFT section (the control plane's containers are set up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ((_, section),) = await enrol_servers(api, f"probe-{time.time_ns()}", 1, "SWIFT")
+        if section.get("kind") == "SWIFT":
+            return
+        await asyncio.sleep(0.5)
+    raise SystemExit("Swift never became ready for the control plane")
+
+
+@contextlib.contextmanager
+def swift_control_plane(
+    prefix: str, interval: float, extra: Sequence[str] = (), front: bool = False
+) -> Iterator[tuple[Swift, ControlPlane, Front | None]]:
+    """A real Swift all-in-one and `anneal serve` (SQLite) with SWIFT on, in a fresh temp dir.
+
+    With *front*, the control plane (and whoever uses the TempURLs it gives out) reaches Swift
+    through a TCP front (tests/integration/proxy.py) that can blackhole it. Everything is
+    stopped (by PID) and removed on exit.
+    """
+    work = Path(tempfile.mkdtemp(prefix=f"anneal-bench-{prefix}-"))
+    swift = start_swift(work / "swift")
+    proxy = Front([swift.proxy_port]) if front else None
+    auth_url = f"http://127.0.0.1:{proxy.port}/auth/v1.0" if proxy else swift.auth_url
+    os.environ["ANNEAL_SWIFT_KEY"] = swift.key
+    try:
+        cp = start_control_plane(
+            work,
+            extra=[
+                f"--swift-auth-url={auth_url}",
+                f"--swift-user={swift.user}",
+                f"--store-poll-interval={interval}",
+                "--provisioner=enrol",
+                *extra,
+            ],
+        )
+        try:
+            yield swift, cp, proxy
+        finally:
+            stop_process(cp.proc)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        swift.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 async def fleet_run(
@@ -189,22 +245,10 @@ async def fleet_run(
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    work = Path(tempfile.mkdtemp(prefix="anneal-bench-swift-"))
-    swift = start_swift(work / "swift")
-    os.environ["ANNEAL_SWIFT_KEY"] = swift.key
-    cp = start_control_plane(
-        work,
-        extra=[
-            f"--swift-auth-url={swift.auth_url}",
-            f"--swift-user={swift.user}",
-            f"--store-poll-interval={args.interval}",
-            "--provisioner=enrol",
-        ],
-    )
-    try:
+    with swift_control_plane("swift", args.interval) as (swift, cp, _):
         async with aiohttp.ClientSession() as session:
             api = Api(session, cp)
-            await asyncio.sleep(3)  # Swift containers set up
+            await wait_ready(api)
             results = {}
             for kind in ("HTTP", "SWIFT"):
                 results[kind] = await fleet_run(
@@ -212,10 +256,6 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 )
                 print(kind, json.dumps(results[kind], indent=1), flush=True)
         return results
-    finally:
-        stop_process(cp.proc)
-        swift.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:

@@ -29,15 +29,18 @@ STATE_KEY = "transport"
 KINDS = ("HTTP", "SWIFT", "S3", "LOCAL", "RELAY")
 
 
-def backoff(failures: int, cap: float) -> float:
-    """Seconds before the next poll after *failures* in a row: 2 s doubling, jittered, up to *cap*.
+def backoff(failures: int, cap: float, interval: float = 0.0) -> float:
+    """Seconds from the start of the failed request to the next, after *failures* in a row.
 
-    Once the doubling reaches *cap* the wait is *cap* itself (no jitter below it), so a
-    fleet of N agents in a long outage sends at most N / cap requests per second, and
-    each agent tries again within *cap* of the source's return (R09). The jitter of the
-    earlier steps has already spread the agents apart.
+    The first wait is twice the source's ordinary *interval* between polls (at least 2 s),
+    jittered down to half, so a failing source is never asked more often than a working
+    one; it doubles after each failure. Once the doubling reaches *cap* the wait is *cap*
+    itself (no jitter below it), so a fleet of N agents in a long outage starts at most
+    N / cap requests per second, and each agent tries again within *cap* of the source's
+    return (R09). The callers count the wait from the start of the failed request, so a
+    request hanging until its timeout is part of the wait, not added to it.
     """
-    step = 2.0 ** min(failures, 16)
+    step = max(2.0, 2.0 * interval) * 2.0 ** (min(failures, 16) - 1)
     return step * random.uniform(0.5, 1.0) if step < cap else cap
 
 

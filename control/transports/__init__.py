@@ -36,8 +36,10 @@ KINDS = ("HTTP", "SWIFT", "S3", "LOCAL", "RELAY")
 HEAT_KINDS = {"POLL_SERVER_CFN": "HTTP", "POLL_SERVER_HEAT": "HTTP", "POLL_TEMP_URL": "SWIFT"}
 #: No store URL lives longer than this (seconds): S3 SigV4's limit, applied to every store.
 MAX_URL_LIFETIME = 7 * 24 * 3600
-#: Capped exponential back-off of store writes (seconds).
-BACKOFF_FIRST, BACKOFF_CAP = 0.5, 30.0
+#: Capped exponential back-off of store writes and signal listings (seconds). The cap is
+#: short: one control plane's retries cost the store little, and a return must be noticed
+#: well within the agents' poll interval (R09: recovery <= poll_interval + the agents' cap).
+BACKOFF_FIRST, BACKOFF_CAP = 0.5, 5.0
 #: Documents written to a store at once.
 WRITE_CONCURRENCY = 16
 
@@ -168,6 +170,8 @@ class _Writer:
                     error = errors[0]
                     break
             if error is None:
+                if self.failures:
+                    log.warning("%s: writable again after %d failed tries", self.store.kind, self.failures)
                 self.failures = 0
                 continue
             self.failures += 1

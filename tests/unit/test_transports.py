@@ -103,6 +103,15 @@ def test_backoff_doubles_with_jitter_then_holds_at_the_cap():
     assert {60.0} == {backoff(f, 60.0) for f in (6, 7, 20, 10_000)}
 
 
+def test_backoff_never_polls_a_failing_source_sooner_than_a_working_one():
+    """R09: with a poll interval the first wait is 1-2 intervals, then doubling, then the cap."""
+    for failures in range(1, 4):
+        waits = [backoff(failures, 1000.0, 5.0) for _ in range(200)]
+        assert 5.0 * 2 ** (failures - 1) <= min(waits) and max(waits) <= 10.0 * 2 ** (failures - 1)
+    # 30 s polls, a 60 s cap: the first failure already waits the whole cap (one request per cap).
+    assert {60.0} == {backoff(f, 60.0, 30.0) for f in (1, 2, 50)}
+
+
 def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.MonkeyPatch):
     """Flags win, keys come from the environment, floats are converted, unset ones stay out."""
     import argparse
