@@ -77,6 +77,24 @@ def template(deployments: int) -> dict[str, Any]:
     return {"heat_template_version": "2018-08-31", "parameters": params, "resources": resources}
 
 
+def new_generations(body: bytes, seen: set[tuple[str, int]]) -> list[tuple[str, int, str]]:
+    """(deployment, generation, CFN_SIGNAL signature) of each generation in a document not in *seen*."""
+    doc = json.loads(body)
+    meta = doc["anneal"]["deployments"]
+    found = []
+    for item in doc["deployments"]:
+        m = meta[item["id"]]
+        key = (m["deployment_id"], m["generation"])
+        if key in seen or m.get("stop"):
+            continue
+        seen.add(key)
+        url = next((i["value"] for i in item["inputs"] if i["name"] == "deploy_signal_id"), None)
+        if url:
+            sig = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["sig"][0]
+            found.append((m["deployment_id"], m["generation"], sig))
+    return found
+
+
 async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]:
     from control import agents, keys, stacks  # noqa: PLC0415 (the child's imports)
     from control.engine import Engine  # noqa: PLC0415
@@ -97,18 +115,8 @@ async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]
 
         async def publish(self, server_id: str, serial: int, body: bytes) -> None:
             await super().publish(server_id, serial, body)
-            doc = json.loads(body)
-            meta = doc["anneal"]["deployments"]
-            for item in doc["deployments"]:
-                m = meta[item["id"]]
-                key = (m["deployment_id"], m["generation"])
-                if key in seen or m.get("stop"):
-                    continue
-                seen.add(key)
-                url = next((i["value"] for i in item["inputs"] if i["name"] == "deploy_signal_id"), None)
-                if url:
-                    sig = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["sig"][0]
-                    queue.put_nowait((m["deployment_id"], m["generation"], sig))
+            for found in new_generations(body, seen):
+                queue.put_nowait(found)
 
     settings = Settings(
         data_dir=data_dir, database_url=db_url, provisioner="enrol", default_signal_transport="CFN_SIGNAL"
@@ -165,30 +173,35 @@ async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]
         t = os.times()
         return t.user + t.system
 
+    def hwm_mb() -> float:
+        """Peak RSS so far (VmHWM), MB."""
+        kb = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                  if line.startswith("VmHWM:"))
+        return round(kb / 1024, 1)
+
     phases: dict[str, Any] = {}
-    tmpl = template(deployments)
+    # The template is built for each request and not kept: the client is another process, and
+    # at 50,000 deployments its Python form alone is 75 MB of this child's RSS.
     t0, c0 = time.monotonic(), cpu()
-    await stacks.create_stack(rt, engine.kick, {"name": "scale", "template": tmpl})
+    await stacks.create_stack(rt, engine.kick, {"name": "scale", "template": template(deployments)})
     phases["create"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                        "cpu": cpu() - c0, "signals": signalled["n"]}
+                        "cpu": cpu() - c0, "signals": signalled["n"], "peak_rss_mb": hwm_mb()}
     before = signalled["n"]
     t0, c0 = time.monotonic(), cpu()
-    await stacks.update_stack(rt, engine.kick, "scale", {"template": tmpl, "parameters": {"rev0": 1}})
+    await stacks.update_stack(rt, engine.kick, "scale", {"template": template(deployments), "parameters": {"rev0": 1}})
     phases["update10"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                          "cpu": cpu() - c0, "signals": signalled["n"] - before}
+                          "cpu": cpu() - c0, "signals": signalled["n"] - before, "peak_rss_mb": hwm_mb()}
     t0, c0 = time.monotonic(), cpu()
     await stacks.delete_stack(rt, engine.kick, "scale")
     phases["delete"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                        "cpu": cpu() - c0}
+                        "cpu": cpu() - c0, "peak_rss_mb": hwm_mb()}
     for w in workers:
         w.cancel()
     await engine.close()
     await db.dispose()
-    hwm = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
-               if line.startswith("VmHWM:"))
     batch = getattr(rt, "signal_batch", None)  # the previous implementation has no signal batches
     return {"deployments": deployments, "servers": deployments // PER_SERVER, "phases": phases,
-            "peak_rss_mb": round(hwm / 1024, 1), "signal_errors": signalled["errors"],
+            "peak_rss_mb": hwm_mb(), "signal_errors": signalled["errors"],
             "steps": steps, "signal_transactions": getattr(batch, "batches", None)}
 
 
@@ -206,6 +219,12 @@ def run_child(deployments: int, db_url: str, timeout: float, tree: Path = ROOT) 
     if out.returncode != 0:
         raise SystemExit(f"child for {deployments} failed:\n{out.stderr[-3000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _phase_rss(r: dict[str, Any]) -> str:
+    """Peak RSS at the end of each phase, when the child measured it."""
+    marks = [f"{k} {v['peak_rss_mb']}" for k, v in r["phases"].items() if "peak_rss_mb" in v]
+    return f" (after {', '.join(marks)})" if marks else ""
 
 
 def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float]) -> None:
@@ -226,7 +245,7 @@ def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float])
         f"{per_min / HEAT_PER_MIN:5.2f}x Heat's {HEAT_PER_MIN}/min; CPU {cpu}/deployment; "
         f"per-deployment time {c['seconds'] / n / base['wall']:4.2f}x, CPU {cpu_x} the "
         f"smallest size's), update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
-        f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB, "
+        f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB{_phase_rss(r)}, "
         f"{r.get('steps', {}).get('n', '?')} engine steps, {r.get('signal_transactions')} signal transactions",
         flush=True,
     )

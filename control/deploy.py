@@ -233,7 +233,7 @@ async def server_for(txn: Txn, ref: Any, where: str) -> ServerRow:
     """A deployment's server, named by id or by name."""
     if not isinstance(ref, str) or not ref:
         raise BadRequestError(f"server must be a server id or name, got {ref!r}", where=where)
-    server = await txn.session.get(ServerRow, ref)
+    server = txn.created_row(ServerRow, ("name", ref)) or await txn.get(ServerRow, ref)
     if server is None:
         server = await txn.session.scalar(select(ServerRow).where(ServerRow.name == ref))
     if server is None:

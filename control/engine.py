@@ -19,10 +19,12 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import defer
 from sqlalchemy.orm.exc import StaleDataError
 from sqlalchemy.orm.util import identity_key
 
@@ -52,6 +54,14 @@ RACE_RETRY = 0.05
 MAX_GATHER = 2.0
 #: Stacks one process steps at the same time.
 MAX_STEPPING = 16
+#: A step of a stack with more resources than this commits every SLICE resources it acts on (_Slices).
+SLICE = 2000
+#: The stack's columns a step needs only to parse its definition (not yet cached in this process).
+_DEFINITION_COLUMNS = ["template", "environment", "params_given", "parameters", "previous"]
+#: A step loads the stack row without them: at 50,000 deployments the template alone
+#: decodes to 150 MB of Python objects, held for the whole step, for a definition
+#: this process has cached (stackdef.Definitions) since the stack's first step.
+_STACK_WITHOUT_DEFINITION = [defer(getattr(StackRow, name), raiseload=True) for name in _DEFINITION_COLUMNS]
 SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
 #: Types whose handler follows its own progress (``check``): a step always asks them.
 CHECKED_TYPES = frozenset(t for t, h in HANDLERS.items() if getattr(h, "check", None) is not None)
@@ -190,18 +200,25 @@ class Engine:
                 return False, deadline
         async with self._rt.sessions() as session:
             txn = Txn(session, self._rt)
-            stack = await session.get(StackRow, c.stack_id)
+            stack = await session.get(StackRow, c.stack_id, options=_STACK_WITHOUT_DEFINITION)
             if stack is None or stack.status != "IN_PROGRESS":
                 return True, None
-            rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == c.stack_id)))
+            defined = 0  # resources in the definition (a stack being deleted needs none)
+            if stack.action != "DELETE":
+                if self._defs.cached(stack.id, stack.version) is None:
+                    await session.refresh(stack, attribute_names=_DEFINITION_COLUMNS)
+                defined = len(self._defs.get(stack).template.resources)
+            count = await session.scalar(select(func.count()).where(ResourceRow.stack_id == c.stack_id))
+            slices = _Slices(self, c, txn, stack, max(count or 0, defined))
+            rows = await slices.rows()
             # Load the stack's deployments, configs and servers only when some resource may act.
-            acting = _may_act(stack, rows)
-            loaded = await _preload(session, c.stack_id, rows) if acting else []  # noqa: F841
+            acting = _may_act(stack, rows, defined)
+            loaded = await _preload(session, c.stack_id, rows, slices.sliced) if acting else []  # noqa: F841
             deadline = _nearest(await self._expire(txn, stack, rows), await self._check(txn, stack, rows))
-            finished = await self._advance(txn, stack, rows)
+            finished = await self._advance(txn, stack, rows, slices)
             await work.fence(session, c, self._lease)
             await txn.commit(self.kick)
-            return finished, deadline
+        return finished, deadline
 
     async def _only_waiting(self, session: Any, stack_id: str) -> tuple[bool, float | None]:
         """(True, nearest deadline) when every resource still to do waits for its signal.
@@ -243,18 +260,33 @@ class Engine:
             return False, None  # a deployment timed out: the full step fails it
         return True, nearest
 
-    async def _advance(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> bool:
+    async def _advance(self, txn: Txn, stack: StackRow, rows: list[Any], slices: _Slices) -> bool:
         g = stack.traversal
         failed = [r for r in rows if r.status == "FAILED" and r.traversal == g]
         if failed:
             return await self._failed(txn, stack, rows, failed[0])
         if stack.action in lifecycle.ACTIONS:
             return await self._lifecycle(txn, stack, rows)
-        if stack.action != "DELETE":
-            defn = self._defs.get(stack)
-            current = {r.name: r for r in rows if r.current}
-            pending = False
-            for name in defn.order():
+        if stack.action != "DELETE" and await self._walk(txn, stack, rows, slices):
+            return False
+        old = await slices.old(rows)
+        if await self._cleanup(txn, stack, old, slices):
+            return False
+        if stack.action == "DELETE":
+            await self._purge(txn, stack)
+        else:
+            await self._finish(txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
+        return True
+
+    async def _walk(self, txn: Txn, stack: StackRow, rows: list[Any], slices: _Slices) -> bool:
+        """Start every resource whose dependencies are done; True while any is not done."""
+        g = stack.traversal
+        defn = self._defs.get(stack)
+        current: dict[str, ResourceRow | _Light] = {r.name: r for r in rows if r.current}
+        pending = False
+        for chunk in slices.of(defn.order()):
+            await slices.realize(current, chunk)
+            for name in chunk:
                 row = current.get(name)
                 if _done(row, g):
                     continue
@@ -264,19 +296,15 @@ class Engine:
                     # it finishes, and its result is compared with this traversal's wishes then.
                     continue
                 if all(_done(current.get(d), g) for d in defn.requires(name)):
+                    if isinstance(row, _Light):
+                        continue  # its row is gone since the step began: the next step walks what is left
                     current[name] = await self._act(txn, stack, defn, name, row, current)
+                    slices.acted += 1
                     if current[name].status != "IN_PROGRESS":
                         txn.kicks.add(stack.id)  # done at once: its dependents can start now
-            if pending:
-                return False
-        old = [r for r in rows if not r.current]
-        if await self._cleanup(txn, stack, old):
-            return False
-        if stack.action == "DELETE":
-            await self._purge(txn, stack)
-        else:
-            await self._finish(txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
-        return True
+            await slices.commit()
+            slices.settle(current, chunk)
+        return pending
 
     async def _failed(self, txn: Txn, stack: StackRow, rows: list[ResourceRow], first: ResourceRow) -> bool:
         """A resource failed in this traversal: roll back if asked to, else fail the stack."""
@@ -289,6 +317,7 @@ class Engine:
 
     async def _start_rollback(self, txn: Txn, stack: StackRow, rows: list[ResourceRow], reason: str) -> None:
         """Go back to the definition before the failed create/update (after a create: to nothing)."""
+        await txn.session.refresh(stack, attribute_names=["previous"])
         prev = stack.previous or {
             "template": EMPTY_TEMPLATE,
             "files": {},
@@ -337,11 +366,12 @@ class Engine:
         defn: stackdef.Definition,
         name: str,
         row: ResourceRow | None,
-        current: Mapping[str, ResourceRow],
+        current: Mapping[str, ResourceRow | _Light],
     ) -> ResourceRow:
         """Create, update or replace one resource; a problem fails that resource, not the step."""
         rdef = defn.template.resources[name]
-        res, handler, requires = Res(stack, name, rdef.type), HANDLERS[rdef.type], defn.requires(name)
+        res = Res(stack, name, rdef.type, rdef.update_policy)
+        handler, requires = HANDLERS[rdef.type], defn.requires(name)
         target = row
         try:
             ctx = stackdef.StackContext(stack, defn, current)
@@ -367,13 +397,13 @@ class Engine:
                     traversal=stack.traversal,
                 )
             target = _new_row(stack, name, rdef.type)
-            txn.session.add(target)
+            txn.add(target)
             self._apply(txn, stack, target, "CREATE", await handler.create(txn, res, props), props, requires)
             return target
         except (ControlError, hot.TemplateError) as e:
             if target is None:
                 target = _new_row(stack, name, rdef.type)
-                txn.session.add(target)
+                txn.add(target)
             reason = str(e) if isinstance(e, hot.TemplateError) else _where(e)
             action = "UPDATE" if target is row else "CREATE"
             self._apply(
@@ -412,52 +442,70 @@ class Engine:
             generation=outcome.generation if dep is None else dep.generation,
         )
 
-    async def _cleanup(self, txn: Txn, stack: StackRow, old: list[ResourceRow]) -> bool:
+    async def _cleanup(self, txn: Txn, stack: StackRow, old: list[Any], slices: _Slices) -> bool:
         """Delete replaced and removed resources, dependents first; True while any remain."""
-        remaining = {id(r): r for r in old}
+        remaining = {r.id for r in old}
         # How many remaining rows (of another name) require each name: O(1) per row, not O(N).
         needed: Counter[str] = Counter(n for o in old for n in set(o.requires or []) if n != o.name)
-        for row in old:
-            if row.status == "IN_PROGRESS":
-                continue  # its DELETE runs, or work a superseded traversal started finishes first
-            if needed[row.name]:
-                continue
-            handler = HANDLERS.get(row.type)
-            outcome = (
-                await handler.delete(txn, Res(stack, row.name, row.type), row)
-                if handler
-                else Outcome("COMPLETE")
-            )
-            if outcome.status == "IN_PROGRESS":
-                row.action, row.status, row.traversal = "DELETE", "IN_PROGRESS", stack.traversal
-                dep = _identity(txn, DeploymentRow, row.physical_id)
-                txn.event(
-                    stack.id,
-                    row.name,
-                    "DELETE",
-                    "IN_PROGRESS",
-                    "",
-                    traversal=stack.traversal,
-                    deployment_id=row.physical_id,
-                    generation=dep.generation if dep is not None else None,
-                )
-                continue
-            txn.event(stack.id, row.name, "DELETE", "COMPLETE", outcome.reason, traversal=stack.traversal)
-            await txn.session.delete(row)
-            del remaining[id(row)]
-            needed.subtract({n for n in (row.requires or []) if n != row.name})
-            txn.kicks.add(stack.id)
+        for chunk in slices.of(old):
+            for row in await slices.load(chunk):
+                slices.acted += await self._clean(txn, stack, row, remaining, needed)
+            await slices.commit()
         return bool(remaining)
 
-    async def _check(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> float | None:
+    async def _clean(
+        self,
+        txn: Txn,
+        stack: StackRow,
+        row: ResourceRow,
+        remaining: set[int],
+        needed: Counter[str],
+    ) -> bool:
+        """Delete one replaced or removed resource unless it runs or another still needs it.
+
+        True when it acted (started its DELETE or deleted it).
+        """
+        if row.status == "IN_PROGRESS":
+            return False  # its DELETE runs, or work a superseded traversal started finishes first
+        if needed[row.name]:
+            return False
+        handler = HANDLERS.get(row.type)
+        outcome = (
+            await handler.delete(txn, Res(stack, row.name, row.type), row) if handler else Outcome("COMPLETE")
+        )
+        if outcome.status == "IN_PROGRESS":
+            row.action, row.status, row.traversal = "DELETE", "IN_PROGRESS", stack.traversal
+            dep = _identity(txn, DeploymentRow, row.physical_id)
+            txn.event(
+                stack.id,
+                row.name,
+                "DELETE",
+                "IN_PROGRESS",
+                "",
+                traversal=stack.traversal,
+                deployment_id=row.physical_id,
+                generation=dep.generation if dep is not None else None,
+            )
+            return True
+        txn.event(stack.id, row.name, "DELETE", "COMPLETE", outcome.reason, traversal=stack.traversal)
+        await txn.session.delete(row)
+        remaining.discard(row.id)
+        needed.subtract({n for n in (row.requires or []) if n != row.name})
+        txn.kicks.add(stack.id)
+        return True
+
+    async def _check(self, txn: Txn, stack: StackRow, rows: list[Any]) -> float | None:
         """Ask handlers that follow their own progress (deployment groups) how it goes.
 
         Returns the earliest time one of them asked to be asked again.
         """
         nearest: float | None = None
-        for row in rows:
-            check = getattr(HANDLERS.get(row.type), "check", None)
-            if row.status != "IN_PROGRESS" or check is None:
+        for listed in rows:
+            check = getattr(HANDLERS.get(listed.type), "check", None)
+            if listed.status != "IN_PROGRESS" or check is None:
+                continue
+            row = listed if isinstance(listed, ResourceRow) else await txn.session.get(ResourceRow, listed.id)
+            if row is None:
                 continue
             try:
                 outcome: Outcome = await check(txn, Res(stack, row.name, row.type), row)
@@ -466,15 +514,17 @@ class Engine:
             row.attributes = dict(outcome.attributes)
             if outcome.status == "IN_PROGRESS":
                 nearest = _nearest(nearest, outcome.wake_at)
-                continue
-            row.status, row.status_reason, row.updated_at = outcome.status, outcome.reason, time.time()
-            txn.event(
-                stack.id, row.name, row.action, outcome.status, outcome.reason, traversal=stack.traversal
-            )
-            txn.kicks.add(stack.id)
+            else:
+                row.status, row.status_reason, row.updated_at = outcome.status, outcome.reason, time.time()
+                txn.event(
+                    stack.id, row.name, row.action, outcome.status, outcome.reason, traversal=stack.traversal
+                )
+                txn.kicks.add(stack.id)
+            if isinstance(listed, _Light):  # what the walk sees of it afterwards
+                listed.status, listed.attributes = row.status, row.attributes
         return nearest
 
-    async def _expire(self, txn: Txn, stack: StackRow, rows: list[ResourceRow]) -> float | None:
+    async def _expire(self, txn: Txn, stack: StackRow, rows: list[Any]) -> float | None:
         """Fail deployments past their deadline; return the nearest deadline still ahead."""
         waiting = {r.physical_id for r in rows if r.status == "IN_PROGRESS" and r.physical_id}
         if not waiting:
@@ -591,14 +641,174 @@ async def settle(
     txn.kicks.add(dep.stack_id)
 
 
-async def _preload(session: Any, stack_id: str, rows: list[ResourceRow]) -> list[Any]:
-    """Load the stack's deployments, configs and servers in three queries.
+@dataclass(slots=True)
+class _Light:
+    """A resource as a big step holds it while it does not act on it: no ORM object, no properties.
+
+    A full row with its instance state and decrypted properties is about 4 KB of
+    Python objects; this is a fifth of that. It carries what the walk (``_done``),
+    the expressions of dependent resources (``StackContext``: ``physical_id``,
+    ``attributes``) and the cleanup's ordering (``requires``) read.
+    """
+
+    id: int
+    name: str
+    type: str
+    status: str
+    traversal: int
+    current: bool
+    physical_id: str | None
+    attributes: Mapping[str, Any]
+    requires: list[Any]
+
+    @classmethod
+    def of(cls, row: ResourceRow) -> _Light:
+        return cls(
+            row.id,
+            row.name,
+            row.type,
+            row.status,
+            row.traversal,
+            row.current,
+            row.physical_id,
+            row.attributes,
+            row.requires,
+        )
+
+
+_LIGHT_COLUMNS = [getattr(ResourceRow, f) for f in _Light.__dataclass_fields__]
+
+
+class _Slices:
+    """A big stack's step commits every ``SLICE`` resources it acts on, not once at the end.
+
+    One transaction for a whole 50,000-deployment stack held every new row, its
+    decrypted values and the flush's parameters in memory at once (1 GB), and
+    loaded every resource and deployment of the stack (with their decrypted
+    properties and derived configs) for an update that touches a tenth of them.
+    A sliced step acts on one slice and commits it (fenced by the lease, like the
+    step's own commit) before the next. What it holds across slices is a light
+    record per resource (``_Light``); a slice's full rows are loaded when it
+    starts (``realize``, ``load``) and let go once it commits (``settle``). It
+    loads no deployment up front: walking a create or update, a handler loads
+    the deployment it acts on (an update of 10 % reads 10 % of them); deleting,
+    each slice's deployments are loaded in one query. Each commit publishes the
+    slice's documents, so agents start while later slices are still being
+    written. The stack's version is read before every slice's commit: a stack
+    updated meanwhile ends the step (``StaleDataError``, the step is retried
+    against the new definition), so nothing more of the old traversal starts. A
+    crash between slices leaves the committed slices, as a crash between two
+    steps would. A stack of ``SLICE`` resources or fewer is stepped in one
+    transaction with full rows, as before; so is a SUSPEND or RESUME, and a step
+    that finds a failed resource (a rollback rewrites rows across the stack).
+    """
+
+    def __init__(self, engine: Engine, claim: work.Claim, txn: Txn, stack: StackRow, size: int) -> None:
+        self._engine, self._claim, self._txn, self._stack = engine, claim, txn, stack
+        self.sliced = size > SLICE
+        #: True when the step holds _Light records instead of full rows.
+        self.light = False
+        #: Resources acted on since the last commit.
+        self.acted = 0
+        self._loaded: list[Any] = []
+        self._kept: list[Any] = []
+
+    async def rows(self) -> list[Any]:
+        """The stack's resources: light records for a sliced walk, else full rows."""
+        session, stack = self._txn.session, self._stack
+        where = ResourceRow.stack_id == stack.id
+        if self.sliced and stack.action not in lifecycle.ACTIONS:
+            light = [_Light(*r) for r in await session.execute(select(*_LIGHT_COLUMNS).where(where))]
+            if not any(r.status == "FAILED" and r.traversal == stack.traversal for r in light):
+                self.light = True
+                return light
+        return list(await session.scalars(select(ResourceRow).where(where)))
+
+    def of(self, items: list[T]) -> list[list[T]]:
+        if not self.sliced:
+            return [items]
+        return [items[start : start + SLICE] for start in range(0, len(items), SLICE)]
+
+    async def _full(self, ids: list[int]) -> dict[int, ResourceRow]:
+        if not ids:
+            return {}
+        found = await self._txn.session.scalars(select(ResourceRow).where(ResourceRow.id.in_(ids)))
+        return {r.id: r for r in found}
+
+    async def realize(self, current: dict[str, ResourceRow | _Light], names: list[str]) -> None:
+        """Replace the light records of *names* that may act in this traversal by full rows."""
+        g = self._stack.traversal
+        light = [
+            r
+            for r in (current.get(n) for n in names)
+            if isinstance(r, _Light) and not _done(r, g) and r.status != "IN_PROGRESS"
+        ]
+        full = await self._full([r.id for r in light])
+        for r in light:
+            if r.id in full:
+                current[r.name] = full[r.id]
+
+    def settle(self, current: dict[str, ResourceRow | _Light], names: list[str]) -> None:
+        """After a slice's commit: keep light records of *names* (the walk never acts on them again)."""
+        if self.light:
+            for n in names:
+                row = current.get(n)
+                if isinstance(row, ResourceRow):
+                    current[n] = _Light.of(row)
+
+    async def old(self, rows: list[Any]) -> list[Any]:
+        """Replaced and removed resources (read again after a sliced walk: it committed)."""
+        if not self.light:
+            return [r for r in rows if not r.current]
+        where = (ResourceRow.stack_id == self._stack.id, ResourceRow.current.is_(False))
+        return [_Light(*r) for r in await self._txn.session.execute(select(*_LIGHT_COLUMNS).where(*where))]
+
+    async def load(self, rows: list[Any]) -> list[ResourceRow]:
+        """Full rows of *rows* and their deployments, each in one query (a small step has them all)."""
+        if not self.sliced:
+            return rows
+        full = await self._full([r.id for r in rows if isinstance(r, _Light)])
+        out = [
+            r if isinstance(r, ResourceRow) else full[r.id]
+            for r in rows
+            if isinstance(r, ResourceRow) or r.id in full
+        ]
+        ids = [r.physical_id for r in out if r.physical_id and r.type in DEPLOYMENT_TYPES]
+        self._loaded = []  # the previous slice's rows may go (the identity map holds them weakly)
+        if ids:
+            found = await self._txn.session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(ids)))
+            self._loaded = list(found)
+        return out
+
+    async def commit(self) -> None:
+        """Commit what the slice did (sliced steps only)."""
+        if not self.sliced or not self.acted:
+            return
+        session, stack = self._txn.session, self._stack
+        version = await session.scalar(select(StackRow.version).where(StackRow.id == stack.id))
+        if version != stack.version:
+            raise StaleDataError(
+                f"stack {stack.id} changed during the step (version {stack.version} -> {version})"
+            )
+        await work.fence(session, self._claim, self._engine._lease)
+        await self._txn.commit(self._engine.kick)
+        # Servers and configs a later slice's deployments look up stay in the identity map;
+        # resources, deployments and events go (the identity map holds rows weakly).
+        self._kept += [r for r in self._txn.created.values() if isinstance(r, ServerRow | ConfigRow)]
+        self._txn.restart()
+        self.acted = 0
+
+
+async def _preload(session: Any, stack_id: str, rows: list[ResourceRow], sliced: bool) -> list[Any]:
+    """Load the stack's deployments (unless *sliced*: then per slice), configs and servers.
 
     Handlers then find them in the session instead of one query per resource; the
     returned list keeps them alive (the session's identity map holds weak references).
     """
     loaded: list[Any] = []
-    loaded += (await session.scalars(select(DeploymentRow).where(DeploymentRow.stack_id == stack_id))).all()
+    if not sliced:
+        query = select(DeploymentRow).where(DeploymentRow.stack_id == stack_id)
+        loaded += (await session.scalars(query)).all()
     loaded += (await session.scalars(select(ConfigRow).where(ConfigRow.stack_id == stack_id))).all()
     server_ids = [r.physical_id for r in rows if r.physical_id and r.type in SERVER_TYPES]
     if server_ids:
@@ -632,13 +842,14 @@ def _nearest(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
 
 
-def _may_act(stack: StackRow, rows: list[ResourceRow]) -> bool:
+def _may_act(stack: StackRow, rows: list[ResourceRow], defined: int) -> bool:
     """False when every resource is done in this traversal or waiting for its signal."""
     if stack.action == "DELETE" or stack.action in lifecycle.ACTIONS:
         return True
-    return any(
-        not r.current or (r.status != "IN_PROGRESS" and not _done(r, stack.traversal)) for r in rows
-    ) or len(rows) < len(stack.template.get("resources") or {})
+    return (
+        any(not r.current or (r.status != "IN_PROGRESS" and not _done(r, stack.traversal)) for r in rows)
+        or len(rows) < defined
+    )
 
 
 def _all_waiting(groups: list[tuple[str, bool, bool, str, int]], expected: int) -> bool:
@@ -656,7 +867,7 @@ def _all_waiting(groups: list[tuple[str, bool, bool, str, int]], expected: int) 
     return waiting > 0 and total >= expected
 
 
-def _done(row: ResourceRow | None, traversal: int) -> bool:
+def _done(row: ResourceRow | _Light | None, traversal: int) -> bool:
     return row is not None and row.status == "COMPLETE" and row.traversal == traversal
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from control import hot
-from control.store.orm import ResourceRow, StackRow
+from control.store.orm import StackRow
 
 
 @dataclass(frozen=True)
@@ -59,10 +59,20 @@ class _Conditions:
         return self._defn.conditions.get(name, False)
 
 
+class ResourceView(Protocol):
+    """What expressions read of another resource: a full row, or the engine's light record of one."""
+
+    @property
+    def physical_id(self) -> str | None: ...
+
+    @property
+    def attributes(self) -> Mapping[str, Any]: ...
+
+
 class StackContext:
     """What intrinsic functions see in a stack: its parameters, resources and files."""
 
-    def __init__(self, stack: StackRow, defn: Definition, rows: Mapping[str, ResourceRow]) -> None:
+    def __init__(self, stack: StackRow, defn: Definition, rows: Mapping[str, ResourceView]) -> None:
         self._stack, self._defn, self._rows = stack, defn, rows
 
     def param(self, name: str) -> Any:

@@ -43,6 +43,8 @@ class Res:
     stack: StackRow
     name: str
     type: str
+    #: The resource's ``update_policy`` as written in the template (create and update only).
+    update_policy: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def stack_path(self) -> str:

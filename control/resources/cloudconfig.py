@@ -55,7 +55,7 @@ class MultipartMime(SoftwareConfig):
 async def _part_text(txn: Txn, ref: str) -> str:
     """A part's text: a config's ``config`` when *ref* is the id of one, else *ref* itself."""
     if _UUID.match(ref):
-        row = await txn.session.get(ConfigRow, ref)
+        row = await txn.get(ConfigRow, ref)
         if row is not None:
             config = row.body.get("config")
             return config if isinstance(config, str) else yaml.safe_dump(config)

@@ -230,7 +230,7 @@ class DeploymentGroup:
         """Members that left the map (or were replaced): DELETE runs if listed, then they go."""
         waiting: dict[str, str] = {}
         for label, dep_id in sorted(state["retiring"].items()):
-            dep = await txn.session.get(DeploymentRow, dep_id)
+            dep = await txn.get(DeploymentRow, dep_id)
             if dep is None:
                 continue
             key = label.split("@", 1)[0]
@@ -319,8 +319,7 @@ def _own_props(dep: DeploymentRow, props: Mapping[str, Any]) -> dict[str, Any]:
 
 def _policy(res: Res, name: str) -> dict[str, Any]:
     """The group's ``update_policy.<name>`` as written (Heat's defaults: batches of 1, no pause)."""
-    resources = res.stack.template.get("resources") or {}
-    policy = ((resources.get(res.name) or {}).get("update_policy") or {}).get(name)
+    policy = res.update_policy.get(name)
     if policy is None:
         return {}
     where = f"{res.where}.update_policy.{name}"

@@ -44,7 +44,10 @@ class Server:
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
         name = str(props.get("name") or f"{res.stack.name}-{res.name}")
-        server = await txn.session.scalar(select(ServerRow).where(ServerRow.name == name))
+        server = txn.created_row(ServerRow, ("name", name))
+        if server is None:
+            with txn.session.no_autoflush:  # rows added in this step need no flush for this
+                server = await txn.session.scalar(select(ServerRow).where(ServerRow.name == name))
         if server is None:
             server, _ = await create_server(txn, name, owner_stack_id=res.stack.id)
             if txn.runtime.settings.provisioner == "enrol":
@@ -63,14 +66,14 @@ class Server:
         old_name = (row.properties or {}).get("name") or f"{res.stack.name}-{res.name}"
         if str(props.get("name") or f"{res.stack.name}-{res.name}") != old_name:
             return REPLACE
-        server = await txn.session.get(ServerRow, row.physical_id or "")
+        server = await txn.get(ServerRow, row.physical_id or "")
         if server is None:
             return REPLACE
         _config_transport(txn, res, server, props)
         return done(server.id, **_server_attributes(server))
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
-        server = await txn.session.get(ServerRow, row.physical_id or "")
+        server = await txn.get(ServerRow, row.physical_id or "")
         if server is None or server.owner_stack_id != res.stack.id:
             return done()  # a server the stack did not create outlives it
         remaining = await txn.session.scalar(
@@ -97,9 +100,16 @@ async def create_server(txn: Txn, name: str, *, owner_stack_id: str | None) -> t
         enrol_expires=now + settings.enrol_token_ttl,
         serial=1,
         created_at=now,
+        # Column defaults apply only at the flush, and the row is used before it (no flush per server).
+        serial_at=0.0,
+        transport="HTTP",
+        transport_previous="",
+        agent_kind="anneal",
+        public_keys={},
+        agent_status={},
+        rebuilds=[],
     )
-    txn.session.add(server)
-    await txn.session.flush()
+    txn.add(server, ("name", name))
     txn.publish.add(server.id)
     if settings.provisioner != "enrol" and owner_stack_id is not None:  # operators enrol their own
         provisioner = txn.runtime.provisioner

@@ -25,7 +25,7 @@ class SoftwareConfig:
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
         config_id = str(uuid.uuid4())
         body = await self.body(txn, res, props)
-        txn.session.add(
+        txn.add(
             ConfigRow(
                 id=config_id,
                 stack_id=res.stack.id,
@@ -96,7 +96,7 @@ class SoftwareDeployment:
         return self._outcome(await self.start(txn, res, props, res.name))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
-        dep = await txn.session.get(DeploymentRow, row.physical_id or "")
+        dep = await txn.get(DeploymentRow, row.physical_id or "")
         if dep is None:
             return REPLACE
         if not await self.revise(txn, res, dep, row.properties or {}, props):
@@ -104,7 +104,7 @@ class SoftwareDeployment:
         return self._outcome(dep)
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
-        dep = await txn.session.get(DeploymentRow, row.physical_id or "")
+        dep = await txn.get(DeploymentRow, row.physical_id or "")
         if dep is None:
             return done()
         if await self.retire(txn, res, dep, row.properties or {}):
@@ -120,7 +120,7 @@ class SoftwareDeployment:
         return await self._lifecycle(txn, res, row, "RESUME")
 
     async def _lifecycle(self, txn: Txn, res: Res, row: ResourceRow, action: str) -> Outcome:
-        dep = await txn.session.get(DeploymentRow, row.physical_id or "")
+        dep = await txn.get(DeploymentRow, row.physical_id or "")
         if dep is None:
             return done(row.physical_id, **row.attributes)
         await self.run(txn, res, dep, row.properties or {}, action)
@@ -149,7 +149,7 @@ class SoftwareDeployment:
             updated_at=now,
         )
         dep.name = source.name
-        txn.session.add(dep)
+        txn.add(dep)
         await self._generation(txn, res, dep, source, "CREATE")
         return dep
 
@@ -178,7 +178,7 @@ class SoftwareDeployment:
         As in Heat, DELETE runs even when no earlier action ever reached the server
         (a deployment listing only DELETE): its config is delivered for the first time.
         """
-        server = await txn.session.get(ServerRow, dep.server_id)
+        server = await txn.get(ServerRow, dep.server_id)
         if server is None or server.status != "ENROLLED":
             return False
         await self.run(txn, res, dep, props, "DELETE")
@@ -194,7 +194,7 @@ class SoftwareDeployment:
         """
         if "DELETE" not in dep.actions:
             return ""
-        server = await txn.session.get(ServerRow, dep.server_id)
+        server = await txn.get(ServerRow, dep.server_id)
         if server is not None and server.status == "ENROLLED":
             return ""
         if server is None:  # as Heat does when the server is gone
@@ -236,7 +236,7 @@ class SoftwareDeployment:
         body: Mapping[str, Any] = {}
         group, config_name = "Heat::Ungrouped", ""
         if config_id:
-            row = await txn.session.get(ConfigRow, str(config_id))
+            row = await txn.get(ConfigRow, str(config_id))
             if row is None:
                 raise ControlError(
                     f"software config {config_id!r} not found", where=f"{res.where}.properties.config"
@@ -276,7 +276,7 @@ def effective_actions(props: Mapping[str, Any], source: deploy.Source) -> list[s
 
 async def forget_deployment(txn: Txn, dep: DeploymentRow) -> None:
     """Remove a deployment and take its derived config off the server."""
-    server = await txn.session.get(ServerRow, dep.server_id)
+    server = await txn.get(ServerRow, dep.server_id)
     if server is not None and dep.item is not None:
         txn.publish.add(server.id)
     await txn.session.delete(dep)

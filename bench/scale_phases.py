@@ -1,0 +1,136 @@
+"""Where a big create's time goes: the API call, the first engine step, the signals, the finish.
+
+    .venv/bin/python bench/scale_phases.py 5000                  # SQLite in a temporary directory
+    DBURL=postgresql+asyncpg://... .venv/bin/python bench/scale_phases.py 5000
+
+Same stack and simulated agents as bench/scale.py (N/5 servers x 5 deployments,
+CFN_SIGNAL), but each phase of the create is timed on its own, wall clock and
+CPU of this process:
+
+1. ``api create``: ``stacks.create_stack`` (parse, validate, store the stack);
+2. ``first steps``: engine steps until every deployment's document is published
+   (the step that creates every resource of the stack);
+3. ``signals applied``: every deployment's result, through
+   ``control.agents.record_signal`` from 512 concurrent callers, as over HTTP;
+4. ``engine finish``: the durable work loop steps the stack to CREATE_COMPLETE.
+
+Use it to see which phase a change moves; bench/scale.py gives the figures of
+record (update and delete too, peak RSS per size in a child process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench import scale  # noqa: E402 (the bench's stack template)
+
+WORKERS = 512
+
+
+def cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def rss_mb() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+async def run(n: int) -> None:
+    from sqlalchemy import delete, select  # noqa: PLC0415 (after sys.path is set)
+
+    from control import agents, keys, stacks, work  # noqa: PLC0415
+    from control.engine import Engine  # noqa: PLC0415
+    from control.provision import EnrolProvisioner  # noqa: PLC0415
+    from control.publish import HttpPublisher  # noqa: PLC0415
+    from control.runtime import Runtime  # noqa: PLC0415
+    from control.settings import Settings  # noqa: PLC0415
+    from control.stackdef import Definitions  # noqa: PLC0415
+    from control.store.db import open_database  # noqa: PLC0415
+    from control.store.orm import StackRow  # noqa: PLC0415
+    from control.store.workrow import WorkRow  # noqa: PLC0415
+
+    to_signal: list[tuple[str, int, str]] = []
+    seen: set[tuple[str, int]] = set()
+
+    class SimPublisher(HttpPublisher):
+        """Collects each new generation's signal URL as its document is published."""
+
+        async def publish(self, server_id: str, serial: int, body: bytes) -> None:
+            await super().publish(server_id, serial, body)
+            to_signal.extend(scale.new_generations(body, seen))
+
+    with tempfile.TemporaryDirectory(prefix="anneal-phases-") as tmp:
+        data = Path(tmp)
+        url = os.environ.get("DBURL") or f"sqlite:///{data}/a.db"
+        settings = Settings(
+            data_dir=data, database_url=url, provisioner="enrol", default_signal_transport="CFN_SIGNAL"
+        )
+        secrets = keys.load_or_create(data)
+        db, sessions = await open_database(settings.db_url, secrets.data_key)
+        rt = Runtime(settings, secrets, sessions, SimPublisher(), EnrolProvisioner())
+        engine = Engine(rt, Definitions())
+
+        t, c = time.monotonic(), cpu()
+        await stacks.create_stack(rt, lambda _: None, {"name": "scale", "template": scale.template(n)})
+        print(f"{n} api create       {time.monotonic() - t:6.2f} s, CPU {cpu() - c:6.2f} s", flush=True)
+
+        async with sessions() as session:
+            claim = (await work.claim(session, engine.owner, 600, 1, {}))[0]
+        t, c = time.monotonic(), cpu()
+        for _ in range(100):  # bounded: a step that publishes nothing new ends it early
+            finished, _ = await engine._step(claim)  # the step alone, timed
+            if finished or len(seen) >= n:
+                break
+        print(
+            f"{n} first steps      {time.monotonic() - t:6.2f} s, CPU {cpu() - c:6.2f} s, "
+            f"peak RSS {rss_mb()} MB, {len(to_signal)} generations published",
+            flush=True,
+        )
+        async with sessions() as session:  # hand the stack to the durable work loop
+            await session.execute(delete(WorkRow))
+            await session.commit()
+        await engine.resume()
+
+        t, c = time.monotonic(), cpu()
+        queue: asyncio.Queue[tuple[str, int, str]] = asyncio.Queue()
+        for item in to_signal:
+            queue.put_nowait(item)
+        result = {"deploy_status_code": 0, "deploy_stdout": "ok", "deploy_stderr": ""}
+
+        async def agent() -> None:
+            while not queue.empty():
+                dep_id, generation, sig = queue.get_nowait()
+                await agents.record_signal(rt, engine.kick, dep_id, generation, result, sig=sig, server_id=None)
+
+        await asyncio.gather(*(agent() for _ in range(WORKERS)))
+        t1, c1 = time.monotonic(), cpu()
+        print(f"{n} signals applied  {t1 - t:6.2f} s, CPU {c1 - c:6.2f} s", flush=True)
+
+        status: Any = "IN_PROGRESS"
+        deadline = time.monotonic() + 600
+        while status == "IN_PROGRESS" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            async with sessions() as session:
+                status = await session.scalar(select(StackRow.status).where(StackRow.name == "scale"))
+        print(
+            f"{n} engine finish    {time.monotonic() - t1:6.2f} s, CPU {cpu() - c1:6.2f} s -> {status}; "
+            f"peak RSS {rss_mb()} MB",
+            flush=True,
+        )
+        await engine.close()
+        await db.dispose()
+
+
+if __name__ == "__main__":
+    asyncio.run(run(int(sys.argv[1]) if len(sys.argv) > 1 else 5000))
