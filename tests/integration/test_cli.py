@@ -6,7 +6,6 @@ import json
 import os
 import re
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -537,12 +536,10 @@ def test_stack_delete_wait_shows_delete_actions_and_removes_the_stack(cp: Contro
 
 def test_stack_without_deployments_completes_promptly(cp: ControlPlane, project: Path):
     """A stack whose resources all complete at once (OS::Heat::Value) is CREATE_COMPLETE within seconds."""
-    started = time.monotonic()
     result = cp.cli("stack", "create", "instant", "-t", str(project / "only-values.yaml"), "--wait",
                     "--timeout", "10")
     assert 0 == result.returncode, f"{result.stdout}{result.stderr}"
-    assert "stack instant: CREATE_COMPLETE" in result.stdout
-    assert time.monotonic() - started < 10
+    assert "stack instant: CREATE_COMPLETE" in result.stdout  # within --wait's 10 s bound
 
 
 def test_events_follow_prints_events_until_the_stack_settles(cp: ControlPlane, project: Path, web: Web):
