@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/scale_phases.py 5000                  # SQLite in a temporary directory
     DBURL=postgresql+asyncpg://... .venv/bin/python bench/scale_phases.py 5000
+    PROFILE=/tmp/prof .venv/bin/python bench/scale_phases.py 5000  # + cProfile of each phase
 
 Same stack and simulated agents as bench/scale.py (N/5 servers x 5 deployments,
 CFN_SIGNAL), but each phase of the create is timed on its own, wall clock and
@@ -13,6 +14,10 @@ CPU of this process:
 3. ``signals applied``: every deployment's result, through
    ``control.agents.record_signal`` from 512 concurrent callers, as over HTTP;
 4. ``engine finish``: the durable work loop steps the stack to CREATE_COMPLETE.
+
+With ``PROFILE=PREFIX`` each phase also runs under cProfile and its stats are
+written to ``PREFIX.<phase>.prof`` (read with ``python -m pstats``); the times
+printed then include the profiler's overhead.
 
 Use it to see which phase a change moves; bench/scale.py gives the figures of
 record (update and delete too, peak RSS per size in a child process).
@@ -40,6 +45,26 @@ WORKERS = 512
 def cpu() -> float:
     t = os.times()
     return t.user + t.system
+
+
+class _Phase:
+    """Profiles the block under cProfile when PROFILE is set (see the module doc)."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.prefix = name, os.environ.get("PROFILE")
+        self.profile: Any = None
+
+    def __enter__(self) -> None:
+        if self.prefix:
+            import cProfile  # noqa: PLC0415
+
+            self.profile = cProfile.Profile()
+            self.profile.enable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.profile is not None:
+            self.profile.disable()
+            self.profile.dump_stats(f"{self.prefix}.{self.name}.prof")
 
 
 def rss_mb() -> int:
@@ -82,16 +107,18 @@ async def run(n: int) -> None:
         engine = Engine(rt, Definitions())
 
         t, c = time.monotonic(), cpu()
-        await stacks.create_stack(rt, lambda _: None, {"name": "scale", "template": scale.template(n)})
+        with _Phase("api"):
+            await stacks.create_stack(rt, lambda _: None, {"name": "scale", "template": scale.template(n)})
         print(f"{n} api create       {time.monotonic() - t:6.2f} s, CPU {cpu() - c:6.2f} s", flush=True)
 
         async with sessions() as session:
             claim = (await work.claim(session, engine.owner, 600, 1, {}))[0]
         t, c = time.monotonic(), cpu()
-        for _ in range(100):  # bounded: a step that publishes nothing new ends it early
-            finished, _ = await engine._step(claim)  # the step alone, timed
-            if finished or len(seen) >= n:
-                break
+        with _Phase("step"):
+            for _ in range(100):  # bounded: a step that publishes nothing new ends it early
+                finished, _ = await engine._step(claim)  # the step alone, timed
+                if finished or len(seen) >= n:
+                    break
         print(
             f"{n} first steps      {time.monotonic() - t:6.2f} s, CPU {cpu() - c:6.2f} s, "
             f"peak RSS {rss_mb()} MB, {len(to_signal)} generations published",
@@ -113,9 +140,11 @@ async def run(n: int) -> None:
                 dep_id, generation, sig = queue.get_nowait()
                 await agents.record_signal(rt, engine.kick, dep_id, generation, result, sig=sig, server_id=None)
 
-        await asyncio.gather(*(agent() for _ in range(WORKERS)))
+        with _Phase("signals"):
+            await asyncio.gather(*(agent() for _ in range(WORKERS)))
         t1, c1 = time.monotonic(), cpu()
-        print(f"{n} signals applied  {t1 - t:6.2f} s, CPU {c1 - c:6.2f} s", flush=True)
+        batches = rt.signal_batch.batches if rt.signal_batch is not None else 0
+        print(f"{n} signals applied  {t1 - t:6.2f} s, CPU {c1 - c:6.2f} s, {batches} transactions", flush=True)
 
         status: Any = "IN_PROGRESS"
         deadline = time.monotonic() + 600

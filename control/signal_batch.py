@@ -3,7 +3,8 @@
 Each result signal (``POST /v1/signal/...``, a transport's collected signal)
 waits in a queue; one task per process takes everything queued, applies it in a
 single transaction (one query for the deployments, one for their resources, one
-commit, one work-row upsert per stack) and only then answers each caller. An
+executemany UPDATE for each table's results, one commit, one work-row upsert per
+stack) and only then answers each caller. An
 agent is therefore never told a signal was taken before it is committed: if the
 process dies between receiving and committing, the agent gets no answer, keeps
 the signal in its outbox and sends it again, and the generation+nonce rules
@@ -36,6 +37,7 @@ from control import deploy, signals
 from control.engine import settle
 from control.errors import ControlError, GoneError, NotFoundError
 from control.runtime import Runtime
+from control.store import bulk
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
@@ -100,6 +102,10 @@ class SignalBatch:
 
     async def _drain(self) -> None:
         while self._queue:
+            # One turn of the event loop first: the callers just answered (and, over HTTP,
+            # requests already read) queue their next signals, so they join this batch
+            # instead of trailing the previous one in a batch of their own.
+            await asyncio.sleep(0)
             batch, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
             batch = [p for p in batch if not p.answer.done()]  # callers gone (cancelled) are skipped
             if not batch:
@@ -139,6 +145,8 @@ class SignalBatch:
                 if changed:  # an error from here on fails the whole batch (retried one by one)
                     await settle(txn, dep, resources, traversals)
                 answers.append((p, _view(dep, p.generation, duplicate=not changed)))
+            # The results in one UPDATE per table, not one per row (control/store/bulk.py).
+            await session.run_sync(bulk.write_dirty, (DeploymentRow, ResourceRow))
             await txn.commit()
         kicks = {p.kick for p in batch}
         for stack_id in txn.kicks:

@@ -87,6 +87,10 @@ class Txn:
                 update(ServerRow)
                 .where(ServerRow.id.in_(sorted(self.publish)))
                 .values(serial=ServerRow.serial + 1, serial_at=time.time())
+                # Only the rows it matched are brought up to date in the session ("evaluate",
+                # the default, tests the IN list against every server the session holds: a
+                # sliced step of 10,000 servers did that 10,000 x 333 times per slice).
+                .execution_options(synchronize_session="fetch")
             )
         await self.session.commit()
         if self.publish:

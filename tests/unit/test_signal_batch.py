@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.orm.exc import StaleDataError
 
 from control import agents, keys, signal_batch, stacks
 from control.engine import Engine
@@ -28,8 +30,9 @@ from control.publish import HttpPublisher
 from control.runtime import Runtime
 from control.settings import Settings
 from control.stackdef import Definitions
+from control.store import bulk
 from control.store.db import open_database
-from control.store.orm import DeploymentRow, StackRow
+from control.store.orm import DeploymentRow, ResourceRow, StackRow
 
 DEPLOYMENTS = 6
 
@@ -56,6 +59,7 @@ class Plane:
     rt: Runtime
     engine: Engine
     publisher: HttpPublisher
+    db: AsyncEngine
 
     async def signal_urls(self) -> dict[str, tuple[int, str]]:
         """deployment id -> (generation, sig), read from the signed document as an agent would."""
@@ -118,7 +122,7 @@ async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
     await engine.resume()
     await stacks.create_stack(rt, engine.kick, {"name": "batch", "template": template()})
     try:
-        yield Plane(rt, engine, publisher)
+        yield Plane(rt, engine, publisher, db)
     finally:
         await engine.close()
         await db.dispose()
@@ -200,3 +204,58 @@ async def test_a_batch_that_never_commits_is_not_acknowledged_and_the_resend_app
     assert [r["duplicate"] for r in once_more] == [True] * DEPLOYMENTS
     assert set((await plane.statuses()).values()) == {"COMPLETE"}
     assert await plane.stack_state() == "CREATE_COMPLETE"
+
+
+async def test_a_batch_writes_its_results_in_one_update_per_table(plane: Plane) -> None:
+    """The results go in one executemany UPDATE per table (not one per row), read back intact."""
+    urls = await plane.signal_urls()
+    async with plane.rt.sessions() as session:
+        versions = {r[0]: r[1] for r in await session.execute(select(DeploymentRow.id, DeploymentRow.row_version))}
+    updates: list[tuple[str, int]] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
+        if statement.startswith("UPDATE deployments") or statement.startswith("UPDATE resources"):
+            updates.append((statement.split()[1], len(params) if executemany else 1))
+
+    event.listen(plane.db.sync_engine, "before_cursor_execute", seen)
+    try:
+        batch = signal_batch.batch_for(plane.rt)
+        answers = await asyncio.gather(*(plane.signal(d, g, s, nonce=f"n-{d}") for d, (g, s) in urls.items()))
+    finally:
+        event.remove(plane.db.sync_engine, "before_cursor_execute", seen)
+    assert [a["duplicate"] for a in answers] == [False] * DEPLOYMENTS
+    by_table: dict[str, list[int]] = {}
+    for table, rows in updates:
+        by_table.setdefault(table, []).append(rows)
+    # one statement per table and batch, carrying every row of the batch
+    assert len(by_table["deployments"]) == batch.batches
+    assert sum(by_table["deployments"]) == DEPLOYMENTS
+    assert sum(by_table["resources"]) == DEPLOYMENTS
+    async with plane.rt.sessions() as session:
+        deps = {d.id: d for d in await session.scalars(select(DeploymentRow))}
+        rows = {r.physical_id: r for r in await session.scalars(select(ResourceRow).where(ResourceRow.type == "OS::Heat::SoftwareDeployment"))}
+    for dep_id, dep in deps.items():
+        assert (dep.status, dep.stdout, dep.status_code, dep.signal_nonce) == ("COMPLETE", "ok", 0, f"n-{dep_id}")
+        assert dep.row_version == versions[dep_id] + 1
+        assert rows[dep_id].status == "COMPLETE"
+        assert rows[dep_id].attributes["deploy_stdout"] == "ok"  # the encrypted column, decrypted again
+
+
+async def test_a_row_changed_meanwhile_fails_the_bulk_write_and_nothing_of_it_lands(plane: Plane) -> None:
+    """bulk.write_dirty checks row_version like the ORM: a row another transaction moved raises."""
+    urls = await plane.signal_urls()
+    async with plane.rt.sessions() as session:
+        deps = list(await session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(list(urls)))))
+        for dep in deps:
+            dep.stdout = "mine"
+        async with plane.rt.sessions() as other:  # another process changes one of them first
+            await other.execute(
+                update(DeploymentRow).where(DeploymentRow.id == deps[0].id)
+                .values(row_version=DeploymentRow.row_version + 1)
+            )
+            await other.commit()
+        with pytest.raises(StaleDataError, match=f"expected to update {DEPLOYMENTS} row"):
+            await session.run_sync(bulk.write_dirty, (DeploymentRow,))
+        await session.rollback()
+    async with plane.rt.sessions() as session:
+        assert "mine" not in set(await session.scalars(select(DeploymentRow.stdout)))
