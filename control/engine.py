@@ -32,6 +32,7 @@ from control import deploy, hot, lifecycle, stackdef, work
 from control.errors import ControlError
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, REPLACE, Outcome, Res, forget_deployment
 from control.runtime import Runtime
+from control.store import bulk
 from control.store.orm import (
     ConfigRow,
     DeploymentRow,
@@ -199,6 +200,9 @@ class Engine:
             if waiting:
                 return False, deadline
         async with self._rt.sessions() as session:
+            # Its changed deployments and resources go in one UPDATE per shape at each flush
+            # (control/store/bulk.py); a failed write ends the step and the session rolls back.
+            bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow))
             txn = Txn(session, self._rt)
             stack = await session.get(StackRow, c.stack_id, options=_STACK_WITHOUT_DEFINITION)
             if stack is None or stack.status != "IN_PROGRESS":

@@ -44,8 +44,17 @@ class Txn:
         return found if found is not None and found in self.session else None
 
     async def get(self, cls: type[T], key: Any) -> T | None:
-        """``session.get``, finding rows added in this transaction without a flush."""
-        return self.created_row(cls, key) or await self.session.get(cls, key)
+        """``session.get``, finding rows added in this transaction without a flush.
+
+        A row not in the session is read without flushing first (a row loaded by its
+        key depends on no pending change but its own insert, which ``created`` finds):
+        a step that loads each deployment it acts on otherwise flushed once per load.
+        """
+        found = self.created_row(cls, key)
+        if found is not None:
+            return found
+        with self.session.no_autoflush:
+            return await self.session.get(cls, key)
 
     def event(
         self,

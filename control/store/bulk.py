@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import bindparam, inspect, update
+from sqlalchemy import bindparam, event, inspect, update
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
@@ -52,6 +52,21 @@ def write_dirty(session: Session, classes: Iterable[type]) -> int:
     for (mapper, keys), rows in groups.items():
         written += _write_group(connection, mapper, keys, rows)
     return written
+
+
+def on_flush(session: Session, classes: Iterable[type]) -> None:
+    """Run ``write_dirty`` for *classes* at the start of every flush of *session* (autoflush too).
+
+    For a session whose owner ends its transaction on any error (an engine step):
+    a ``StaleDataError`` raised here leaves the groups already written in the open
+    transaction, which the owner rolls back, as after a failed flush.
+    """
+    wanted = tuple(classes)
+
+    def before_flush(flushing: Session, _context: Any, _instances: Any) -> None:
+        write_dirty(flushing, wanted)
+
+    event.listen(session, "before_flush", before_flush)
 
 
 def _write_group(connection: Any, mapper: Any, keys: tuple[str, ...], rows: list[tuple[Any, dict[str, Any]]]) -> int:

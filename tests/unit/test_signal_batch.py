@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select, update
+from sqlalchemy import event, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -90,6 +90,16 @@ class Plane:
         return await agents.record_signal(
             self.rt, self.engine.kick, dep_id, generation, body, sig=sig, server_id=None
         )
+
+    async def wait_generation(self, generation: int) -> None:
+        """Until every deployment has reached *generation* (bounded: 20 s)."""
+        for _ in range(400):
+            async with self.rt.sessions() as session:
+                low = await session.scalar(select(func.min(DeploymentRow.generation)))
+            if low is not None and low >= generation:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the deployments never reached generation {generation}")
 
     async def statuses(self) -> dict[str, str]:
         async with self.rt.sessions() as session:
@@ -259,3 +269,31 @@ async def test_a_row_changed_meanwhile_fails_the_bulk_write_and_nothing_of_it_la
         await session.rollback()
     async with plane.rt.sessions() as session:
         assert "mine" not in set(await session.scalars(select(DeploymentRow.stdout)))
+
+
+async def test_an_engine_step_writes_its_changed_rows_in_one_update_per_shape(plane: Plane) -> None:
+    """An update's step re-runs every deployment: their rows go in executemany UPDATEs, none alone."""
+    urls = await plane.signal_urls()
+    await asyncio.gather(*(plane.signal(d, g, s) for d, (g, s) in urls.items()))
+    assert await plane.stack_state() == "CREATE_COMPLETE"
+    rows_per_statement: dict[str, list[int]] = {"deployments": [], "resources": []}
+
+    def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
+        if statement.startswith(("UPDATE deployments", "UPDATE resources")) and "IN (" not in statement:
+            rows_per_statement[statement.split()[1]].append(len(params) if executemany else 1)
+
+    changed = template()
+    changed["resources"]["cfg"]["properties"]["config"] = "true # changed"
+    event.listen(plane.db.sync_engine, "before_cursor_execute", seen)
+    try:
+        await stacks.update_stack(plane.rt, plane.engine.kick, "batch", {"template": changed})
+        await plane.wait_generation(2)
+    finally:
+        event.remove(plane.db.sync_engine, "before_cursor_execute", seen)
+    # the six deployments and their six resources went together (the ORM sends one statement per row)
+    assert DEPLOYMENTS in rows_per_statement["deployments"], rows_per_statement
+    assert DEPLOYMENTS in rows_per_statement["resources"], rows_per_statement
+    assert len(rows_per_statement["deployments"]) < DEPLOYMENTS, rows_per_statement
+    async with plane.rt.sessions() as session:
+        deps = list(await session.scalars(select(DeploymentRow)))
+    assert sorted((d.action, d.status, d.generation) for d in deps) == [("UPDATE", "IN_PROGRESS", 2)] * DEPLOYMENTS
