@@ -3,7 +3,8 @@
 SQLAlchemy's unit of work sends one ``UPDATE`` per changed row of a table with a
 ``version_id_col`` (``row_version`` here), because it checks each row's count.
 A signal batch changes two rows per signal, so 500 signals were 1,000 round trips
-to the database (through aiosqlite's thread on SQLite). ``write_dirty`` groups
+to the database (through aiosqlite's thread on SQLite); an update step, one or
+two per resource. ``write_dirty`` groups
 the session's changed rows by table and set of changed columns and sends each
 group as one ``UPDATE … WHERE pk = ? AND row_version = ?`` executemany, checks
 the summed row count like the ORM checks each row's (a row changed meanwhile
