@@ -77,6 +77,12 @@ def template(deployments: int) -> dict[str, Any]:
     return {"heat_template_version": "2018-08-31", "parameters": params, "resources": resources}
 
 
+def cpu() -> float:
+    """CPU time of this process (user + system), seconds."""
+    t = os.times()
+    return t.user + t.system
+
+
 def new_generations(body: bytes, seen: set[tuple[str, int]]) -> list[tuple[str, int, str]]:
     """(deployment, generation, CFN_SIGNAL signature) of each generation in a document not in *seen*."""
     doc = json.loads(body)
@@ -168,10 +174,6 @@ async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]
                 return f"{row[0]}_{row[1]}"
             await asyncio.sleep(0.2)
         return "TIMEOUT"
-
-    def cpu() -> float:
-        t = os.times()
-        return t.user + t.system
 
     def hwm_mb() -> float:
         """Peak RSS so far (VmHWM), MB."""

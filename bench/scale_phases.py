@@ -42,11 +42,6 @@ from bench import scale  # noqa: E402 (the bench's stack template)
 WORKERS = 512
 
 
-def cpu() -> float:
-    t = os.times()
-    return t.user + t.system
-
-
 class _Phase:
     """Profiles the block under cProfile when PROFILE is set (see the module doc)."""
 
@@ -106,21 +101,21 @@ async def run(n: int) -> None:
         rt = Runtime(settings, secrets, sessions, SimPublisher(), EnrolProvisioner())
         engine = Engine(rt, Definitions())
 
-        t, c = time.monotonic(), cpu()
+        t, c = time.monotonic(), scale.cpu()
         with _Phase("api"):
             await stacks.create_stack(rt, lambda _: None, {"name": "scale", "template": scale.template(n)})
-        print(f"{n} api create       {time.monotonic() - t:6.2f} s, CPU {cpu() - c:6.2f} s", flush=True)
+        print(f"{n} api create       {time.monotonic() - t:6.2f} s, CPU {scale.cpu() - c:6.2f} s", flush=True)
 
         async with sessions() as session:
             claim = (await work.claim(session, engine.owner, 600, 1, {}))[0]
-        t, c = time.monotonic(), cpu()
+        t, c = time.monotonic(), scale.cpu()
         with _Phase("step"):
             for _ in range(100):  # bounded: a step that publishes nothing new ends it early
                 finished, _ = await engine._step(claim)  # the step alone, timed
                 if finished or len(seen) >= n:
                     break
         print(
-            f"{n} first steps      {time.monotonic() - t:6.2f} s, CPU {cpu() - c:6.2f} s, "
+            f"{n} first steps      {time.monotonic() - t:6.2f} s, CPU {scale.cpu() - c:6.2f} s, "
             f"peak RSS {rss_mb()} MB, {len(to_signal)} generations published",
             flush=True,
         )
@@ -129,7 +124,7 @@ async def run(n: int) -> None:
             await session.commit()
         await engine.resume()
 
-        t, c = time.monotonic(), cpu()
+        t, c = time.monotonic(), scale.cpu()
         queue: asyncio.Queue[tuple[str, int, str]] = asyncio.Queue()
         for item in to_signal:
             queue.put_nowait(item)
@@ -142,7 +137,7 @@ async def run(n: int) -> None:
 
         with _Phase("signals"):
             await asyncio.gather(*(agent() for _ in range(WORKERS)))
-        t1, c1 = time.monotonic(), cpu()
+        t1, c1 = time.monotonic(), scale.cpu()
         batches = rt.signal_batch.batches if rt.signal_batch is not None else 0
         print(f"{n} signals applied  {t1 - t:6.2f} s, CPU {c1 - c:6.2f} s, {batches} transactions", flush=True)
 
@@ -153,7 +148,7 @@ async def run(n: int) -> None:
             async with sessions() as session:
                 status = await session.scalar(select(StackRow.status).where(StackRow.name == "scale"))
         print(
-            f"{n} engine finish    {time.monotonic() - t1:6.2f} s, CPU {cpu() - c1:6.2f} s -> {status}; "
+            f"{n} engine finish    {time.monotonic() - t1:6.2f} s, CPU {scale.cpu() - c1:6.2f} s -> {status}; "
             f"peak RSS {rss_mb()} MB",
             flush=True,
         )

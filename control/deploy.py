@@ -233,9 +233,16 @@ async def server_for(txn: Txn, ref: Any, where: str) -> ServerRow:
     """A deployment's server, named by id or by name."""
     if not isinstance(ref, str) or not ref:
         raise BadRequestError(f"server must be a server id or name, got {ref!r}", where=where)
-    server = txn.created_row(ServerRow, ("name", ref)) or await txn.get(ServerRow, ref)
-    if server is None:
-        server = await txn.session.scalar(select(ServerRow).where(ServerRow.name == ref))
+    server = await txn.get(ServerRow, ref) or await server_named(txn, ref)
     if server is None:
         raise NotFoundError(f"server {ref!r} not found", where=where)
+    return server
+
+
+async def server_named(txn: Txn, name: str) -> ServerRow | None:
+    """The server called *name*, one this transaction created included, without a flush."""
+    server = txn.created_row(ServerRow, ("name", name))
+    if server is None:
+        with txn.session.no_autoflush:  # a server created in this step is in txn.created
+            server = await txn.session.scalar(select(ServerRow).where(ServerRow.name == name))
     return server

@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.orm import defer
 from sqlalchemy.orm.exc import StaleDataError
 from sqlalchemy.orm.util import identity_key
 
@@ -57,12 +56,9 @@ MAX_GATHER = 2.0
 MAX_STEPPING = 16
 #: A step of a stack with more resources than this commits every SLICE resources it acts on (_Slices).
 SLICE = 2000
-#: The stack's columns a step needs only to parse its definition (not yet cached in this process).
-_DEFINITION_COLUMNS = ["template", "environment", "params_given", "parameters", "previous"]
-#: A step loads the stack row without them: at 50,000 deployments the template alone
-#: decodes to 150 MB of Python objects, held for the whole step, for a definition
-#: this process has cached (stackdef.Definitions) since the stack's first step.
-_STACK_WITHOUT_DEFINITION = [defer(getattr(StackRow, name), raiseload=True) for name in _DEFINITION_COLUMNS]
+#: A step loads the stack row without its definition columns, held for the whole step for a
+#: definition this process has cached (stackdef.Definitions) since the stack's first step.
+_STACK_WITHOUT_DEFINITION = stackdef.without(*stackdef.DEFINITION_COLUMNS)
 SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
 #: Types whose handler follows its own progress (``check``): a step always asks them.
 CHECKED_TYPES = frozenset(t for t, h in HANDLERS.items() if getattr(h, "check", None) is not None)
@@ -210,7 +206,7 @@ class Engine:
             defined = 0  # resources in the definition (a stack being deleted needs none)
             if stack.action != "DELETE":
                 if self._defs.cached(stack.id, stack.version) is None:
-                    await session.refresh(stack, attribute_names=_DEFINITION_COLUMNS)
+                    await session.refresh(stack, attribute_names=list(stackdef.DEFINITION_COLUMNS))
                 defined = len(self._defs.get(stack).template.resources)
             count = await session.scalar(select(func.count()).where(ResourceRow.stack_id == c.stack_id))
             slices = _Slices(self, c, txn, stack, max(count or 0, defined))

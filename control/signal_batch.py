@@ -129,6 +129,8 @@ class SignalBatch:
         """Apply *batch* in one transaction; answer the callers only after it committed."""
         answers: list[tuple[_Pending, dict[str, Any] | ControlError]] = []
         async with self._rt.sessions() as session:
+            # The results in one UPDATE per table at the flush, not one per row (control/store/bulk.py).
+            bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow))
             txn = Txn(session, self._rt)
             deps, resources, traversals = await _load(session, sorted({p.deployment_id for p in batch}))
             for p in batch:
@@ -145,8 +147,6 @@ class SignalBatch:
                 if changed:  # an error from here on fails the whole batch (retried one by one)
                     await settle(txn, dep, resources, traversals)
                 answers.append((p, _view(dep, p.generation, duplicate=not changed)))
-            # The results in one UPDATE per table, not one per row (control/store/bulk.py).
-            await session.run_sync(bulk.write_dirty, (DeploymentRow, ResourceRow))
             await txn.commit()
         kicks = {p.kick for p in batch}
         for stack_id in txn.kicks:

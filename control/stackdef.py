@@ -7,8 +7,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from sqlalchemy.orm import defer
+
 from control import hot
 from control.store.orm import StackRow
+
+#: The stack row's big columns a Definition is parsed from (plus the one a rollback returns
+#: to); ``files`` is not among them: expressions read it while resources act (``get_file``).
+DEFINITION_COLUMNS = ("template", "environment", "params_given", "previous")
+
+
+def without(*columns: str) -> list[Any]:
+    """Loader options: the stack row without *columns* (decrypted and decoded only when read;
+    reading one raises, it does not query). At 50,000 deployments the template alone decodes
+    to 150 MB of Python objects."""
+    return [defer(getattr(StackRow, name), raiseload=True) for name in columns]
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import defer
 from sqlalchemy.orm.exc import StaleDataError
 
 from control import hot, stackdef
@@ -23,14 +22,6 @@ from control.validate import check_definition
 UPDATE_RETRIES = 5
 #: Resource rows an update marks removed per statement (bounds the IN list).
 RETIRE_CHUNK = 1000
-#: The stack's columns that hold its definition (decrypted and decoded only when read).
-_DEFINITION = (
-    StackRow.template,
-    StackRow.files,
-    StackRow.environment,
-    StackRow.params_given,
-    StackRow.previous,
-)
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,254}$")
 MASK = "******"
 
@@ -161,8 +152,8 @@ async def _update_once(
 async def delete_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> dict[str, Any]:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        # Nothing of the definition is read: at 50,000 deployments its template alone decodes to 150 MB.
-        stack = await get_stack(session, name, *[defer(c, raiseload=True) for c in _DEFINITION])
+        # Nothing of the definition is read.
+        stack = await get_stack(session, name, *stackdef.without("files", *stackdef.DEFINITION_COLUMNS))
         if not (stack.action == "DELETE" and stack.status == "IN_PROGRESS"):
             stack.traversal += 1
             stack.action, stack.status, stack.status_reason = "DELETE", "IN_PROGRESS", "Stack DELETE started"
@@ -321,6 +312,6 @@ async def _retire(session: AsyncSession, stack_id: str, keep: set[str] | None) -
             ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)
         )
     )
-    removed = [row_id for row_id, name in names.tuples() if name not in keep]
+    removed = [row_id for row_id, name in names if name not in keep]
     for start in range(0, len(removed), RETIRE_CHUNK):
         await session.execute(retire.where(ResourceRow.id.in_(removed[start : start + RETIRE_CHUNK])))

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from control import transports
+from control import deploy, transports
 from control.keys import new_token, token_hash
 from control.resources.base import REPLACE, Outcome, Res, done
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow
@@ -44,10 +44,7 @@ class Server:
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
         name = str(props.get("name") or f"{res.stack.name}-{res.name}")
-        server = txn.created_row(ServerRow, ("name", name))
-        if server is None:
-            with txn.session.no_autoflush:  # rows added in this step need no flush for this
-                server = await txn.session.scalar(select(ServerRow).where(ServerRow.name == name))
+        server = await deploy.server_named(txn, name)
         if server is None:
             server, _ = await create_server(txn, name, owner_stack_id=res.stack.id)
             if txn.runtime.settings.provisioner == "enrol":

@@ -58,7 +58,7 @@ def write_dirty(session: Session, classes: Iterable[type]) -> int:
 def on_flush(session: Session, classes: Iterable[type]) -> None:
     """Run ``write_dirty`` for *classes* at the start of every flush of *session* (autoflush too).
 
-    For a session whose owner ends its transaction on any error (an engine step):
+    For a session whose owner ends its transaction on any error (an engine step, a signal batch):
     a ``StaleDataError`` raised here leaves the groups already written in the open
     transaction, which the owner rolls back, as after a failed flush.
     """
