@@ -20,6 +20,15 @@ calls, with the CFN_SIGNAL URL's signature checked as over HTTP. The HTTP layer
 itself (aiohttp, 12,000+ small requests/s on one core: docs/performance.md (b))
 is left out so the figure is the engine's and the database's.
 
+With ``--api`` the stack goes through the front door instead: the child also
+serves the real HTTP API (control.app.api_app, the routes and middleware of
+`anneal serve`, with ``--max-template-bytes 64M``) on a loopback port, and each
+phase is the real CLI in a subprocess, as a user types it: ``anneal stack create
+scale -t scale.json --wait``, ``stack update ... -P rev0=1 --wait``, ``stack
+delete --wait``. The phase time is the CLI's, from start to exit, including
+reading and sending the template and printing every event; the CLI's output
+lines are counted. Agents are simulated as above.
+
 Each line also gives the CPU time (user + system) of the child per deployment
 created, which other engineers' load on the machine disturbs much less than the
 wall-clock rate, the number of engine steps and of signal transactions.
@@ -34,8 +43,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -51,6 +62,8 @@ PER_SERVER = 5
 #: Heat's best public figure (resources per minute), the baseline printed beside ours.
 HEAT_PER_MIN = 2000
 WORKERS = 512
+#: --api: the template cap the front door runs with (the 50,000 template is 12 MB of JSON).
+API_TEMPLATE_CAP = 64 * 1024 * 1024
 
 
 def template(deployments: int) -> dict[str, Any]:
@@ -101,7 +114,7 @@ def new_generations(body: bytes, seen: set[tuple[str, int]]) -> list[tuple[str, 
     return found
 
 
-async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]:
+async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False) -> dict[str, Any]:
     from control import agents, keys, stacks  # noqa: PLC0415 (the child's imports)
     from control.engine import Engine  # noqa: PLC0415
     from control.provision import EnrolProvisioner  # noqa: PLC0415
@@ -125,12 +138,14 @@ async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]
                 queue.put_nowait(found)
 
     settings = Settings(
-        data_dir=data_dir, database_url=db_url, provisioner="enrol", default_signal_transport="CFN_SIGNAL"
+        data_dir=data_dir, database_url=db_url, provisioner="enrol", default_signal_transport="CFN_SIGNAL",
+        max_template_bytes=API_TEMPLATE_CAP if api else Settings.max_template_bytes,
     )
     secrets = keys.load_or_create(settings.data_dir)
     db, sessions = await open_database(settings.db_url, secrets.data_key)
     rt = Runtime(settings, secrets, sessions, SimPublisher(), EnrolProvisioner())
-    engine = Engine(rt, Definitions())
+    defs = Definitions()
+    engine = Engine(rt, defs)
     steps = {"n": 0, "seconds": 0.0, "max": 0.0}
     real_step = engine._step
 
@@ -182,21 +197,36 @@ async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]
         return round(kb / 1024, 1)
 
     phases: dict[str, Any] = {}
-    # The template is built for each request and not kept: the client is another process, and
-    # at 50,000 deployments its Python form alone is 75 MB of this child's RSS.
-    t0, c0 = time.monotonic(), cpu()
-    await stacks.create_stack(rt, engine.kick, {"name": "scale", "template": template(deployments)})
-    phases["create"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                        "cpu": cpu() - c0, "signals": signalled["n"], "peak_rss_mb": hwm_mb()}
-    before = signalled["n"]
-    t0, c0 = time.monotonic(), cpu()
-    await stacks.update_stack(rt, engine.kick, "scale", {"template": template(deployments), "parameters": {"rev0": 1}})
-    phases["update10"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                          "cpu": cpu() - c0, "signals": signalled["n"] - before, "peak_rss_mb": hwm_mb()}
-    t0, c0 = time.monotonic(), cpu()
-    await stacks.delete_stack(rt, engine.kick, "scale")
-    phases["delete"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                        "cpu": cpu() - c0, "peak_rss_mb": hwm_mb()}
+    if api:
+        front = await FrontDoor.open(settings, rt, engine, defs, deployments)
+        phases["create"] = await front.run(1, "stack", "create", "scale", "-t", str(front.template), "--wait")
+        phases["create"].update(status=await wait_settled("scale"), signals=signalled["n"], peak_rss_mb=hwm_mb())
+        before = signalled["n"]
+        phases["update10"] = await front.run(
+            2, "stack", "update", "scale", "-t", str(front.template), "-P", "rev0=1", "--wait"
+        )
+        phases["update10"].update(status=await wait_settled("scale"), signals=signalled["n"] - before,
+                                  peak_rss_mb=hwm_mb())
+        phases["delete"] = await front.run(3, "stack", "delete", "scale", "--wait")
+        phases["delete"].update(status=await wait_settled("scale"), peak_rss_mb=hwm_mb())
+        await front.close()
+    else:
+        # The template is built for each request and not kept: the client is another process, and
+        # at 50,000 deployments its Python form alone is 75 MB of this child's RSS.
+        t0, c0 = time.monotonic(), cpu()
+        await stacks.create_stack(rt, engine.kick, {"name": "scale", "template": template(deployments)})
+        phases["create"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
+                            "cpu": cpu() - c0, "signals": signalled["n"], "peak_rss_mb": hwm_mb()}
+        before = signalled["n"]
+        t0, c0 = time.monotonic(), cpu()
+        await stacks.update_stack(rt, engine.kick, "scale",
+                                  {"template": template(deployments), "parameters": {"rev0": 1}})
+        phases["update10"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
+                              "cpu": cpu() - c0, "signals": signalled["n"] - before, "peak_rss_mb": hwm_mb()}
+        t0, c0 = time.monotonic(), cpu()
+        await stacks.delete_stack(rt, engine.kick, "scale")
+        phases["delete"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
+                            "cpu": cpu() - c0, "peak_rss_mb": hwm_mb()}
     for w in workers:
         w.cancel()
     await engine.close()
@@ -207,13 +237,83 @@ async def child(deployments: int, db_url: str, data_dir: Path) -> dict[str, Any]
             "steps": steps, "signal_transactions": getattr(batch, "batches", None)}
 
 
-def run_child(deployments: int, db_url: str, timeout: float, tree: Path = ROOT) -> dict[str, Any] | None:
+class FrontDoor:
+    """The real HTTP API on a loopback port, driven by the real CLI in a subprocess."""
+
+    def __init__(self, runner: Any, rt: Any, url: str, template: Path) -> None:
+        self.runner, self.rt, self.url, self.template = runner, rt, url, template
+
+    @classmethod
+    async def open(cls, settings: Any, rt: Any, engine: Any, defs: Any, deployments: int) -> FrontDoor:
+        from aiohttp import web  # noqa: PLC0415
+
+        from control.app import api_app  # noqa: PLC0415
+        from control.app_keys import DEFS, ENGINE, RUNTIME  # noqa: PLC0415
+
+        path = settings.data_dir / "scale.json"
+        path.write_text(json.dumps(template(deployments), indent=1))
+        app = api_app(settings)
+        app[RUNTIME], app[ENGINE], app[DEFS] = rt, engine, defs
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        return cls(runner, rt, f"http://127.0.0.1:{port}", path)
+
+    async def run(self, traversal: int, *args: str) -> dict[str, Any]:
+        """One CLI command to its exit: wall time, the child's own CPU meanwhile, the CLI's peak
+        RSS, and the events of *traversal* it printed against those stored."""
+        from sqlalchemy import func, select  # noqa: PLC0415
+
+        from control.store.orm import EventRow, StackRow  # noqa: PLC0415
+
+        out_path = self.template.with_name(f"cli-{args[1]}.out")
+        t0, c0 = time.monotonic(), cpu()
+        with out_path.open("wb") as out:
+            proc = await asyncio.create_subprocess_exec(
+                str(Path(sys.executable).with_name("anneal")), *args, stdout=out, stderr=out, cwd=ROOT,
+                env={**os.environ, "ANNEAL_URL": self.url, "ANNEAL_TOKEN": self.rt.keys.admin_token},
+            )
+            # The CLI's own peak RSS: VmHWM of its process, which exec started afresh (the
+            # rusage of children counts the pages a child shared with this process before exec).
+            peak_kb = 0
+            status = Path(f"/proc/{proc.pid}/status")
+            while proc.returncode is None:
+                with contextlib.suppress(OSError, StopIteration, ValueError):
+                    line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
+                    peak_kb = max(peak_kb, int(line.split()[1]))
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(proc.wait(), 0.2)
+            rc = proc.returncode
+        seconds, used = time.monotonic() - t0, cpu() - c0
+        text = out_path.read_text(errors="replace")
+        if rc != 0:
+            raise RuntimeError(f"anneal {' '.join(args)} exited {rc}:\n{text[-3000:]}")
+        async with self.rt.sessions() as session:
+            live = select(StackRow.id).where(StackRow.name == "scale").scalar_subquery()
+            stored = await session.scalar(
+                select(func.count()).where(
+                    (EventRow.stack_id == live) | (EventRow.stack_name == "scale"), EventRow.traversal == traversal
+                )
+            )
+        printed = len(re.findall(r"^\d\d:\d\d:\d\d  ", text, re.MULTILINE))
+        return {"seconds": seconds, "cpu": used, "events_printed": printed, "events_stored": stored,
+                "cli_peak_rss_mb": round(peak_kb / 1024, 1)}
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+
+
+def run_child(
+    deployments: int, db_url: str, timeout: float, tree: Path = ROOT, api: bool = False
+) -> dict[str, Any] | None:
     """One size in a child process (its own peak RSS); None when it ran past *timeout* seconds."""
     with tempfile.TemporaryDirectory(prefix="anneal-scale-") as tmp:
         try:
             out = subprocess.run(
                 [sys.executable, str(tree / "bench" / "scale.py"), "--child", str(deployments),
-                 "--db-url", db_url or f"sqlite:///{tmp}/a.db", "--data-dir", tmp],
+                 "--db-url", db_url or f"sqlite:///{tmp}/a.db", "--data-dir", tmp, *(["--api"] if api else [])],
                 capture_output=True, text=True, timeout=timeout, check=False, cwd=tree,
             )
         except subprocess.TimeoutExpired:
@@ -248,7 +348,10 @@ def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float])
         f"per-deployment time {c['seconds'] / n / base['wall']:4.2f}x, CPU {cpu_x} the "
         f"smallest size's), update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
         f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB{_phase_rss(r)}, "
-        f"{r.get('steps', {}).get('n', '?')} engine steps, {r.get('signal_transactions')} signal transactions",
+        f"{r.get('steps', {}).get('n', '?')} engine steps, {r.get('signal_transactions')} signal transactions"
+        + (f"; the CLI printed {c['events_printed']}/{u['events_printed']}/{d['events_printed']} of "
+           f"{c['events_stored']}/{u['events_stored']}/{d['events_stored']} events, its peak RSS "
+           f"{max(p['cli_peak_rss_mb'] for p in (c, u, d))} MB" if "events_printed" in c else ""),
         flush=True,
     )
 
@@ -263,6 +366,8 @@ def main() -> int:
                    help="also run the previous implementation from this source tree (e.g. "
                         "`git archive 34e9095 | tar -x -C DIR`) for sizes up to --baseline-max")
     p.add_argument("--baseline-max", type=int, default=5000)
+    p.add_argument("--api", action="store_true",
+                   help="through the front door: the real HTTP API and the real CLI (`stack create --wait`)")
     p.add_argument("--child", type=int)
     p.add_argument("--db-url", default="")
     p.add_argument("--data-dir", type=Path)
@@ -272,7 +377,7 @@ def main() -> int:
         import logging  # noqa: PLC0415
 
         logging.basicConfig(level=logging.WARNING)
-        print(json.dumps(asyncio.run(child(args.child, args.db_url, args.data_dir))))
+        print(json.dumps(asyncio.run(child(args.child, args.db_url, args.data_dir, args.api))))
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     backends = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
@@ -298,8 +403,8 @@ def main() -> int:
                         continue
                     url = pg.new_database() if backend == "postgresql" else ""
                     started = time.monotonic()
-                    r = run_child(n, url, args.timeout, tree)
-                    report(f"{prefix}{backend}", n, r, base)
+                    r = run_child(n, url, args.timeout, tree, api=args.api and not prefix)
+                    report(f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}", n, r, base)
                     if r is None:
                         break
                     r.update(db=backend, implementation=prefix.strip() or "this", load=os.getloadavg()[0],

@@ -113,7 +113,9 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
         new_keys = {k: keys[k] for k in KEY_KINDS}
         if rebuild.is_rebuild(server, new_keys):  # the state dir was lost: decide, visibly
             # Same transaction as the enrolment; the serial bump and publish below cover it.
-            record = await rebuild.rerun_as_new(Txn(session, rt), server, new_keys)
+            txn = Txn(session, rt)
+            record = await rebuild.rerun_as_new(txn, server, new_keys)
+            await txn.write_events()  # committed with the enrolment below
             server.rebuilds = [*(server.rebuilds or []), record]
         credential = new_token()
         if server.credential_hash:

@@ -59,7 +59,7 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse: 
     except hot.TemplateError as e:
         return error_body(400, "invalid_template", str(e), e.path)
     except web.HTTPRequestEntityTooLarge:
-        cap = request.app[RUNTIME].settings.max_request_bytes
+        cap = request.app[RUNTIME].settings.request_cap
         return error_body(413, "too_large", f"request body is over the cap of {cap} bytes", "body")
     except IntegrityError as e:
         log.info("conflicting write on %s %s: %s", request.method, request.path, e)
@@ -160,8 +160,12 @@ async def list_stacks(request: web.Request) -> web.Response:
 @routes.get("/v1/stacks/{name}")
 @auth("admin")
 async def show_stack(request: web.Request) -> web.Response:
+    """The stack; with ``summary=true`` its state alone (no resources, no outputs), cheap at any size."""
+    name = request.match_info["name"]
     async with request.app[RUNTIME].sessions() as session:
-        stack = await stacks.get_stack(session, request.match_info["name"])
+        if _bool_query(request, "summary"):
+            return ok(stacks.stack_view(await stacks.get_stack(session, name, *stacks.STATE_ONLY)))
+        stack = await stacks.get_stack(session, name)
         view = stacks.stack_view(stack)
         view["resources"] = await queries.stack_resources(session, stack.id)
         view["outputs"] = await queries.stack_outputs(session, request.app[DEFS], stack.id)
@@ -213,8 +217,11 @@ async def stack_outputs(request: web.Request) -> web.Response:
 async def stack_events(request: web.Request) -> web.Response:
     after = _int_query(request, "after", 0)
     wait = min(_float_query(request, "wait"), 30.0)
-    events = await queries.wait_events(request.app[RUNTIME], request.match_info["name"], after, wait)
-    return ok(events)
+    traversal, limit = _optional_int(request, "traversal"), _optional_int(request, "limit")
+    if limit is not None and limit < 1:
+        raise BadRequestError(f"limit: expected 1 or more, got {limit}", where="limit")
+    name = request.match_info["name"]
+    return ok(await queries.wait_events(request.app[RUNTIME], name, after, wait, traversal, limit))
 
 
 @routes.post("/v1/stacks/{name}/cancel")
@@ -252,9 +259,14 @@ async def stack_failures(request: web.Request) -> web.Response:
 
 
 def _int_query(request: web.Request, name: str, default: int) -> int:
+    found = _optional_int(request, name)
+    return default if found is None else found
+
+
+def _optional_int(request: web.Request, name: str) -> int | None:
     raw = request.query.get(name)
     if raw is None:
-        return default
+        return None
     try:
         return int(raw)
     except ValueError as e:
@@ -409,6 +421,13 @@ async def document(request: web.Request) -> web.StreamResponse:
     if doc.etag == etag:
         return web.Response(status=304, headers={"ETag": doc.etag})
     return web.Response(body=doc.body, content_type="application/json", headers={"ETag": doc.etag})
+
+
+def _bool_query(request: web.Request, name: str) -> bool:
+    raw = request.query.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise BadRequestError(f"{name}: expected true or false, got {raw!r}", where=name)
+    return raw in ("true", "1")
 
 
 def _float_query(request: web.Request, name: str) -> float:

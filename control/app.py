@@ -25,12 +25,20 @@ from control.transports import service as transports
 log = logging.getLogger(__name__)
 
 
+def api_app(settings: Settings) -> web.Application:
+    """The HTTP API alone: routes, error and auth middleware, the body cap.
+
+    Its RUNTIME, ENGINE and DEFS keys are set by whoever owns them: make_app's
+    lifetime, or bench/scale.py, which runs the engine itself.
+    """
+    app = web.Application(middlewares=[api.errors, api.authenticate], client_max_size=settings.request_cap)
+    app.add_routes(api.routes)
+    return app
+
+
 def make_app(settings: Settings) -> web.Application:
     """Build the control plane; the database opens when the app starts."""
-    app = web.Application(
-        middlewares=[api.errors, api.authenticate], client_max_size=settings.max_request_bytes
-    )
-    app.add_routes(api.routes)
+    app = api_app(settings)
 
     async def lifetime(app: web.Application) -> AsyncIterator[None]:
         secrets = keys.load_or_create(settings.data_dir)  # creates the data dir (0700) first

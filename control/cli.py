@@ -68,6 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def size(text: str) -> int:
+    """A byte count: digits with an optional K, M or G suffix (powers of 1024)."""
+    number, unit = text.strip().upper().removesuffix("B").removesuffix("I"), ""
+    if number[-1:] in ("K", "M", "G"):
+        number, unit = number[:-1], number[-1]
+    if not number.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected bytes, e.g. 524288, 512K or 16M")
+    return int(number) * _UNITS[unit]
+
+
 def _serve(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data-dir",
@@ -110,6 +123,20 @@ def _serve(p: argparse.ArgumentParser) -> None:
         type=float,
         default=90.0,
         help="seconds an agent may stay silent before `stack check` reports its server silent",
+    )
+    p.add_argument(
+        "--max-template-bytes",
+        type=size,
+        default=512 * 1024,
+        metavar="SIZE",
+        help="cap on a template's text and each environment's, e.g. 16M (default 512K, Heat's)",
+    )
+    p.add_argument(
+        "--max-request-bytes",
+        type=size,
+        default=0,
+        metavar="SIZE",
+        help="cap on any request body (default: twice the template cap, at least 2M)",
     )
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--access-log", action="store_true", help="log every request: peer address, request line, status")

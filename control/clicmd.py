@@ -15,6 +15,7 @@ import yaml
 
 from control import logcmd, signal_import
 from control.client import Client, ClientError
+from control.hot import TemplateError, load_yaml
 
 COLUMNS = {
     ("stack", "list"): ["name", "status", "status_reason", "version"],
@@ -121,9 +122,11 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
     """Read the template, its get_file files and the environments; parse -P pairs."""
     template_text = _read(args.template, "template")
     try:
-        parsed = yaml.safe_load(template_text)
-    except yaml.YAMLError as e:
-        raise ClientError(f"{args.template}: not YAML: {e}") from e
+        # The control plane's own reader (JSON fast path, alias and nesting caps); the size
+        # cap is the control plane's to apply, so none here.
+        parsed = load_yaml(template_text, str(args.template), max_bytes=len(template_text.encode()))
+    except TemplateError as e:
+        raise ClientError(str(e)) from e
     files: dict[str, str] = {}
     for ref in sorted(_get_files(parsed)):
         path = Path(ref) if Path(ref).is_absolute() else args.template.parent / ref
@@ -206,18 +209,19 @@ def _after_change(client: Client, args: argparse.Namespace, stack: dict[str, Any
     print(f"stack {stack['name']} {what} (version {stack['version']})")
     for warning in stack.get("warnings", []):
         print(f"warning: {warning}")
-    return wait_for(client, stack["name"], args.timeout, since=_last_event_before(client, stack["name"]))
+    return wait_for(client, stack["name"], args.timeout, since=_last_event_before(client, stack))
 
 
-def _last_event_before(client: Client, name: str) -> int:
+def _last_event_before(client: Client, stack: dict[str, Any]) -> int:
+    """The id just before the first event of the traversal *stack* started (its "started" event)."""
+    query = {"traversal": str(stack["traversal"]), "limit": "1"}
     try:
-        events = client.call("GET", f"/v1/stacks/{name}/events")
+        first = client.call("GET", f"/v1/stacks/{stack['id']}/events", query=query)
     except ClientError as err:
         if err.status == 404:  # deleted before we looked: wait_for says so
             return 0
         raise
-    started = [e["id"] for e in events if e["resource_name"] == name and e["status"] == "IN_PROGRESS"]
-    return (started[-1] - 1) if started else 0
+    return (first[0]["id"] - 1) if first else 0
 
 
 def _print_events(events: list[dict[str, Any]], last: int) -> int:
@@ -235,13 +239,16 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
     while time.monotonic() < deadline:
         try:
             # The stack first: events read after it include every one up to the state it shows.
-            stack = client.call("GET", f"/v1/stacks/{name}")
+            stack = client.call("GET", f"/v1/stacks/{name}", query={"summary": "true"})
             query = {"after": str(last)}
             if stack["status"].endswith("IN_PROGRESS"):
                 query["wait"] = "5"  # long-poll: answered as soon as a newer event exists
             events = client.call("GET", f"/v1/stacks/{name}/events", query=query)
         except ClientError as err:
             if err.status == 404:
+                # Its events stay readable by its name: the last ones come before the verdict.
+                with contextlib.suppress(ClientError):
+                    _print_events(client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)}), last)
                 print(f"stack {name} deleted")
                 return 0
             raise

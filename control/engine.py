@@ -571,7 +571,7 @@ class Engine:
             "Stack DELETE completed successfully",
             traversal=stack.traversal,
         )
-        await txn.session.flush()
+        await txn.write_events()  # flushed by the UPDATE below, which names them all
         await txn.session.execute(
             update(EventRow).where(EventRow.stack_id == stack.id).values(stack_name=stack.name)
         )

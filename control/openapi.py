@@ -80,7 +80,8 @@ def _stack_paths() -> dict[str, Any]:
             "get": _op(
                 "Show a stack with its resources and outputs",
                 ADMIN,
-                {"200": _json(_ref("Stack")), **_errors(401, 404)},
+                {"200": _json(_ref("Stack")), **_errors(400, 401, 404)},
+                parameters=[_query("summary", "true: the stack's state alone, no resources or outputs", "boolean")],
             ),
             "put": _op(
                 "Update a stack (If-Match: version gives 409 when it changed)",
@@ -123,6 +124,8 @@ def _stack_paths() -> dict[str, Any]:
                 parameters=[
                     _query("after", "only events with a greater id", "integer"),
                     _query("wait", "seconds to wait for a newer event (long-poll, at most 30)", "number"),
+                    _query("traversal", "only events of this traversal (the stack's `traversal`)", "integer"),
+                    _query("limit", "at most this many events (1 or more), oldest first", "integer"),
                 ],
             ),
         },

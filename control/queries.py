@@ -16,8 +16,9 @@ from control.resources.groups import failed_member
 from control.runtime import Runtime
 from control.secrets import secret_strings
 from control.settings import Settings
-from control.stacks import MASK, get_stack, mask
+from control.stacks import MASK, STATE_ONLY, get_stack, mask
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow
+from control.txn import lock_event_streams
 
 TAIL_LINES = 20
 #: How often a long-polled events request looks for new events (any process may write them).
@@ -45,10 +46,15 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
     return out
 
 
-async def stack_events(session: AsyncSession, ref: str, after: int = 0) -> list[dict[str, Any]]:
-    """A stack's events after *after*; a deleted stack's events stay queryable by its name or id."""
+async def stack_events(
+    session: AsyncSession, ref: str, after: int = 0, traversal: int | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """A stack's events after *after*, oldest first: of one *traversal* only when given, at most *limit*.
+
+    A deleted stack's events stay queryable by its name or id.
+    """
     try:
-        stack = await get_stack(session, ref)
+        stack = await get_stack(session, ref, *STATE_ONLY)
         stack_id, name = stack.id, stack.name
     except NotFoundError:
         found = (
@@ -64,9 +70,11 @@ async def stack_events(session: AsyncSession, ref: str, after: int = 0) -> list[
         if found is None:
             raise
         stack_id, name = found
-    rows = await session.scalars(
-        select(EventRow).where(EventRow.stack_id == stack_id, EventRow.id > after).order_by(EventRow.id)
-    )
+    await lock_event_streams(session, [stack_id], shared=False)  # every smaller id committed first
+    stmt = select(EventRow).where(EventRow.stack_id == stack_id, EventRow.id > after).order_by(EventRow.id)
+    if traversal is not None:
+        stmt = stmt.where(EventRow.traversal == traversal)
+    rows = await session.scalars(stmt.limit(limit))
     return [
         {
             "id": e.id,
@@ -83,19 +91,21 @@ async def stack_events(session: AsyncSession, ref: str, after: int = 0) -> list[
     ]
 
 
-async def wait_events(rt: Runtime, ref: str, after: int, wait: float) -> list[dict[str, Any]]:
+async def wait_events(
+    rt: Runtime, ref: str, after: int, wait: float, traversal: int | None = None, limit: int | None = None
+) -> list[dict[str, Any]]:
     """Events after *after*; with *wait* > 0, hold the request until one arrives (bounded, polled)."""
     deadline = time.monotonic() + wait
     while True:
         async with rt.sessions() as session:
-            events = await stack_events(session, ref, after)
+            events = await stack_events(session, ref, after, traversal, limit)
         if events or time.monotonic() >= deadline:
             return events
         await asyncio.sleep(min(EVENT_POLL, max(0.0, deadline - time.monotonic())))
 
 
 async def stack_resources(session: AsyncSession, ref: str) -> list[dict[str, Any]]:
-    stack = await get_stack(session, ref)
+    stack = await get_stack(session, ref, *STATE_ONLY)
     rows = await session.scalars(
         select(ResourceRow).where(ResourceRow.stack_id == stack.id).order_by(ResourceRow.id)
     )
@@ -114,7 +124,7 @@ async def stack_resources(session: AsyncSession, ref: str) -> list[dict[str, Any
 
 async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]]:
     """Each failed deployment (and failed resource) with the tail of its stdout and stderr."""
-    stack = await get_stack(session, ref)
+    stack = await get_stack(session, ref, *STATE_ONLY)
     secrets = await secret_strings(session, stack.id)
     failures = []
     rows = await session.scalars(
@@ -148,7 +158,7 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
 async def list_deployments(session: AsyncSession, query: Mapping[str, str]) -> list[dict[str, Any]]:
     stmt = select(DeploymentRow).order_by(DeploymentRow.created_at)
     if query.get("stack"):
-        stack = await get_stack(session, query["stack"])
+        stack = await get_stack(session, query["stack"], *STATE_ONLY)
         stmt = stmt.where(DeploymentRow.stack_id == stack.id)
     if query.get("server"):
         server = await get_server(session, query["server"])

@@ -28,6 +28,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         local_agent_args=tuple(args.agent_arg),
         work_lease=args.work_lease,
         heartbeat_lease=args.heartbeat_lease,
+        max_template_bytes=args.max_template_bytes,
+        max_request_bytes=args.max_request_bytes,
         **transport_options.settings(args),
     )
 
@@ -41,6 +43,13 @@ def serve(args: argparse.Namespace) -> int:
     # aiosqlite logs every statement with its parameters at DEBUG: never, whatever the level.
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
     settings = settings_from(args)
+    if settings.request_cap < settings.max_template_bytes:
+        print(
+            f"anneal serve: --max-request-bytes {settings.request_cap} is below --max-template-bytes "
+            f"{settings.max_template_bytes}: a template at its cap could not be sent",
+            file=sys.stderr,
+        )
+        return 2
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
     try:

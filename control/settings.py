@@ -25,8 +25,11 @@ class Settings:
     long_poll_max: float = 60.0
     #: How long a one-time enrolment token stays valid (seconds).
     enrol_token_ttl: float = 7 * 24 * 3600.0
-    #: Body cap for every request (bytes); templates have their own cap.
-    max_request_bytes: int = 2 * 1024 * 1024
+    #: Cap on a template's text and on each environment's (bytes); Heat's default
+    #: max_template_size. A stack of tens of thousands of deployments needs more.
+    max_template_bytes: int = 512 * 1024
+    #: Body cap for every request (bytes); 0: twice the template cap, at least 2 MiB.
+    max_request_bytes: int = 0
     #: Seconds an agent may stay silent before it is shown as silent.
     heartbeat_lease: float = 90.0
     #: How long a claimed unit of engine work stays leased without renewal (seconds);
@@ -73,6 +76,11 @@ class Settings:
         """The SQLAlchemy URL with an asyncio driver."""
         url = self.database_url or f"sqlite:///{self.data_dir / 'anneal.db'}"
         return async_url(url)
+
+    @property
+    def request_cap(self) -> int:
+        """The body cap in force: twice the template cap leaves room for JSON escaping and environments."""
+        return self.max_request_bytes or max(2 * 1024 * 1024, 2 * self.max_template_bytes)
 
     @property
     def base_url(self) -> str:

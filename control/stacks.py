@@ -24,13 +24,21 @@ UPDATE_RETRIES = 5
 RETIRE_CHUNK = 1000
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,254}$")
 MASK = "******"
+#: Loader options for a stack row read for its identity and state only: nothing of its
+#: definition (at 50,000 deployments the template alone is 12 MB) is read or decoded.
+STATE_ONLY = stackdef.without("files", *stackdef.DEFINITION_COLUMNS)
 
 
-def parse_request(body: Mapping[str, Any]) -> tuple[Any, dict[str, str], hot.Environment, dict[str, Any]]:
-    """Template source, files, merged environment and parameters from a create/update body."""
+def parse_request(
+    body: Mapping[str, Any], max_bytes: int
+) -> tuple[Any, dict[str, str], hot.Environment, dict[str, Any]]:
+    """Template source, files, merged environment and parameters from a create/update body.
+
+    The template's text and each environment's are capped at *max_bytes*.
+    """
     template = body.get("template")
     if isinstance(template, str):
-        template = hot.load_yaml(template, "template")
+        template = hot.load_yaml(template, "template", max_bytes)
     if not isinstance(template, Mapping):
         raise BadRequestError("template: expected a HOT template (text or object)", where="template")
     files = body.get("files") or {}
@@ -40,7 +48,7 @@ def parse_request(body: Mapping[str, Any]) -> tuple[Any, dict[str, str], hot.Env
     if not isinstance(envs, list) or not all(isinstance(e, str) for e in envs):
         raise BadRequestError("environments: expected a list of environment texts", where="environments")
     merged = hot.merge_environments(
-        [hot.parse_environment(text, f"environments[{i}]") for i, text in enumerate(envs)]
+        [hot.parse_environment(text, f"environments[{i}]", max_bytes) for i, text in enumerate(envs)]
     )
     params = body.get("parameters") or {}
     if not isinstance(params, Mapping):
@@ -55,7 +63,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             "name: a stack name starts with a letter and has only letters, digits, '_', '-', '.'",
             where="name",
         )
-    template, files, env, params = parse_request(body)
+    template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
     stack_id = str(uuid.uuid4())
     defn = stackdef.build(template, files, env, params, stack_name=name, stack_id=stack_id)
     check_definition(defn)
@@ -94,7 +102,7 @@ async def update_stack(
     again and retries; with ``if_match`` the re-read version decides, so an update
     that lost to another update answers 409 (the stack changed meanwhile).
     """
-    template, files, env, params = parse_request(body)
+    template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
     for attempt in range(UPDATE_RETRIES):
         try:
             return await _update_once(rt, kick, name, body, template, files, env, params)
@@ -152,8 +160,7 @@ async def _update_once(
 async def delete_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> dict[str, Any]:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        # Nothing of the definition is read.
-        stack = await get_stack(session, name, *stackdef.without("files", *stackdef.DEFINITION_COLUMNS))
+        stack = await get_stack(session, name, *STATE_ONLY)
         if not (stack.action == "DELETE" and stack.status == "IN_PROGRESS"):
             stack.traversal += 1
             stack.action, stack.status, stack.status_reason = "DELETE", "IN_PROGRESS", "Stack DELETE started"

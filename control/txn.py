@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import update
+from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control import work
@@ -15,6 +15,28 @@ from control.runtime import Runtime
 from control.store.orm import EventRow, ServerRow
 
 T = TypeVar("T")
+#: First key of the PostgreSQL advisory locks on stacks' event streams (the second is the
+#: stack id's hash); see ``lock_event_streams``.
+EVENT_STREAM_LOCK = 0x416E6E  # "Ann"
+
+
+async def lock_event_streams(session: AsyncSession, stack_ids: Iterable[str], *, shared: bool) -> None:
+    """Order a stack's events by commit for readers that follow them by id (PostgreSQL).
+
+    Event ids come from a sequence when a row is inserted, so on PostgreSQL a
+    transaction may commit id 12 while id 11 is still uncommitted in another; a
+    reader that has seen 12 asks for events after 12 and never sees 11. Writers hold
+    the stack's lock shared from inserting their events to their commit (they never
+    wait on each other); a reader takes it exclusively before it reads, so it waits
+    for the writers whose ids are already taken and reads only once each smaller id
+    is committed or rolled back. The locks end with the transaction. SQLite has one
+    writer at a time, from its first write to its commit: ids are in commit order.
+    """
+    if session.get_bind().dialect.name != "postgresql":
+        return
+    fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
+    for stack_id in sorted(set(stack_ids)):  # one order everywhere: no lock-order deadlock
+        await session.execute(text(f"SELECT {fn}(:cls, hashtext(:id))"), {"cls": EVENT_STREAM_LOCK, "id": stack_id})
 
 
 @dataclass
@@ -26,6 +48,8 @@ class Txn:
     later: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     #: Rows this transaction added, by (class, primary key or another key): found without a flush.
     created: dict[tuple[type, Hashable], Any] = field(default_factory=dict)
+    #: Events, inserted by ``write_events`` (at the latest in ``commit``) under their streams' locks.
+    events: list[EventRow] = field(default_factory=list)
 
     def add(self, row: Any, *keys: Hashable) -> None:
         """Add a new row; ``get`` (and ``created_row`` by *keys*) find it without flushing.
@@ -68,7 +92,7 @@ class Txn:
         deployment_id: str | None = None,
         generation: int | None = None,
     ) -> None:
-        self.session.add(
+        self.events.append(
             EventRow(
                 stack_id=stack_id,
                 resource_name=resource_name,
@@ -101,6 +125,7 @@ class Txn:
                 # sliced step of 10,000 servers did that 10,000 x 333 times per slice).
                 .execution_options(synchronize_session="fetch")
             )
+        await self.write_events()
         await self.session.commit()
         if self.publish:
             await self.runtime.publish(self.publish)
@@ -109,6 +134,17 @@ class Txn:
         if kick is not None:
             for stack_id in self.kicks:
                 kick(stack_id)
+
+    async def write_events(self) -> None:
+        """Add the events so far to the session, their streams locked until the commit.
+
+        ``commit`` calls it last, so the locks are held only for its final flush; call it
+        earlier only when a statement of this transaction must see the events.
+        """
+        if self.events:
+            await lock_event_streams(self.session, (e.stack_id for e in self.events), shared=True)
+            self.session.add_all(self.events)
+            self.events = []
 
     def restart(self) -> None:
         """After ``commit``: go on in the same session with a new unit of work.

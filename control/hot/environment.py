@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control.hot.errors import TemplateError, at
-from control.hot.loader import load_yaml
+from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.types import describe
 
 SECTIONS = ("parameters", "parameter_defaults", "resource_registry", "encrypted_param_names", "event_sinks")
@@ -24,9 +24,9 @@ class Environment:
     resource_registry: Mapping[str, str] = field(default_factory=dict)  # name or glob -> type
 
 
-def parse_environment(text: str, what: str = "environment") -> Environment:
-    """Parse one environment file; encrypted_param_names and event_sinks are ignored."""
-    data = load_yaml(text, what)
+def parse_environment(text: str, what: str = "environment", max_bytes: int = MAX_TEMPLATE_BYTES) -> Environment:
+    """Parse one environment file of at most *max_bytes*; encrypted_param_names and event_sinks are ignored."""
+    data = load_yaml(text, what, max_bytes)
     if data is None:
         return Environment()
     if not isinstance(data, Mapping):

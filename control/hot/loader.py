@@ -2,21 +2,30 @@
 
 A document is scanned as a stream of events before it is built, so an alias bomb or a
 deeply nested document is refused after reading only as much of it as proves the point.
+Text that starts with ``{`` is read as JSON first, as Heat does: a JSON template of tens
+of thousands of resources parses in a tenth of the time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import gc
+import json
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import yaml
 
 from control.hot.errors import TemplateError
 
+#: Default cap on a template's or environment's text (Heat's default max_template_size);
+#: `anneal serve --max-template-bytes` sets another.
 MAX_TEMPLATE_BYTES = 512 * 1024
 MAX_ALIASES = 100
 MAX_DEPTH = 100
-# Node count after expanding aliases; a document within MAX_TEMPLATE_BYTES has far fewer.
+#: Least node count allowed after expanding aliases. The cap is this or one node per byte
+#: of the size cap, whichever is larger: a document without aliases always fits (every
+#: node takes at least one byte), so only alias expansion can reach it.
 MAX_NODES = 1_000_000
 
 # libyaml when present: ten times faster, and safe here because the scan caps nesting first.
@@ -42,20 +51,45 @@ for _tag in ("set", "binary", "omap", "pairs"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse)
 
 
-def load_yaml(text: str, what: str) -> Any:
-    """Parse one YAML document safely; any problem is a TemplateError naming ``what``."""
+def load_yaml(text: str, what: str, max_bytes: int = MAX_TEMPLATE_BYTES) -> Any:
+    """Parse one YAML document of at most *max_bytes* safely; any problem is a TemplateError naming ``what``."""
     if not isinstance(text, str):
         raise TemplateError(what, f"expected YAML text, got {type(text).__name__}")
     size = len(text.encode("utf-8", errors="replace"))
-    if size > MAX_TEMPLATE_BYTES:
-        raise TemplateError(what, f"is {size} bytes, more than the limit of {MAX_TEMPLATE_BYTES}")
+    if size > max_bytes:
+        raise TemplateError(what, f"is {size} bytes, more than the limit of {max_bytes}")
     try:
-        _scan(text, what)
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        with _collector_paused():
+            if text.lstrip()[:1] == "{":
+                try:
+                    data = json.loads(text)
+                except (ValueError, RecursionError):
+                    pass  # not JSON: read as YAML, which says what is wrong
+                else:
+                    check_document(data, what)
+                    return data
+            _scan(text, what, max(MAX_NODES, max_bytes))
+            return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
     except yaml.MarkedYAMLError as e:
         raise TemplateError(what, _describe(e)) from e
     except (yaml.YAMLError, ValueError, TypeError, RecursionError) as e:
         raise TemplateError(what, f"invalid YAML: {e}") from e
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a document is built.
+
+    Building a million nodes sets off a full collection over and over: a 12 MB template
+    loads in 13 s with it and 3 s without. A document has no reference cycles to collect.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _describe(e: yaml.MarkedYAMLError) -> str:
@@ -66,9 +100,9 @@ def _describe(e: yaml.MarkedYAMLError) -> str:
     return f"invalid YAML at line {mark.line + 1} column {mark.column + 1}: {problem}"
 
 
-def _scan(text: str, what: str) -> None:
-    """Refuse documents that nest too deep, use too many aliases or expand too far."""
-    scan = _Scan(what)
+def _scan(text: str, what: str, max_nodes: int) -> None:
+    """Refuse documents that nest too deep, use too many aliases or expand past *max_nodes*."""
+    scan = _Scan(what, max_nodes)
     for event in yaml.parse(text, Loader=_BASE):
         scan.feed(event)
 
@@ -76,8 +110,9 @@ def _scan(text: str, what: str) -> None:
 class _Scan:
     """Tracks open collections and each anchor's expanded size and height."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, max_nodes: int) -> None:
         self.what = what
+        self.max_nodes = max_nodes
         self.anchors: dict[str, tuple[int, int]] = {}  # anchor -> (expanded size, height)
         self.frames: list[list[Any]] = []  # open collections: [size, tallest child, anchor]
         self.aliases = self.nodes = 0
@@ -109,8 +144,8 @@ class _Scan:
 
     def node(self, event: Any, size: int, height: int, anchor: str | None) -> None:
         """Account for a finished node of ``size`` expanded nodes and ``height`` levels."""
-        if self.nodes > MAX_NODES:
-            raise self.limit(event, f"expands to more than {MAX_NODES} nodes through aliases")
+        if self.nodes > self.max_nodes:
+            raise self.limit(event, f"expands to more than {self.max_nodes} nodes through aliases")
         if anchor is not None:
             self.anchors[anchor] = (size, height)
         if self.frames:
@@ -123,14 +158,14 @@ class _Scan:
 
 
 def check_document(data: Any, what: str) -> None:
-    """Refuse an already-parsed document nested deeper than YAML input may be."""
+    """Refuse an already-parsed document nested deeper than YAML input may be.
+
+    Its size is not checked here: a document given as an object came in a request body
+    under the request cap, or from YAML text under the node cap.
+    """
     stack: list[tuple[Any, int]] = [(data, 0)]
-    seen = 0
     while stack:
         node, depth = stack.pop()
-        seen += 1
-        if seen > MAX_NODES:
-            raise TemplateError(what, f"has more than {MAX_NODES} nodes")
         if isinstance(node, Mapping):
             children: Any = node.values()
         elif isinstance(node, list | tuple):

@@ -529,7 +529,9 @@ def test_stack_delete_wait_shows_delete_actions_and_removes_the_stack(cp: Contro
     out = ok(cp.cli("stack", "delete", "gone", "--wait", "--timeout", "60"))  # the DELETE action takes 1 s
     assert "stack gone delete started" in out
     assert ("dep", "DELETE_IN_PROGRESS") in progress(out)
-    assert "stack gone deleted" in out
+    # the stack's last event, written as it went, is printed before the verdict
+    assert progress(out)[-1] == ("gone", "DELETE_COMPLETE")
+    assert out.rstrip().endswith("stack gone deleted")
     assert "gone" not in _names(as_json(cp, "stack", "list"))
     assert 404 == cp.api("GET", "/v1/stacks/gone").status
 

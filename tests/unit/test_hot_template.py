@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 import re
 from typing import Any
 
@@ -88,6 +89,58 @@ def test_load_yaml_refuses_oversized_text():
     """Text over MAX_TEMPLATE_BYTES is refused before parsing."""
     with pytest.raises(TemplateError, match="more than the limit"):
         load_yaml("a: " + "x" * MAX_TEMPLATE_BYTES, "template")
+
+
+def test_load_yaml_takes_a_larger_cap_given():
+    """A raised cap (``anneal serve --max-template-bytes``) admits text the default refuses, names itself."""
+    text = "a: " + "x" * MAX_TEMPLATE_BYTES
+    assert load_yaml(text, "template", 2 * MAX_TEMPLATE_BYTES) == {"a": "x" * MAX_TEMPLATE_BYTES}
+    with pytest.raises(TemplateError, match=f"more than the limit of {MAX_TEMPLATE_BYTES // 2}"):
+        load_yaml("a: " + "x" * MAX_TEMPLATE_BYTES, "template", MAX_TEMPLATE_BYTES // 2)
+
+
+def test_load_yaml_node_cap_grows_with_the_size_cap():
+    """The node cap is a million or one node per byte of the size cap: text at the cap always fits."""
+    text = "[" + "0," * 1_100_000 + "0]"  # 1,100,002 nodes in 2.2 MB, no aliases
+    assert len(load_yaml(text, "template", len(text))) == 1_100_001
+    # only alias expansion can pass the cap: 60 aliases of a 20,000-item list are 1.2 million nodes
+    bomb = "a: &a [" + "0," * 19_999 + "0]\nb: [" + ", ".join(["*a"] * 60) + "]\n"
+    with pytest.raises(TemplateError, match="expands to more than 1000000 nodes through aliases"):
+        load_yaml(bomb, "template")
+    assert len(load_yaml(bomb, "template", 2_000_000)["b"]) == 60
+
+
+def test_load_yaml_reads_json_text_as_json():
+    """Text starting with '{' is read as JSON first (as Heat does): the same data as YAML gives."""
+    text = '{"heat_template_version": "2018-08-31", "resources": {"r": {"type": "T", "n": [1, 2.5, null, true]}}}'
+    assert load_yaml(text, "template") == load_yaml(text.replace("{", "{ "), "template")
+    assert load_yaml(text, "template")["resources"]["r"]["n"] == [1, 2.5, None, True]
+    # flow-style YAML that is not JSON still reads as YAML, and bad text gets YAML's error
+    assert load_yaml("{a: 1, b: [x]}", "t") == {"a": 1, "b": ["x"]}
+    with pytest.raises(TemplateError, match=r"t: invalid YAML at line 1 column \d+"):
+        load_yaml('{"a": [1, }', "t")
+
+
+def test_load_yaml_refuses_deep_json():
+    """JSON nested deeper than 100 levels is refused like YAML is."""
+    with pytest.raises(TemplateError, match="deeper than 100 levels"):
+        load_yaml('{"a": ' + "[" * 150 + "]" * 150 + "}", "template")
+
+
+def test_load_yaml_leaves_the_garbage_collector_as_it_found_it():
+    """The collector is paused while a document is built and resumed after, on success and on error."""
+    assert gc.isenabled()
+    load_yaml("a: [1, 2]", "t")
+    assert gc.isenabled()
+    with pytest.raises(TemplateError):
+        load_yaml("a: [unclosed", "t")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_yaml("a: 1", "t")
+        assert not gc.isenabled()  # a caller that paused it keeps it paused
+    finally:
+        gc.enable()
 
 
 def test_load_yaml_refuses_alias_bomb_before_building_it():
