@@ -67,6 +67,9 @@ API_TEMPLATE_CAP = 64 * 1024 * 1024
 
 
 def template(deployments: int) -> dict[str, Any]:
+    """The stack: each deployment its own resource, or with --groups (SCALE_SHAPE=groups) in groups."""
+    if os.environ.get("SCALE_SHAPE") == "groups":
+        return group_template(deployments)
     servers = max(1, deployments // PER_SERVER)
     resources: dict[str, Any] = {
         "cfg": {
@@ -83,6 +86,35 @@ def template(deployments: int) -> dict[str, Any]:
                 "config": {"get_resource": "cfg"},
                 "server": {"get_resource": f"srv{i // PER_SERVER}"},
                 "input_values": {"REV": {"get_param": f"rev{i % 10}"}},
+                "signal_transport": "CFN_SIGNAL",
+            },
+        }
+    params = {f"rev{k}": {"type": "number", "default": 0} for k in range(10)}
+    return {"heat_template_version": "2018-08-31", "parameters": params, "resources": resources}
+
+
+def group_template(deployments: int) -> dict[str, Any]:
+    """The same deployments as ten SoftwareDeploymentGroups of N/10 members (no batching).
+
+    Group k covers the servers of k's parity, so each server still runs five
+    deployments, and group k's input is rev<k>: the update of rev0 re-runs 10 %.
+    """
+    servers = max(1, deployments // PER_SERVER)
+    resources: dict[str, Any] = {
+        "cfg": {
+            "type": "OS::Heat::SoftwareConfig",
+            "properties": {"group": "script", "config": "true", "inputs": [{"name": "REV"}]},
+        }
+    }
+    for s in range(servers):
+        resources[f"srv{s}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": f"scale-{s}"}}
+    for k in range(10):
+        resources[f"g{k}"] = {
+            "type": "OS::Heat::SoftwareDeploymentGroup",
+            "properties": {
+                "config": {"get_resource": "cfg"},
+                "servers": {f"s{s}": {"get_resource": f"srv{s}"} for s in range(k % 2, servers, 2)},
+                "input_values": {"REV": {"get_param": f"rev{k}"}},
                 "signal_transport": "CFN_SIGNAL",
             },
         }
@@ -368,6 +400,8 @@ def main() -> int:
     p.add_argument("--baseline-max", type=int, default=5000)
     p.add_argument("--api", action="store_true",
                    help="through the front door: the real HTTP API and the real CLI (`stack create --wait`)")
+    p.add_argument("--groups", action="store_true",
+                   help="the deployments as ten SoftwareDeploymentGroups of N/10 members instead of resources")
     p.add_argument("--child", type=int)
     p.add_argument("--db-url", default="")
     p.add_argument("--data-dir", type=Path)
@@ -379,6 +413,8 @@ def main() -> int:
         logging.basicConfig(level=logging.WARNING)
         print(json.dumps(asyncio.run(child(args.child, args.db_url, args.data_dir, args.api))))
         return 0
+    if args.groups:
+        os.environ["SCALE_SHAPE"] = "groups"  # the children build their template from it
     sizes = [int(s) for s in args.sizes.split(",")]
     backends = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     print(f"scale bench {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, nproc {os.cpu_count()}, "
@@ -404,7 +440,8 @@ def main() -> int:
                     url = pg.new_database() if backend == "postgresql" else ""
                     started = time.monotonic()
                     r = run_child(n, url, args.timeout, tree, api=args.api and not prefix)
-                    report(f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}", n, r, base)
+                    label = f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}{' groups' if args.groups else ''}"
+                    report(label, n, r, base)
                     if r is None:
                         break
                     r.update(db=backend, implementation=prefix.strip() or "this", load=os.getloadavg()[0],

@@ -511,7 +511,8 @@ class Engine:
                 outcome: Outcome = await check(txn, Res(stack, row.name, row.type), row)
             except ControlError as e:
                 outcome = Outcome("FAILED", row.physical_id, row.attributes, _where(e))
-            row.attributes = dict(outcome.attributes)
+            if outcome.attributes is not row.attributes:  # a group still waiting rewrites nothing
+                row.attributes = dict(outcome.attributes)
             if outcome.status == "IN_PROGRESS":
                 nearest = _nearest(nearest, outcome.wake_at)
             else:
