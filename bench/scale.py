@@ -70,15 +70,7 @@ def template(deployments: int) -> dict[str, Any]:
     """The stack: each deployment its own resource, or with --groups (SCALE_SHAPE=groups) in groups."""
     if os.environ.get("SCALE_SHAPE") == "groups":
         return group_template(deployments)
-    servers = max(1, deployments // PER_SERVER)
-    resources: dict[str, Any] = {
-        "cfg": {
-            "type": "OS::Heat::SoftwareConfig",
-            "properties": {"group": "script", "config": "true", "inputs": [{"name": "REV"}]},
-        }
-    }
-    for s in range(servers):
-        resources[f"srv{s}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": f"scale-{s}"}}
+    resources = _config_and_servers(deployments)
     for i in range(deployments):
         resources[f"d{i}"] = {
             "type": "OS::Heat::SoftwareDeployment",
@@ -93,6 +85,19 @@ def template(deployments: int) -> dict[str, Any]:
     return {"heat_template_version": "2018-08-31", "parameters": params, "resources": resources}
 
 
+def _config_and_servers(deployments: int) -> dict[str, Any]:
+    """The resources both shapes share: the config and N/5 servers."""
+    resources: dict[str, Any] = {
+        "cfg": {
+            "type": "OS::Heat::SoftwareConfig",
+            "properties": {"group": "script", "config": "true", "inputs": [{"name": "REV"}]},
+        }
+    }
+    for s in range(max(1, deployments // PER_SERVER)):
+        resources[f"srv{s}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": f"scale-{s}"}}
+    return resources
+
+
 def group_template(deployments: int) -> dict[str, Any]:
     """The same deployments as ten SoftwareDeploymentGroups of N/10 members (no batching).
 
@@ -100,14 +105,7 @@ def group_template(deployments: int) -> dict[str, Any]:
     deployments, and group k's input is rev<k>: the update of rev0 re-runs 10 %.
     """
     servers = max(1, deployments // PER_SERVER)
-    resources: dict[str, Any] = {
-        "cfg": {
-            "type": "OS::Heat::SoftwareConfig",
-            "properties": {"group": "script", "config": "true", "inputs": [{"name": "REV"}]},
-        }
-    }
-    for s in range(servers):
-        resources[f"srv{s}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": f"scale-{s}"}}
+    resources = _config_and_servers(deployments)
     for k in range(10):
         resources[f"g{k}"] = {
             "type": "OS::Heat::SoftwareDeploymentGroup",
