@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,16 +70,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+_SIZE = re.compile(r"(\d+)\s*(?:([KMG])(?:I?B)?|B)?")
 
 
 def size(text: str) -> int:
-    """A byte count: digits with an optional K, M or G suffix (powers of 1024)."""
-    number, unit = text.strip().upper().removesuffix("B").removesuffix("I"), ""
-    if number[-1:] in ("K", "M", "G"):
-        number, unit = number[:-1], number[-1]
-    if not number.isdigit():
+    """A byte count: digits with an optional K, M or G suffix (powers of 1024; KB, KiB too)."""
+    found = _SIZE.fullmatch(text.strip().upper())
+    if found is None:
         raise argparse.ArgumentTypeError(f"{text!r}: expected bytes, e.g. 524288, 512K or 16M")
-    return int(number) * _UNITS[unit]
+    return int(found.group(1)) * _UNITS[found.group(2) or ""]
 
 
 def _serve(p: argparse.ArgumentParser) -> None:

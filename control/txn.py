@@ -32,7 +32,7 @@ async def lock_event_streams(session: AsyncSession, stack_ids: Iterable[str], *,
     is committed or rolled back. The locks end with the transaction. SQLite has one
     writer at a time, from its first write to its commit: ids are in commit order.
     """
-    if session.get_bind().dialect.name != "postgresql":
+    if work.dialect(session) != "postgresql":
         return
     fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     for stack_id in sorted(set(stack_ids)):  # one order everywhere: no lock-order deadlock

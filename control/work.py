@@ -34,7 +34,7 @@ async def request(session: AsyncSession, stack_ids: Iterable[str]) -> None:
     if not ids:
         return
     now = time.time()
-    insert = postgresql.insert if _dialect(session) == "postgresql" else sqlite.insert
+    insert = postgresql.insert if dialect(session) == "postgresql" else sqlite.insert
     stmt = insert(WorkRow).values(
         [
             {"stack_id": s, "kind": "step", "seq": 1, "not_before": now, "created_at": now, "updated_at": now}
@@ -48,7 +48,8 @@ async def request(session: AsyncSession, stack_ids: Iterable[str]) -> None:
     await session.execute(stmt)
 
 
-def _dialect(session: AsyncSession) -> str:
+def dialect(session: AsyncSession) -> str:
+    """The dialect name of the database *session* is bound to: "sqlite" or "postgresql"."""
     return session.get_bind().dialect.name
 
 
@@ -70,7 +71,7 @@ async def claim(
     skip = sorted(set(busy))
     if skip:
         due = due.where(WorkRow.stack_id.not_in(skip))
-    if _dialect(session) == "postgresql":
+    if dialect(session) == "postgresql":
         due = due.with_for_update(skip_locked=True)
     result = await session.execute(
         update(WorkRow)
