@@ -15,13 +15,13 @@ The control plane runs in this process (Runtime + Engine + the durable work loop
 exactly as `anneal serve` builds them, without the HTTP listener). Simulated
 agents see each server's document the moment the publisher gets it (the signed
 bytes `runtime.publish` hands over), and signal every new generation at once by
-calling `control.agents.record_signal`: the same function `POST /v1/signal/...`
+calling `control.services.agents.record_signal`: the same function `POST /v1/signal/...`
 calls, with the CFN_SIGNAL URL's signature checked as over HTTP. The HTTP layer
 itself (aiohttp, 12,000+ small requests/s on one core: docs/performance.md (b))
 is left out so the figure is the engine's and the database's.
 
 With ``--api`` the stack goes through the front door instead: the child also
-serves the real HTTP API (control.app.api_app, the routes and middleware of
+serves the real HTTP API (control.api.app.api_app, the routes and middleware of
 `anneal serve`, with ``--max-template-bytes 64M``) on a loopback port, and each
 phase is the real CLI in a subprocess, as a user types it: ``anneal stack create
 scale -t scale.json --wait``, ``stack update ... -P rev0=1 --wait``, ``stack
@@ -145,13 +145,14 @@ def new_generations(body: bytes, seen: set[tuple[str, int]]) -> list[tuple[str, 
 
 
 async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False) -> dict[str, Any]:
-    from control import agents, keys, stacks  # noqa: PLC0415 (the child's imports)
-    from control.engine import Engine  # noqa: PLC0415
+    from control import keys  # noqa: PLC0415 (the child's imports)
+    from control.documents.publish import HttpPublisher  # noqa: PLC0415
+    from control.engine.core import Engine  # noqa: PLC0415
+    from control.engine.stackdef import Definitions  # noqa: PLC0415
     from control.provision import EnrolProvisioner  # noqa: PLC0415
-    from control.publish import HttpPublisher  # noqa: PLC0415
     from control.runtime import Runtime  # noqa: PLC0415
+    from control.services import agents, stacks  # noqa: PLC0415
     from control.settings import Settings  # noqa: PLC0415
-    from control.stackdef import Definitions  # noqa: PLC0415
     from control.store.db import open_database  # noqa: PLC0415
     from control.store.orm import StackRow  # noqa: PLC0415
 
@@ -277,8 +278,8 @@ class FrontDoor:
     async def open(cls, settings: Any, rt: Any, engine: Any, defs: Any, deployments: int) -> FrontDoor:
         from aiohttp import web  # noqa: PLC0415
 
-        from control.app import api_app  # noqa: PLC0415
-        from control.app_keys import DEFS, ENGINE, RUNTIME  # noqa: PLC0415
+        from control.api.app import api_app  # noqa: PLC0415
+        from control.api.app_keys import DEFS, ENGINE, RUNTIME  # noqa: PLC0415
 
         path = settings.data_dir / "scale.json"
         path.write_text(json.dumps(template(deployments), indent=1))

@@ -12,7 +12,7 @@ CPU of this process:
 2. ``first steps``: engine steps until every deployment's document is published
    (the step that creates every resource of the stack);
 3. ``signals applied``: every deployment's result, through
-   ``control.agents.record_signal`` from 512 concurrent callers, as over HTTP;
+   ``control.services.agents.record_signal`` from 512 concurrent callers, as over HTTP;
 4. ``engine finish``: the durable work loop steps the stack to CREATE_COMPLETE.
 
 With ``PROFILE=PREFIX`` each phase also runs under cProfile and its stats are
@@ -69,13 +69,15 @@ def rss_mb() -> int:
 async def run(n: int) -> None:
     from sqlalchemy import delete, select  # noqa: PLC0415 (after sys.path is set)
 
-    from control import agents, keys, stacks, work  # noqa: PLC0415
-    from control.engine import Engine  # noqa: PLC0415
+    from control import keys  # noqa: PLC0415
+    from control.documents.publish import HttpPublisher  # noqa: PLC0415
+    from control.engine.core import Engine  # noqa: PLC0415
+    from control.engine.stackdef import Definitions  # noqa: PLC0415
     from control.provision import EnrolProvisioner  # noqa: PLC0415
-    from control.publish import HttpPublisher  # noqa: PLC0415
     from control.runtime import Runtime  # noqa: PLC0415
+    from control.services import agents, stacks  # noqa: PLC0415
     from control.settings import Settings  # noqa: PLC0415
-    from control.stackdef import Definitions  # noqa: PLC0415
+    from control.store import work  # noqa: PLC0415
     from control.store.db import open_database  # noqa: PLC0415
     from control.store.orm import StackRow  # noqa: PLC0415
     from control.store.workrow import WorkRow  # noqa: PLC0415

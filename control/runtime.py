@@ -13,10 +13,10 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import envelope, wire
-from control import secrets
+from control.documents import seal
+from control.documents.publish import Publisher
 from control.keys import Keys
 from control.provision import Provisioner
-from control.publish import Publisher
 from control.settings import Settings
 from control.store.db import Sessions
 from control.store.orm import DeploymentRow, ServerRow
@@ -75,7 +75,7 @@ class Runtime:
             for row in rows:
                 by_server.setdefault(row.server_id, []).append(row)
             stack_ids = {r.stack_id for rs in by_server.values() for r in rs if r.stack_id}
-            hidden = await secrets.stack_secrets(session, stack_ids)
+            hidden = await seal.stack_secrets(session, stack_ids)
         for server_id in ids:
             server = servers.get(server_id)
             if server is None:
@@ -112,11 +112,11 @@ def render_document(
     """The server's document: every deployment on it, Heat's shape plus our extras, secrets sealed."""
     items = []
     meta = {}
-    recipient = secrets.box_key(server.public_keys or {})
+    recipient = seal.box_key(server.public_keys or {})
     for row in rows:
         item = wire.decode_item(row.item, f"deployment {row.id}")
         strings = (hidden or {}).get(row.stack_id or "", frozenset())
-        item, fields = secrets.seal_item(item, server.id, recipient, strings)
+        item, fields = seal.seal_item(item, server.id, recipient, strings)
         items.append(item)
         # A generation failed without a signal (cancelled, timed out): its agent stops the hook.
         stop = row.status == "FAILED" and row.status_code is None

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 from sqlalchemy import text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from control import work
 from control.runtime import Runtime
+from control.store import work
 from control.store.orm import EventRow, ServerRow
 
 T = TypeVar("T")

@@ -19,8 +19,8 @@ from typing import Any
 
 from sqlalchemy import case, func, select
 
-from control import deploy
 from control.errors import BadRequestError
+from control.resources import deploy
 from control.resources.base import REPLACE, Outcome, Res, done
 from control.resources.software import SoftwareDeployment, forget_deployment
 from control.store.orm import DeploymentRow, ResourceRow

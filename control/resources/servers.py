@@ -9,8 +9,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from control import deploy, transports
+from control import transports
 from control.keys import new_token, token_hash
+from control.resources import deploy
 from control.resources.base import REPLACE, Outcome, Res, done
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow
 from control.txn import Txn

@@ -9,8 +9,9 @@ from typing import Any
 
 from sqlalchemy import delete
 
-from control import deploy, hot
+from control import hot
 from control.errors import BadRequestError, ControlError
+from control.resources import deploy
 from control.resources.base import REPLACE, Outcome, Res, done
 from control.store.orm import ConfigRow, DeploymentRow, ResourceRow, ServerRow
 from control.txn import Txn

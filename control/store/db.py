@@ -8,12 +8,12 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session
 
-from control.sqliteconn import RollbackOnClose
 from control.store import (
     crypt,
     workrow,  # noqa: F401 (registers the work table)
 )
 from control.store.orm import SCHEMA_VERSION, Base, MetaRow
+from control.store.sqliteconn import RollbackOnClose
 
 Sessions = async_sessionmaker[AsyncSession]
 

@@ -23,8 +23,8 @@ from typing import Any, Protocol
 from sqlalchemy import update
 
 from agent.wire import EXTRA_KEY
+from control.documents.publish import HttpPublisher
 from control.errors import BadRequestError
-from control.publish import HttpPublisher
 from control.runtime import Runtime
 from control.store.orm import DeploymentRow, ServerRow
 from control.txn import Txn

@@ -5,7 +5,7 @@
 * :func:`import_enrolment`: the agent's request carried back (``enrol.<server id>.json``):
   its self-signature must verify with the sign key it carries, the token must be the
   server's own, unexpired and unused; then it is the ordinary enrolment
-  (`control.agents.enrol`) without the credential, which nobody ever needs.
+  (`control.services.agents.enrol`) without the credential, which nobody ever needs.
 * :func:`open_signal_file`: a signal file from media must be the envelope the agent
   signed with the sign key the server enrolled, naming this server and this deployment
   generation; otherwise it is refused, naming why.
@@ -21,10 +21,11 @@ from sqlalchemy import select
 
 from agent import wire
 from agent.transports import offline
-from control import agents, transports
+from control import transports
 from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from control.keys import new_token, token_hash
 from control.runtime import Runtime
+from control.services import agents
 from control.store.orm import ServerRow
 
 

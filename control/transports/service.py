@@ -9,9 +9,10 @@ from typing import Any
 from sqlalchemy import or_, select
 
 from agent import wire
-from control import agents, transports
+from control import transports
 from control.errors import ControlError, NotFoundError
 from control.runtime import Runtime
+from control.services import agents
 from control.settings import Settings
 from control.store.orm import DeploymentRow, ServerRow
 from control.transports import Lifetimes, Store, Transports, offline

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from control import keys, queries
+from control import keys
+from control.services import queries
 from control.settings import async_url
 from control.store.db import open_database
 from control.store.orm import StackRow

@@ -10,7 +10,7 @@ from aiohttp import web
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from control.api import routes
-from control.openapi import spec
+from control.api.openapi import spec
 from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
 
 pytestmark = pytest.mark.slow
@@ -106,5 +106,5 @@ def test_admin_routes_refuse_a_wrong_token(cp: ControlPlane):
 
 
 def test_served_spec_is_control_openapi_spec(served: dict):
-    """What the server answers is control.openapi.spec(), the document these tests introspect."""
+    """What the server answers is control.api.openapi.spec(), the document these tests introspect."""
     assert spec() == served

@@ -27,8 +27,9 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm.exc import StaleDataError
 
-from control import keys, work
+from control import keys
 from control.settings import async_url
+from control.store import work
 from control.store.db import open_database
 from control.store.orm import StackRow
 from control.store.workrow import WorkRow

@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 
 from agent import wire
-from control.deploy import (
+from control.errors import StaleSignalError
+from control.resources.deploy import (
     Source,
     apply_signal,
     declared_inputs,
     replace_on_change_differs,
     result_status,
 )
-from control.errors import StaleSignalError
 from control.store.orm import DeploymentRow
 
 

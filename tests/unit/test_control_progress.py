@@ -7,9 +7,10 @@ import io
 import pytest
 
 from agent import wire
-from control import deploy, logcmd
+from control.cli import log
 from control.errors import BadRequestError, StaleSignalError
-from control.progress import apply_progress, is_progress
+from control.resources import deploy
+from control.signals.progress import apply_progress, is_progress
 from control.store.orm import DeploymentRow
 
 
@@ -74,10 +75,10 @@ def test_only_marked_bodies_are_progress():
 def test_log_prints_only_what_is_new_and_says_what_it_missed():
     """The byte count is the cursor: new output is printed once; a gap bigger than the tail is named."""
     out = io.StringIO()
-    cursor = logcmd.print_new({"generation": 1, "output_tail": "ab", "output_bytes": 2}, (None, 0), out)
-    cursor = logcmd.print_new({"generation": 1, "output_tail": "abcd", "output_bytes": 4}, cursor, out)
-    cursor = logcmd.print_new({"generation": 1, "output_tail": "abcd", "output_bytes": 4}, cursor, out)
-    cursor = logcmd.print_new({"generation": 1, "output_tail": "yz", "output_bytes": 10}, cursor, out)
+    cursor = log.print_new({"generation": 1, "output_tail": "ab", "output_bytes": 2}, (None, 0), out)
+    cursor = log.print_new({"generation": 1, "output_tail": "abcd", "output_bytes": 4}, cursor, out)
+    cursor = log.print_new({"generation": 1, "output_tail": "abcd", "output_bytes": 4}, cursor, out)
+    cursor = log.print_new({"generation": 1, "output_tail": "yz", "output_bytes": 10}, cursor, out)
     assert out.getvalue() == "abcd[... 4 bytes not shown ...]\nyz"
     assert cursor == (1, 10)
 

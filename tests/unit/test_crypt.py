@@ -11,7 +11,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agent import sealed, wire
-from control import secrets
+from control.documents import seal
 from control.store import crypt
 from control.store.db import open_database
 from control.store.orm import ConfigRow
@@ -69,7 +69,7 @@ ITEM = wire.DeploymentItem(
 def test_secret_fields_are_sealed_and_open_only_for_their_server_and_place() -> None:
     """Declared, hidden-derived and credential fields are sealed; they open with the right key only."""
     private, public = _pair()
-    out, fields = secrets.seal_item(ITEM, "srv", public, frozenset({"hunter2-long"}))
+    out, fields = seal.seal_item(ITEM, "srv", public, frozenset({"hunter2-long"}))
     assert set(fields) == {"config", "inputs.TOKEN", "inputs.DSN", "inputs.deploy_signal_id"}
     text = wire.canonical_json(out.to_json()).decode()
     assert "hunter2-long" not in text and "sig=abc" not in text and "visible" in text
@@ -92,7 +92,7 @@ def test_secret_fields_are_sealed_and_open_only_for_their_server_and_place() -> 
 
 def test_without_a_server_key_secrets_are_withheld_not_sent_in_clear() -> None:
     """A server that never enrolled gets a placeholder, and its agent says why it cannot open it."""
-    out, fields = secrets.seal_item(ITEM, "srv", None, frozenset({"hunter2-long"}))
+    out, fields = seal.seal_item(ITEM, "srv", None, frozenset({"hunter2-long"}))
     assert "inputs.deploy_signal_id" not in fields  # Heat's own agents need that one as it is
     assert out.input_value("TOKEN") == sealed.UNAVAILABLE
     with pytest.raises(sealed.SealError, match="enrol"):
@@ -103,7 +103,7 @@ def test_nothing_secret_leaves_the_item_unchanged() -> None:
     plain = wire.DeploymentItem(
         id="i", name="n", group="script", creation_time="", inputs=(wire.InputItem("A", "b"),)
     )
-    assert secrets.seal_item(plain, "srv", _pair()[1], frozenset({"zzz"})) == (plain, ())
+    assert seal.seal_item(plain, "srv", _pair()[1], frozenset({"zzz"})) == (plain, ())
 
 
 def test_a_structured_config_holding_a_secret_inputs_value_is_sealed() -> None:
@@ -117,7 +117,7 @@ def test_a_structured_config_holding_a_secret_inputs_value_is_sealed() -> None:
         config={"db": {"password": "s3cret-value", "port": 5432}},
         inputs=(wire.InputItem("PASSWORD", "s3cret-value", secret=True), wire.InputItem("PORT", 5432)),
     )
-    out, fields = secrets.seal_item(item, "srv", public, frozenset())
+    out, fields = seal.seal_item(item, "srv", public, frozenset())
     assert set(fields) == {"config", "inputs.PASSWORD"}
     assert "s3cret-value" not in wire.canonical_json(out.to_json()).decode()
     assert sealed.open_item(out, fields, "srv", private).config == item.config

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import event
 
-from control.engine import _all_waiting
+from control.engine.core import _all_waiting
 from control.store.db import open_database
 from control.store.orm import ServerRow
 

@@ -10,12 +10,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from agent import component, wire
-from control import hot, stackdef
-from control.deploy import substitute_inputs
+from control import hot
+from control.engine import stackdef
 from control.errors import BadRequestError
 from control.hot import TemplateError, parse_template
+from control.resources.deploy import substitute_inputs
 from control.resources.randomstring import CLASSES, generate
-from control.validate import check_definition
+from control.resources.validate import check_definition
 
 
 def doc(resources: dict[str, Any], **sections: Any) -> dict[str, Any]:

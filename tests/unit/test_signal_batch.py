@@ -1,4 +1,4 @@
-"""Signals applied in batches (control/signal_batch.py): one transaction, answered after commit.
+"""Signals applied in batches (control/batch.py): one transaction, answered after commit.
 
 Real SQLite, the real engine and the real signal path (`agents.record_signal`, the
 function `POST /v1/signal/...` calls); no HTTP listener. The "crash" between
@@ -22,14 +22,16 @@ from sqlalchemy import event, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm.exc import StaleDataError
 
-from control import agents, keys, signal_batch, stacks
-from control.engine import Engine
+from control import keys
+from control.documents.publish import HttpPublisher
+from control.engine.core import Engine
+from control.engine.stackdef import Definitions
 from control.errors import StaleSignalError
 from control.provision import EnrolProvisioner
-from control.publish import HttpPublisher
 from control.runtime import Runtime
+from control.services import agents, stacks
 from control.settings import Settings
-from control.stackdef import Definitions
+from control.signals import batch
 from control.store import bulk
 from control.store.db import open_database
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
@@ -143,14 +145,14 @@ async def test_signals_arriving_together_share_a_transaction_and_each_applies_on
     urls = await plane.signal_urls()
     answers = await asyncio.gather(*(plane.signal(d, g, s) for d, (g, s) in urls.items()))
     assert [a["duplicate"] for a in answers] == [False] * DEPLOYMENTS
-    batch = signal_batch.batch_for(plane.rt)
-    assert batch.applied == DEPLOYMENTS
-    assert batch.batches < DEPLOYMENTS  # they queued behind the first one and went in together
+    queue = batch.batch_for(plane.rt)
+    assert queue.applied == DEPLOYMENTS
+    assert queue.batches < DEPLOYMENTS  # they queued behind the first one and went in together
     assert set((await plane.statuses()).values()) == {"COMPLETE"}
     assert await plane.stack_state() == "CREATE_COMPLETE"
     again = await asyncio.gather(*(plane.signal(d, g, s) for d, (g, s) in urls.items()))
     assert [a["duplicate"] for a in again] == [True] * DEPLOYMENTS
-    assert batch.applied == DEPLOYMENTS
+    assert queue.applied == DEPLOYMENTS
 
 
 async def test_a_refused_signal_fails_alone_and_the_rest_of_its_batch_applies(plane: Plane) -> None:
@@ -200,7 +202,7 @@ async def test_a_batch_that_never_commits_is_not_acknowledged_and_the_resend_app
             return await self._cm.__aexit__(*exc)
 
     # Only the signal queue's transactions die; the engine's carry on.
-    plane.rt.signal_batch = signal_batch.SignalBatch(dataclasses.replace(plane.rt, sessions=Dying))  # type: ignore[arg-type]
+    plane.rt.signal_batch = batch.SignalBatch(dataclasses.replace(plane.rt, sessions=Dying))  # type: ignore[arg-type]
     first = await asyncio.gather(
         *(plane.signal(d, g, s) for d, (g, s) in urls.items()), return_exceptions=True
     )
@@ -229,7 +231,7 @@ async def test_a_batch_writes_its_results_in_one_update_per_table(plane: Plane) 
 
     event.listen(plane.db.sync_engine, "before_cursor_execute", seen)
     try:
-        batch = signal_batch.batch_for(plane.rt)
+        queue = batch.batch_for(plane.rt)
         answers = await asyncio.gather(*(plane.signal(d, g, s, nonce=f"n-{d}") for d, (g, s) in urls.items()))
     finally:
         event.remove(plane.db.sync_engine, "before_cursor_execute", seen)
@@ -238,7 +240,7 @@ async def test_a_batch_writes_its_results_in_one_update_per_table(plane: Plane) 
     for table, rows in updates:
         by_table.setdefault(table, []).append(rows)
     # one statement per table and batch, carrying every row of the batch
-    assert len(by_table["deployments"]) == batch.batches
+    assert len(by_table["deployments"]) == queue.batches
     assert sum(by_table["deployments"]) == DEPLOYMENTS
     assert sum(by_table["resources"]) == DEPLOYMENTS
     async with plane.rt.sessions() as session:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from control.sqliteconn import RollbackOnClose
+from control.store.sqliteconn import RollbackOnClose
 
 
 def _database(path: Path) -> None:

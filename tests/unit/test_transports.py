@@ -14,9 +14,9 @@ from agent.errors import EnrolError
 from agent.ledger import Ledger, Outgoing
 from agent.transports import AgentTransport, adopt_enrolment, backoff, offline, via
 from agent.transports import file as agent_file
+from control.cli.signal_import import name_of
 from control.errors import BadRequestError
 from control.hot.types import CONFIG_TRANSPORTS
-from control.signal_import import name_of
 from control.transports import (
     MAX_URL_LIFETIME,
     Lifetimes,
@@ -116,7 +116,7 @@ def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.
     """Flags win, keys come from the environment, floats are converted, unset ones stay out."""
     import argparse
 
-    from control import transport_options
+    from control.cli import transport_options
 
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", "from-env")
     monkeypatch.setenv("ANNEAL_STORE_PREFIX", "env-prefix")

@@ -8,8 +8,8 @@ import sys
 
 from aiohttp import web
 
-from control import transport_options
-from control.app import make_app
+from control.api.app import make_app
+from control.cli import transport_options
 from control.settings import Settings
 from control.store.db import SchemaError
 

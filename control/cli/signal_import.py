@@ -19,7 +19,7 @@ from typing import Any
 from agent import wire
 from agent.fsutil import write_atomic
 from agent.transports import offline
-from control.client import Client, ClientError
+from control.cli.client import Client, ClientError
 
 
 def signal_files(directory: Path) -> list[Path]:

@@ -12,12 +12,13 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
-from control import hot, stackdef
+from control import hot
+from control.engine import stackdef
 from control.errors import BadRequestError, ConflictError, NotFoundError
+from control.resources.validate import check_definition
 from control.runtime import Runtime
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
-from control.validate import check_definition
 
 UPDATE_RETRIES = 5
 #: Resource rows an update marks removed per statement (bounds the IN list).
@@ -181,7 +182,7 @@ async def cancel_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
     agent running one stops its hook (SIGTERM, then SIGKILL), one not yet started
     never starts it.
     """
-    from control.engine import settle  # noqa: PLC0415 (the engine imports this module's peers)
+    from control.engine.core import settle  # noqa: PLC0415 (the engine imports this module's peers)
 
     async with rt.sessions() as session:
         txn = Txn(session, rt)

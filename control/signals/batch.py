@@ -8,7 +8,7 @@ stack) and only then answers each caller. An
 agent is therefore never told a signal was taken before it is committed: if the
 process dies between receiving and committing, the agent gets no answer, keeps
 the signal in its outbox and sends it again, and the generation+nonce rules
-(control/signals.py) apply it once.
+(control/scope.py) apply it once.
 
 A signal the rules refuse (stale, wrong owner, another answer) gets its error
 alone; the rest of the batch is applied. If the batch's transaction fails as a
@@ -33,10 +33,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from agent import wire
-from control import deploy, signals
-from control.engine import settle
+from control.engine.core import settle
 from control.errors import ControlError, GoneError, NotFoundError
+from control.resources import deploy
 from control.runtime import Runtime
+from control.signals import scope
 from control.store import bulk
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
@@ -138,7 +139,7 @@ class SignalBatch:
                 try:
                     _check(p, dep)
                     assert dep is not None  # _check raised otherwise
-                    signals.check_answer(dep, p.generation, p.signal)
+                    scope.check_answer(dep, p.generation, p.signal)
                     # apply_signal refuses (raises) before it changes anything
                     changed = deploy.apply_signal(dep, p.generation, p.signal)
                 except ControlError as e:
@@ -201,7 +202,7 @@ def _check(p: _Pending, dep: DeploymentRow | None) -> None:
         raise GoneError(f"deployment {p.deployment_id} no longer exists", where="deployment")
     if dep is None:
         raise NotFoundError(f"deployment {p.deployment_id!r} not found", where="deployment")
-    signals.check_owner(dep, p.sig, p.server_id)
+    scope.check_owner(dep, p.sig, p.server_id)
 
 
 def _view(dep: DeploymentRow, generation: int, *, duplicate: bool) -> dict[str, Any]:

@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from control import stackdef
+from control.engine import stackdef
 from control.errors import ConflictError, ControlError
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, Outcome, Res, done
 from control.runtime import Runtime
-from control.stacks import get_stack, stack_view
+from control.services.stacks import get_stack, stack_view
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 

@@ -1,4 +1,4 @@
-"""Agent-facing use cases: enrolment, credentials, heartbeats, signals."""
+"""Agent-facing use cases: enrolment, credentials, heartbeats, scope."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import heatcompat, progress, rebuild, signal_batch, signals, transports
+from control import transports
+from control.documents import heat
 from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
 from control.keys import new_token, token_hash
 from control.resources import create_server
 from control.runtime import Runtime
+from control.services import rebuild
+from control.signals import batch, progress, scope
 from control.store.orm import DeploymentRow, ServerRow
 from control.txn import Txn
 
@@ -41,13 +44,13 @@ async def create_server_record(
         txn = Txn(session, rt)
         server, token = await create_server(txn, name, owner_stack_id=None)
         if heat_compatible:
-            server.agent_kind, server.status = heatcompat.HEAT_AGENT, "HEAT_COMPATIBLE"
+            server.agent_kind, server.status = heat.HEAT_AGENT, "HEAT_COMPATIBLE"
             server.enrol_token_hash, server.enrol_expires = None, None
         elif transport is not None:
             transports.assign(txn, server, transport, "transport")
         await txn.commit()
         if heat_compatible:
-            return {"id": server.id, "name": server.name, "status": server.status, **heatcompat.heat_view(rt, server)}
+            return {"id": server.id, "name": server.name, "status": server.status, **heat.heat_view(rt, server)}
         return {
             "id": server.id,
             "name": server.name,
@@ -212,10 +215,10 @@ async def record_signal(
         except wire.WireError as e:
             raise BadRequestError(str(e), where="signal") from e
     # The credential first: a wrong one learns nothing, not even whether the deployment exists.
-    signals.check_credential(rt.keys, deployment_id, generation, sig, server_id)
+    scope.check_credential(rt.keys, deployment_id, generation, sig, server_id)
     if signal is not None:
         # Applied with the other signals arriving meanwhile, in one transaction; answered after it commits.
-        return await signal_batch.batch_for(rt).apply(
+        return await batch.batch_for(rt).apply(
             kick, deployment_id, generation, signal, sig=sig, server_id=server_id
         )
     async with rt.sessions() as session:
@@ -224,7 +227,7 @@ async def record_signal(
             raise GoneError(f"deployment {deployment_id} no longer exists", where="deployment")
         if dep is None:
             raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
-        signals.check_owner(dep, sig, server_id)
+        scope.check_owner(dep, sig, server_id)
         value = progress.apply_progress(dep, generation, body)
         recorded = value is not None and await progress.store_progress(session, dep, generation, value)
         return {"deployment_id": dep.id, "generation": generation, "status": dep.status,

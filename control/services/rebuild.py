@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
-from control import deploy
+from control.resources import deploy
 from control.runtime import iso
 from control.store.orm import DeploymentRow, ServerRow
 from control.txn import Txn

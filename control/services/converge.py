@@ -30,7 +30,7 @@ from control.resources import DEPLOYMENT_TYPES, HANDLERS, Res
 from control.resources.groups import GROUP_TYPES, STATE, DeploymentGroup
 from control.resources.software import SoftwareDeployment
 from control.runtime import Runtime
-from control.stacks import get_stack, stack_view
+from control.services.stacks import get_stack, stack_view
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
 

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from control.client import Client
+from control.cli.client import Client
 
 #: Seconds between two polls of a running deployment.
 POLL = 1.0

@@ -27,11 +27,12 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 from sqlalchemy.orm.util import identity_key
 
-from control import deploy, hot, lifecycle, stackdef, work
+from control import hot
+from control.engine import lifecycle, stackdef
 from control.errors import ControlError
-from control.resources import DEPLOYMENT_TYPES, HANDLERS, REPLACE, Outcome, Res, forget_deployment
+from control.resources import DEPLOYMENT_TYPES, HANDLERS, REPLACE, Outcome, Res, deploy, forget_deployment
 from control.runtime import Runtime
-from control.store import bulk
+from control.store import bulk, work
 from control.store.orm import (
     ConfigRow,
     DeploymentRow,

@@ -19,11 +19,14 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
 from agent import wire
-from control import agents, converge, heatcompat, hot, lifecycle, queries, signing, stacks
-from control.app_keys import DEFS, ENGINE, RUNTIME
+from control import hot
+from control.api.app_keys import DEFS, ENGINE, RUNTIME
+from control.api.openapi import spec
+from control.documents import heat
+from control.documents.publish import HttpPublisher
+from control.engine import lifecycle
 from control.errors import AuthError, BadRequestError, ControlError, ForbiddenError, TooLargeError
-from control.openapi import spec
-from control.publish import HttpPublisher
+from control.services import agents, converge, queries, signing, stacks
 from control.store.orm import ServerRow, StackRow
 from control.transports import offline as offline_enrolment
 from control.transports import parse_signal_name
@@ -367,8 +370,8 @@ async def show_server(request: web.Request) -> web.Response:
     async with rt.sessions() as session:
         server = await queries.get_server(session, request.match_info["name"])
         view = queries.server_view(server, rt.settings)
-        if server.agent_kind == heatcompat.HEAT_AGENT:
-            view.update(heatcompat.heat_view(rt, server))
+        if server.agent_kind == heat.HEAT_AGENT:
+            view.update(heat.heat_view(rt, server))
         view["deployments"] = await queries.list_deployments(session, {"server": server.id})
         return ok(view)
 
@@ -452,7 +455,7 @@ async def heartbeat(request: web.Request) -> web.Response:
 @auth("signal")  # the URL's signature: Heat's os-collect-config `request` collector polls it
 async def heat_metadata(request: web.Request) -> web.Response:
     """A Heat-compatible server's document (HEAD too), with Last-Modified as Swift would send."""
-    body, etag, modified = await heatcompat.metadata(
+    body, etag, modified = await heat.metadata(
         request.app[RUNTIME], request.match_info["server_id"], request.query.get("sig")
     )
     headers = {"ETag": etag, "Last-Modified": modified}

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from control import clicmd, transport_options
-from control.client import ClientError
+from control.cli import commands, transport_options
+from control.cli.client import ClientError
 
 FORMATS = ("table", "json", "yaml", "value")
 
@@ -208,11 +208,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.group == "serve":
         # The server's imports (SQLAlchemy, the engine) stay out of the operator commands' path.
-        from control.server import serve  # noqa: PLC0415
+        from control.cli.serve import serve  # noqa: PLC0415
 
         return serve(args)
     try:
-        return clicmd.run(args)
+        return commands.run(args)
     except ClientError as e:
         print(f"anneal: error: {e}", file=sys.stderr)
         return 1

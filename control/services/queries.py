@@ -10,13 +10,14 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from control import hot, stackdef
+from control import hot
+from control.documents.seal import secret_strings
+from control.engine import stackdef
 from control.errors import BadRequestError, NotFoundError
 from control.resources.groups import failed_member
 from control.runtime import Runtime
-from control.secrets import secret_strings
+from control.services.stacks import MASK, STATE_ONLY, get_stack, mask
 from control.settings import Settings
-from control.stacks import MASK, STATE_ONLY, get_stack, mask
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow
 from control.txn import lock_event_streams
 

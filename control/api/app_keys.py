@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from control.engine import Engine
+from control.engine.core import Engine
+from control.engine.stackdef import Definitions
 from control.runtime import Runtime
-from control.stackdef import Definitions
 
 RUNTIME = web.AppKey("runtime", Runtime)
 ENGINE = web.AppKey("engine", Engine)

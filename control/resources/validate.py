@@ -6,8 +6,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from control import hot
-from control.deploy import SUPPORTED_SIGNAL_TRANSPORTS
-from control.stackdef import Definition
+from control.engine.stackdef import Definition
+from control.resources.deploy import SUPPORTED_SIGNAL_TRANSPORTS
 
 DEPLOYMENT = "OS::Heat::SoftwareDeployment"
 SIGNALLING = frozenset(

@@ -11,13 +11,15 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from sqlalchemy import select
 
-from control import api, keys, reconcile
-from control.app_keys import DEFS, ENGINE, RUNTIME
-from control.engine import Engine
+from control import keys
+from control.api import routes
+from control.api.app_keys import DEFS, ENGINE, RUNTIME
+from control.documents import reconcile
+from control.engine.core import Engine
+from control.engine.stackdef import Definitions
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
 from control.settings import Settings
-from control.stackdef import Definitions
 from control.store.db import open_database
 from control.store.orm import ServerRow
 from control.transports import service as transports
@@ -31,8 +33,8 @@ def api_app(settings: Settings) -> web.Application:
     Its RUNTIME, ENGINE and DEFS keys are set by whoever owns them: make_app's
     lifetime, or bench/scale.py, which runs the engine itself.
     """
-    app = web.Application(middlewares=[api.errors, api.authenticate], client_max_size=settings.request_cap)
-    app.add_routes(api.routes)
+    app = web.Application(middlewares=[routes.errors, routes.authenticate], client_max_size=settings.request_cap)
+    app.add_routes(routes.routes)
     return app
 
 

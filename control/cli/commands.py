@@ -13,8 +13,8 @@ from typing import Any
 
 import yaml
 
-from control import logcmd, signal_import
-from control.client import Client, ClientError
+from control.cli import log, signal_import
+from control.cli.client import Client, ClientError
 from control.hot import TemplateError, load_yaml
 
 COLUMNS = {
@@ -376,7 +376,7 @@ def _deployment_show(client: Client, args: argparse.Namespace) -> int:
 
 
 def _deployment_log(client: Client, args: argparse.Namespace) -> int:
-    return logcmd.show_log(client, args.id, follow=args.follow, timeout=args.timeout)
+    return log.show_log(client, args.id, follow=args.follow, timeout=args.timeout)
 
 
 def _server_create(client: Client, args: argparse.Namespace) -> int:
