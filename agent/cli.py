@@ -54,7 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
             action="store_true",
             help="replace Heat's agent: read Heat's documents, signal in Heat's format (docs/heat-compat.md)",
         )
-        p.add_argument("--os-collect-config", type=Path, help="with --heat-compat: os-collect-config.conf to read")
+        p.add_argument(
+            "--os-collect-config", type=Path, help="with --heat-compat: os-collect-config.conf to read"
+        )
         p.add_argument("--metadata-url", help="with --heat-compat: the request collector's metadata URL")
         p.add_argument(
             "--media-dir",
@@ -105,7 +107,9 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return 0
     heat = heatcompat.settings_for(args, state_dir)
     if heat is not None:
-        return await _run_agent(args, await _open(args, lambda: heatcompat.HeatAgent(heat, state_dir, args.hook_dir)))
+        return await _run_agent(
+            args, await _open(args, lambda: heatcompat.HeatAgent(heat, state_dir, args.hook_dir))
+        )
     cfg = config.load(state_dir)
     if cfg is None and args.command != "status" and args.media_dir and not args.url:
         cfg = enrol_offline(state_dir, Path(args.media_dir), args.signal_dir)

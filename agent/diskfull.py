@@ -81,7 +81,9 @@ def reason(e: BaseException) -> str:
 class DiskWatch:
     """The full-disk condition of one state dir: noted, shown, reported, and waited out."""
 
-    def __init__(self, state_dir: Path, *, wait: bool = True, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, state_dir: Path, *, wait: bool = True, on_change: Callable[[], None] | None = None
+    ) -> None:
         self.state_dir = state_dir
         #: False for one-pass commands: a full disk ends them with DiskFullError instead.
         self.wait = wait
@@ -143,8 +145,14 @@ class DiskWatch:
             log.error("%s; retrying until space returns", text)
             self._told.add(what)
         since = time.time() if self.condition is None else self.condition["since"]
-        self.condition = {"state_dir": str(self.state_dir), "what": what, "message": text,
-                          "since": since, "tries": tries, "kind": kind}
+        self.condition = {
+            "state_dir": str(self.state_dir),
+            "what": what,
+            "message": text,
+            "since": since,
+            "tries": tries,
+            "kind": kind,
+        }
         self._write()
         if began and self.on_change is not None:
             self.on_change()
@@ -189,7 +197,9 @@ class DiskWatch:
                 self.clear()
             return result
 
-    async def keep_running(self, loop: Callable[[], Awaitable[None]], doing: str, wake: Callable[[], None]) -> None:
+    async def keep_running(
+        self, loop: Callable[[], Awaitable[None]], doing: str, wake: Callable[[], None]
+    ) -> None:
         """Run *loop* (a task that never returns); when a write of it finds the disk full, wait and
         start it again (after calling *wake*). Other errors pass through."""
         tries = 0

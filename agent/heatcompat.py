@@ -169,7 +169,11 @@ def settings_for(args: Any, state_dir: Path) -> HeatSettings | None:
         settings = HeatSettings(**{**settings.to_json(), "metadata_url": args.metadata_url})
     if args.hook_dir:
         settings = HeatSettings(**{**settings.to_json(), "hook_dirs": tuple(args.hook_dir)})
-    if not settings.metadata_url and "heat_local" not in settings.collectors and "local" not in settings.collectors:
+    if (
+        not settings.metadata_url
+        and "heat_local" not in settings.collectors
+        and "local" not in settings.collectors
+    ):
         raise ConfigError("--heat-compat needs a metadata URL (--metadata-url or [request] metadata_url)")
     state_dir.mkdir(parents=True, exist_ok=True)
     save_settings(state_dir, settings)
@@ -225,7 +229,9 @@ def collect_local(paths: Sequence[str]) -> dict[str, Any]:
 class HeatAgent(Agent):
     """The agent reading Heat's documents from os-collect-config's sources."""
 
-    def __init__(self, settings: HeatSettings, state_dir: Path, hook_dirs: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, settings: HeatSettings, state_dir: Path, hook_dirs: Sequence[str] | None = None
+    ) -> None:
         super().__init__(agent_config(settings, hook_dirs), state_dir)
         self.settings = settings
         # Heat's documents are unsigned and carry no serial: the derived config id is the key.
@@ -237,9 +243,7 @@ class HeatAgent(Agent):
     async def _request(self, url: str) -> dict[str, Any] | None:
         headers = {"If-None-Match": self._etag} if self._etag else {}
         try:
-            async with self._http.get(
-                url, headers=headers, timeout=aiohttp.ClientTimeout(total=30)
-            ) as resp:
+            async with self._http.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=30)) as resp:
                 if resp.status == 304:
                     return None
                 if resp.status != 200:
@@ -342,7 +346,9 @@ class HeatAgent(Agent):
                 transport,
             )
             return None
-        verb = str(item.input_value("deploy_signal_verb") or ("PUT" if transport == "TEMP_URL_SIGNAL" else "POST"))
+        verb = str(
+            item.input_value("deploy_signal_verb") or ("PUT" if transport == "TEMP_URL_SIGNAL" else "POST")
+        )
         body = wire.Signal(signal.status_code, signal.stdout, signal.stderr, signal.outputs).to_json()
         return Outgoing(0, item_id, url, verb.upper(), encode_body(body), 0)
 

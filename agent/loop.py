@@ -291,7 +291,9 @@ class Agent:
         self, item: wire.DeploymentItem, meta: wire.ItemMeta | None, signal: wire.Signal, note: str = ""
     ) -> None:
         """Record *item* started and finished with *signal*, without running a hook."""
-        await self.disk.retry(f"mark deployment {item.name} started", lambda: self.ledger.mark_started(item.id))
+        await self.disk.retry(
+            f"mark deployment {item.name} started", lambda: self.ledger.mark_started(item.id)
+        )
         await self._record(item, meta, signal, note)
 
     async def _record(
@@ -325,7 +327,9 @@ class Agent:
 
         def started(pid: int) -> None:  # the hook runs already: a full disk must not leave it behind
             identity = recovery.hook_identity(pid)
-            self.disk.unless_full(f"keep hook pid {pid}", lambda: self.ledger.set_state(f"hookpid:{item.id}", identity))
+            self.disk.unless_full(
+                f"keep hook pid {pid}", lambda: self.ledger.set_state(f"hookpid:{item.id}", identity)
+            )
 
         try:
             if argv is None:

@@ -86,7 +86,9 @@ def stop_orphan(identity: str | None, timeout: float = 10.0) -> bool:
         return False
     # The hook's tool runs in a session of its own: find it (and anything below) first.
     below = proctree.descendants(pid)
-    log.warning("the interrupted hook (pid %s) still runs; killing it and %d processes below it", pid, len(below))
+    log.warning(
+        "the interrupted hook (pid %s) still runs; killing it and %d processes below it", pid, len(below)
+    )
     own = os.getpgrp()
     for target in (pid, *below):
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -22,7 +22,10 @@ def _redact(url: str) -> str:
 def _transport(agent: Agent, mode: str) -> dict[str, str]:
     """Where the agent reads its documents now: the kind its newest document named, and the place."""
     if mode == "heat-compat":
-        return {"kind": "request collector (os-collect-config)", "document_url": _redact(agent.config.document_url)}
+        return {
+            "kind": "request collector (os-collect-config)",
+            "document_url": _redact(agent.config.document_url),
+        }
     t = agent.transport
     if t.kind == "LOCAL":
         media = agent.config.media_dir
@@ -92,7 +95,9 @@ def render(v: dict[str, Any]) -> str:
         code = "" if d["status_code"] is None else f" code {d['status_code']}"
         note = f" ({d['note']})" if d["note"] else ""
         gen = f" gen {d['generation']}" if d["generation"] else ""
-        lines.append(f"  {d['name'] or '-':<24} {d['item_id'][:8]}{gen} {d['action']:<7} {d['state']}{code}{note}")
+        lines.append(
+            f"  {d['name'] or '-':<24} {d['item_id'][:8]}{gen} {d['action']:<7} {d['state']}{code}{note}"
+        )
     rejected = v.get("rejections") or {}
     if rejected.get("counts"):
         lines.append(f"refused documents: {rejected['counts']}")

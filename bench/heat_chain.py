@@ -193,7 +193,15 @@ class Side:
                 token = self.admin.call("POST", "/v1/servers", {"name": name})["enrol_token"]
                 state = self.work / name
                 subprocess.run(
-                    [command("anneal-agent"), "enrol", "--url", self.url, f"--token={token}", "--state-dir", str(state)],
+                    [
+                        command("anneal-agent"),
+                        "enrol",
+                        "--url",
+                        self.url,
+                        f"--token={token}",
+                        "--state-dir",
+                        str(state),
+                    ],
                     check=True,
                     capture_output=True,
                 )
@@ -249,10 +257,14 @@ class Side:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--changes", type=int, default=50)
     parser.add_argument("--chain-changes", type=int, default=10)
-    parser.add_argument("--idle", type=float, default=60.0, help="seconds of idle measured (scaled to an hour)")
+    parser.add_argument(
+        "--idle", type=float, default=60.0, help="seconds of idle measured (scaled to an hour)"
+    )
     args = parser.parse_args(argv)
     require_heat_agents()
     with tempfile.TemporaryDirectory(prefix="bench-heat-") as tmp:

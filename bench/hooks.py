@@ -38,8 +38,9 @@ NOOP_STATE = "noop:\n  test.nop\n"
 def timed(argv: list[str], *, env: dict[str, str], cwd: Path, stdin: str | None = None) -> float:
     """Seconds *argv* took; a failed run (or a hook result with a non-zero status) stops the bench."""
     start = time.perf_counter()
-    proc = subprocess.run(argv, input=stdin, env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=600, check=False)
+    proc = subprocess.run(
+        argv, input=stdin, env=env, cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+    )
     elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 2):  # puppet --detailed-exitcodes: 2 is "changed"
         raise RuntimeError(f"{argv[0]} exited {proc.returncode}: {proc.stderr[-2000:]}")
@@ -49,11 +50,18 @@ def timed(argv: list[str], *, env: dict[str, str], cwd: Path, stdin: str | None 
 
 
 def item(group: str, config: Any) -> str:
-    return json.dumps({
-        "id": "bench", "name": "bench", "group": group, "creation_time": "2026-01-01T00:00:00Z",
-        "config": config, "inputs": [{"name": "deploy_action", "value": "CREATE"}], "outputs": [],
-        "options": {},
-    })
+    return json.dumps(
+        {
+            "id": "bench",
+            "name": "bench",
+            "group": group,
+            "creation_time": "2026-01-01T00:00:00Z",
+            "config": config,
+            "inputs": [{"name": "deploy_action", "value": "CREATE"}],
+            "outputs": [],
+            "options": {},
+        }
+    )
 
 
 def bare_commands(work: Path) -> dict[str, tuple[list[str], Callable[[], None]]]:
@@ -66,11 +74,20 @@ def bare_commands(work: Path) -> dict[str, tuple[list[str], Callable[[], None]]]
     for sub in ("conf", "srv", "cache", "pki", "run", "log"):
         (salt / sub).mkdir(parents=True, exist_ok=True)
     (salt / "srv" / "deploy.sls").write_text(NOOP_STATE)
-    (salt / "conf" / "minion").write_text(json.dumps({
-        "file_client": "local", "id": "bench", "root_dir": str(salt), "cachedir": str(salt / "cache"),
-        "pki_dir": str(salt / "pki"), "sock_dir": str(salt / "run"), "log_file": str(salt / "log" / "m"),
-        "file_roots": {"base": [str(salt / "srv")]},
-    }))
+    (salt / "conf" / "minion").write_text(
+        json.dumps(
+            {
+                "file_client": "local",
+                "id": "bench",
+                "root_dir": str(salt),
+                "cachedir": str(salt / "cache"),
+                "pki_dir": str(salt / "pki"),
+                "sock_dir": str(salt / "run"),
+                "log_file": str(salt / "log" / "m"),
+                "file_roots": {"base": [str(salt / "srv")]},
+            }
+        )
+    )
     runner_dir = work / "runner"
 
     def fresh_runner_dir() -> None:
@@ -90,25 +107,67 @@ def bare_commands(work: Path) -> dict[str, tuple[list[str], Callable[[], None]]]
     nothing: Callable[[], None] = lambda: None  # noqa: E731
     return {
         "script": (["/bin/sh", str(script)], nothing),
-        "puppet": ([PATHS["ANNEAL_PUPPET"], "apply", "--detailed-exitcodes", "--color", "false",
-                    "--logdest", "console", str(manifest)], nothing),
-        "ansible": ([PATHS["ANNEAL_ANSIBLE_RUNNER"], "run", str(runner_dir), "-p", "playbook.yaml",
-                     "--ident", "run"], fresh_runner_dir),
-        "salt": ([PATHS["ANNEAL_SALT_CALL"], "--local", f"--config-dir={salt / 'conf'}",
-                  "--retcode-passthrough", "--out=json", "--log-level=warning", "state.sls", "deploy"], nothing),
-        "chef": ([PATHS["ANNEAL_CHEF_CLIENT"], "-z", "--config", str(chef_dir / "client.rb"), "-j",
-                  str(chef_dir / "node.json")], nothing),
+        "puppet": (
+            [
+                PATHS["ANNEAL_PUPPET"],
+                "apply",
+                "--detailed-exitcodes",
+                "--color",
+                "false",
+                "--logdest",
+                "console",
+                str(manifest),
+            ],
+            nothing,
+        ),
+        "ansible": (
+            [PATHS["ANNEAL_ANSIBLE_RUNNER"], "run", str(runner_dir), "-p", "playbook.yaml", "--ident", "run"],
+            fresh_runner_dir,
+        ),
+        "salt": (
+            [
+                PATHS["ANNEAL_SALT_CALL"],
+                "--local",
+                f"--config-dir={salt / 'conf'}",
+                "--retcode-passthrough",
+                "--out=json",
+                "--log-level=warning",
+                "state.sls",
+                "deploy",
+            ],
+            nothing,
+        ),
+        "chef": (
+            [
+                PATHS["ANNEAL_CHEF_CLIENT"],
+                "-z",
+                "--config",
+                str(chef_dir / "client.rb"),
+                "-j",
+                str(chef_dir / "node.json"),
+            ],
+            nothing,
+        ),
     }
 
 
 NOOP_CONFIGS: dict[str, Any] = {
-    "script": "true\n", "puppet": "", "ansible": NOOP_PLAY, "salt": NOOP_STATE, "chef": "[]",
+    "script": "true\n",
+    "puppet": "",
+    "ansible": NOOP_PLAY,
+    "salt": NOOP_STATE,
+    "chef": "[]",
 }
 
 
 def measure(tool: str, runs: int, work: Path) -> dict[str, Any]:
-    env = {**os.environ, **PATHS, "PYTHONPATH": str(ROOT), "ANNEAL_HOOK_WORKDIR": str(work / "hooks"),
-           "FAKE_CHEF_RECORD": str(work / "chef-record.jsonl")}
+    env = {
+        **os.environ,
+        **PATHS,
+        "PYTHONPATH": str(ROOT),
+        "ANNEAL_HOOK_WORKDIR": str(work / "hooks"),
+        "FAKE_CHEF_RECORD": str(work / "chef-record.jsonl"),
+    }
     # As the hook does for its run: the runner's own ansible-playbook first on PATH.
     env["PATH"] = f"{Path(PATHS['ANNEAL_ANSIBLE_RUNNER']).parent}:{env.get('PATH', os.defpath)}"
     bare_argv, setup = bare_commands(work)[tool]
@@ -141,7 +200,9 @@ def main() -> int:
             work.mkdir()
             r = measure(tool, args.runs, work)
             results.append(r)
-            print(f"{tool:<8} {r['bare_s']:>12.3f} {r['hook_s']:>8.3f} {r['overhead_s']:>11.3f} {r['ratio']:>6.2f}")
+            print(
+                f"{tool:<8} {r['bare_s']:>12.3f} {r['hook_s']:>8.3f} {r['overhead_s']:>11.3f} {r['ratio']:>6.2f}"
+            )
     print(json.dumps(results))
     return 0
 

@@ -169,7 +169,10 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
                 queue.put_nowait(found)
 
     settings = Settings(
-        data_dir=data_dir, database_url=db_url, provisioner="enrol", default_signal_transport="CFN_SIGNAL",
+        data_dir=data_dir,
+        database_url=db_url,
+        provisioner="enrol",
+        default_signal_transport="CFN_SIGNAL",
         max_template_bytes=API_TEMPLATE_CAP if api else Settings.max_template_bytes,
     )
     secrets = keys.load_or_create(settings.data_dir)
@@ -213,7 +216,11 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
             async with sessions() as session:
                 from sqlalchemy import select  # noqa: PLC0415
 
-                row = (await session.execute(select(StackRow.action, StackRow.status).where(StackRow.name == name))).first()
+                row = (
+                    await session.execute(
+                        select(StackRow.action, StackRow.status).where(StackRow.name == name)
+                    )
+                ).first()
             if row is None:
                 return "DELETED"
             if row[1] != "IN_PROGRESS":
@@ -223,21 +230,27 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
 
     def hwm_mb() -> float:
         """Peak RSS so far (VmHWM), MB."""
-        kb = next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
-                  if line.startswith("VmHWM:"))
+        kb = next(
+            int(line.split()[1])
+            for line in Path("/proc/self/status").read_text().splitlines()
+            if line.startswith("VmHWM:")
+        )
         return round(kb / 1024, 1)
 
     phases: dict[str, Any] = {}
     if api:
         front = await FrontDoor.open(settings, rt, engine, defs, deployments)
         phases["create"] = await front.run(1, "stack", "create", "scale", "-t", str(front.template), "--wait")
-        phases["create"].update(status=await wait_settled("scale"), signals=signalled["n"], peak_rss_mb=hwm_mb())
+        phases["create"].update(
+            status=await wait_settled("scale"), signals=signalled["n"], peak_rss_mb=hwm_mb()
+        )
         before = signalled["n"]
         phases["update10"] = await front.run(
             2, "stack", "update", "scale", "-t", str(front.template), "-P", "rev0=1", "--wait"
         )
-        phases["update10"].update(status=await wait_settled("scale"), signals=signalled["n"] - before,
-                                  peak_rss_mb=hwm_mb())
+        phases["update10"].update(
+            status=await wait_settled("scale"), signals=signalled["n"] - before, peak_rss_mb=hwm_mb()
+        )
         phases["delete"] = await front.run(3, "stack", "delete", "scale", "--wait")
         phases["delete"].update(status=await wait_settled("scale"), peak_rss_mb=hwm_mb())
         await front.close()
@@ -246,26 +259,47 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
         # at 50,000 deployments its Python form alone is 75 MB of this child's RSS.
         t0, c0 = time.monotonic(), cpu()
         await stacks.create_stack(rt, engine.kick, {"name": "scale", "template": template(deployments)})
-        phases["create"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                            "cpu": cpu() - c0, "signals": signalled["n"], "peak_rss_mb": hwm_mb()}
+        phases["create"] = {
+            "status": await wait_settled("scale"),
+            "seconds": time.monotonic() - t0,
+            "cpu": cpu() - c0,
+            "signals": signalled["n"],
+            "peak_rss_mb": hwm_mb(),
+        }
         before = signalled["n"]
         t0, c0 = time.monotonic(), cpu()
-        await stacks.update_stack(rt, engine.kick, "scale",
-                                  {"template": template(deployments), "parameters": {"rev0": 1}})
-        phases["update10"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                              "cpu": cpu() - c0, "signals": signalled["n"] - before, "peak_rss_mb": hwm_mb()}
+        await stacks.update_stack(
+            rt, engine.kick, "scale", {"template": template(deployments), "parameters": {"rev0": 1}}
+        )
+        phases["update10"] = {
+            "status": await wait_settled("scale"),
+            "seconds": time.monotonic() - t0,
+            "cpu": cpu() - c0,
+            "signals": signalled["n"] - before,
+            "peak_rss_mb": hwm_mb(),
+        }
         t0, c0 = time.monotonic(), cpu()
         await stacks.delete_stack(rt, engine.kick, "scale")
-        phases["delete"] = {"status": await wait_settled("scale"), "seconds": time.monotonic() - t0,
-                            "cpu": cpu() - c0, "peak_rss_mb": hwm_mb()}
+        phases["delete"] = {
+            "status": await wait_settled("scale"),
+            "seconds": time.monotonic() - t0,
+            "cpu": cpu() - c0,
+            "peak_rss_mb": hwm_mb(),
+        }
     for w in workers:
         w.cancel()
     await engine.close()
     await db.dispose()
     batch = getattr(rt, "signal_batch", None)  # the previous implementation has no signal batches
-    return {"deployments": deployments, "servers": deployments // PER_SERVER, "phases": phases,
-            "peak_rss_mb": hwm_mb(), "signal_errors": signalled["errors"],
-            "steps": steps, "signal_transactions": getattr(batch, "batches", None)}
+    return {
+        "deployments": deployments,
+        "servers": deployments // PER_SERVER,
+        "phases": phases,
+        "peak_rss_mb": hwm_mb(),
+        "signal_errors": signalled["errors"],
+        "steps": steps,
+        "signal_transactions": getattr(batch, "batches", None),
+    }
 
 
 class FrontDoor:
@@ -303,7 +337,11 @@ class FrontDoor:
         t0, c0 = time.monotonic(), cpu()
         with out_path.open("wb") as out:
             proc = await asyncio.create_subprocess_exec(
-                str(Path(sys.executable).with_name("anneal")), *args, stdout=out, stderr=out, cwd=ROOT,
+                str(Path(sys.executable).with_name("anneal")),
+                *args,
+                stdout=out,
+                stderr=out,
+                cwd=ROOT,
                 env={**os.environ, "ANNEAL_URL": self.url, "ANNEAL_TOKEN": self.rt.keys.admin_token},
             )
             # The CLI's own peak RSS: VmHWM of its process, which exec started afresh (the
@@ -325,12 +363,18 @@ class FrontDoor:
             live = select(StackRow.id).where(StackRow.name == "scale").scalar_subquery()
             stored = await session.scalar(
                 select(func.count()).where(
-                    (EventRow.stack_id == live) | (EventRow.stack_name == "scale"), EventRow.traversal == traversal
+                    (EventRow.stack_id == live) | (EventRow.stack_name == "scale"),
+                    EventRow.traversal == traversal,
                 )
             )
         printed = len(re.findall(r"^\d\d:\d\d:\d\d  ", text, re.MULTILINE))
-        return {"seconds": seconds, "cpu": used, "events_printed": printed, "events_stored": stored,
-                "cli_peak_rss_mb": round(peak_kb / 1024, 1)}
+        return {
+            "seconds": seconds,
+            "cpu": used,
+            "events_printed": printed,
+            "events_stored": stored,
+            "cli_peak_rss_mb": round(peak_kb / 1024, 1),
+        }
 
     async def close(self) -> None:
         await self.runner.cleanup()
@@ -343,9 +387,22 @@ def run_child(
     with tempfile.TemporaryDirectory(prefix="anneal-scale-") as tmp:
         try:
             out = subprocess.run(
-                [sys.executable, str(tree / "bench" / "scale.py"), "--child", str(deployments),
-                 "--db-url", db_url or f"sqlite:///{tmp}/a.db", "--data-dir", tmp, *(["--api"] if api else [])],
-                capture_output=True, text=True, timeout=timeout, check=False, cwd=tree,
+                [
+                    sys.executable,
+                    str(tree / "bench" / "scale.py"),
+                    "--child",
+                    str(deployments),
+                    "--db-url",
+                    db_url or f"sqlite:///{tmp}/a.db",
+                    "--data-dir",
+                    tmp,
+                    *(["--api"] if api else []),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+                cwd=tree,
             )
         except subprocess.TimeoutExpired:
             return None
@@ -380,9 +437,13 @@ def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float])
         f"smallest size's), update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
         f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB{_phase_rss(r)}, "
         f"{r.get('steps', {}).get('n', '?')} engine steps, {r.get('signal_transactions')} signal transactions"
-        + (f"; the CLI printed {c['events_printed']}/{u['events_printed']}/{d['events_printed']} of "
-           f"{c['events_stored']}/{u['events_stored']}/{d['events_stored']} events, its peak RSS "
-           f"{max(p['cli_peak_rss_mb'] for p in (c, u, d))} MB" if "events_printed" in c else ""),
+        + (
+            f"; the CLI printed {c['events_printed']}/{u['events_printed']}/{d['events_printed']} of "
+            f"{c['events_stored']}/{u['events_stored']}/{d['events_stored']} events, its peak RSS "
+            f"{max(p['cli_peak_rss_mb'] for p in (c, u, d))} MB"
+            if "events_printed" in c
+            else ""
+        ),
         flush=True,
     )
 
@@ -391,16 +452,29 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1000,5000,10000,25000,50000")
     p.add_argument("--db", choices=("sqlite", "postgresql", "both"), default="both")
-    p.add_argument("--timeout", type=float, default=900.0,
-                   help="seconds one size may take (create + update + delete); larger sizes are skipped after")
-    p.add_argument("--baseline-tree", type=Path,
-                   help="also run the previous implementation from this source tree (e.g. "
-                        "`git archive 34e9095 | tar -x -C DIR`) for sizes up to --baseline-max")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="seconds one size may take (create + update + delete); larger sizes are skipped after",
+    )
+    p.add_argument(
+        "--baseline-tree",
+        type=Path,
+        help="also run the previous implementation from this source tree (e.g. "
+        "`git archive 34e9095 | tar -x -C DIR`) for sizes up to --baseline-max",
+    )
     p.add_argument("--baseline-max", type=int, default=5000)
-    p.add_argument("--api", action="store_true",
-                   help="through the front door: the real HTTP API and the real CLI (`stack create --wait`)")
-    p.add_argument("--groups", action="store_true",
-                   help="the deployments as ten SoftwareDeploymentGroups of N/10 members instead of resources")
+    p.add_argument(
+        "--api",
+        action="store_true",
+        help="through the front door: the real HTTP API and the real CLI (`stack create --wait`)",
+    )
+    p.add_argument(
+        "--groups",
+        action="store_true",
+        help="the deployments as ten SoftwareDeploymentGroups of N/10 members instead of resources",
+    )
     p.add_argument("--child", type=int)
     p.add_argument("--db-url", default="")
     p.add_argument("--data-dir", type=Path)
@@ -416,9 +490,11 @@ def main() -> int:
         os.environ["SCALE_SHAPE"] = "groups"  # the children build their template from it
     sizes = [int(s) for s in args.sizes.split(",")]
     backends = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
-    print(f"scale bench {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, nproc {os.cpu_count()}, "
-          f"load {os.getloadavg()[0]:.2f}; baseline: Heat's best public figure, {HEAT_PER_MIN} resources/min"
-          + (f", and the previous implementation in {args.baseline_tree}" if args.baseline_tree else ""))
+    print(
+        f"scale bench {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, nproc {os.cpu_count()}, "
+        f"load {os.getloadavg()[0]:.2f}; baseline: Heat's best public figure, {HEAT_PER_MIN} resources/min"
+        + (f", and the previous implementation in {args.baseline_tree}" if args.baseline_tree else "")
+    )
     results = []
     for backend in backends:
         pg_ctx = None
@@ -443,8 +519,12 @@ def main() -> int:
                     report(label, n, r, base)
                     if r is None:
                         break
-                    r.update(db=backend, implementation=prefix.strip() or "this", load=os.getloadavg()[0],
-                             wall=time.monotonic() - started)
+                    r.update(
+                        db=backend,
+                        implementation=prefix.strip() or "this",
+                        load=os.getloadavg()[0],
+                        wall=time.monotonic() - started,
+                    )
                     results.append(r)
         finally:
             if pg_ctx is not None:

@@ -135,13 +135,17 @@ async def run(n: int) -> None:
         async def agent() -> None:
             while not queue.empty():
                 dep_id, generation, sig = queue.get_nowait()
-                await agents.record_signal(rt, engine.kick, dep_id, generation, result, sig=sig, server_id=None)
+                await agents.record_signal(
+                    rt, engine.kick, dep_id, generation, result, sig=sig, server_id=None
+                )
 
         with _Phase("signals"):
             await asyncio.gather(*(agent() for _ in range(WORKERS)))
         t1, c1 = time.monotonic(), scale.cpu()
         batches = rt.signal_batch.batches if rt.signal_batch is not None else 0
-        print(f"{n} signals applied  {t1 - t:6.2f} s, CPU {c1 - c:6.2f} s, {batches} transactions", flush=True)
+        print(
+            f"{n} signals applied  {t1 - t:6.2f} s, CPU {c1 - c:6.2f} s, {batches} transactions", flush=True
+        )
 
         status: Any = "IN_PROGRESS"
         deadline = time.monotonic() + 600

@@ -125,7 +125,10 @@ async def enrol_servers(api: Api, prefix: str, n: int, kind: str) -> list[tuple[
         name = f"{prefix}-{i}"
         async with gate:
             created = await api.call("POST", "/v1/servers", {"name": name, "transport": kind})
-            body = {"token": created["enrol_token"], "public_keys": {"sign": random_key(), "box": random_key()}}
+            body = {
+                "token": created["enrol_token"],
+                "public_keys": {"sign": random_key(), "box": random_key()},
+            }
             got = await api.call("POST", "/v1/agent/enrol", {**body, "hostname": name}, expect=(201,))
         return Server(name, got["server_id"], got["credential"]), dict(got["transport"])
 

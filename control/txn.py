@@ -36,7 +36,9 @@ async def lock_event_streams(session: AsyncSession, stack_ids: Iterable[str], *,
         return
     fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     for stack_id in sorted(set(stack_ids)):  # one order everywhere: no lock-order deadlock
-        await session.execute(text(f"SELECT {fn}(:cls, hashtext(:id))"), {"cls": EVENT_STREAM_LOCK, "id": stack_id})
+        await session.execute(
+            text(f"SELECT {fn}(:cls, hashtext(:id))"), {"cls": EVENT_STREAM_LOCK, "id": stack_id}
+        )
 
 
 @dataclass

@@ -38,9 +38,23 @@ from hooks.process import (
 )
 
 __all__ = [
-    "STATUS_NOT_EXECUTABLE", "STATUS_NOT_FOUND", "STATUS_TIMED_OUT", "HookContext", "PrivateRun",
-    "ToolResult", "check_names", "clear_outputs", "failure", "find_tool", "main", "nothing_to_run",
-    "private_run", "read_outputs", "run_tool", "take_outputs", "write_private",
+    "STATUS_NOT_EXECUTABLE",
+    "STATUS_NOT_FOUND",
+    "STATUS_TIMED_OUT",
+    "HookContext",
+    "PrivateRun",
+    "ToolResult",
+    "check_names",
+    "clear_outputs",
+    "failure",
+    "find_tool",
+    "main",
+    "nothing_to_run",
+    "private_run",
+    "read_outputs",
+    "run_tool",
+    "take_outputs",
+    "write_private",
 ]
 
 logger = logging.getLogger(__name__)
@@ -167,9 +181,7 @@ def _timeout(deployment: DeploymentItem, env: Mapping[str, str]) -> float | None
 
 def _seconds(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise OptionError(
-            f"{where}: expected a positive number of seconds, got {json_kind(value)}"
-        )
+        raise OptionError(f"{where}: expected a positive number of seconds, got {json_kind(value)}")
     if not math.isfinite(value) or value <= 0:
         raise OptionError(f"{where}: expected a positive number of seconds, got {value}")
     return float(value)
@@ -180,8 +192,11 @@ def json_kind(value: Any) -> str:
     if value is None:
         return "null"
     kinds: list[tuple[Any, str]] = [
-        (bool, "a boolean"), (int | float, "a number"), (str, "a string"),
-        (Mapping, "a map"), (list | tuple, "a list"),
+        (bool, "a boolean"),
+        (int | float, "a number"),
+        (str, "a string"),
+        (Mapping, "a map"),
+        (list | tuple, "a list"),
     ]
     return next((text for kind, text in kinds if isinstance(value, kind)), type(value).__name__)
 
@@ -222,9 +237,7 @@ def output_path(prefix: Path, name: str) -> Path:
     return prefix.with_name(f"{prefix.name}.{name}")
 
 
-def read_outputs(
-    prefix: Path, outputs: Sequence[OutputItem]
-) -> tuple[dict[str, str], list[str]]:
+def read_outputs(prefix: Path, outputs: Sequence[OutputItem]) -> tuple[dict[str, str], list[str]]:
     """Read each declared output from ``<prefix>.<name>``; return (values, problems).
 
     A missing file means the output was not set. Unsafe names are never used as paths.

@@ -45,9 +45,7 @@ def get_words(options: Mapping[str, Any], key: str) -> list[str]:
         return []
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-        raise OptionError(
-            f"options.{key}: expected a string or a list of strings, got {json_kind(value)}"
-        )
+        raise OptionError(f"options.{key}: expected a string or a list of strings, got {json_kind(value)}")
     words = [i.strip() for i in items if i.strip()]
     if any("\0" in w or w.startswith("-") for w in words):
         raise OptionError(f"options.{key}: names may not start with '-' or contain NUL")

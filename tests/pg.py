@@ -27,7 +27,9 @@ from pathlib import Path
 def _bin_dir() -> Path:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
     if not found:
-        raise AssertionError("PostgreSQL server binaries missing: run `make tools` (ci/tools.d/30-postgresql.sh)")
+        raise AssertionError(
+            "PostgreSQL server binaries missing: run `make tools` (ci/tools.d/30-postgresql.sh)"
+        )
     return Path(found[-1]).parent
 
 
@@ -53,7 +55,9 @@ class Postgres:
         async def create() -> None:
             import asyncpg  # type: ignore[import-untyped]
 
-            conn = await asyncpg.connect(host="127.0.0.1", port=self.port, user="postgres", database="postgres")
+            conn = await asyncpg.connect(
+                host="127.0.0.1", port=self.port, user="postgres", database="postgres"
+            )
             try:
                 await conn.execute(f'CREATE DATABASE "{name}"')
             finally:
@@ -83,7 +87,9 @@ def running_postgres() -> Iterator[Postgres]:
     )
     opts = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200"
     subprocess.run(
-        _as_postgres([str(bins / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start"]),
+        _as_postgres(
+            [str(bins / "pg_ctl"), "-D", str(data), "-o", opts, "-l", str(root / "log"), "-w", "start"]
+        ),
         check=True,
         capture_output=True,
         timeout=120,

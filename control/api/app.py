@@ -33,7 +33,9 @@ def api_app(settings: Settings) -> web.Application:
     Its RUNTIME, ENGINE and DEFS keys are set by whoever owns them: make_app's
     lifetime, or bench/scale.py, which runs the engine itself.
     """
-    app = web.Application(middlewares=[routes.errors, routes.authenticate], client_max_size=settings.request_cap)
+    app = web.Application(
+        middlewares=[routes.errors, routes.authenticate], client_max_size=settings.request_cap
+    )
     app.add_routes(routes.routes)
     return app
 

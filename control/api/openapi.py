@@ -81,7 +81,9 @@ def _stack_paths() -> dict[str, Any]:
                 "Show a stack with its resources and outputs",
                 ADMIN,
                 {"200": _json(_ref("Stack")), **_errors(400, 401, 404)},
-                parameters=[_query("summary", "true: the stack's state alone, no resources or outputs", "boolean")],
+                parameters=[
+                    _query("summary", "true: the stack's state alone, no resources or outputs", "boolean")
+                ],
             ),
             "put": _op(
                 "Update a stack (If-Match: version gives 409 when it changed)",

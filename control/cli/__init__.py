@@ -139,7 +139,9 @@ def _serve(p: argparse.ArgumentParser) -> None:
         help="cap on any request body (default: twice the template cap, at least 2M)",
     )
     p.add_argument("--log-level", default="INFO")
-    p.add_argument("--access-log", action="store_true", help="log every request: peer address, request line, status")
+    p.add_argument(
+        "--access-log", action="store_true", help="log every request: peer address, request line, status"
+    )
     transport_options.add(p)
 
 

@@ -248,7 +248,9 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
             if err.status == 404:
                 # Its events stay readable by its name: the last ones come before the verdict.
                 with contextlib.suppress(ClientError):
-                    _print_events(client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)}), last)
+                    _print_events(
+                        client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)}), last
+                    )
                 print(f"stack {name} deleted")
                 return 0
             raise

@@ -51,7 +51,9 @@ def print_new(progress: dict[str, Any], cursor: tuple[Any, int], out: TextIO) ->
     if new > 0:
         if new > len(tail):
             out.write(f"[... {new - len(tail)} bytes not shown ...]\n")
-        out.write(tail[-new:].decode("utf-8", "ignore") if new < len(tail) else tail.decode("utf-8", "ignore"))
+        out.write(
+            tail[-new:].decode("utf-8", "ignore") if new < len(tail) else tail.decode("utf-8", "ignore")
+        )
         out.flush()
     return progress.get("generation"), max(total, printed)
 

@@ -80,7 +80,10 @@ async def metadata(rt: Runtime, server_id: str, sig: str | None) -> tuple[bytes,
     # none), so a Heat-compatible server gets them as Heat sends them, behind the URL's
     # capability (docs/heat-compat.md).
     items = [wire.decode_item(r.item, f"deployment {r.id}") for r in rows]
-    meta = {i.id: wire.ItemMeta(r.id, r.generation, r.hash, r.action, r.timeout) for i, r in zip(items, rows, strict=True)}
+    meta = {
+        i.id: wire.ItemMeta(r.id, r.generation, r.hash, r.action, r.timeout)
+        for i, r in zip(items, rows, strict=True)
+    }
     # Heat's chain re-runs its command whenever the document differs, so nothing in it may
     # change between renders or on a signal: issued_at is when the newest generation started.
     started = max([server.created_at, *(r.started_at or 0 for r in rows)])

@@ -24,7 +24,9 @@ class Environment:
     resource_registry: Mapping[str, str] = field(default_factory=dict)  # name or glob -> type
 
 
-def parse_environment(text: str, what: str = "environment", max_bytes: int = MAX_TEMPLATE_BYTES) -> Environment:
+def parse_environment(
+    text: str, what: str = "environment", max_bytes: int = MAX_TEMPLATE_BYTES
+) -> Environment:
     """Parse one environment file of at most *max_bytes*; encrypted_param_names and event_sinks are ignored."""
     data = load_yaml(text, what, max_bytes)
     if data is None:

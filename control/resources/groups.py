@@ -329,7 +329,12 @@ def _member_props(props: Mapping[str, Any], key: str, servers: Mapping[str, str]
 
 def _own_props(dep: DeploymentRow, props: Mapping[str, Any]) -> dict[str, Any]:
     """A member's own config and inputs with the group's other *props*, for actions on it alone."""
-    return {**_shared(props), "server": dep.server_id, "config": dep.config_id, "input_values": dep.input_values}
+    return {
+        **_shared(props),
+        "server": dep.server_id,
+        "config": dep.config_id,
+        "input_values": dep.input_values,
+    }
 
 
 def _policy(res: Res, name: str) -> dict[str, Any]:

@@ -50,7 +50,12 @@ async def create_server_record(
             transports.assign(txn, server, transport, "transport")
         await txn.commit()
         if heat_compatible:
-            return {"id": server.id, "name": server.name, "status": server.status, **heat.heat_view(rt, server)}
+            return {
+                "id": server.id,
+                "name": server.name,
+                "status": server.status,
+                **heat.heat_view(rt, server),
+            }
         return {
             "id": server.id,
             "name": server.name,
@@ -230,5 +235,10 @@ async def record_signal(
         scope.check_owner(dep, sig, server_id)
         value = progress.apply_progress(dep, generation, body)
         recorded = value is not None and await progress.store_progress(session, dep, generation, value)
-        return {"deployment_id": dep.id, "generation": generation, "status": dep.status,
-                "duplicate": not recorded, "progress": True}
+        return {
+            "deployment_id": dep.id,
+            "generation": generation,
+            "status": dep.status,
+            "duplicate": not recorded,
+            "progress": True,
+        }

@@ -44,9 +44,7 @@ def _regenerate(txn: Txn, dep: DeploymentRow, reason: str) -> int:
     names = {i.name for i in derived}
     kept = [i for i in item.inputs if i.name not in names and not i.name.startswith("deploy_")]
     now = time.time()
-    new = dataclasses.replace(
-        item, id=str(uuid.uuid4()), creation_time=iso(now), inputs=(*kept, *derived)
-    )
+    new = dataclasses.replace(item, id=str(uuid.uuid4()), creation_time=iso(now), inputs=(*kept, *derived))
     dep.item, dep.item_id = new.to_json(), new.id
     dep.hash = wire.idempotency_hash(new, dep.action)
     dep.started_at, dep.completed_at, dep.updated_at = now, None, now

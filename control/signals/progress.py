@@ -83,7 +83,9 @@ def apply_progress(dep: DeploymentRow, generation: int, body: Mapping[str, Any])
     return {**progress, "generation": generation, "at": time.time()}
 
 
-async def store_progress(session: AsyncSession, dep: DeploymentRow, generation: int, value: dict[str, Any]) -> bool:
+async def store_progress(
+    session: AsyncSession, dep: DeploymentRow, generation: int, value: dict[str, Any]
+) -> bool:
     """Write *value* unless the deployment moved on meanwhile; the row version is left alone."""
     result = await session.execute(
         update(DeploymentRow)

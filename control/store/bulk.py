@@ -46,7 +46,9 @@ def write_dirty(session: Session, classes: Iterable[type]) -> int:
         # committed_state holds the old value of each attribute set since the load (what
         # the ORM's flush reads too); the history API would build ~30 objects per row.
         columns = mapper.column_attrs
-        changed = {key: state.dict[key] for key in state.committed_state if key in columns and key in state.dict}
+        changed = {
+            key: state.dict[key] for key in state.committed_state if key in columns and key in state.dict
+        }
         if changed:
             groups.setdefault((mapper, tuple(sorted(changed))), []).append((obj, changed))
     written = 0
@@ -70,7 +72,9 @@ def on_flush(session: Session, classes: Iterable[type]) -> None:
     event.listen(session, "before_flush", before_flush)
 
 
-def _write_group(connection: Any, mapper: Any, keys: tuple[str, ...], rows: list[tuple[Any, dict[str, Any]]]) -> int:
+def _write_group(
+    connection: Any, mapper: Any, keys: tuple[str, ...], rows: list[tuple[Any, dict[str, Any]]]
+) -> int:
     table = mapper.local_table
     (pk,) = mapper.primary_key
     version = mapper.version_id_col
@@ -81,9 +85,7 @@ def _write_group(connection: Any, mapper: Any, keys: tuple[str, ...], rows: list
     values: dict[Any, Any] = {mapper.get_property(k).columns[0]: bindparam(f"v_{k}") for k in keys}
     values[version] = bindparam("v_new_version")
     statement = (
-        update(table)
-        .where(pk == bindparam("v_pk"), version == bindparam("v_old_version"))
-        .values(values)
+        update(table).where(pk == bindparam("v_pk"), version == bindparam("v_old_version")).values(values)
     )
     params = []
     for obj, changed in rows:

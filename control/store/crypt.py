@@ -46,7 +46,9 @@ def encrypt(key: bytes, value: Any) -> dict[str, str]:
 
 def decrypt(key: bytes, stored: dict[str, Any]) -> Any:
     if stored.get("kid") != key_id(key):
-        raise DataKeyError(f"a value was encrypted with data key {stored.get('kid')}, not this data dir's key")
+        raise DataKeyError(
+            f"a value was encrypted with data key {stored.get('kid')}, not this data dir's key"
+        )
     raw = base64.b64decode(stored["ct"])
     try:
         return json.loads(AESGCM(key).decrypt(raw[:12], raw[12:], _AAD))

@@ -50,7 +50,9 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     runner = find_tool("ansible-runner", setting="ANNEAL_ANSIBLE_RUNNER", install=INSTALL, env=os.environ)
     env = tool_env(runner, os.environ)
     if shutil.which("ansible-playbook", path=env["PATH"]) is None:
-        raise ToolNotFoundError(f"ansible-playbook not found next to {runner} nor on PATH; install: {INSTALL}")
+        raise ToolNotFoundError(
+            f"ansible-playbook not found next to {runner} nor on PATH; install: {INSTALL}"
+        )
     with private_run(deployment, ctx) as private:
         write_private_data(private.root, deployment, playbook, private.prefix, Path(runner).parent)
         argv = [runner, "run", str(private.root), "-p", "playbook.yaml", "--ident", IDENT]

@@ -74,8 +74,9 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     clear_outputs(prefix, deployment.outputs)
     logger.info("deployment %s: puppet apply %s", deployment.id, path)
     try:
-        result = run_tool([*argv, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout,
-                          echo=ctx.echo)
+        result = run_tool(
+            [*argv, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo
+        )
     finally:
         if hiera is not None:
             shutil.rmtree(hiera, ignore_errors=True)  # it holds the input values

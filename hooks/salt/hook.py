@@ -48,8 +48,15 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
         root = private.root
         notes = write_salt_root(root, deployment, state, private.prefix)
         argv = [
-            salt_call, "--local", f"--config-dir={root / 'conf'}", "--retcode-passthrough",
-            "--out=json", "--no-color", "--log-level=warning", "state.sls", STATE,
+            salt_call,
+            "--local",
+            f"--config-dir={root / 'conf'}",
+            "--retcode-passthrough",
+            "--out=json",
+            "--no-color",
+            "--log-level=warning",
+            "state.sls",
+            STATE,
         ]
         logger.info("deployment %s: salt-call --local state.sls in %s", deployment.id, root)
         result = run_tool(argv, env=os.environ, cwd=root, timeout=ctx.timeout, echo=ctx.echo)

@@ -47,9 +47,7 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     path = write_private(ctx.working_dir / deployment.id, script, mode=0o700)
     clear_outputs(prefix, deployment.outputs)
     logger.info("deployment %s: running %s with %s", deployment.id, path, command[0])
-    result = run_tool(
-        [*command, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo
-    )
+    result = run_tool([*command, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo)
     outputs, problems = take_outputs(prefix, deployment.outputs)
     stderr = "\n".join(part for part in (*notes, result.stderr, *problems) if part)
     status = result.returncode or (1 if problems else 0)

@@ -133,7 +133,9 @@ class ControlPlane:
         """Wait for *name* to leave IN_PROGRESS; assert it ends as *expect* (None: any status)."""
         stack = self.wait_stack(name, timeout)
         if expect is not None:
-            assert expect == stack["status"], f"stack {name}: {stack['status']} {stack.get('status_reason', '')}"
+            assert expect == stack["status"], (
+                f"stack {name}: {stack['status']} {stack.get('status_reason', '')}"
+            )
         return stack
 
     def create_stack(

@@ -29,8 +29,11 @@ def big_template(path: Path) -> int:
         "box": {"type": "OS::Heat::DeployedServer"},
         "cfg": {
             "type": "OS::Heat::SoftwareConfig",
-            "properties": {"group": "script", "config": "#!/bin/sh\nprintf big > \"$heat_outputs_path.said\"\n",
-                           "outputs": [{"name": "said"}]},
+            "properties": {
+                "group": "script",
+                "config": '#!/bin/sh\nprintf big > "$heat_outputs_path.said"\n',
+                "outputs": [{"name": "said"}],
+            },
         },
         "dep": {
             "type": "OS::Heat::SoftwareDeployment",
@@ -39,11 +42,13 @@ def big_template(path: Path) -> int:
     }
     for i in range(FILLERS):
         resources[f"filler{i}"] = {"type": "OS::Heat::None", "properties": {"note": f"{i:06d}" + "x" * 1200}}
-    text = json.dumps({
-        "heat_template_version": "2018-08-31",
-        "resources": resources,
-        "outputs": {"said": {"value": {"get_attr": ["dep", "said"]}}},
-    })
+    text = json.dumps(
+        {
+            "heat_template_version": "2018-08-31",
+            "resources": resources,
+            "outputs": {"said": {"value": {"get_attr": ["dep", "said"]}}},
+        }
+    )
     path.write_text(text)
     return len(text)
 
@@ -101,9 +106,19 @@ def test_default_caps_refuse_the_big_template(control_plane: ControlPlane, tmp_p
 def test_serve_refuses_caps_that_cannot_work(tmp_path: Path, args: list[str], message: str):
     """A request cap below the template cap, or a size it cannot read: exit 2 naming the option."""
     done = subprocess.run(
-        [str(BIN / "anneal"), "serve", "--data-dir", str(tmp_path / "data"), "--listen",
-         f"127.0.0.1:{free_port()}", *args],
-        capture_output=True, text=True, timeout=60, check=False,
+        [
+            str(BIN / "anneal"),
+            "serve",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert 2 == done.returncode
     assert message in done.stderr
@@ -126,6 +141,10 @@ def test_summary_view_and_events_of_one_traversal(control_plane: ControlPlane):
     everything = cp.api("GET", "/v1/stacks/s/events").body
     assert next(e for e in everything if e["traversal"] == 2) == first[0]
     assert all(e["traversal"] == 1 for e in cp.api("GET", "/v1/stacks/s/events?traversal=1").body)
-    for bad, where in (("events?limit=0", "limit"), ("events?traversal=x", "traversal"), ("?summary=maybe", "summary")):
+    for bad, where in (
+        ("events?limit=0", "limit"),
+        ("events?traversal=x", "traversal"),
+        ("?summary=maybe", "summary"),
+    ):
         resp = cp.api("GET", f"/v1/stacks/s/{bad}" if bad.startswith("events") else f"/v1/stacks/s{bad}")
         assert (400, where) == (resp.status, resp.body["error"]["where"]), bad

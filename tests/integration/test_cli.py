@@ -175,14 +175,16 @@ def served(server_type: str, props: str) -> str:
 
 
 def run_cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "anneal"), *args], env=env, text=True, capture_output=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [str(BIN / "anneal"), *args], env=env, text=True, capture_output=True, timeout=timeout, check=False
+    )
 
 
 def agent(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run the installed `anneal-agent` command."""
-    return subprocess.run([str(BIN / "anneal-agent"), *args], text=True, capture_output=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [str(BIN / "anneal-agent"), *args], text=True, capture_output=True, timeout=timeout, check=False
+    )
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -247,9 +249,22 @@ class Web:
 
 @pytest.fixture(scope="module")
 def web(cp: ControlPlane, project: Path) -> Web:
-    created = cp.cli("stack", "create", "web", "-t", str(project / "web" / "web.yaml"),
-                     "-e", str(project / "env" / "web-env.yaml"), "-P", "who=world",
-                     "-P", f"password={SECRET}", "--wait", "--timeout", "90")
+    created = cp.cli(
+        "stack",
+        "create",
+        "web",
+        "-t",
+        str(project / "web" / "web.yaml"),
+        "-e",
+        str(project / "env" / "web-env.yaml"),
+        "-P",
+        "who=world",
+        "-P",
+        f"password={SECRET}",
+        "--wait",
+        "--timeout",
+        "90",
+    )
     stack = cp.api("GET", "/v1/stacks/web").body
     assert stack["status"] == "CREATE_COMPLETE", (created.stdout, created.stderr)
     (dep,) = cp.api("GET", "/v1/deployments?stack=web").body
@@ -259,7 +274,9 @@ def web(cp: ControlPlane, project: Path) -> Web:
 @pytest.fixture(scope="module")
 def broken(cp: ControlPlane, project: Path, web: Web) -> subprocess.CompletedProcess[str]:
     """The stack `broken`: its only deployment exits 4 on cli-box, created with --wait."""
-    return cp.cli("stack", "create", "broken", "-t", str(project / "broken.yaml"), "--wait", "--timeout", "90")
+    return cp.cli(
+        "stack", "create", "broken", "-t", str(project / "broken.yaml"), "--wait", "--timeout", "90"
+    )
 
 
 # ------------------------------------------------------------------ create, get_file, environments
@@ -300,15 +317,27 @@ def test_environment_files_give_parameters_defaults_and_registry(cp: ControlPlan
     """-e files: parameters and parameter_defaults fill parameters (-P wins); Net is mapped to None."""
     params = as_json(cp, "stack", "show", "web")["parameters"]
     assert {"greeting": "Hello", "who": "world", "colour": "blue"} == {
-        k: params[k] for k in ("greeting", "who", "colour")}
+        k: params[k] for k in ("greeting", "who", "colour")
+    }
     resources = {r["name"]: r for r in as_json(cp, "stack", "resources", "web")}
     assert ("OS::Heat::None", "CREATE_COMPLETE") == (resources["net"]["type"], resources["net"]["status"])
 
 
 def test_template_needing_the_registry_is_refused_without_the_environment(cp: ControlPlane, project: Path):
     """Without the -e file, OS::Neutron::Net is refused: exit 1 and the message suggests the mapping."""
-    result = cp.cli("stack", "create", "no-env", "-t", str(project / "web" / "web.yaml"),
-                    "-P", "greeting=hi", "-P", "who=me", "-P", "password=x")
+    result = cp.cli(
+        "stack",
+        "create",
+        "no-env",
+        "-t",
+        str(project / "web" / "web.yaml"),
+        "-P",
+        "greeting=hi",
+        "-P",
+        "who=me",
+        "-P",
+        "password=x",
+    )
     assert 1 == result.returncode
     assert "OS::Neutron::Net" in result.stderr and "resource_registry" in result.stderr
     assert "[HTTP 400]" in result.stderr
@@ -355,7 +384,8 @@ def _check_stack_show(data: Any, f: Facts) -> None:
 
 def _check_stack_outputs(data: Any, f: Facts) -> None:
     assert [("result", "Hello, world! (blue)", "what the script made")] == [
-        (o["output_key"], o["output_value"], o["description"]) for o in data]
+        (o["output_key"], o["output_value"], o["description"]) for o in data
+    ]
 
 
 def _check_stack_events(data: Any, f: Facts) -> None:
@@ -369,14 +399,22 @@ def _check_stack_resources(data: Any, f: Facts) -> None:
     rows = {r["name"]: r for r in data}
     assert {"net", "box", "cfg", "dep"} == set(rows)
     assert ("OS::Heat::SoftwareDeployment", "CREATE_COMPLETE", f.dep_id, True) == (
-        rows["dep"]["type"], rows["dep"]["status"], rows["dep"]["physical_id"], rows["dep"]["current"])
+        rows["dep"]["type"],
+        rows["dep"]["status"],
+        rows["dep"]["physical_id"],
+        rows["dep"]["current"],
+    )
     assert f.server_id == rows["box"]["physical_id"]
 
 
 def _check_stack_failures(data: Any, f: Facts) -> None:
     (failure,) = data
     assert ("dep", "CREATE_FAILED", 4, f.broken_dep_id) == (
-        failure["resource"], failure["status"], failure["deploy_status_code"], failure["deployment_id"])
+        failure["resource"],
+        failure["status"],
+        failure["deploy_status_code"],
+        failure["deployment_id"],
+    )
     assert "boom: disk on fire" in failure["deploy_stderr"]
 
 
@@ -384,13 +422,17 @@ def _check_deployment_list(data: Any, f: Facts) -> None:
     rows = {d["id"]: d for d in data}
     assert {f.dep_id, f.broken_dep_id} <= set(rows)
     assert ("web-cfg", "cli-box", "COMPLETE") == (
-        rows[f.dep_id]["name"], rows[f.dep_id]["server_name"], rows[f.dep_id]["status"])
+        rows[f.dep_id]["name"],
+        rows[f.dep_id]["server_name"],
+        rows[f.dep_id]["status"],
+    )
     assert "FAILED" == rows[f.broken_dep_id]["status"]
 
 
 def _check_deployments_of_web(data: Any, f: Facts) -> None:
     assert [(f.dep_id, "web-cfg", "dep", "CREATE", "COMPLETE")] == [
-        (d["id"], d["name"], d["resource_name"], d["action"], d["status"]) for d in data]
+        (d["id"], d["name"], d["resource_name"], d["action"], d["status"]) for d in data
+    ]
 
 
 def _check_deployments_on_cli_box(data: Any, f: Facts) -> None:
@@ -405,11 +447,21 @@ def _check_failed_deployments(data: Any, f: Facts) -> None:
 
 def _check_deployment_show(data: Any, f: Facts) -> None:
     assert (f.dep_id, "web-cfg", "COMPLETE", "Outputs received", "cli-box", f.stack_id) == (
-        data["id"], data["name"], data["status"], data["status_reason"], data["server_name"], data["stack_id"])
+        data["id"],
+        data["name"],
+        data["status"],
+        data["status_reason"],
+        data["server_name"],
+        data["stack_id"],
+    )
     assert ("script", 0, {"result": "Hello, world! (blue)"}) == (
-        data["group"], data["deploy_status_code"], data["output_values"])
+        data["group"],
+        data["deploy_status_code"],
+        data["output_values"],
+    )
     assert {"GREETING": "Hello", "WHO": "world", "COLOUR": "blue", "deploy_action": "CREATE"}.items() <= (
-        data["input_values"].items())
+        data["input_values"].items()
+    )
 
 
 def _check_server_list(data: Any, f: Facts) -> None:
@@ -431,41 +483,84 @@ class Read:
 
 
 READS = {
-    "stack-list": Read(("stack", "list"), _check_stack_list,
-                       r"web CREATE_COMPLETE Stack CREATE completed successfully 1", ("name", "web", "CREATE_COMPLETE")),
-    "stack-show": Read(("stack", "show", "web"), _check_stack_show,
-                       r"{stack_id} web CREATE_COMPLETE CREATE Stack CREATE completed successfully 1 .*",
-                       ("status", "CREATE_COMPLETE", "parameters", "{stack_id}")),
-    "stack-outputs": Read(("stack", "outputs", "web"), _check_stack_outputs,
-                          r"result Hello, world! \(blue\)", ("output_key", "result", "Hello, world! (blue)")),
-    "stack-events": Read(("stack", "events", "web"), _check_stack_events,
-                         r"\d\d:\d\d:\d\d dep CREATE COMPLETE Outputs received",
-                         ("resource_name", "dep", "CREATE", "COMPLETE", "Outputs received")),
-    "stack-resources": Read(("stack", "resources", "web"), _check_stack_resources,
-                            r"dep OS::Heat::SoftwareDeployment CREATE_COMPLETE {dep_id} True",
-                            ("physical_id", "net", "OS::Heat::None", "{dep_id}")),
-    "stack-failures": Read(("stack", "failures", "broken"), _check_stack_failures,
-                           r"dep CREATE_FAILED Deployment exited with non-zero status code: 4 4",
-                           ("dep", "Deployment exited with non-zero status code: 4", "boom: disk on fire")),
-    "deployment-list": Read(("deployment", "list"), _check_deployment_list,
-                            r"{dep_id} web-cfg cli-box CREATE COMPLETE Outputs received",
-                            ("server_name", "{dep_id}", "{broken_dep_id}", "web-cfg")),
-    "deployment-list-stack": Read(("deployment", "list", "--stack", "web"), _check_deployments_of_web,
-                                  r"{dep_id} web-cfg cli-box CREATE COMPLETE Outputs received",
-                                  ("status_reason", "{dep_id}", "COMPLETE")),
-    "deployment-list-server": Read(("deployment", "list", "--server", "cli-box"), _check_deployments_on_cli_box,
-                                   r"{broken_dep_id} broken-cfg cli-box CREATE FAILED .*",
-                                   ("{dep_id}", "{broken_dep_id}", "cli-box")),
-    "deployment-list-status": Read(("deployment", "list", "--status", "FAILED"), _check_failed_deployments,
-                                   r"{broken_dep_id} broken-cfg cli-box CREATE FAILED .*",
-                                   ("{broken_dep_id}", "FAILED")),
-    "deployment-show": Read(("deployment", "show", "{dep_id}"), _check_deployment_show,
-                            r"{dep_id} web-cfg dep {server_id} cli-box CREATE COMPLETE Outputs received 1 .*",
-                            ("input_values", "deploy_stdout", "x.sh ran", "{dep_id}")),
-    "server-list": Read(("server", "list"), _check_server_list,
-                        r"cli-box {server_id} ENROLLED alive \d+", ("serial", "cli-box", "{server_id}", "ENROLLED")),
-    "server-show": Read(("server", "show", "cli-box"), _check_server_show,
-                        r"{server_id} cli-box ENROLLED alive \d+ .*", ("deployments", "cli-box", "ENROLLED")),
+    "stack-list": Read(
+        ("stack", "list"),
+        _check_stack_list,
+        r"web CREATE_COMPLETE Stack CREATE completed successfully 1",
+        ("name", "web", "CREATE_COMPLETE"),
+    ),
+    "stack-show": Read(
+        ("stack", "show", "web"),
+        _check_stack_show,
+        r"{stack_id} web CREATE_COMPLETE CREATE Stack CREATE completed successfully 1 .*",
+        ("status", "CREATE_COMPLETE", "parameters", "{stack_id}"),
+    ),
+    "stack-outputs": Read(
+        ("stack", "outputs", "web"),
+        _check_stack_outputs,
+        r"result Hello, world! \(blue\)",
+        ("output_key", "result", "Hello, world! (blue)"),
+    ),
+    "stack-events": Read(
+        ("stack", "events", "web"),
+        _check_stack_events,
+        r"\d\d:\d\d:\d\d dep CREATE COMPLETE Outputs received",
+        ("resource_name", "dep", "CREATE", "COMPLETE", "Outputs received"),
+    ),
+    "stack-resources": Read(
+        ("stack", "resources", "web"),
+        _check_stack_resources,
+        r"dep OS::Heat::SoftwareDeployment CREATE_COMPLETE {dep_id} True",
+        ("physical_id", "net", "OS::Heat::None", "{dep_id}"),
+    ),
+    "stack-failures": Read(
+        ("stack", "failures", "broken"),
+        _check_stack_failures,
+        r"dep CREATE_FAILED Deployment exited with non-zero status code: 4 4",
+        ("dep", "Deployment exited with non-zero status code: 4", "boom: disk on fire"),
+    ),
+    "deployment-list": Read(
+        ("deployment", "list"),
+        _check_deployment_list,
+        r"{dep_id} web-cfg cli-box CREATE COMPLETE Outputs received",
+        ("server_name", "{dep_id}", "{broken_dep_id}", "web-cfg"),
+    ),
+    "deployment-list-stack": Read(
+        ("deployment", "list", "--stack", "web"),
+        _check_deployments_of_web,
+        r"{dep_id} web-cfg cli-box CREATE COMPLETE Outputs received",
+        ("status_reason", "{dep_id}", "COMPLETE"),
+    ),
+    "deployment-list-server": Read(
+        ("deployment", "list", "--server", "cli-box"),
+        _check_deployments_on_cli_box,
+        r"{broken_dep_id} broken-cfg cli-box CREATE FAILED .*",
+        ("{dep_id}", "{broken_dep_id}", "cli-box"),
+    ),
+    "deployment-list-status": Read(
+        ("deployment", "list", "--status", "FAILED"),
+        _check_failed_deployments,
+        r"{broken_dep_id} broken-cfg cli-box CREATE FAILED .*",
+        ("{broken_dep_id}", "FAILED"),
+    ),
+    "deployment-show": Read(
+        ("deployment", "show", "{dep_id}"),
+        _check_deployment_show,
+        r"{dep_id} web-cfg dep {server_id} cli-box CREATE COMPLETE Outputs received 1 .*",
+        ("input_values", "deploy_stdout", "x.sh ran", "{dep_id}"),
+    ),
+    "server-list": Read(
+        ("server", "list"),
+        _check_server_list,
+        r"cli-box {server_id} ENROLLED alive \d+",
+        ("serial", "cli-box", "{server_id}", "ENROLLED"),
+    ),
+    "server-show": Read(
+        ("server", "show", "cli-box"),
+        _check_server_show,
+        r"{server_id} cli-box ENROLLED alive \d+ .*",
+        ("deployments", "cli-box", "ENROLLED"),
+    ),
 }
 
 
@@ -502,9 +597,16 @@ def test_read_command_in_each_format(cp: ControlPlane, facts: Facts, case: str, 
 def test_stack_update_existing_and_if_match(cp: ControlPlane, project: Path, web: Web):
     """`update --existing` keeps earlier parameters; a wrong --if-match is refused with the 409 message."""
     template = str(project / "values.yaml")
-    ok(cp.cli("stack", "create", "upd", "-t", template, "-P", "a=1", "-P", "b=2", "--wait", "--timeout", "60"))
-    out = ok(cp.cli("stack", "update", "upd", "-t", template, "--existing", "-P", "b=3", "--wait",
-                    "--timeout", "60"))
+    ok(
+        cp.cli(
+            "stack", "create", "upd", "-t", template, "-P", "a=1", "-P", "b=2", "--wait", "--timeout", "60"
+        )
+    )
+    out = ok(
+        cp.cli(
+            "stack", "update", "upd", "-t", template, "--existing", "-P", "b=3", "--wait", "--timeout", "60"
+        )
+    )
     assert "stack upd update started (version 2)" in out
     assert ("dep", "UPDATE_COMPLETE") in progress(out) and ("upd", "UPDATE_COMPLETE") in progress(out)
     assert "1-3" == cp.outputs("upd")["joined"]
@@ -514,18 +616,49 @@ def test_stack_update_existing_and_if_match(cp: ControlPlane, project: Path, web
     assert "stack upd is at version 2, not 1" in refused.stderr and "[HTTP 409]" in refused.stderr
     assert 2 == as_json(cp, "stack", "show", "upd")["version"]
 
-    ok(cp.cli("stack", "update", "upd", "-t", template, "--existing", "--if-match", "2", "-P", "b=4",
-              "--wait", "--timeout", "60"))
+    ok(
+        cp.cli(
+            "stack",
+            "update",
+            "upd",
+            "-t",
+            template,
+            "--existing",
+            "--if-match",
+            "2",
+            "-P",
+            "b=4",
+            "--wait",
+            "--timeout",
+            "60",
+        )
+    )
     assert "1-4" == cp.outputs("upd")["joined"]
 
     without = cp.cli("stack", "update", "upd", "-t", template, "-P", "b=5")
     assert 1 == without.returncode and "parameters.a" in without.stderr  # nothing kept without --existing
 
 
-def test_stack_delete_wait_shows_delete_actions_and_removes_the_stack(cp: ControlPlane, project: Path, web: Web):
+def test_stack_delete_wait_shows_delete_actions_and_removes_the_stack(
+    cp: ControlPlane, project: Path, web: Web
+):
     """`stack delete --wait` shows a deployment's DELETE action running, exits 0 and the stack is gone."""
-    ok(cp.cli("stack", "create", "gone", "-t", str(project / "where.yaml"), "-P", f"server_id={web.server_id}",
-              "-P", "pause=1", "--wait", "--timeout", "60"))
+    ok(
+        cp.cli(
+            "stack",
+            "create",
+            "gone",
+            "-t",
+            str(project / "where.yaml"),
+            "-P",
+            f"server_id={web.server_id}",
+            "-P",
+            "pause=1",
+            "--wait",
+            "--timeout",
+            "60",
+        )
+    )
     out = ok(cp.cli("stack", "delete", "gone", "--wait", "--timeout", "60"))  # the DELETE action takes 1 s
     assert "stack gone delete started" in out
     assert ("dep", "DELETE_IN_PROGRESS") in progress(out)
@@ -538,16 +671,28 @@ def test_stack_delete_wait_shows_delete_actions_and_removes_the_stack(cp: Contro
 
 def test_stack_without_deployments_completes_promptly(cp: ControlPlane, project: Path):
     """A stack whose resources all complete at once (OS::Heat::Value) is CREATE_COMPLETE within seconds."""
-    result = cp.cli("stack", "create", "instant", "-t", str(project / "only-values.yaml"), "--wait",
-                    "--timeout", "10")
+    result = cp.cli(
+        "stack", "create", "instant", "-t", str(project / "only-values.yaml"), "--wait", "--timeout", "10"
+    )
     assert 0 == result.returncode, f"{result.stdout}{result.stderr}"
     assert "stack instant: CREATE_COMPLETE" in result.stdout  # within --wait's 10 s bound
 
 
 def test_events_follow_prints_events_until_the_stack_settles(cp: ControlPlane, project: Path, web: Web):
     """`stack events --follow` on a running stack prints its events and returns 0 once it completes."""
-    ok(cp.cli("stack", "create", "follow", "-t", str(project / "where.yaml"), "-P", f"server_id={web.server_id}",
-              "-P", "pause=2"))
+    ok(
+        cp.cli(
+            "stack",
+            "create",
+            "follow",
+            "-t",
+            str(project / "where.yaml"),
+            "-P",
+            f"server_id={web.server_id}",
+            "-P",
+            "pause=2",
+        )
+    )
     assert "CREATE_IN_PROGRESS" == cp.api("GET", "/v1/stacks/follow").body["status"]
     out = ok(cp.cli("stack", "events", "follow", "--follow", timeout=60))
     lines = progress(out)
@@ -564,18 +709,33 @@ def test_server_id_given_as_parameter_runs_there(cp: ControlPlane, project: Path
     host = write(tmp_path / "host.yaml", served("OS::Heat::DeployedServer", "{name: pbox}"))
     ok(cp.cli("stack", "create", "hostonly", "-t", str(host), "--wait", "--timeout", "60"))
     server = as_json(cp, "server", "show", "pbox")
-    out = ok(cp.cli("stack", "create", "byid", "-t", str(project / "where.yaml"), "-P",
-                    f"server_id={server['id']}", "--wait", "--timeout", "60"))
+    out = ok(
+        cp.cli(
+            "stack",
+            "create",
+            "byid",
+            "-t",
+            str(project / "where.yaml"),
+            "-P",
+            f"server_id={server['id']}",
+            "--wait",
+            "--timeout",
+            "60",
+        )
+    )
     assert ("dep", "CREATE_COMPLETE") in progress(out)
     assert server["id"] == cp.outputs("byid")["where"]
     deps = as_json(cp, "deployment", "list", "--server", "pbox")
     assert ("byid-cfg", "COMPLETE") in [(d["name"], d["status"]) for d in deps]
 
 
-def test_nova_server_is_accepted_with_a_warning_and_works_like_deployed_server(cp: ControlPlane, tmp_path: Path):
+def test_nova_server_is_accepted_with_a_warning_and_works_like_deployed_server(
+    cp: ControlPlane, tmp_path: Path
+):
     """OS::Nova::Server with image/flavor: created with warnings in `stack show`, and its deployment runs."""
-    template = write(tmp_path / "nova.yaml",
-                     served("OS::Nova::Server", "{name: nova-box, image: cirros, flavor: m1.tiny}"))
+    template = write(
+        tmp_path / "nova.yaml", served("OS::Nova::Server", "{name: nova-box, image: cirros, flavor: m1.tiny}")
+    )
     ok(cp.cli("stack", "create", "nova", "-t", str(template), "--wait", "--timeout", "60"))
     stack = as_json(cp, "stack", "show", "nova")
     assert "CREATE_COMPLETE" == stack["status"]
@@ -651,8 +811,9 @@ def _bare_env(**extra: str) -> dict[str, str]:
 
 def test_missing_token_exits_1_naming_anneal_token(tmp_path: Path):
     """Without ANNEAL_TOKEN and without a config file the CLI exits 1 and says to set ANNEAL_TOKEN."""
-    result = run_cli("stack", "list", env=_bare_env(ANNEAL_CONFIG=str(tmp_path / "missing.json"),
-                                                     HOME=str(tmp_path)))
+    result = run_cli(
+        "stack", "list", env=_bare_env(ANNEAL_CONFIG=str(tmp_path / "missing.json"), HOME=str(tmp_path))
+    )
     assert 1 == result.returncode
     assert "ANNEAL_TOKEN" in result.stderr
     assert "Traceback" not in result.stderr
@@ -661,8 +822,11 @@ def test_missing_token_exits_1_naming_anneal_token(tmp_path: Path):
 def test_unreachable_url_exits_1_cannot_reach(tmp_path: Path):
     """A URL nobody listens on: exit 1 with "cannot reach" and the URL."""
     url = f"http://127.0.0.1:{free_port()}"
-    result = run_cli("stack", "list", env=_bare_env(ANNEAL_URL=url, ANNEAL_TOKEN="t",
-                                                     ANNEAL_CONFIG=str(tmp_path / "missing.json")))
+    result = run_cli(
+        "stack",
+        "list",
+        env=_bare_env(ANNEAL_URL=url, ANNEAL_TOKEN="t", ANNEAL_CONFIG=str(tmp_path / "missing.json")),
+    )
     assert 1 == result.returncode
     assert "cannot reach" in result.stderr and url in result.stderr
     assert "Traceback" not in result.stderr
@@ -675,14 +839,24 @@ def test_config_file_gives_url_and_token(cp: ControlPlane, tmp_path: Path, how: 
     if how == "ANNEAL_CONFIG":
         result = run_cli("stack", "list", "-f", "json", env=_bare_env(ANNEAL_CONFIG=str(config)))
     else:
-        result = run_cli("--config", str(config), "stack", "list", "-f", "json",
-                         env=_bare_env(ANNEAL_CONFIG=str(tmp_path / "missing.json")))
+        result = run_cli(
+            "--config",
+            str(config),
+            "stack",
+            "list",
+            "-f",
+            "json",
+            env=_bare_env(ANNEAL_CONFIG=str(tmp_path / "missing.json")),
+        )
     assert isinstance(json.loads(ok(result)), list)
 
 
 def test_wrong_token_exits_1_with_the_401_message(cp: ControlPlane, tmp_path: Path):
     """A wrong admin token: exit 1 with the control plane's message and the status."""
-    result = run_cli("stack", "list", env=_bare_env(ANNEAL_URL=cp.url, ANNEAL_TOKEN="wrong",
-                                                     ANNEAL_CONFIG=str(tmp_path / "missing.json")))
+    result = run_cli(
+        "stack",
+        "list",
+        env=_bare_env(ANNEAL_URL=cp.url, ANNEAL_TOKEN="wrong", ANNEAL_CONFIG=str(tmp_path / "missing.json")),
+    )
     assert 1 == result.returncode
     assert "admin token" in result.stderr and "[HTTP 401]" in result.stderr

@@ -48,8 +48,13 @@ resources:
 
 
 def _agent_status(state: Path) -> dict[str, Any]:
-    run = subprocess.run([str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
-                         capture_output=True, text=True, timeout=60, check=False)
+    run = subprocess.run(
+        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert 0 == run.returncode, run.stderr
     return json.loads(run.stdout)
 
@@ -76,12 +81,19 @@ def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
         wait_until((work / "started-a").exists, "the first hook never started", 120)
         _fill(disk, 0)
         (work / "go-a").touch()  # the hook ends on a full disk: its result cannot be recorded
-        full = wait_until(lambda: _agent_status(state).get("disk_full"), "status never showed the full disk", 120)
+        full = wait_until(
+            lambda: _agent_status(state).get("disk_full"), "status never showed the full disk", 120
+        )
         assert str(state) in full["message"] and "record the result of deployment" in full["message"]
         reported = wait_until(lambda: _reported(cp), "the heartbeat never reported the full disk", 60)
         assert full["message"] == reported["message"]
-        text = subprocess.run([str(BIN / "anneal-agent"), "status", "--state-dir", str(state)],
-                              capture_output=True, text=True, timeout=60, check=True).stdout
+        text = subprocess.run(
+            [str(BIN / "anneal-agent"), "status", "--state-dir", str(state)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         assert "DISK FULL:" in text and str(state) in text
         assert 201 == cp.create("second", TEMPLATE, params={"dir": str(work), "step": "b"}).status
         time.sleep(3)  # the second document arrives and cannot be kept: nothing of it runs
@@ -104,8 +116,9 @@ def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
         db = sqlite3.connect(state / "ledger.sqlite")
         try:
             assert "ok" == db.execute("PRAGMA integrity_check").fetchone()[0]
-            signalled = db.execute("SELECT g.deployment_id FROM outbox o JOIN generations g"
-                                   " USING (item_id) ORDER BY o.id").fetchall()
+            signalled = db.execute(
+                "SELECT g.deployment_id FROM outbox o JOIN generations g USING (item_id) ORDER BY o.id"
+            ).fetchall()
         finally:
             db.close()
         assert [(first["id"],), (second["id"],)] == signalled  # one signal each, in order
@@ -133,7 +146,9 @@ def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Pa
         argv = enrol_agent(cp, "fullbox", state)
         _fill(disk, 0)
         agent = subprocess.Popen(argv, stdout=log, stderr=log)
-        wait_until(lambda: "could not open its ledger" in log_path.read_text(), "no line about the full disk", 60)
+        wait_until(
+            lambda: "could not open its ledger" in log_path.read_text(), "no line about the full disk", 60
+        )
         assert f"state dir {state} is full" in log_path.read_text()
         time.sleep(3)
         assert agent.poll() is None, "the agent exited on a full disk"

@@ -51,7 +51,10 @@ def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 def agent_status(cp: ControlPlane) -> dict[str, Any]:
     out = subprocess.run(
         [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir("keys-box"))],
-        capture_output=True, text=True, timeout=60, check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return dict(json.loads(out.stdout))
 
@@ -98,7 +101,10 @@ def test_key_rotation_reaches_running_agents_through_the_chain(cp: ControlPlane)
 def test_an_agents_rejection_report_shows_in_server_show(cp: ControlPlane) -> None:
     """What an agent reports refusing is visible to the operator in `anneal server show`."""
     token = cp.api("POST", "/v1/servers", {"name": "reporter"}).body["enrol_token"]
-    keys = {"sign": base64.b64encode(os.urandom(32)).decode(), "box": base64.b64encode(os.urandom(32)).decode()}
+    keys = {
+        "sign": base64.b64encode(os.urandom(32)).decode(),
+        "box": base64.b64encode(os.urandom(32)).decode(),
+    }
     enrolled = cp.api("POST", "/v1/agent/enrol", {"token": token, "public_keys": keys}, token=None)
     assert enrolled.status == 201 and enrolled.body["control_public_key"]
     report = {"counts": {"rollback": 2}, "last": [{"at": 1.0, "kind": "rollback", "reason": "serial 3 < 9"}]}

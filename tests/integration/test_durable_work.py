@@ -94,13 +94,19 @@ def test_r01_kill9_at_random_instants_loses_and_repeats_nothing(tmp_path: Path, 
             assert f"{phase.upper()}_COMPLETE" == final["status"], final
         deps = cp.api("GET", "/v1/deployments?stack=r01").body
         counted = runs(work)
-        expected = {f"d{s}x{d} {rev} {action}" for s in range(servers) for d in range(chain)
-                    for rev, action in (("r1", "CREATE"), ("r2", "UPDATE"))}
+        expected = {
+            f"d{s}x{d} {rev} {action}"
+            for s in range(servers)
+            for d in range(chain)
+            for rev, action in (("r1", "CREATE"), ("r2", "UPDATE"))
+        }
         lost = expected - set(counted)
         doubles = {k: n for k, n in counted.items() if n > 1}
         stuck = [d for d in deps if d["status"] != "COMPLETE"]
-        print(f"\nR01 [{'postgresql' if db_args else 'sqlite'}]: {kills} kills, {len(expected)} hook runs "
-              f"expected, lost {len(lost)}, double runs {len(doubles)}, stuck {len(stuck)}")
+        print(
+            f"\nR01 [{'postgresql' if db_args else 'sqlite'}]: {kills} kills, {len(expected)} hook runs "
+            f"expected, lost {len(lost)}, double runs {len(doubles)}, stuck {len(stuck)}"
+        )
         assert not lost
         assert not doubles
         assert not stuck
@@ -153,8 +159,10 @@ def test_several_processes_share_one_postgresql_and_any_may_die(tmp_path: Path, 
         for d in dirs:
             owners |= set(re.findall(r"(\S+:\d+:[0-9a-f]{8}) claimed", (d / "control.log").read_text()))
         pids = {o.split(":")[1] for o in owners}
-        print(f"\nshared PostgreSQL: 3 processes, {kills} kills, {len(pids)} processes claimed work, "
-              f"{sum(counted.values())} hook runs, double runs {len(doubles)}, states {states}")
+        print(
+            f"\nshared PostgreSQL: 3 processes, {kills} kills, {len(pids)} processes claimed work, "
+            f"{sum(counted.values())} hook runs, double runs {len(doubles)}, states {states}"
+        )
         assert ["CREATE_COMPLETE"] * len(names) == states
         assert 16 == len(counted)
         assert not doubles

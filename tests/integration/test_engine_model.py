@@ -219,16 +219,22 @@ def test_engine_against_a_model(
         def create(self, servers: int, shape: list[bool]) -> None:
             deps = [i - 1 if (chained and i) else None for i, chained in enumerate(shape)]
             self.text = template(servers, deps)
-            status, body = self.run(self.plane.call("POST", "/v1/stacks", {
-                "name": "model", "template": self.text, "parameters": {"rev": 0}}))
+            status, body = self.run(
+                self.plane.call(
+                    "POST", "/v1/stacks", {"name": "model", "template": self.text, "parameters": {"rev": 0}}
+                )
+            )
             assert 201 == status, body
 
         @rule()
         def update(self) -> None:
             stats["steps"] += 1
             self.rev += 1
-            status, body = self.run(self.plane.call("PUT", "/v1/stacks/model", {
-                "template": self.text, "parameters": {"rev": self.rev}}))
+            status, body = self.run(
+                self.plane.call(
+                    "PUT", "/v1/stacks/model", {"template": self.text, "parameters": {"rev": self.rev}}
+                )
+            )
             if status != 202:
                 self.violations.append(f"update refused: {status} {body}")
 
@@ -243,8 +249,12 @@ def test_engine_against_a_model(
                     continue
                 self.executed.add(key)
                 stats["runs"] += 1
-                body = {"deploy_status_code": 1 if fail else 0, "deploy_stdout": "", "deploy_stderr": "",
-                        "out": f"rev {_input(dep.item, 'REV')}"}
+                body = {
+                    "deploy_status_code": 1 if fail else 0,
+                    "deploy_stdout": "",
+                    "deploy_stderr": "",
+                    "out": f"rev {_input(dep.item, 'REV')}",
+                }
                 self.queue.append((str(_input(dep.item, "deploy_signal_id")), dep.id, dep.generation, body))
 
         @rule(pick=st.integers(0, 1000))
@@ -262,7 +272,9 @@ def test_engine_against_a_model(
                 # The engine steps between rules, so read the generation now (it never goes down).
                 current = self.run(self.plane.generation(dep_id))
                 if current is not None and gen >= current:
-                    self.violations.append(f"signal for current generation {gen} of {dep_id} refused: {answer}")
+                    self.violations.append(
+                        f"signal for current generation {gen} of {dep_id} refused: {answer}"
+                    )
             elif status == 200:
                 if answer.get("duplicate"):
                     stats["duplicates"] += 1
@@ -314,8 +326,11 @@ def test_engine_against_a_model(
                 self._deliver(sig)
             self.queue = []
             self.rev += 1
-            status, body = self.run(self.plane.call("PUT", "/v1/stacks/model", {
-                "template": self.text, "parameters": {"rev": self.rev}}))
+            status, body = self.run(
+                self.plane.call(
+                    "PUT", "/v1/stacks/model", {"template": self.text, "parameters": {"rev": self.rev}}
+                )
+            )
             if status != 202:
                 self.violations.append(f"final update refused: {status} {body}")
                 return
@@ -332,11 +347,15 @@ def test_engine_against_a_model(
                 return
             for dep in self.run(self.plane.deployments()):
                 if _input(dep.item, "REV") != self.rev or dep.status != "COMPLETE":
-                    self.violations.append(f"{dep.resource_name} at rev {_input(dep.item, 'REV')} "
-                                           f"{dep.status}, wanted {self.rev} COMPLETE")
+                    self.violations.append(
+                        f"{dep.resource_name} at rev {_input(dep.item, 'REV')} "
+                        f"{dep.status}, wanted {self.rev} COMPLETE"
+                    )
 
     EngineModel.TestCase.settings = settings(
-        max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
+        max_examples=EXAMPLES,
+        stateful_step_count=STEPS,
+        deadline=None,
         suppress_health_check=list(HealthCheck),
     )
     EngineModel.TestCase().runTest()

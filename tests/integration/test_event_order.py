@@ -39,8 +39,17 @@ def test_a_reader_waits_for_an_earlier_id_still_uncommitted(postgres: Postgres, 
         engine, sessions = await open_database(url, keys.load_or_create(tmp_path / "keys").data_key)
         try:
             async with sessions() as s:
-                s.add(StackRow(id="s1", name="s1", action="CREATE", status="IN_PROGRESS", template={},
-                               created_at=time.time(), updated_at=time.time()))
+                s.add(
+                    StackRow(
+                        id="s1",
+                        name="s1",
+                        action="CREATE",
+                        status="IN_PROGRESS",
+                        template={},
+                        created_at=time.time(),
+                        updated_at=time.time(),
+                    )
+                )
                 await s.commit()
             # Txn's runtime is used only to publish documents, which these transactions do not.
             async with sessions() as a, sessions() as b:

@@ -28,11 +28,36 @@ SERVER = "ec14c864-096e-4e27-bb8a-2c2b4dc6f3f5"
 def _derived(name: str, transport: str, extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The deploy_* inputs heat-engine appends, with its descriptions (heat.md §2.2)."""
     return [
-        {"name": "deploy_server_id", "type": "String", "description": "ID of the server being deployed to", "value": SERVER},
-        {"name": "deploy_action", "type": "String", "description": "Name of the current action being deployed", "value": "CREATE"},
-        {"name": "deploy_stack_id", "type": "String", "description": "ID of the stack this deployment belongs to", "value": STACK},
-        {"name": "deploy_resource_name", "type": "String", "description": "Name of this deployment resource in the stack", "value": name},
-        {"name": "deploy_signal_transport", "type": "String", "description": "How the server should signal to heat with the deployment output values.", "value": transport},
+        {
+            "name": "deploy_server_id",
+            "type": "String",
+            "description": "ID of the server being deployed to",
+            "value": SERVER,
+        },
+        {
+            "name": "deploy_action",
+            "type": "String",
+            "description": "Name of the current action being deployed",
+            "value": "CREATE",
+        },
+        {
+            "name": "deploy_stack_id",
+            "type": "String",
+            "description": "ID of the stack this deployment belongs to",
+            "value": STACK,
+        },
+        {
+            "name": "deploy_resource_name",
+            "type": "String",
+            "description": "Name of this deployment resource in the stack",
+            "value": name,
+        },
+        {
+            "name": "deploy_signal_transport",
+            "type": "String",
+            "description": "How the server should signal to heat with the deployment output values.",
+            "value": transport,
+        },
         *extra,
     ]
 
@@ -44,7 +69,7 @@ def heat_document(base: str, marker: Path) -> dict[str, Any]:
         "&AWSAccessKeyId=4f6d&SignatureVersion=2&Signature=abc%3D"
     )
     put_url = f"{base}/v1/AUTH_3f1c/{STACK.split('/')[1]}/web-put_deployment-q2xk7d?temp_url_sig=9a03&temp_url_expires=2147483587"
-    script = "#!/bin/sh\necho \"hello $foo\"\necho -n \"$foo-done\" > $heat_outputs_path.result\n"
+    script = '#!/bin/sh\necho "hello $foo"\necho -n "$foo-done" > $heat_outputs_path.result\n'
     return {
         "deployments": [
             {
@@ -57,11 +82,31 @@ def heat_document(base: str, marker: Path) -> dict[str, Any]:
                 "outputs": [{"name": "result", "type": "String", "error_output": False}],
                 "inputs": [
                     {"name": "foo", "type": "String", "value": "fooooo"},
-                    {"name": "bar", "type": "String", "default": "out.txt", "value": "baaaaa", "replace_on_change": True},
-                    *_derived("cfn_deployment", "CFN_SIGNAL", [
-                        {"name": "deploy_signal_id", "type": "String", "description": "ID of signal to use for signaling output values", "value": cfn_url},
-                        {"name": "deploy_signal_verb", "type": "String", "description": "HTTP verb to use for signaling output values", "value": "POST"},
-                    ]),
+                    {
+                        "name": "bar",
+                        "type": "String",
+                        "default": "out.txt",
+                        "value": "baaaaa",
+                        "replace_on_change": True,
+                    },
+                    *_derived(
+                        "cfn_deployment",
+                        "CFN_SIGNAL",
+                        [
+                            {
+                                "name": "deploy_signal_id",
+                                "type": "String",
+                                "description": "ID of signal to use for signaling output values",
+                                "value": cfn_url,
+                            },
+                            {
+                                "name": "deploy_signal_verb",
+                                "type": "String",
+                                "description": "HTTP verb to use for signaling output values",
+                                "value": "POST",
+                            },
+                        ],
+                    ),
                 ],
             },
             {
@@ -82,10 +127,24 @@ def heat_document(base: str, marker: Path) -> dict[str, Any]:
                 "options": None,
                 "config": "#!/bin/sh\necho oops >&2\nexit 3\n",
                 "outputs": [],
-                "inputs": _derived("put_deployment", "TEMP_URL_SIGNAL", [
-                    {"name": "deploy_signal_id", "type": "String", "description": "ID of signal to use for signaling output values", "value": put_url},
-                    {"name": "deploy_signal_verb", "type": "String", "description": "HTTP verb to use for signaling output values", "value": "PUT"},
-                ]),
+                "inputs": _derived(
+                    "put_deployment",
+                    "TEMP_URL_SIGNAL",
+                    [
+                        {
+                            "name": "deploy_signal_id",
+                            "type": "String",
+                            "description": "ID of signal to use for signaling output values",
+                            "value": put_url,
+                        },
+                        {
+                            "name": "deploy_signal_verb",
+                            "type": "String",
+                            "description": "HTTP verb to use for signaling output values",
+                            "value": "PUT",
+                        },
+                    ],
+                ),
             },
         ]
     }
@@ -132,11 +191,17 @@ async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: P
         # A freshly booted server: the boot metadata (heat_local) names the metadata URL, as
         # Heat's user_data does; the configuration file names only the collectors.
         boot = tmp_path / "cfn-init-data"
-        boot.write_text(json.dumps({
-            "deployments": [],
-            "os-collect-config": {"collectors": ["heat_local", "request", "local"],
-                                  "request": {"metadata_url": f"{base}/metadata/doc.json"}},
-        }))
+        boot.write_text(
+            json.dumps(
+                {
+                    "deployments": [],
+                    "os-collect-config": {
+                        "collectors": ["heat_local", "request", "local"],
+                        "request": {"metadata_url": f"{base}/metadata/doc.json"},
+                    },
+                }
+            )
+        )
         local = tmp_path / "local-data"
         local.mkdir(mode=0o700)
         (local / "extra.json").write_text(json.dumps({"site": {"zone": "a"}}))
@@ -156,9 +221,16 @@ async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: P
         by_verb = {s[0]: s for s in heat.signals}
         assert sorted(by_verb) == ["POST", "PUT"] and len(heat.signals) == 2
         post = by_verb["POST"]
-        assert post[1].startswith("/v1/signal/arn:openstack:heat::te:stacks/web/") and post[3] == "application/json"
-        assert post[2] == {"result": "fooooo-done", "deploy_stdout": "hello fooooo\n",
-                           "deploy_stderr": "", "deploy_status_code": 0}
+        assert (
+            post[1].startswith("/v1/signal/arn:openstack:heat::te:stacks/web/")
+            and post[3] == "application/json"
+        )
+        assert post[2] == {
+            "result": "fooooo-done",
+            "deploy_stdout": "hello fooooo\n",
+            "deploy_stderr": "",
+            "deploy_status_code": 0,
+        }
         put = by_verb["PUT"]
         assert put[1] == f"/v1/AUTH_3f1c/{STACK.split('/')[1]}/web-put_deployment-q2xk7d"
         assert put[2]["deploy_status_code"] == 3 and "oops" in put[2]["deploy_stderr"]
@@ -189,9 +261,16 @@ async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: P
 async def test_bad_os_collect_config_file_is_named(tmp_path: Path):
     conf = tmp_path / "occ.conf"
     conf.write_text("[DEFAULT]\npolling_interval = soon\n")
-    rc, _, err = await _agent("once", "--heat-compat", "--os-collect-config", str(conf),
-                              "--state-dir", str(tmp_path / "s"))
+    rc, _, err = await _agent(
+        "once", "--heat-compat", "--os-collect-config", str(conf), "--state-dir", str(tmp_path / "s")
+    )
     assert rc == 2 and f"{conf}: polling_interval: expected seconds, got 'soon'" in err
-    rc, _, err = await _agent("once", "--heat-compat", "--os-collect-config", str(tmp_path / "missing"),
-                              "--state-dir", str(tmp_path / "s"))
+    rc, _, err = await _agent(
+        "once",
+        "--heat-compat",
+        "--os-collect-config",
+        str(tmp_path / "missing"),
+        "--state-dir",
+        str(tmp_path / "s"),
+    )
     assert rc == 2 and "missing" in err and "No such file" in err

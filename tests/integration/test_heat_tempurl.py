@@ -44,24 +44,26 @@ def test_temp_url_signal_put_to_real_swift(swift_server: Swift, tmp_path: Path):
     put_url = temp_url(storage, key, "PUT", stack_id, signal_obj)
     doc = {
         "os-collect-config": {"collectors": ["request", "local"]},
-        "deployments": [{
-            "id": "3d5ec2a8-7004-43b6-a7f6-542bdbe9d434",
-            "name": "10_write_file",
-            "group": "script",
-            "creation_time": "2026-05-01T10:00:02Z",
-            "options": None,
-            "config": "#!/bin/sh\necho hi\necho -n done > $heat_outputs_path.result\n",
-            "outputs": [{"name": "result", "type": "String", "error_output": False}],
-            "inputs": [
-                {"name": "deploy_server_id", "type": "String", "value": "ec14c864"},
-                {"name": "deploy_action", "type": "String", "value": "CREATE"},
-                {"name": "deploy_stack_id", "type": "String", "value": f"web/{stack_id}"},
-                {"name": "deploy_resource_name", "type": "String", "value": "deployment"},
-                {"name": "deploy_signal_transport", "type": "String", "value": "TEMP_URL_SIGNAL"},
-                {"name": "deploy_signal_id", "type": "String", "value": put_url},
-                {"name": "deploy_signal_verb", "type": "String", "value": "PUT"},
-            ],
-        }],
+        "deployments": [
+            {
+                "id": "3d5ec2a8-7004-43b6-a7f6-542bdbe9d434",
+                "name": "10_write_file",
+                "group": "script",
+                "creation_time": "2026-05-01T10:00:02Z",
+                "options": None,
+                "config": "#!/bin/sh\necho hi\necho -n done > $heat_outputs_path.result\n",
+                "outputs": [{"name": "result", "type": "String", "error_output": False}],
+                "inputs": [
+                    {"name": "deploy_server_id", "type": "String", "value": "ec14c864"},
+                    {"name": "deploy_action", "type": "String", "value": "CREATE"},
+                    {"name": "deploy_stack_id", "type": "String", "value": f"web/{stack_id}"},
+                    {"name": "deploy_resource_name", "type": "String", "value": "deployment"},
+                    {"name": "deploy_signal_transport", "type": "String", "value": "TEMP_URL_SIGNAL"},
+                    {"name": "deploy_signal_id", "type": "String", "value": put_url},
+                    {"name": "deploy_signal_verb", "type": "String", "value": "PUT"},
+                ],
+            }
+        ],
     }
     metadata_obj = "0b6e9d0a-2f3c-4a51-9d42-7f1d5c0e8a11"
     body = json.dumps(doc).encode()
@@ -71,11 +73,29 @@ def test_temp_url_signal_put_to_real_swift(swift_server: Swift, tmp_path: Path):
     conf.write_text(f"[DEFAULT]\ncollectors = request\n\n[request]\nmetadata_url = {get_url}\n")
     hooks = tmp_path / "hooks"
     hooks.mkdir()
-    run = subprocess.run([AGENT, "once", "--heat-compat", "--os-collect-config", str(conf),
-                          "--state-dir", str(tmp_path / "state"), "--hook-dir", str(hooks)],
-                         capture_output=True, text=True, timeout=120, check=False)
+    run = subprocess.run(
+        [
+            AGENT,
+            "once",
+            "--heat-compat",
+            "--os-collect-config",
+            str(conf),
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--hook-dir",
+            str(hooks),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr
     status, signal_body, headers = swift_server.request("GET", f"/{stack_id}/{signal_obj}")
     assert status == 200 and "Last-Modified" in headers
-    assert json.loads(signal_body) == {"result": "done", "deploy_stdout": "hi\n", "deploy_stderr": "",
-                                       "deploy_status_code": 0}
+    assert json.loads(signal_body) == {
+        "result": "done",
+        "deploy_stdout": "hi\n",
+        "deploy_stderr": "",
+        "deploy_status_code": 0,
+    }

@@ -63,7 +63,11 @@ def test_example_creates_then_deletes_with_the_real_tool(tools_cp, tool):
 def test_chef_example_through_the_fake_client(tools_cp):
     """chef.yaml: the run lists and attributes reach the (fake) client; its output comes back."""
     cp, tmp = tools_cp
-    params = {"workdir": str(tmp / "chef"), "greeting": "hi-chef", "kitchen_path": str(EXAMPLES / "chef" / "kitchen")}
+    params = {
+        "workdir": str(tmp / "chef"),
+        "greeting": "hi-chef",
+        "kitchen_path": str(EXAMPLES / "chef" / "kitchen"),
+    }
     assert 201 == cp.create("chef", EXAMPLES / "chef.yaml", params=params).status
     stack = cp.wait_stack("chef", timeout=300)
     assert stack["status"] == "CREATE_COMPLETE", stack["status_reason"]

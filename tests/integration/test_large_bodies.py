@@ -59,7 +59,9 @@ def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_pat
                 status, _ = await client.send(http, "POST", f"{relay_url}/v1/signal/d/1", signal_body, {})
             assert [BIG] * 3 == [direct.body, relayed.body, store.body]
             assert 200 == status
-            assert [hashlib.sha256(signal_body).hexdigest()] == [hashlib.sha256(b).hexdigest() for b in received]
+            assert [hashlib.sha256(signal_body).hexdigest()] == [
+                hashlib.sha256(b).hexdigest() for b in received
+            ]
         finally:
             await relay_runner.cleanup()
             await up_runner.cleanup()

@@ -66,11 +66,15 @@ resources:
   srv: {type: OS::Heat::DeployedServer}
 """
     + config()
-    + software_deployment("every", f"NAME: every, {LOGGED}", actions="CREATE, UPDATE, DELETE, SUSPEND, RESUME")
+    + software_deployment(
+        "every", f"NAME: every, {LOGGED}", actions="CREATE, UPDATE, DELETE, SUSPEND, RESUME"
+    )
     + software_deployment("plain", f"NAME: plain, {LOGGED}")
     + software_deployment("on_suspend", f"NAME: on_suspend, {LOGGED}", actions="SUSPEND")
     + software_deployment(
-        "after", f"NAME: after, {LOGGED}, SEEN: {{get_attr: [every, result]}}", actions="SUSPEND, RESUME",
+        "after",
+        f"NAME: after, {LOGGED}, SEEN: {{get_attr: [every, result]}}",
+        actions="SUSPEND, RESUME",
         depends_on="every",
     )
 )
@@ -193,7 +197,9 @@ resources:
 """
     + config()
     + software_deployment(
-        "backend", f"NAME: {{get_param: first_name}}, {LOGGED}", actions="CREATE, UPDATE, DELETE",
+        "backend",
+        f"NAME: {{get_param: first_name}}, {LOGGED}",
+        actions="CREATE, UPDATE, DELETE",
         extra="      name: {get_param: first_name}\n",
     )
     + software_deployment("frontend", f"NAME: frontend, {LOGGED}, UPSTREAM: {{get_attr: [backend, result]}}")
@@ -269,7 +275,9 @@ def test_delete_only_deployment_on_a_server_that_never_enrolled_is_removed_witho
         deleted = {
             e["resource_name"]: e["reason"]
             for e in events
-            if e["action"] == "DELETE" and e["status"] == "COMPLETE" and e["resource_name"] in ("teardown", "drain")
+            if e["action"] == "DELETE"
+            and e["status"] == "COMPLETE"
+            and e["resource_name"] in ("teardown", "drain")
         }
         reason = "DELETE not run: server orphan-srv never enrolled, so nothing ran there"
         assert {"teardown": reason, "drain": reason} == deleted

@@ -100,7 +100,11 @@ def wait_for(what: str, check, timeout: float = 90):
 def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
     published, media, outbox, state = (tmp_path / n for n in ("published", "media", "outbox", "agent"))
     cp = start_control_plane(
-        tmp_path, "--provisioner=enrol", "--access-log", f"--local-dir={published}", "--store-poll-interval=0.5"
+        tmp_path,
+        "--provisioner=enrol",
+        "--access-log",
+        f"--local-dir={published}",
+        "--store-poll-interval=0.5",
     )
     agent = None
     try:
@@ -127,7 +131,9 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
         # all (only a loopback that is down): everything it knows comes from the media.
         isolate = ["unshare", "--net", "--"]
         host = cp.url.split("//")[1].split(":")[0]
-        probe = subprocess.run([*isolate, "ip", "route", "get", host], capture_output=True, text=True, check=False)
+        probe = subprocess.run(
+            [*isolate, "ip", "route", "get", host], capture_output=True, text=True, check=False
+        )
         assert 0 != probe.returncode and "unreachable" in probe.stderr, (probe.stdout, probe.stderr)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANNEAL_")}
         log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed with the process below
@@ -168,7 +174,9 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
         guessed = signed_request(intruder, server_id, "x" * 43, raw_public(intruder))
         err = import_refused(cp, tmp_path, "guessed", {request_file.name: json.dumps(guessed).encode()})
         assert "unknown or already used" in err
-        ghost = signed_request(intruder, "00000000-0000-4000-8000-000000000000", other_token, raw_public(intruder))
+        ghost = signed_request(
+            intruder, "00000000-0000-4000-8000-000000000000", other_token, raw_public(intruder)
+        )
         err = import_refused(cp, tmp_path, "ghost", {"enrol.x.json": json.dumps(ghost).encode()})
         assert "not found" in err
         assert "ENROLLED" != cp.api("GET", "/v1/servers/off-box").body["status"]
@@ -232,7 +240,10 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
 
         shown = subprocess.run(
             [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
-            capture_output=True, text=True, timeout=60, check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         )
         assert {"kind": "LOCAL media", "document_url": f"{media}/document.json"} == json.loads(shown.stdout)[
             "transport"

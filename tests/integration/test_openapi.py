@@ -16,8 +16,9 @@ from tests.integration.conftest import ControlPlane, start_control_plane, stop_c
 pytestmark = pytest.mark.slow
 
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
-ROUTES = sorted((r.method, r.path, getattr(r.handler, "anneal_auth", None))
-                for r in routes if isinstance(r, web.RouteDef))
+ROUTES = sorted(
+    (r.method, r.path, getattr(r.handler, "anneal_auth", None)) for r in routes if isinstance(r, web.RouteDef)
+)
 PROTECTED = [(method, path) for method, path, policy in ROUTES if policy != "public"]
 
 
@@ -43,8 +44,9 @@ def test_served_spec_is_valid_openapi_3_1(served: dict):
 
 def test_every_operation_has_a_summary_and_responses(served: dict):
     """Each operation names what it does and its responses, with at least one 2xx or 304."""
-    operations = [(path, m, op) for path, item in served["paths"].items()
-                  for m, op in item.items() if m in HTTP_METHODS]
+    operations = [
+        (path, m, op) for path, item in served["paths"].items() for m, op in item.items() if m in HTTP_METHODS
+    ]
     assert len(operations) >= len(ROUTES)
     for path, method, op in operations:
         assert op.get("summary"), (method, path)

@@ -48,8 +48,13 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for tool in ("dpkg-deb", "dpkg"):
         assert shutil.which(tool), f"{tool} is missing: run `make tools` (Debian's dpkg)"
     out = tmp_path_factory.mktemp("dist")
-    run = subprocess.run(["bash", str(ROOT / "packaging" / "build.sh"), str(out)],
-                         capture_output=True, text=True, timeout=600, check=False)
+    run = subprocess.run(
+        ["bash", str(ROOT / "packaging" / "build.sh"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return out
 
@@ -62,18 +67,36 @@ def _deb(built: Path) -> Path:
 
 def test_wheel_and_deb_are_built(built: Path):
     assert len(list(built.glob("anneal-*-py3-none-any.whl"))) == 1
-    info = subprocess.run(["dpkg-deb", "-I", str(_deb(built))], capture_output=True, text=True, check=True).stdout
-    for line in ("Package: anneal-agent", "Depends: python3 (>= 3.11)", "postinst", "prerm", "postrm", "conffiles"):
+    info = subprocess.run(
+        ["dpkg-deb", "-I", str(_deb(built))], capture_output=True, text=True, check=True
+    ).stdout
+    for line in (
+        "Package: anneal-agent",
+        "Depends: python3 (>= 3.11)",
+        "postinst",
+        "prerm",
+        "postrm",
+        "conffiles",
+    ):
         assert line in info, (line, info)
-    fields = subprocess.run(["dpkg-deb", "-f", str(_deb(built)), "Version", "Architecture"],
-                            capture_output=True, text=True, check=True).stdout
+    fields = subprocess.run(
+        ["dpkg-deb", "-f", str(_deb(built)), "Version", "Architecture"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "Version: 0.1.0" in fields
 
 
 def test_deb_contents(built: Path, tmp_path: Path):
-    listing = subprocess.run(["dpkg-deb", "-c", str(_deb(built))], capture_output=True, text=True, check=True).stdout
-    entries = {line.split()[-1].removeprefix("./"): line.split()[:2] for line in listing.splitlines()
-               if not line.split()[-1].startswith("->") and "->" not in line}
+    listing = subprocess.run(
+        ["dpkg-deb", "-c", str(_deb(built))], capture_output=True, text=True, check=True
+    ).stdout
+    entries = {
+        line.split()[-1].removeprefix("./"): line.split()[:2]
+        for line in listing.splitlines()
+        if not line.split()[-1].startswith("->") and "->" not in line
+    }
     assert entries["opt/anneal-agent/bin/anneal-agent"][0] == "-rwxr-xr-x"
     assert entries["lib/systemd/system/anneal-agent.service"] == ["-rw-r--r--", "root/root"]
     assert entries["etc/anneal-agent/agent.env"] == ["-rw-------", "root/root"]
@@ -84,15 +107,27 @@ def test_deb_contents(built: Path, tmp_path: Path):
     unpack = tmp_path / "unpack"
     subprocess.run(["dpkg-deb", "-x", str(_deb(built)), str(unpack)], check=True)
     unit = (unpack / "lib/systemd/system/anneal-agent.service").read_text()
-    for line in ("Restart=on-failure", "KillMode=mixed", "EnvironmentFile=/etc/anneal-agent/agent.env",
-                 "/opt/anneal-agent/bin/anneal-agent run --state-dir /var/lib/anneal-agent"):
+    for line in (
+        "Restart=on-failure",
+        "KillMode=mixed",
+        "EnvironmentFile=/etc/anneal-agent/agent.env",
+        "/opt/anneal-agent/bin/anneal-agent run --state-dir /var/lib/anneal-agent",
+    ):
         assert line in unit, line
-    assert (unpack / "opt/anneal-agent/bin/anneal-agent").read_text().startswith("#!/opt/anneal-agent/bin/python")
+    assert (
+        (unpack / "opt/anneal-agent/bin/anneal-agent")
+        .read_text()
+        .startswith("#!/opt/anneal-agent/bin/python")
+    )
 
 
-HOST_PATHS = ("/opt/anneal-agent", "/var/lib/anneal-agent", "/etc/anneal-agent",
-              "/lib/systemd/system/anneal-agent.service",
-              "/etc/systemd/system/multi-user.target.wants/anneal-agent.service")
+HOST_PATHS = (
+    "/opt/anneal-agent",
+    "/var/lib/anneal-agent",
+    "/etc/anneal-agent",
+    "/lib/systemd/system/anneal-agent.service",
+    "/etc/systemd/system/multi-user.target.wants/anneal-agent.service",
+)
 
 
 def _dpkg(root: Path, log: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -103,8 +138,9 @@ def _dpkg(root: Path, log: Path, *args: str) -> subprocess.CompletedProcess[str]
 
 
 def _host_state() -> tuple[list[str], str]:
-    known = subprocess.run(["dpkg-query", "-W", "-f=${Status}", "anneal-agent"],
-                           capture_output=True, text=True, check=False)
+    known = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Status}", "anneal-agent"], capture_output=True, text=True, check=False
+    )
     return [p for p in HOST_PATHS if os.path.lexists(p)], known.stdout
 
 
@@ -125,12 +161,22 @@ def test_deb_installs_upgrades_removes_and_purges_with_dpkg_in_a_scratch_root(bu
         assert (state.st_mode & 0o777, state.st_uid, state.st_gid) == (0o700, 0, 0)
         assert 0o600 == (root / "etc/anneal-agent/agent.env").stat().st_mode & 0o777
         wants = root / "etc/systemd/system/multi-user.target.wants/anneal-agent.service"
-        assert "/lib/systemd/system/anneal-agent.service" == os.readlink(wants)  # enabled for the image's boot
+        assert "/lib/systemd/system/anneal-agent.service" == os.readlink(
+            wants
+        )  # enabled for the image's boot
         # The installed agent runs and reads the installed state dir.
         agent = [str(root / "opt/anneal-agent/bin/python3"), str(root / "opt/anneal-agent/bin/anneal-agent")]
-        status = subprocess.run([*agent, "status", "--state-dir", str(root / "var/lib/anneal-agent")],
-                                capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
-        assert 2 == status.returncode and "holds no enrolment; run `anneal-agent enrol` first" in status.stderr
+        status = subprocess.run(
+            [*agent, "status", "--state-dir", str(root / "var/lib/anneal-agent")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=tmp_path,
+        )
+        assert (
+            2 == status.returncode and "holds no enrolment; run `anneal-agent enrol` first" in status.stderr
+        )
 
         # An upgrade (the same package again) keeps the ledger and an edited agent.env.
         (root / "var/lib/anneal-agent/ledger.sqlite").write_bytes(b"the run-once ledger")
@@ -168,8 +214,13 @@ def test_packaged_agent_runs_against_a_real_control_plane(built: Path, tmp_path:
     subprocess.run(["dpkg-deb", "-x", str(_deb(built)), str(unpack)], check=True)
     venv = unpack / "opt/anneal-agent"
     python = str(venv / "bin" / "python3")
-    where = subprocess.run([python, "-c", "import agent, sys; print(agent.__file__); import sqlalchemy"],
-                           capture_output=True, text=True, check=False, cwd=tmp_path)
+    where = subprocess.run(
+        [python, "-c", "import agent, sys; print(agent.__file__); import sqlalchemy"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
     assert where.stdout.startswith(str(venv)), where  # the packaged code, not this checkout
     assert "No module named 'sqlalchemy'" in where.stderr
     # cwd is a scratch dir everywhere: Python puts the cwd on sys.path for `-c` and `-m`
@@ -177,12 +228,22 @@ def test_packaged_agent_runs_against_a_real_control_plane(built: Path, tmp_path:
     agent = [python, str(venv / "bin" / "anneal-agent")]
     token = cp.api("POST", "/v1/servers", {"name": "pkgbox"}).body["enrol_token"]
     state = tmp_path / "state"
-    enrol = subprocess.run([*agent, "enrol", "--url", cp.url, f"--token={token}", "--state-dir", str(state)],
-                           capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path)
+    enrol = subprocess.run(
+        [*agent, "enrol", "--url", cp.url, f"--token={token}", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
     assert enrol.returncode == 0, enrol.stderr
     with open(tmp_path / "agent.log", "wb") as log:
-        proc = subprocess.Popen([*agent, "run", "--state-dir", str(state), "--poll-wait", "2",
-                                 "--hook-dir", str(tmp_path)], stdout=log, stderr=log, cwd=tmp_path)
+        proc = subprocess.Popen(
+            [*agent, "run", "--state-dir", str(state), "--poll-wait", "2", "--hook-dir", str(tmp_path)],
+            stdout=log,
+            stderr=log,
+            cwd=tmp_path,
+        )
         try:
             assert cp.create("pkg", STACK).status == 201
             stack = cp.wait_stack("pkg", timeout=120)
@@ -192,8 +253,13 @@ def test_packaged_agent_runs_against_a_real_control_plane(built: Path, tmp_path:
     assert stack["status"] == "CREATE_COMPLETE", (tmp_path / "agent.log").read_text()[-2000:]
     server_id = cp.api("GET", "/v1/servers/pkgbox").body["id"]
     assert cp.outputs("pkg")["where"] == f"packaged agent on {server_id}"
-    status = subprocess.run([*agent, "status", "--json", "--state-dir", str(state)],
-                            capture_output=True, text=True, check=True, cwd=tmp_path)
+    status = subprocess.run(
+        [*agent, "status", "--json", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
     assert [d["state"] for d in json.loads(status.stdout)["deployments"]] == ["signalled"]
 
 
@@ -202,8 +268,13 @@ CLOUD_INIT = ROOT / ".venv" / "tools" / "cloud-init" / "bin" / "cloud-init"
 
 def _schema(path: Path) -> subprocess.CompletedProcess[str]:
     assert CLOUD_INIT.exists(), f"{CLOUD_INIT} is missing: run `make tools` (ci/tools.d/70-cloud-init.sh)"
-    return subprocess.run([str(CLOUD_INIT), "schema", "--config-file", str(path)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [str(CLOUD_INIT), "schema", "--config-file", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_cloud_init_example_is_valid_cloud_config(tmp_path: Path):
@@ -214,12 +285,20 @@ def test_cloud_init_example_is_valid_cloud_config(tmp_path: Path):
     broken = tmp_path / "broken.yaml"
     broken.write_text(example.read_text().replace("packages: [python3, curl]", "packages: python3"))
     refused = _schema(broken)
-    assert 0 != refused.returncode and "packages: 'python3' is not of type 'array'" in refused.stderr + refused.stdout
+    assert (
+        0 != refused.returncode
+        and "packages: 'python3' is not of type 'array'" in refused.stderr + refused.stdout
+    )
 
 
 def test_lintian_finds_no_errors_or_warnings(built: Path):
     """Debian's lintian passes the .deb (the overrides it ships name why /opt, 0600 agent.env, ...)."""
     assert shutil.which("lintian"), "lintian is missing: run `make tools` (ci/tools.d/71-lintian.sh)"
-    checked = subprocess.run(["lintian", "--tag-display-limit", "0", "--fail-on", "error,warning", str(_deb(built))],
-                             capture_output=True, text=True, timeout=300, check=False)
+    checked = subprocess.run(
+        ["lintian", "--tag-display-limit", "0", "--fail-on", "error,warning", str(_deb(built))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert 0 == checked.returncode, checked.stdout + checked.stderr

@@ -48,9 +48,13 @@ def test_running_deployment_shows_progress_and_log_follows_it(control_plane: Con
     (dep,) = wait_for(lambda: cp.api("GET", "/v1/deployments?stack=live").body, "the deployment")
     follow = subprocess.Popen(
         [str(BIN / "anneal"), "deployment", "log", dep["id"], "--follow", "--timeout", "300"],
-        env=cp.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=cp.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
+
         def script_output_shown():
             d = cp.api("GET", f"/v1/deployments/{dep['id']}").body
             return d if "step 1 of 8" in (d["progress"] or {}).get("output_tail", "") else None

@@ -69,8 +69,16 @@ def test_r03_agent_killed_mid_hook(tmp_path: Path):
     argv = enrol_agent(cp, "r03box", state)
     log = open(tmp_path / "agent.log", "ab")  # noqa: SIM115 (closed in finally)
     agent = subprocess.Popen(argv, stdout=log, stderr=log)
-    figures = {"trials": 0, "killed_mid_hook": 0, "double_runs": 0, "silent_hangs": 0,
-               "reruns": 0, "interrupted_failed": 0, "output_kept": 0, "complete": 0}
+    figures = {
+        "trials": 0,
+        "killed_mid_hook": 0,
+        "double_runs": 0,
+        "silent_hangs": 0,
+        "reruns": 0,
+        "interrupted_failed": 0,
+        "output_kept": 0,
+        "complete": 0,
+    }
     problems: list[str] = []
     try:
         for trial in range(KILLS):
@@ -100,7 +108,9 @@ def test_r03_agent_killed_mid_hook(tmp_path: Path):
             if rerun:
                 figures["reruns"] += len(starts) - 1
                 if len(starts) > 2 or len(keys) != 1 or stack["status"] != "CREATE_COMPLETE":
-                    problems.append(f"trial {trial} (rerun): {starts} {stack['status']} {detail['status_reason']}")
+                    problems.append(
+                        f"trial {trial} (rerun): {starts} {stack['status']} {detail['status_reason']}"
+                    )
             else:
                 figures["double_runs"] += len(starts) > 1
                 if len(starts) != 1:
@@ -109,11 +119,15 @@ def test_r03_agent_killed_mid_hook(tmp_path: Path):
                     figures["interrupted_failed"] += 1
                     # What the hook and its program had printed survives (streamed to the state
                     # dir as it came): the program's stdout once it had time to print it.
-                    if ("interrupted by agent restart" not in detail["deploy_stderr"]
-                            or "stderr before the interruption" not in detail["deploy_stderr"]
-                            or "running" not in detail["deploy_stderr"]
-                            or (offset >= 1.0 and f"started {step}" not in detail["deploy_stdout"])):
-                        problems.append(f"trial {trial}: FAILED without the reason or the output: {detail['deploy_stdout']!r} {detail['deploy_stderr']!r}")
+                    if (
+                        "interrupted by agent restart" not in detail["deploy_stderr"]
+                        or "stderr before the interruption" not in detail["deploy_stderr"]
+                        or "running" not in detail["deploy_stderr"]
+                        or (offset >= 1.0 and f"started {step}" not in detail["deploy_stdout"])
+                    ):
+                        problems.append(
+                            f"trial {trial}: FAILED without the reason or the output: {detail['deploy_stdout']!r} {detail['deploy_stderr']!r}"
+                        )
                     figures["output_kept"] += f"started {step}" in detail["deploy_stdout"]
                 elif stack["status"] != "CREATE_COMPLETE":
                     problems.append(f"trial {trial}: {stack['status']}")

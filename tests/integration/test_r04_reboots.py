@@ -60,8 +60,13 @@ def _wait(cond, timeout: float, what: str) -> None:
 
 
 def _status(state: Path) -> dict:
-    out = subprocess.run([str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
-                         capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run(
+        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return dict(json.loads(out.stdout))
 
 
@@ -109,7 +114,13 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
     port = int(cp.url.rsplit(":", 1)[1])
     state = tmp_path / "state"
     host = Host(tmp_path, enrol_agent(cp, "r04box", state), state)
-    figures = {"reboots": 0, "with_unacked_signal": 0, "lost_signals": 0, "reruns": 0, "serial_regressions": 0}
+    figures = {
+        "reboots": 0,
+        "with_unacked_signal": 0,
+        "lost_signals": 0,
+        "reruns": 0,
+        "serial_regressions": 0,
+    }
     serials: list[int] = []
     try:
         host.boot()
@@ -132,7 +143,9 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
             serials.append(_status(state)["document"]["serial"])
         for i in range(REBOOTS):
             stack = cp.wait_stack(f"r04-{i}", timeout=90)
-            figures["lost_signals"] += stack["status"] != "CREATE_COMPLETE" or cp.outputs(f"r04-{i}")["step"] != f"s{i}"
+            figures["lost_signals"] += (
+                stack["status"] != "CREATE_COMPLETE" or cp.outputs(f"r04-{i}")["step"] != f"s{i}"
+            )
         _wait(lambda: not _status(state)["queued_signals"], 60, "signals still queued")
         time.sleep(3)  # a last poll after the last reboot: nothing may start again
         for i in range(REBOOTS):
@@ -160,9 +173,21 @@ def test_lost_state_dir_is_detected_and_the_control_plane_reruns_everything(tmp_
         shutil.rmtree(state)  # the server is re-imaged: ledger, keys, credential all gone
         token = cp.cli("server", "token", "r04box", "--format", "json")
         assert token.returncode == 0, token.stderr
-        enrol = subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url,
-                                f"--token={json.loads(token.stdout)['enrol_token']}", "--state-dir", str(state)],
-                               capture_output=True, text=True, timeout=60, check=False)
+        enrol = subprocess.run(
+            [
+                str(BIN / "anneal-agent"),
+                "enrol",
+                "--url",
+                cp.url,
+                f"--token={json.loads(token.stdout)['enrol_token']}",
+                "--state-dir",
+                str(state),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert enrol.returncode == 0, enrol.stderr
         server = cp.api("GET", "/v1/servers/r04box").body
         assert len(server["rebuilds"]) == 1
@@ -172,18 +197,35 @@ def test_lost_state_dir_is_detected_and_the_control_plane_reruns_everything(tmp_
         assert [r["generation"] for r in record["rerun"]] == [2]
         host.boot()
         dep_id = record["rerun"][0]["deployment_id"]
-        _wait(lambda: cp.api("GET", f"/v1/deployments/{dep_id}").body["status"] == "COMPLETE", 90, "no re-run")
+        _wait(
+            lambda: cp.api("GET", f"/v1/deployments/{dep_id}").body["status"] == "COMPLETE", 90, "no re-run"
+        )
         detail = cp.api("GET", f"/v1/deployments/{dep_id}").body
         assert detail["generation"] == 2 and detail["output_values"] == {"step": "only"}
         assert (work / "starts-only").read_text().split() == ["only", "only"]  # ran again, on purpose
         events = cp.api("GET", "/v1/stacks/rebuilt/events").body
-        assert any("was rebuilt" in e.get("reason", e.get("resource_status_reason", "")) for e in events), events
+        assert any("was rebuilt" in e.get("reason", e.get("resource_status_reason", "")) for e in events), (
+            events
+        )
         # Enrolling again with the same keys (same state dir) is not a rebuild.
         again = json.loads(cp.cli("server", "token", "r04box", "--format", "json").stdout)["enrol_token"]
         host.crash()
         (state / "agent.json").unlink()
-        same = subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, f"--token={again}",
-                               "--state-dir", str(state)], capture_output=True, text=True, timeout=60, check=False)
+        same = subprocess.run(
+            [
+                str(BIN / "anneal-agent"),
+                "enrol",
+                "--url",
+                cp.url,
+                f"--token={again}",
+                "--state-dir",
+                str(state),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert same.returncode == 0, same.stderr
         assert len(cp.api("GET", "/v1/servers/r04box").body["rebuilds"]) == 1
     finally:

@@ -102,9 +102,11 @@ def test_r05_overlapping_updates_and_if_match_writers(cp: ControlPlane, tmp_path
         name, rev = line.split()
         runs[name].append(order[int(rev)])
     regressions = sum(1 for seq in runs.values() for a, b in itertools.pairwise(seq) if b <= a)
-    print(f"\nR05: {len(results)} If-Match writes, {statuses[202]} accepted, {statuses[409]} answered 409, "
-          f"other {sum(n for s, n in statuses.items() if s not in (202, 409))}; lost updates {lost}; "
-          f"generation regressions {regressions}; final {final['status']} at rev {last_rev}")
+    print(
+        f"\nR05: {len(results)} If-Match writes, {statuses[202]} accepted, {statuses[409]} answered 409, "
+        f"other {sum(n for s, n in statuses.items() if s not in (202, 409))}; lost updates {lost}; "
+        f"generation regressions {regressions}; final {final['status']} at rev {last_rev}"
+    )
     assert set(statuses) <= {202, 409}
     assert statuses[202] >= 1
     assert 0 == lost

@@ -89,8 +89,17 @@ def test_r06_interleaved_writers_and_leases(backend: Backend) -> None:
                 await s.execute(delete(StackRow).where(StackRow.id == STACK))
                 await s.execute(delete(WorkRow).where(WorkRow.stack_id == STACK))
                 now = time.time()
-                s.add(StackRow(id=STACK, name=STACK, action="CREATE", status="COMPLETE", template={},
-                               created_at=now, updated_at=now))
+                s.add(
+                    StackRow(
+                        id=STACK,
+                        name=STACK,
+                        action="CREATE",
+                        status="COMPLETE",
+                        template={},
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
                 await work.request(s, [STACK])
                 await s.commit()
 
@@ -159,8 +168,11 @@ def test_r06_interleaved_writers_and_leases(backend: Backend) -> None:
 
             async def go() -> None:
                 async with b.sessions() as s:
-                    await s.execute(update(WorkRow).where(WorkRow.lease_expires.is_not(None))
-                                    .values(lease_expires=time.time() - 1))
+                    await s.execute(
+                        update(WorkRow)
+                        .where(WorkRow.lease_expires.is_not(None))
+                        .values(lease_expires=time.time() - 1)
+                    )
                     await s.commit()
 
             b.run(go())
@@ -225,7 +237,9 @@ def test_r06_interleaved_writers_and_leases(backend: Backend) -> None:
                 b.violations.append(f"finish by proc{p}: {outcome}, lease current={mine}")
             if outcome == "ok" and newer is None:
                 if c.seq != self.seq:
-                    b.violations.append(f"released at seq {c.seq} though a step was asked for (seq {self.seq})")
+                    b.violations.append(
+                        f"released at seq {c.seq} though a step was asked for (seq {self.seq})"
+                    )
                 self.holder = None
                 if done:  # the row is gone; a later request makes it again
                     self.exists = False
@@ -243,7 +257,9 @@ def test_r06_interleaved_writers_and_leases(backend: Backend) -> None:
                 b.violations.append(f"row_version {found}, model {self.version}")
 
     Races.TestCase.settings = settings(
-        max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
+        max_examples=EXAMPLES,
+        stateful_step_count=STEPS,
+        deadline=None,
         suppress_health_check=list(HealthCheck),
     )
     Races.TestCase().runTest()

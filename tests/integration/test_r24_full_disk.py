@@ -31,8 +31,8 @@ SIZE = "4m"
 ARTEFACT = 24 * 1024
 SCRIPT = (
     "#!/bin/sh\nset -e\n"
-    "head -c {size} /dev/zero > \"$DIR/artefact-$N.tmp\"\n"
-    "mv \"$DIR/artefact-$N.tmp\" \"$DIR/artefact-$N\"\n"
+    'head -c {size} /dev/zero > "$DIR/artefact-$N.tmp"\n'
+    'mv "$DIR/artefact-$N.tmp" "$DIR/artefact-$N"\n'
     "wc -c < \"$DIR/artefact-$N\" | tr -d ' \\n' > $heat_outputs_path.size\n"
 )
 
@@ -58,8 +58,12 @@ def _item(base: str, n: int, disk: Path) -> dict:
 
 def _mount(path: Path) -> None:
     path.mkdir()
-    run = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE},mode=0700", "tmpfs", str(path)],
-                         capture_output=True, text=True, check=False)
+    run = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={SIZE},mode=0700", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert run.returncode == 0, f"R24 needs to mount a small tmpfs (root): {run.stderr.strip()}"
 
 
@@ -93,8 +97,9 @@ def _check_state(state: Path, problems: list[str], when: str) -> None:
 
 
 async def _once(*args: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(AGENT, "once", *args, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        AGENT, "once", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
     _, err = await asyncio.wait_for(proc.communicate(), 180)
     return proc.returncode or 0, err.decode()
 
@@ -105,8 +110,16 @@ async def test_r24_full_disk(tmp_path: Path):
     _mount(disk)
     heat = FakeHeat()
     await heat.server.start_server()
-    figures = {"events": 0, "full_runs": 0, "corrupted_state_files": 0, "false_complete": 0,
-               "failed_on_full_disk": 0, "recovered": 0, "tracebacks": 0, "stopped_saying_disk_full": 0}
+    figures = {
+        "events": 0,
+        "full_runs": 0,
+        "corrupted_state_files": 0,
+        "false_complete": 0,
+        "failed_on_full_disk": 0,
+        "recovered": 0,
+        "tracebacks": 0,
+        "stopped_saying_disk_full": 0,
+    }
     problems: list[str] = []
     try:
         base = str(heat.server.make_url("")).rstrip("/")
@@ -147,7 +160,11 @@ async def test_r24_full_disk(tmp_path: Path):
             body = got[0]
             if body["deploy_status_code"] == 0:
                 artefact = disk / "work" / f"artefact-{n}"
-                if not artefact.exists() or artefact.stat().st_size != ARTEFACT or body.get("size") != str(ARTEFACT):
+                if (
+                    not artefact.exists()
+                    or artefact.stat().st_size != ARTEFACT
+                    or body.get("size") != str(ARTEFACT)
+                ):
                     figures["false_complete"] += 1
                     problems.append(f"deployment {n}: COMPLETE but artefact {artefact} is not whole: {body}")
             else:

@@ -61,8 +61,13 @@ def stop_agent(agent: subprocess.Popen[bytes] | None, timeout: float = 60) -> No
 def enrol_agent(cp: ControlPlane, name: str, state: Path) -> list[str]:
     """Create a server, enrol an agent for it in *state*; return the argv that runs that agent."""
     token = cp.api("POST", "/v1/servers", {"name": name}).body["enrol_token"]
-    enrol = subprocess.run([str(BIN / "anneal-agent"), "enrol", "--url", cp.url, f"--token={token}",
-                            "--state-dir", str(state)], capture_output=True, text=True, timeout=60, check=False)
+    enrol = subprocess.run(
+        [str(BIN / "anneal-agent"), "enrol", "--url", cp.url, f"--token={token}", "--state-dir", str(state)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert 0 == enrol.returncode, enrol.stderr
     return [str(BIN / "anneal-agent"), "run", "--state-dir", str(state), "--poll-wait", "2"]
 
@@ -148,12 +153,18 @@ def test_second_agent_on_one_state_dir_is_refused(control_plane: ControlPlane, t
     """Two agents on one state dir would race on the ledger: the second exits with a clear error."""
     cp = control_plane
     state = tmp_path / "solo"
-    first = subprocess.Popen(enrol_agent(cp, "solo", state), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(
+        enrol_agent(cp, "solo", state), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         wait_file(state / "agent.pid")
-        second = subprocess.run([str(BIN / "anneal-agent"), "once", "--state-dir", str(state)],
-                                capture_output=True, text=True, timeout=60, check=False)
+        second = subprocess.run(
+            [str(BIN / "anneal-agent"), "once", "--state-dir", str(state)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert 2 == second.returncode
         assert f"another agent (pid {first.pid}) is running" in second.stderr
     finally:

@@ -212,7 +212,10 @@ def test_canary_secrets_appear_nowhere_in_clear(cp: ControlPlane, tmp_path: Path
     assert {"inputs.PW", "inputs.API_KEY", "inputs.DSN", "inputs.TOKEN", "inputs.deploy_signal_id"} <= {
         f for meta in sealed.values() for f in meta.get("sealed", [])
     }
-    for each, fields in ((sdep, {"config", "inputs.API_KEY"}), (sdep2, {"config", "inputs.TOKEN", "inputs.PW"})):
+    for each, fields in (
+        (sdep, {"config", "inputs.API_KEY"}),
+        (sdep2, {"config", "inputs.TOKEN", "inputs.PW"}),
+    ):
         item = cp.api("GET", f"/v1/deployments/{each['id']}").body["derived_config_id"]
         assert fields <= set(sealed[item]["sealed"]), each["resource_name"]
 

@@ -63,9 +63,7 @@ def _runs(work: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = start_control_plane(
-        tmp_path_factory.mktemp("ops"), "--work-lease", "3", "--heartbeat-lease", "6"
-    )
+    plane = start_control_plane(tmp_path_factory.mktemp("ops"), "--work-lease", "3", "--heartbeat-lease", "6")
     yield plane
     stop_control_plane(plane)
 
@@ -78,7 +76,12 @@ def work(tmp_path: Path) -> Path:
 
 
 def _create(cp: ControlPlane, name: str, work: Path, **extra: object) -> None:
-    body = {"name": name, "template": GATED, "parameters": {"dir": str(work), "server": f"{name}-box"}, **extra}
+    body = {
+        "name": name,
+        "template": GATED,
+        "parameters": {"dir": str(work), "server": f"{name}-box"},
+        **extra,
+    }
     resp = cp.api("POST", "/v1/stacks", body)
     assert 201 == resp.status, resp.body
 
@@ -109,8 +112,13 @@ def test_update_while_update_runs_supersedes_it(cp: ControlPlane, work: Path):
     assert "r3" == cp.outputs("overlap")["rev"]
     runs = _runs(work)
     assert "second r2 UPDATE" not in runs  # nothing more of the superseded traversal started
-    assert ["first r1 CREATE", "second r1 CREATE", "first r2 UPDATE", "first r3 UPDATE",
-            "second r3 UPDATE"] == runs
+    assert [
+        "first r1 CREATE",
+        "second r1 CREATE",
+        "first r2 UPDATE",
+        "first r3 UPDATE",
+        "second r3 UPDATE",
+    ] == runs
 
 
 def test_update_reuses_a_superseded_result_that_is_still_valid(cp: ControlPlane, work: Path):
@@ -135,12 +143,27 @@ def test_if_match_gives_409_when_the_stack_changed(cp: ControlPlane, work: Path)
     stale = _update(cp, "ifmatch", work, "r2", if_match=version)
     assert 409 == stale.status
     assert f"not {version}" in stale.body["error"]["message"]
-    header = cp.api("PUT", "/v1/stacks/ifmatch", {"template": GATED, "parameters": {
-        "dir": str(work), "server": "ifmatch-box"}}, headers={"If-Match": f'"{version}"'})
+    header = cp.api(
+        "PUT",
+        "/v1/stacks/ifmatch",
+        {"template": GATED, "parameters": {"dir": str(work), "server": "ifmatch-box"}},
+        headers={"If-Match": f'"{version}"'},
+    )
     assert 409 == header.status
     assert "UPDATE_COMPLETE" == cp.wait_stack("ifmatch")["status"]
-    cli = cp.cli("stack", "update", "ifmatch", "-t", str(_template_file(work)), "-P", f"dir={work}",
-                 "-P", "server=ifmatch-box", "--if-match", str(version))
+    cli = cp.cli(
+        "stack",
+        "update",
+        "ifmatch",
+        "-t",
+        str(_template_file(work)),
+        "-P",
+        f"dir={work}",
+        "-P",
+        "server=ifmatch-box",
+        "--if-match",
+        str(version),
+    )
     assert 1 == cli.returncode
     assert "HTTP 409" in cli.stderr
 
@@ -306,14 +329,18 @@ outputs:
 def test_converge_reapplies_a_failed_group_member_only(cp: ControlPlane, work: Path):
     """A group member failed on its server: converge runs it again, leaves the healthy one alone."""
     (work / "fail-b").touch()
-    resp = cp.api("POST", "/v1/stacks", {"name": "convgroup", "template": GROUP, "parameters": {"dir": str(work)}})
+    resp = cp.api(
+        "POST", "/v1/stacks", {"name": "convgroup", "template": GROUP, "parameters": {"dir": str(work)}}
+    )
     assert 201 == resp.status, resp.body
     assert "CREATE_FAILED" == cp.wait_stack("convgroup")["status"]
     # b's failure fails the stack at once; a, on its own server, may still be running.
     wait_until(lambda: sorted(_runs(work)) == ["a CREATE", "b CREATE"], f"runs: {_runs(work)}", 60)
     wait_until(
-        lambda: {d["resource_name"]: d["status"] for d in cp.api("GET", "/v1/deployments?stack=convgroup").body}
-        == {"a": "COMPLETE", "b": "FAILED"},
+        lambda: (
+            {d["resource_name"]: d["status"] for d in cp.api("GET", "/v1/deployments?stack=convgroup").body}
+            == {"a": "COMPLETE", "b": "FAILED"}
+        ),
         "a COMPLETE and b FAILED",
         60,
     )
@@ -337,10 +364,14 @@ def test_converge_reapplies_a_failed_group_member_only(cp: ControlPlane, work: P
 
 def test_converge_finishes_the_batches_a_failed_member_held_back(cp: ControlPlane, work: Path):
     """batch_create 1: a fails, b never starts; converge re-runs a, then the group goes on to b."""
-    batched = GROUP.replace(
-        "    type: OS::Heat::SoftwareDeploymentGroup\n",
-        "    type: OS::Heat::SoftwareDeploymentGroup\n    update_policy: {batch_create: {max_batch_size: 1}}\n",
-    ).replace("conv-a", "batch-a").replace("conv-b", "batch-b")
+    batched = (
+        GROUP.replace(
+            "    type: OS::Heat::SoftwareDeploymentGroup\n",
+            "    type: OS::Heat::SoftwareDeploymentGroup\n    update_policy: {batch_create: {max_batch_size: 1}}\n",
+        )
+        .replace("conv-a", "batch-a")
+        .replace("conv-b", "batch-b")
+    )
     (work / "fail-a").touch()
     body = {"name": "convbatch", "template": batched, "parameters": {"dir": str(work)}}
     assert 201 == cp.api("POST", "/v1/stacks", body).status

@@ -84,15 +84,25 @@ def test_r09_store_down_5s_and_60s_during_rollouts(
             assert "UPDATE_IN_PROGRESS" == cp.api("GET", "/v1/stacks/out").body["status"]
             swift_server.start_proxy()
             back = time.monotonic()
-            assert "UPDATE_COMPLETE" == cp.wait_stack("out", timeout=300)["status"], cp.log.read_text()[-3000:]
-            print(f"store down {outage:g} s: stack complete {time.monotonic() - back:.1f} s after it returned")
+            assert "UPDATE_COMPLETE" == cp.wait_stack("out", timeout=300)["status"], cp.log.read_text()[
+                -3000:
+            ]
+            print(
+                f"store down {outage:g} s: stack complete {time.monotonic() - back:.1f} s after it returned"
+            )
             assert {f"out{i}": f"round {rnd}" for i in range(SERVERS)} == cp.outputs("out")
         assert [] == swift_server.list_objects("outage-signals")
         log = cp.log.read_text()
         assert "not written" in log or "collecting signals failed" in log  # the outage was seen
         for i in range(SERVERS):
             out = subprocess.run(
-                [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir(f"out-box{i}"))],
+                [
+                    str(BIN / "anneal-agent"),
+                    "status",
+                    "--json",
+                    "--state-dir",
+                    str(cp.agent_dir(f"out-box{i}")),
+                ],
                 capture_output=True,
                 text=True,
                 check=True,

@@ -64,7 +64,10 @@ def test_move_live_server_http_relay_http_mid_stack(tmp_path: Path):
         on_relay = len(cp.log.read_text())
         shown = subprocess.run(
             [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
-            capture_output=True, text=True, timeout=60, check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         )
         assert {"kind": "RELAY long-poll", "document_url": f"{relay_url}/v1/agent/document"} == json.loads(
             shown.stdout
@@ -81,8 +84,10 @@ def test_move_live_server_http_relay_http_mid_stack(tmp_path: Path):
         assert "UPDATE_COMPLETE" == cp.wait_stack("rl", timeout=180)["status"]
         assert {"out0": "round 2"} == cp.outputs("rl")
         server_id = cp.api("GET", "/v1/servers/rl-box").body["id"]
-        wait(lambda: f"server {server_id} switched to RELAY" in cp.log.read_text(),
-             "the control plane to see the agent on the relay (its heartbeat through it)")
+        wait(
+            lambda: f"server {server_id} switched to RELAY" in cp.log.read_text(),
+            "the control plane to see the agent on the relay (its heartbeat through it)",
+        )
         relayed = agent_lines(cp, on_relay)
         assert any("/v1/agent/document" in line for line in relayed), relayed
         signals = [line for line in relayed if "/v1/signal/" in line]

@@ -215,11 +215,14 @@ def test_group_creates_in_batches_and_rolls_updates(cp: ControlPlane, tmp_path: 
 def test_batch_create_pause_time_separates_batches(cp: ControlPlane, tmp_path: Path):
     """pause_time 3: each member starts at least 3 s after the one before it finished (event times)."""
     log = tmp_path / "runs.log"
-    paused = GROUP.replace("batch_create: {max_batch_size: 1}", "batch_create: {max_batch_size: 1, pause_time: 3}")
+    paused = GROUP.replace(
+        "batch_create: {max_batch_size: 1}", "batch_create: {max_batch_size: 1, pause_time: 3}"
+    )
     cp.create_stack("gpause", paused, params={"log": str(log)}, timeout=180)
     deps = {d["id"]: d for d in cp.api("GET", "/v1/deployments?stack=gpause").body}
     starts = [
-        e for e in cp.api("GET", "/v1/stacks/gpause/events").body
+        e
+        for e in cp.api("GET", "/v1/stacks/gpause/events").body
         if e["resource_name"] == "group" and e["status"] == "IN_PROGRESS" and e["deployment_id"]
     ]
     assert ["a", "b", "c"] == [deps[e["deployment_id"]]["resource_name"] for e in starts]

@@ -25,8 +25,17 @@ def main(argv: list[str]) -> int:
     with open(config) as f:
         client_rb = f.read()
     with open(os.environ["FAKE_CHEF_RECORD"], "a") as f:
-        f.write(json.dumps({"argv": argv, "client_rb": client_rb, "node": node,
-                            "deploy_action": os.environ.get("deploy_action")}) + "\n")  # noqa: SIM112
+        f.write(
+            json.dumps(
+                {
+                    "argv": argv,
+                    "client_rb": client_rb,
+                    "node": node,
+                    "deploy_action": os.environ.get("deploy_action"),
+                }
+            )
+            + "\n"
+        )  # noqa: SIM112
     print(f"Starting Chef Infra Client, run list {node.get('run_list')}", flush=True)
     outputs = {**json.loads(os.environ.get("FAKE_CHEF_OUTPUTS") or "{}"), **(node.get("fake_outputs") or {})}
     for name, value in outputs.items():

@@ -40,7 +40,9 @@ def _link(target: Path, link: Path) -> None:
 
 def _mount_ns_works() -> bool:
     try:
-        return subprocess.run(["unshare", "--mount", "true"], check=False, capture_output=True).returncode == 0
+        return (
+            subprocess.run(["unshare", "--mount", "true"], check=False, capture_output=True).returncode == 0
+        )
     except OSError:
         return False
 
@@ -131,7 +133,9 @@ class HeatChain:
     def argv(self, metadata_url: str, *, once: bool = False, interval: int = 1) -> list[str]:
         """os-collect-config with collectors `request` and `local`, as Heat's document names them."""
         w = self.work
-        mode = ["--one-time"] if once else ["--polling-interval", str(interval), "--min-polling-interval", "1"]
+        mode = (
+            ["--one-time"] if once else ["--polling-interval", str(interval), "--min-polling-interval", "1"]
+        )
         return [
             str(VENV / "bin" / "os-collect-config"),
             *mode,
@@ -154,4 +158,6 @@ class HeatChain:
     def deployed(self) -> list[str]:
         """Derived config ids the chain has started (its marker files)."""
         d = self.work / "var/lib/heat-config/deployed"
-        return sorted(p.name[: -len(".json")] for p in d.glob("*.json") if not p.name.endswith(".notify.json"))
+        return sorted(
+            p.name[: -len(".json")] for p in d.glob("*.json") if not p.name.endswith(".notify.json")
+        )

@@ -46,7 +46,9 @@ def test_private_data_dir_is_removed(tmp_path):
 
 def test_failed_task_is_named(tmp_path):
     """A failing task fails the deployment, and the result names the task and host."""
-    item = deployment("ansible", play("debug: {msg: fine}", "name: the broken step\n      command: /bin/false"))
+    item = deployment(
+        "ansible", play("debug: {msg: fine}", "name: the broken step\n      command: /bin/false")
+    )
     result, _ = run_hook("ansible", tmp_path / "w", item)
     assert result["deploy_status_code"] == 2
     assert "task 'the broken step' failed on localhost" in result["deploy_stderr"]

@@ -61,8 +61,9 @@ def test_command_line_client_rb_and_node_json(tmp_path, client):
 
 def test_outputs_and_exit_status(tmp_path, client):
     """Outputs written to heat_outputs_path files come back; a non-zero exit is the status."""
-    item = deployment("chef", ["recipe[x]"], inputs={"fake_outputs": {"url": "http://x"}, "fake_exit": 1},
-                      outputs=("url",))
+    item = deployment(
+        "chef", ["recipe[x]"], inputs={"fake_outputs": {"url": "http://x"}, "fake_exit": 1}, outputs=("url",)
+    )
     result, _ = run_chef(tmp_path, client, item)
     assert (result["deploy_status_code"], result["url"]) == (1, "http://x")
     assert "Chef Infra Client failed" in result["deploy_stderr"]
@@ -79,8 +80,9 @@ def test_delete_config_runs(tmp_path, client):
 def test_timeout_kills_the_client(tmp_path, client):
     """At the timeout the client is stopped: 124."""
     pidfile = tmp_path / "pid"
-    item = deployment("chef", [], inputs={"fake_sleep": 600, "fake_pidfile": str(pidfile)},
-                      options={"timeout": 3})
+    item = deployment(
+        "chef", [], inputs={"fake_sleep": 600, "fake_pidfile": str(pidfile)}, options={"timeout": 3}
+    )
     result, _ = run_chef(tmp_path, client, item)
     assert result["deploy_status_code"] == 124
     assert not pid_is_alive(int(pidfile.read_text()))
@@ -90,8 +92,9 @@ def test_cinc_client_is_used_when_installed(tmp_path, client):
     """With no setting and no chef-client, cinc-client on PATH is run."""
     path, _ = client
     path.rename(path.with_name("cinc-client"))
-    result, _ = run_chef(tmp_path, client, deployment("chef", []), ANNEAL_CHEF_CLIENT="",
-                         PATH=f"{path.parent}:/usr/bin:/bin")
+    result, _ = run_chef(
+        tmp_path, client, deployment("chef", []), ANNEAL_CHEF_CLIENT="", PATH=f"{path.parent}:/usr/bin:/bin"
+    )
     assert result["deploy_status_code"] == 0, result["deploy_stderr"]
     assert records(client[1])
 
@@ -103,7 +106,7 @@ def test_missing_client_is_a_failure_naming_it(tmp_path, client):
     assert "neither chef-client nor cinc-client" in result["deploy_stderr"]
 
 
-@pytest.mark.parametrize("config", ['{"run_list": 1}', "not json", '[1, 2]'])
+@pytest.mark.parametrize("config", ['{"run_list": 1}', "not json", "[1, 2]"])
 def test_bad_run_list_is_named(tmp_path, client, config):
     """A config that is not a run list fails with a message saying what a run list is."""
     result, _ = run_chef(tmp_path, client, deployment("chef", config))

@@ -103,8 +103,7 @@ def eventually(check) -> bool:
 def test_exit_status_output_and_stderr_are_reported(work):
     """The script's exit status, stdout and stderr become the signal's deploy_* fields."""
     result = signal_of(run_hook(work, deployment("echo hello\necho oops >&2\nexit 3\n")))
-    assert result == {"deploy_stdout": "hello\n", "deploy_stderr": "oops\n",
-                      "deploy_status_code": 3}
+    assert result == {"deploy_stdout": "hello\n", "deploy_stderr": "oops\n", "deploy_status_code": 3}
 
 
 def test_outputs_are_read_from_files_and_removed(work):
@@ -114,10 +113,14 @@ def test_outputs_are_read_from_files_and_removed(work):
         'printf "a\\nb" > "$heat_outputs_path.multi-line"\n'
         'echo "$heat_outputs_path" > prefix\n'
     )
-    result = signal_of(run_hook(work, deployment(config, outputs=["result", "multi-line",
-                                                                  "unset"])))
-    assert result == {"result": "42", "multi-line": "a\nb", "deploy_stdout": "",
-                      "deploy_stderr": "", "deploy_status_code": 0}
+    result = signal_of(run_hook(work, deployment(config, outputs=["result", "multi-line", "unset"])))
+    assert result == {
+        "result": "42",
+        "multi-line": "a\nb",
+        "deploy_stdout": "",
+        "deploy_stderr": "",
+        "deploy_status_code": 0,
+    }
     prefix = Path((work / "script" / "working" / "prefix").read_text().strip())
     assert prefix.name == "c1"
     assert list(prefix.parent.iterdir()) == []
@@ -125,12 +128,20 @@ def test_outputs_are_read_from_files_and_removed(work):
 
 def test_inputs_are_environment_variables(work):
     """String inputs come as is, numbers and structures as JSON, null as an empty string."""
-    inputs = [("text", "hello world"), ("number", 42), ("json", {"a": [1, True]}),
-              ("nothing", None), ("flag", False)]
+    inputs = [
+        ("text", "hello world"),
+        ("number", 42),
+        ("json", {"a": [1, True]}),
+        ("nothing", None),
+        ("flag", False),
+    ]
     config = 'for n in text number json nothing flag; do eval "echo $n=[\\$$n]"; done'
     result = signal_of(run_hook(work, deployment(config, inputs=inputs)))
     assert result["deploy_stdout"].splitlines() == [
-        "text=[hello world]", "number=[42]", 'json=[{"a": [1, true]}]', "nothing=[]",
+        "text=[hello world]",
+        "number=[42]",
+        'json=[{"a": [1, true]}]',
+        "nothing=[]",
         "flag=[false]",
     ]
 
@@ -181,9 +192,7 @@ def test_script_without_shebang_runs_with_sh(work):
     assert (result["deploy_stdout"], result["deploy_status_code"]) == ("1\n", 0)
 
 
-@pytest.mark.parametrize(
-    "shebang", ["/nonexistent/python", "/usr/bin/env no-such-interpreter-anneal", ""]
-)
+@pytest.mark.parametrize("shebang", ["/nonexistent/python", "/usr/bin/env no-such-interpreter-anneal", ""])
 def test_missing_interpreter_is_a_127_failure(work, tmp_path, shebang):
     """A '#!' interpreter that does not exist gives status 127 and names it; nothing runs."""
     marker = tmp_path / "ran"
@@ -277,8 +286,7 @@ def test_daemon_with_its_own_stdio_does_not_block(work, tmp_path):
     result = signal_of(run_hook(work, deployment(config)))
     pid = int(pidfile.read_text())
     try:
-        assert result == {"deploy_stdout": "done\n", "deploy_stderr": "",
-                          "deploy_status_code": 0}
+        assert result == {"deploy_stdout": "done\n", "deploy_stderr": "", "deploy_status_code": 0}
         assert alive(pid)
     finally:
         os.kill(pid, signal.SIGKILL)
@@ -303,8 +311,12 @@ def test_sigterm_to_the_hook_stops_the_script_and_reports(work, tmp_path):
     stdin.write_text(json.dumps(deployment(config)))
     with stdin.open("rb") as f:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "hooks.script"], stdin=f, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=ROOT, env=hook_env(work),
+            [sys.executable, "-m", "hooks.script"],
+            stdin=f,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=hook_env(work),
         )
     try:
         assert eventually(leader_file.exists)

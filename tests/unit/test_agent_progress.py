@@ -81,6 +81,7 @@ async def test_a_failing_send_never_stops_the_reports():
         return True
 
     async with Progress(flaky, interval=0, heartbeat=0.01):
+
         async def until() -> None:
             while len(calls) < 2:
                 await asyncio.sleep(0.01)
@@ -91,8 +92,14 @@ async def test_a_failing_send_never_stops_the_reports():
 
 def test_progress_body_keeps_the_result_path_but_never_a_status_code():
     """The body keeps the result's extras (config_id, nonce) and marks itself IN_PROGRESS."""
-    result = json.dumps({"deploy_stdout": "", "deploy_stderr": "", "deploy_status_code": 0,
-                         "anneal": {"config_id": "c1", "nonce": "n1"}}).encode()
+    result = json.dumps(
+        {
+            "deploy_stdout": "",
+            "deploy_stderr": "",
+            "deploy_status_code": 0,
+            "anneal": {"config_id": "c1", "nonce": "n1"},
+        }
+    ).encode()
     payload = {"status": "IN_PROGRESS", "seq": 3, "output_tail": "abc", "output_bytes": 3, "elapsed": 1.0}
     body = json.loads(progress_body(result, payload))
     assert "deploy_status_code" not in body

@@ -19,20 +19,43 @@ from control.store.orm import DeploymentRow
 
 
 def source(inputs: tuple[dict[str, Any], ...] = (), outputs: tuple[dict[str, Any], ...] = ()) -> Source:
-    return Source(group="script", config="#!/bin/sh\n", inputs=inputs, outputs=outputs, options=None,
-                  name="cfg")
+    return Source(
+        group="script", config="#!/bin/sh\n", inputs=inputs, outputs=outputs, options=None, name="cfg"
+    )
 
 
-def deployment(generation: int = 1, status: str = "IN_PROGRESS", outputs: list[dict[str, Any]] | None = None,
-               inputs: list[dict[str, Any]] | None = None, item: bool = True,
-               input_values: dict[str, Any] | None = None) -> DeploymentRow:
+def deployment(
+    generation: int = 1,
+    status: str = "IN_PROGRESS",
+    outputs: list[dict[str, Any]] | None = None,
+    inputs: list[dict[str, Any]] | None = None,
+    item: bool = True,
+    input_values: dict[str, Any] | None = None,
+) -> DeploymentRow:
     """A deployment whose derived config (its `item`) declares *outputs* and carries *inputs*."""
-    derived = {"id": "item-1", "name": "cfg", "group": "script", "config": "", "options": None,
-               "outputs": outputs or [], "inputs": inputs or []}
-    return DeploymentRow(id="dep-1", server_id="srv-1", generation=generation, status=status,
-                         status_reason="Deploy data available", item=derived if item else None,
-                         input_values=input_values or {}, outputs={}, stdout="", stderr="",
-                         created_at=0.0, updated_at=0.0)
+    derived = {
+        "id": "item-1",
+        "name": "cfg",
+        "group": "script",
+        "config": "",
+        "options": None,
+        "outputs": outputs or [],
+        "inputs": inputs or [],
+    }
+    return DeploymentRow(
+        id="dep-1",
+        server_id="srv-1",
+        generation=generation,
+        status=status,
+        status_reason="Deploy data available",
+        item=derived if item else None,
+        input_values=input_values or {},
+        outputs={},
+        stdout="",
+        stderr="",
+        created_at=0.0,
+        updated_at=0.0,
+    )
 
 
 # ------------------------------------------------------------------ result_status
@@ -82,8 +105,13 @@ def test_signal_for_current_generation_records_the_result():
     signal = wire.Signal(0, "done\n", "warn\n", {"out": "v"}, {"nonce": "n1"})
     assert apply_signal(dep, 2, signal) is True
     assert ("COMPLETE", "Outputs received") == (dep.status, dep.status_reason)
-    assert ({"out": "v"}, "done\n", "warn\n", 0, "n1") == (dep.outputs, dep.stdout, dep.stderr,
-                                                         dep.status_code, dep.signal_nonce)
+    assert ({"out": "v"}, "done\n", "warn\n", 0, "n1") == (
+        dep.outputs,
+        dep.stdout,
+        dep.stderr,
+        dep.status_code,
+        dep.signal_nonce,
+    )
     assert dep.completed_at is not None
 
 
@@ -133,21 +161,26 @@ def test_huge_streams_are_trimmed():
 
 def test_declared_inputs_take_values_then_defaults():
     """Declared inputs get the given value, else their default, keeping type and flags."""
-    src = source(inputs=(
-        {"name": "VERSION", "type": "String", "replace_on_change": True, "description": "which"},
-        {"name": "PORT", "type": "Number", "default": 80},
-        {"name": "EMPTY"},
-    ))
+    src = source(
+        inputs=(
+            {"name": "VERSION", "type": "String", "replace_on_change": True, "description": "which"},
+            {"name": "PORT", "type": "Number", "default": 80},
+            {"name": "EMPTY"},
+        )
+    )
     items = declared_inputs(src, {"VERSION": "v2"})
     assert [("VERSION", "v2", "String"), ("PORT", 80, "Number"), ("EMPTY", None, "String")] == [
-        (i.name, i.value, i.type) for i in items]
+        (i.name, i.value, i.type) for i in items
+    ]
     assert items[0].replace_on_change and items[0].description == "which"
     assert 80 == items[1].default and not items[1].replace_on_change
 
 
 def test_given_value_beats_default():
     """A value given for a declared input replaces its default."""
-    (item,) = declared_inputs(source(inputs=({"name": "PORT", "type": "Number", "default": 80},)), {"PORT": 8080})
+    (item,) = declared_inputs(
+        source(inputs=({"name": "PORT", "type": "Number", "default": 80},)), {"PORT": 8080}
+    )
     assert 8080 == item.value
 
 
@@ -156,7 +189,8 @@ def test_undeclared_values_follow_as_strings():
     values = {"EXTRA": {"a": 1}, "A": "x", "MORE": 2}
     items = declared_inputs(source(inputs=({"name": "A"},)), values)
     assert [("A", "x", "String"), ("EXTRA", {"a": 1}, "String"), ("MORE", 2, "String")] == [
-        (i.name, i.value, i.type) for i in items]
+        (i.name, i.value, i.type) for i in items
+    ]
     assert {"EXTRA": {"a": 1}, "A": "x", "MORE": 2} == values  # the caller's mapping is left alone
 
 
@@ -167,20 +201,30 @@ VERSIONED = source(inputs=({"name": "VERSION", "replace_on_change": True}, {"nam
 
 def on_server(**values: Any) -> DeploymentRow:
     """A deployment whose derived config on the server carries *values*."""
-    return deployment(inputs=[{"name": k, "type": "String", "value": v} for k, v in values.items()],
-                      input_values=dict(values))
+    return deployment(
+        inputs=[{"name": k, "type": "String", "value": v} for k, v in values.items()],
+        input_values=dict(values),
+    )
 
 
 def test_changed_replace_on_change_input_means_replace():
     """A replace_on_change input getting a new value asks for a replacement."""
-    assert replace_on_change_differs(on_server(VERSION="v1", MESSAGE="m"), VERSIONED,
-                                     {"VERSION": "v2", "MESSAGE": "m"}) is True
+    assert (
+        replace_on_change_differs(
+            on_server(VERSION="v1", MESSAGE="m"), VERSIONED, {"VERSION": "v2", "MESSAGE": "m"}
+        )
+        is True
+    )
 
 
 def test_same_replace_on_change_value_means_update():
     """Only other inputs changing is an update in place."""
-    assert replace_on_change_differs(on_server(VERSION="v1", MESSAGE="m"), VERSIONED,
-                                     {"VERSION": "v1", "MESSAGE": "new"}) is False
+    assert (
+        replace_on_change_differs(
+            on_server(VERSION="v1", MESSAGE="m"), VERSIONED, {"VERSION": "v1", "MESSAGE": "new"}
+        )
+        is False
+    )
 
 
 def test_replace_on_change_input_falling_back_to_its_default_is_compared_by_value():

@@ -15,8 +15,16 @@ from control.store.orm import DeploymentRow
 
 
 def body(seq: int, tail: str = "out", size: int = 3) -> dict:
-    return {"deploy_stdout": tail, "anneal": {"status": "IN_PROGRESS", "seq": seq, "output_tail": tail,
-                                              "output_bytes": size, "elapsed": 1.5}}
+    return {
+        "deploy_stdout": tail,
+        "anneal": {
+            "status": "IN_PROGRESS",
+            "seq": seq,
+            "output_tail": tail,
+            "output_bytes": size,
+            "elapsed": 1.5,
+        },
+    }
 
 
 def running(generation: int = 2) -> DeploymentRow:
@@ -55,7 +63,8 @@ def test_progress_for_another_generation_is_stale(generation):
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("seq", 0), ("seq", "1"), ("output_tail", 5), ("output_bytes", -1), ("elapsed", None)]
+    ("field", "value"),
+    [("seq", 0), ("seq", "1"), ("output_tail", 5), ("output_bytes", -1), ("elapsed", None)],
 )
 def test_bad_progress_fields_are_named(field, value):
     """A malformed progress signal is a 400 naming the field."""

@@ -22,7 +22,7 @@ def document(serial: int = 7, server_id: str = "srv-a", expires: float = NOW + 3
         name="10_install",
         group="script",
         creation_time="2026-11-22T04:00:00Z",
-        config="#!/bin/sh\necho installing \u00e9t\u00e9 \\ \"quoted\"\nexit 0\n" + "x" * 2000,
+        config='#!/bin/sh\necho installing \u00e9t\u00e9 \\ "quoted"\nexit 0\n' + "x" * 2000,
         inputs=(
             wire.InputItem("foo", "bar"),
             wire.InputItem("deploy_signal_id", "http://127.0.0.1:1/v1/signal/d/1?sig=ab"),
@@ -30,9 +30,7 @@ def document(serial: int = 7, server_id: str = "srv-a", expires: float = NOW + 3
         outputs=(wire.OutputItem("result"),),
     )
     meta = {item.id: wire.ItemMeta("dep-1", serial, "sha256:00", "CREATE", 60.0)}
-    doc = wire.Document(
-        server_id, serial, envelope.iso(NOW), (item,), meta, expires_at=envelope.iso(expires)
-    )
+    doc = wire.Document(server_id, serial, envelope.iso(NOW), (item,), meta, expires_at=envelope.iso(expires))
     return doc.to_json()
 
 

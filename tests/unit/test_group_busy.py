@@ -34,8 +34,17 @@ def busy(tmp_path: Path, statuses: dict[str, tuple[str, float]], state: dict[str
             async with sessions() as session:
                 now = time.time()
                 for dep_id, (status, age) in statuses.items():
-                    session.add(DeploymentRow(id=dep_id, server_id="srv", status=status, timeout=60.0,
-                                              started_at=now - age, created_at=now, updated_at=now))
+                    session.add(
+                        DeploymentRow(
+                            id=dep_id,
+                            server_id="srv",
+                            status=status,
+                            timeout=60.0,
+                            started_at=now - age,
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    )
                 await session.commit()
                 # Txn's runtime is used only to publish documents; this reads.
                 return await groups._batch_busy(Txn(session, None), state)  # type: ignore[arg-type]
@@ -63,7 +72,9 @@ def plan(running: list[str], action: str = "CREATE") -> dict[str, Any]:
         ({"dep-a": ("COMPLETE", 1), "dep-c": ("IN_PROGRESS", 1)}, plan(["a"]), False),
     ],
 )
-def test_batch_busy(tmp_path: Path, statuses: dict[str, tuple[str, float]], state: dict[str, Any], expected: bool):
+def test_batch_busy(
+    tmp_path: Path, statuses: dict[str, tuple[str, float]], state: dict[str, Any], expected: bool
+):
     assert expected == busy(tmp_path, statuses, state)
 
 

@@ -143,8 +143,9 @@ def test_read_outputs_reads_declared_files(tmp_path):
     output_path(prefix, "result").write_text("42")
     output_path(prefix, "bytes").write_bytes(b"ok \xff")
     output_path(prefix, "undeclared").write_text("no")
-    values, problems = read_outputs(prefix, [OutputItem("result"), OutputItem("bytes"),
-                                             OutputItem("missing")])
+    values, problems = read_outputs(
+        prefix, [OutputItem("result"), OutputItem("bytes"), OutputItem("missing")]
+    )
     assert values == {"result": "42", "bytes": "ok \ufffd"}
     assert problems == []
 
@@ -241,8 +242,9 @@ def test_failure_reports_message_and_code():
 
 def sh(script: str, tmp_path: Path, **kwargs) -> common.ToolResult:
     env = {"PATH": os.environ.get("PATH", os.defpath), **kwargs.pop("env", {})}
-    return run_tool(["/bin/sh", "-c", script], env=env, cwd=tmp_path,
-                    timeout=kwargs.pop("timeout", 30), **kwargs)
+    return run_tool(
+        ["/bin/sh", "-c", script], env=env, cwd=tmp_path, timeout=kwargs.pop("timeout", 30), **kwargs
+    )
 
 
 def test_run_tool_captures_status_and_streams(tmp_path):
@@ -253,8 +255,7 @@ def test_run_tool_captures_status_and_streams(tmp_path):
 
 def test_run_tool_passes_env_cwd_and_stdin(tmp_path):
     """The tool sees exactly the given env, runs in cwd and reads the given stdin."""
-    result = sh('echo "$ONLY" "$HOME" "$(pwd)"; cat', tmp_path, env={"ONLY": "yes"},
-                stdin=b"from stdin")
+    result = sh('echo "$ONLY" "$HOME" "$(pwd)"; cat', tmp_path, env={"ONLY": "yes"}, stdin=b"from stdin")
     assert result.stdout == f"yes  {tmp_path}\nfrom stdin"
 
 
@@ -273,8 +274,7 @@ def test_run_tool_trims_huge_output(tmp_path):
 
 def test_run_tool_reports_missing_program(tmp_path):
     """A program that does not exist gives status 127 and a message naming it."""
-    result = run_tool(["no-such-tool-anneal"], env={"PATH": "/nonexistent"}, cwd=tmp_path,
-                      timeout=10)
+    result = run_tool(["no-such-tool-anneal"], env={"PATH": "/nonexistent"}, cwd=tmp_path, timeout=10)
     assert result.returncode == 127
     assert "no-such-tool-anneal" in result.stderr
 
@@ -326,8 +326,12 @@ def test_main_writes_the_signal_of_run(workdir, monkeypatch, capsys):
 
     code, out, _ = run_main(monkeypatch, capsys, DEPLOYMENT, run)
     assert (code, seen) == (0, [("d1", "demo", 7.0)])
-    assert json.loads(out) == {"result": "r", "deploy_stdout": "o", "deploy_stderr": "",
-                               "deploy_status_code": 4}
+    assert json.loads(out) == {
+        "result": "r",
+        "deploy_stdout": "o",
+        "deploy_stderr": "",
+        "deploy_status_code": 4,
+    }
 
 
 def test_main_reports_an_unexpected_exception(workdir, monkeypatch, capsys):

@@ -22,8 +22,11 @@ def test_parse_all_sections():
         "encrypted_param_names: [pw]\n"
         "event_sinks: [{type: zaqar-queue}]\n"
     )
-    assert env == Environment(parameters={"port": 80}, parameter_defaults={"name": "web"},
-                              resource_registry={"OS::Neutron::*": "OS::Heat::None"})
+    assert env == Environment(
+        parameters={"port": 80},
+        parameter_defaults={"name": "web"},
+        resource_registry={"OS::Neutron::*": "OS::Heat::None"},
+    )
 
 
 def test_empty_environment():
@@ -55,7 +58,8 @@ def test_yaml_errors_name_the_environment():
 
 
 @pytest.mark.parametrize(
-    "target", ["my_server.yaml", "https://example.com/t.yaml", "templates/net.template", "file:///x"],
+    "target",
+    ["my_server.yaml", "https://example.com/t.yaml", "templates/net.template", "file:///x"],
 )
 def test_template_resources_are_refused(target):
     """Registry entries pointing at template files say nested templates are unsupported."""
@@ -81,15 +85,17 @@ def test_merge_later_wins_key_by_key():
     a = Environment(parameters={"x": 1, "y": 1}, parameter_defaults={"d": 1}, resource_registry={"A": "B"})
     b = Environment(parameters={"y": 2}, resource_registry={"C": "D"})
     merged = merge_environments([a, b])
-    assert merged == Environment(parameters={"x": 1, "y": 2}, parameter_defaults={"d": 1},
-                                 resource_registry={"A": "B", "C": "D"})
+    assert merged == Environment(
+        parameters={"x": 1, "y": 2}, parameter_defaults={"d": 1}, resource_registry={"A": "B", "C": "D"}
+    )
     assert merge_environments([]) == Environment()
 
 
 def test_map_type_exact_then_glob_then_unchanged():
     """An exact entry wins over a glob; unmatched types are unchanged."""
-    env = Environment(resource_registry={"OS::Neutron::*": "OS::Heat::None",
-                                         "OS::Neutron::Port": "OS::Heat::Value"})
+    env = Environment(
+        resource_registry={"OS::Neutron::*": "OS::Heat::None", "OS::Neutron::Port": "OS::Heat::Value"}
+    )
     assert map_type(env, "OS::Neutron::Port") == "OS::Heat::Value"
     assert map_type(env, "OS::Neutron::Net") == "OS::Heat::None"
     assert map_type(env, "OS::Heat::SoftwareConfig") == "OS::Heat::SoftwareConfig"
@@ -104,8 +110,14 @@ def test_map_type_prefers_the_most_specific_glob():
 
 def test_map_type_follows_chains():
     """Mappings are followed until a type maps to nothing (or to itself)."""
-    env = Environment(resource_registry={"A::A": "B::B", "B::B": "C::C", "C::*": "OS::Heat::None",
-                                         "OS::*": "OS::Heat::None"})
+    env = Environment(
+        resource_registry={
+            "A::A": "B::B",
+            "B::B": "C::C",
+            "C::*": "OS::Heat::None",
+            "OS::*": "OS::Heat::None",
+        }
+    )
     assert map_type(env, "A::A") == "OS::Heat::None"
 
 

@@ -41,8 +41,14 @@ class FakeContext:
 
 
 CTX = FakeContext(
-    params={"port": 8080, "names": ["a", "b"], "data": {"k": ["x", "y"], "n": {"m": 1}}, "empty": "",
-            "flag": True, "text": "a,b,c"},
+    params={
+        "port": 8080,
+        "names": ["a", "b"],
+        "data": {"k": ["x", "y"], "n": {"m": 1}},
+        "empty": "",
+        "flag": True,
+        "text": "a,b,c",
+    },
     ids={"server": "srv-1", "cfg": "cfg-1"},
     attrs={("dep", "result"): {"rows": [{"v": 1}]}, ("server", "name"): "web"},
     files={"run.sh": "#!/bin/sh\necho hi\n"},
@@ -137,7 +143,12 @@ def test_get_file_gives_the_text():
 
 def test_str_replace_basic():
     """Each param key is replaced by its value."""
-    node = {"str_replace": {"template": "http://$host:$port/", "params": {"$host": "h", "$port": {"get_param": "port"}}}}
+    node = {
+        "str_replace": {
+            "template": "http://$host:$port/",
+            "params": {"$host": "h", "$port": {"get_param": "port"}},
+        }
+    }
     assert ev(node) == "http://h:8080/"
 
 
@@ -155,15 +166,24 @@ def test_str_replace_does_not_rescan_values():
 
 def test_str_replace_non_string_values():
     """Numbers use str(), maps and lists JSON with sorted keys, null ''."""
-    node = {"str_replace": {"template": "n=N m=M l=L z=Z b=B",
-                            "params": {"N": 1.5, "M": {"b": 1, "a": 2}, "L": [1, "x"], "Z": None, "B": True}}}
+    node = {
+        "str_replace": {
+            "template": "n=N m=M l=L z=Z b=B",
+            "params": {"N": 1.5, "M": {"b": 1, "a": 2}, "L": [1, "x"], "Z": None, "B": True},
+        }
+    }
     assert ev(node) == 'n=1.5 m={"a": 2, "b": 1} l=[1, "x"] z= b=True'
 
 
 def test_str_replace_errors():
     """The template must be a string and params a map of non-empty string keys."""
-    assert fails({"str_replace": {"template": 1, "params": {}}}).reason == "str_replace: the template must be a string"
-    assert fails({"str_replace": {"template": "x", "params": []}}).reason == "str_replace: params must be a map"
+    assert (
+        fails({"str_replace": {"template": 1, "params": {}}}).reason
+        == "str_replace: the template must be a string"
+    )
+    assert (
+        fails({"str_replace": {"template": "x", "params": []}}).reason == "str_replace: params must be a map"
+    )
     assert "non-empty strings" in fails({"str_replace": {"template": "x", "params": {"": "y"}}}).reason
     assert "misses" in fails({"str_replace": {"params": {}}}).reason
 
@@ -176,7 +196,10 @@ def test_str_replace_keeps_unused_params():
 def test_str_replace_strict_refuses_absent_params():
     """str_replace_strict fails when a param is not in the template."""
     e = fails({"str_replace_strict": {"template": "a", "params": {"a": "1", "b": "2", "c": "3"}}})
-    assert (e.path, e.reason) == ("outputs.o.value", "str_replace_strict: params not found in the template: b, c")
+    assert (e.path, e.reason) == (
+        "outputs.o.value",
+        "str_replace_strict: params not found in the template: b, c",
+    )
     assert ev({"str_replace_strict": {"template": "a", "params": {"a": ""}}}) == ""
 
 
@@ -261,8 +284,9 @@ def test_digest_errors():
 
 def test_repeat_single_list():
     """repeat renders the template once per item, in strings, keys and values."""
-    node = {"repeat": {"for_each": {"<%p%>": ["80", 443]},
-                       "template": {"port_<%p%>": {"min": "<%p%>", "n": 1}}}}
+    node = {
+        "repeat": {"for_each": {"<%p%>": ["80", 443]}, "template": {"port_<%p%>": {"min": "<%p%>", "n": 1}}}
+    }
     assert ev(node) == [{"port_80": {"min": "80", "n": 1}}, {"port_443": {"min": "443", "n": 1}}]
 
 
@@ -274,8 +298,13 @@ def test_repeat_permutations():
 
 def test_repeat_without_permutations_zips():
     """permutations: false pairs the lists item by item."""
-    node = {"repeat": {"for_each": {"%a%": ["1", "2"], "%b%": ["x", "y"]}, "template": "%a%%b%",
-                       "permutations": False}}
+    node = {
+        "repeat": {
+            "for_each": {"%a%": ["1", "2"], "%b%": ["x", "y"]},
+            "template": "%a%%b%",
+            "permutations": False,
+        }
+    }
     assert ev(node) == ["1x", "2y"]
 
 
@@ -288,12 +317,19 @@ def test_repeat_errors():
     """Unequal lists without permutations, non-lists and bad flags are errors."""
     e = fails({"repeat": {"for_each": {"a": ["1"], "b": []}, "template": "a", "permutations": False}})
     assert e.reason == "repeat: with permutations false, the lists must be as long"
-    assert fails({"repeat": {"for_each": {"a": "xy"}, "template": "a"}}).reason == "repeat: for_each.a must be a list"
+    assert (
+        fails({"repeat": {"for_each": {"a": "xy"}, "template": "a"}}).reason
+        == "repeat: for_each.a must be a list"
+    )
     e = fails({"repeat": {"for_each": {"a": []}, "template": "a", "permutations": "no"}})
     assert e.reason == "repeat: permutations must be true or false"
     assert "misses" in fails({"repeat": {"template": "a"}}).reason
-    assert "would exceed" in fails({"repeat": {"for_each": {"a": list(range(4000)), "b": list(range(4000))},
-                                               "template": "ab"}}).reason
+    assert (
+        "would exceed"
+        in fails(
+            {"repeat": {"for_each": {"a": list(range(4000)), "b": list(range(4000))}, "template": "ab"}}
+        ).reason
+    )
 
 
 # --- maps and lists ------------------------------------------------------------------------------
@@ -308,7 +344,9 @@ def test_map_merge_later_wins():
 
 def test_map_replace_keys_and_values():
     """map_replace renames keys and replaces values."""
-    node = {"map_replace": [{"k1": "v1", "k2": "v2", "k3": [1]}, {"keys": {"k1": "K1"}, "values": {"v2": "V2"}}]}
+    node = {
+        "map_replace": [{"k1": "v1", "k2": "v2", "k3": [1]}, {"keys": {"k1": "K1"}, "values": {"v2": "V2"}}]
+    }
     assert ev(node) == {"K1": "v1", "k2": "V2", "k3": [1]}
 
 
@@ -317,7 +355,9 @@ def test_map_replace_collisions_and_bad_arguments():
     e = fails({"map_replace": [{"a": 1, "b": 2}, {"keys": {"a": "b"}}]})
     assert e.reason == "map_replace: key replacement 'b' collides with a key"
     assert fails({"map_replace": [{"a": 1}, {"other": {}}]}).reason.startswith("map_replace: expects")
-    assert fails({"map_replace": [{"a": 1}, {"keys": {"a": [1]}}]}).reason == "map_replace: [1] cannot be a key"
+    assert (
+        fails({"map_replace": [{"a": 1}, {"keys": {"a": [1]}}]}).reason == "map_replace: [1] cannot be a key"
+    )
 
 
 def test_list_concat_and_unique():
@@ -392,21 +432,35 @@ def test_evaluate_condition_directly():
 
 def test_make_url_full():
     """make_url assembles and quotes every part."""
-    node = {"make_url": {"scheme": "https", "username": "u@x", "password": "p w", "host": "example.com",
-                         "port": 8443, "path": "/a b", "query": {"q": "1/2", "r": "s t"}, "fragment": "f g"}}
+    node = {
+        "make_url": {
+            "scheme": "https",
+            "username": "u@x",
+            "password": "p w",
+            "host": "example.com",
+            "port": 8443,
+            "path": "/a b",
+            "query": {"q": "1/2", "r": "s t"},
+            "fragment": "f g",
+        }
+    }
     assert ev(node) == "https://u%40x:p%20w@example.com:8443/a%20b?q=1/2&r=s+t#f%20g"
 
 
 def test_make_url_ipv6_and_minimal():
     """IPv6 hosts get brackets; absent parts are left out."""
-    assert ev({"make_url": {"scheme": "http", "host": "::1", "port": "80", "path": "/"}}) == "http://[::1]:80/"
+    assert (
+        ev({"make_url": {"scheme": "http", "host": "::1", "port": "80", "path": "/"}}) == "http://[::1]:80/"
+    )
     assert ev({"make_url": {"scheme": "http", "host": "[fe80::1]"}}) == "http://[fe80::1]"
     assert ev({"make_url": {"host": "h"}}) == "//h"
 
 
 def test_make_url_errors():
     """Bad ports, schemes with ':' and unknown keys are errors."""
-    assert fails({"make_url": {"host": "h", "port": 70000}}).reason == "make_url: port 70000 is not in 1..65535"
+    assert (
+        fails({"make_url": {"host": "h", "port": 70000}}).reason == "make_url: port 70000 is not in 1..65535"
+    )
     assert fails({"make_url": {"host": "h", "port": "x"}}).reason == 'make_url: invalid port "x"'
     assert fails({"make_url": {"scheme": "http:"}}).reason == "make_url: scheme must not contain ':'"
     assert "unknown keys" in fails({"make_url": {"hostname": "h"}}).reason
@@ -429,8 +483,12 @@ def test_calls_lists_every_call_with_paths():
 
 def test_references_names_resources_used():
     """references finds get_resource and get_attr targets, not parameters."""
-    node = {"x": {"get_resource": "a"}, "y": [{"get_attr": ["b", "z"]}], "p": {"get_param": "c"},
-            "i": {"if": ["cond", {"get_resource": "d"}, None]}}
+    node = {
+        "x": {"get_resource": "a"},
+        "y": [{"get_attr": ["b", "z"]}],
+        "p": {"get_param": "c"},
+        "i": {"if": ["cond", {"get_resource": "d"}, None]},
+    }
     assert references(node) == {"a", "b", "d"}
 
 

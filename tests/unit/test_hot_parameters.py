@@ -38,8 +38,9 @@ def failure(ptype: str, given: Any, **definition: Any) -> TemplateError:
 def test_precedence_given_environment_defaults_template():
     """given > environment parameters > parameter_defaults > template default."""
     t = template({n: {"type": "string", "default": "tmpl"} for n in "abcd"})
-    env = Environment(parameters={"a": "env", "b": "env"},
-                      parameter_defaults={"a": "pd", "b": "pd", "c": "pd"})
+    env = Environment(
+        parameters={"a": "env", "b": "env"}, parameter_defaults={"a": "pd", "b": "pd", "c": "pd"}
+    )
     params = resolve_parameters(t, env, {"a": "given"})
     assert params.values == {"a": "given", "b": "env", "c": "pd", "d": "tmpl"}
     assert params.warnings == ()
@@ -81,7 +82,9 @@ def test_null_given_value_falls_back():
 
 def test_hidden_parameters_are_listed():
     """Parameters declared hidden are named in Parameters.hidden."""
-    t = template({"pw": {"type": "string", "hidden": True, "default": "x"}, "u": {"type": "string", "default": "u"}})
+    t = template(
+        {"pw": {"type": "string", "hidden": True, "default": "x"}, "u": {"type": "string", "default": "u"}}
+    )
     assert resolve_parameters(t, Environment(), {}).hidden == {"pw"}
 
 
@@ -134,9 +137,24 @@ def test_json_conversion():
 
 @pytest.mark.parametrize(
     ("given", "expected"),
-    [("true", True), ("YES", True), ("on", True), ("1", True), ("t", True), ("y", True), (True, True),
-     ("false", False), ("No", False), ("OFF", False), ("0", False), ("f", False), ("n", False),
-     (False, False), (1, True), (0, False)],
+    [
+        ("true", True),
+        ("YES", True),
+        ("on", True),
+        ("1", True),
+        ("t", True),
+        ("y", True),
+        (True, True),
+        ("false", False),
+        ("No", False),
+        ("OFF", False),
+        ("0", False),
+        ("f", False),
+        ("n", False),
+        (False, False),
+        (1, True),
+        (0, False),
+    ],
 )
 def test_boolean_conversion(given, expected):
     """The usual true/false words, in any case, and booleans are accepted."""
@@ -173,7 +191,10 @@ def test_length_constraint():
     """length applies to strings, lists and JSON values."""
     constraints = [{"length": {"min": 2, "max": 3}}]
     assert value("string", "abc", constraints=constraints) == "abc"
-    assert failure("string", "abcd", constraints=constraints).reason == 'the length of "abcd" is 4, not in range 2..3'
+    assert (
+        failure("string", "abcd", constraints=constraints).reason
+        == 'the length of "abcd" is 4, not in range 2..3'
+    )
     assert failure("comma_delimited_list", "a", constraints=constraints).reason.startswith("the length of")
     assert value("json", {"a": 1, "b": 2}, constraints=constraints) == {"a": 1, "b": 2}
 
@@ -189,10 +210,16 @@ def test_allowed_values_constraint():
     """allowed_values compares in the parameter's type and checks each list item."""
     assert value("string", "m1", constraints=[{"allowed_values": ["m1", "m2"]}]) == "m1"
     assert failure("string", "m3", constraints=[{"allowed_values": ["m1", "m2"]}]).reason == (
-        '"m3" is not one of ["m1", "m2"]')
+        '"m3" is not one of ["m1", "m2"]'
+    )
     assert value("number", "2", constraints=[{"allowed_values": ["1", "2"]}]) == 2
-    assert value("comma_delimited_list", "a,b", constraints=[{"allowed_values": ["a", "b", "c"]}]) == ["a", "b"]
-    assert failure("comma_delimited_list", "a,d", constraints=[{"allowed_values": ["a"]}]).path == "parameters.p"
+    assert value("comma_delimited_list", "a,b", constraints=[{"allowed_values": ["a", "b", "c"]}]) == [
+        "a",
+        "b",
+    ]
+    assert (
+        failure("comma_delimited_list", "a,d", constraints=[{"allowed_values": ["a"]}]).path == "parameters.p"
+    )
     assert value("boolean", "yes", constraints=[{"allowed_values": [True]}]) is True
 
 
@@ -201,7 +228,8 @@ def test_allowed_pattern_constraint():
     constraints = [{"allowed_pattern": "[A-Z][a-z]+"}]
     assert value("string", "Abc", constraints=constraints) == "Abc"
     assert failure("string", "Abc1", constraints=constraints).reason == (
-        "\"Abc1\" does not match the pattern '[A-Z][a-z]+'")
+        "\"Abc1\" does not match the pattern '[A-Z][a-z]+'"
+    )
 
 
 def test_constraint_description_is_the_message():
@@ -223,16 +251,24 @@ def test_condition_values_use_parameters_and_each_other():
     """condition_values evaluates every condition, following references."""
     t = template(
         {"env": {"type": "string", "default": "prod"}, "debug": {"type": "boolean", "default": "no"}},
-        conditions={"later": {"and": ["is_prod", {"not": "debug_on"}]},
-                    "is_prod": {"equals": [{"get_param": "env"}, "prod"]},
-                    "debug_on": {"get_param": "debug"},
-                    "always": True,
-                    "named": {"equals": [{"get_param": "OS::stack_name"}, "s1"]},
-                    "has": {"contains": ["prod", ["dev", "prod"]]}},
+        conditions={
+            "later": {"and": ["is_prod", {"not": "debug_on"}]},
+            "is_prod": {"equals": [{"get_param": "env"}, "prod"]},
+            "debug_on": {"get_param": "debug"},
+            "always": True,
+            "named": {"equals": [{"get_param": "OS::stack_name"}, "s1"]},
+            "has": {"contains": ["prod", ["dev", "prod"]]},
+        },
     )
     params = resolve_parameters(t, Environment(), {})
     assert condition_values(t, params, stack_name="s1", stack_id="id") == {
-        "later": True, "is_prod": True, "debug_on": False, "always": True, "named": True, "has": True}
+        "later": True,
+        "is_prod": True,
+        "debug_on": False,
+        "always": True,
+        "named": True,
+        "has": True,
+    }
 
 
 def test_condition_values_refuse_non_boolean():

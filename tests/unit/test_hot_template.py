@@ -209,9 +209,16 @@ def test_load_yaml_refuses_several_documents():
 
 @pytest.mark.parametrize(
     ("written", "version"),
-    [("2013-05-23", "2013-05-23"), ("2015-10-15", "2015-10-15"), ("newton", "2016-10-14"),
-     ("ocata", "2017-02-24"), ("pike", "2017-09-01"), ("queens", "2018-03-02"),
-     ("rocky", "2018-08-31"), ("'2018-03-02'", "2018-03-02")],
+    [
+        ("2013-05-23", "2013-05-23"),
+        ("2015-10-15", "2015-10-15"),
+        ("newton", "2016-10-14"),
+        ("ocata", "2017-02-24"),
+        ("pike", "2017-09-01"),
+        ("queens", "2018-03-02"),
+        ("rocky", "2018-08-31"),
+        ("'2018-03-02'", "2018-03-02"),
+    ],
 )
 def test_versions_and_release_names_map_to_dates(written, version):
     """Accepted dates stay, release names map to their date."""
@@ -288,14 +295,32 @@ def test_parameter_groups_checked():
 
 def test_parameter_definition_fields_are_kept():
     """Type, default, hidden, label, description, immutable and constraints are kept."""
-    t = parse_template(doc(parameters={"pw": {
-        "type": "string", "default": "abcdef", "hidden": True, "label": "Password",
-        "description": "root", "immutable": True, "tags": ["x"],
-        "constraints": [{"length": {"min": 6}, "description": "six or more"}],
-    }}))
+    t = parse_template(
+        doc(
+            parameters={
+                "pw": {
+                    "type": "string",
+                    "default": "abcdef",
+                    "hidden": True,
+                    "label": "Password",
+                    "description": "root",
+                    "immutable": True,
+                    "tags": ["x"],
+                    "constraints": [{"length": {"min": 6}, "description": "six or more"}],
+                }
+            }
+        )
+    )
     p = t.parameters["pw"]
     assert (p.type, p.default, p.has_default, p.hidden, p.label, p.description, p.immutable) == (
-        "string", "abcdef", True, True, "Password", "root", True)
+        "string",
+        "abcdef",
+        True,
+        True,
+        "Password",
+        "root",
+        True,
+    )
     assert p.constraints == ({"length": {"min": 6}, "description": "six or more"},)
 
 
@@ -317,8 +342,13 @@ def test_parameter_default_checked_against_type():
 
 def test_parameter_default_checked_against_constraints():
     """A default that breaks a constraint is refused."""
-    e = error(doc(parameters={"p": {"type": "number", "default": 0,
-                                    "constraints": [{"range": {"min": 1, "max": 9}}]}}))
+    e = error(
+        doc(
+            parameters={
+                "p": {"type": "number", "default": 0, "constraints": [{"range": {"min": 1, "max": 9}}]}
+            }
+        )
+    )
     assert (e.path, e.reason) == ("parameters.p.default", "0 is not in range 1..9")
 
 
@@ -330,10 +360,19 @@ def test_constraint_must_fit_parameter_type():
 
 @pytest.mark.parametrize(
     "constraint",
-    [{"length": {}}, {"range": {"min": "a"}}, {"range": {"min": 5, "max": 1}},
-     {"modulo": {"step": 2}}, {"modulo": {"step": 0, "offset": 0}}, {"modulo": {"step": 2, "offset": 3}},
-     {"allowed_values": "a"}, {"allowed_pattern": "("}, {"custom_constraint": 5}, {"bogus": 1},
-     {"range": {"min": 1}, "length": {"min": 1}}],
+    [
+        {"length": {}},
+        {"range": {"min": "a"}},
+        {"range": {"min": 5, "max": 1}},
+        {"modulo": {"step": 2}},
+        {"modulo": {"step": 0, "offset": 0}},
+        {"modulo": {"step": 2, "offset": 3}},
+        {"allowed_values": "a"},
+        {"allowed_pattern": "("},
+        {"custom_constraint": 5},
+        {"bogus": 1},
+        {"range": {"min": 1}, "length": {"min": 1}},
+    ],
 )
 def test_malformed_constraints_are_refused(constraint):
     """Constraints with a wrong shape or value are refused at parse time."""
@@ -344,9 +383,12 @@ def test_malformed_constraints_are_refused(constraint):
 
 def test_custom_constraint_is_accepted_with_a_warning():
     """An unknown custom_constraint is accepted and reported in warnings."""
-    t = parse_template(doc(parameters={"k": {"type": "string",
-                                             "constraints": [{"custom_constraint": "nova.keypair"}]}}))
-    assert t.warnings == ("parameters.k.constraints[0]: custom_constraint 'nova.keypair' is not checked by Anneal",)
+    t = parse_template(
+        doc(parameters={"k": {"type": "string", "constraints": [{"custom_constraint": "nova.keypair"}]}})
+    )
+    assert t.warnings == (
+        "parameters.k.constraints[0]: custom_constraint 'nova.keypair' is not checked by Anneal",
+    )
 
 
 # --- resources -----------------------------------------------------------------------------
@@ -365,26 +407,45 @@ def test_script_template_parses():
 
 def test_order_is_topological_and_stable():
     """order() puts dependencies first and otherwise keeps template order."""
-    t = parse_template(doc({
-        "c": {"type": "OS::Heat::None", "depends_on": ["b"]},
-        "a": {"type": "OS::Heat::None"},
-        "b": {"type": "OS::Heat::None", "properties": {"x": {"get_attr": ["d", "y"]}}},
-        "d": {"type": "OS::Heat::None", "metadata": {"m": {"get_resource": "a"}}},
-    }))
+    t = parse_template(
+        doc(
+            {
+                "c": {"type": "OS::Heat::None", "depends_on": ["b"]},
+                "a": {"type": "OS::Heat::None"},
+                "b": {"type": "OS::Heat::None", "properties": {"x": {"get_attr": ["d", "y"]}}},
+                "d": {"type": "OS::Heat::None", "metadata": {"m": {"get_resource": "a"}}},
+            }
+        )
+    )
     assert t.order() == ["a", "d", "b", "c"]
     assert t.dependencies("d") == {"a"}
 
 
 def test_resource_definition_fields_are_kept():
     """metadata, depends_on, deletion_policy, update_policy and condition are kept."""
-    t = parse_template(doc({
-        "a": {"type": "OS::Heat::None"},
-        "b": {"type": "OS::Heat::None", "depends_on": "a", "metadata": {"k": "v"},
-              "deletion_policy": "retain", "update_policy": {"p": 1}, "condition": True},
-    }))
+    t = parse_template(
+        doc(
+            {
+                "a": {"type": "OS::Heat::None"},
+                "b": {
+                    "type": "OS::Heat::None",
+                    "depends_on": "a",
+                    "metadata": {"k": "v"},
+                    "deletion_policy": "retain",
+                    "update_policy": {"p": 1},
+                    "condition": True,
+                },
+            }
+        )
+    )
     b = t.resources["b"]
     assert (b.depends_on, b.metadata, b.deletion_policy, b.update_policy, b.condition) == (
-        ("a",), {"k": "v"}, "Retain", {"p": 1}, True)
+        ("a",),
+        {"k": "v"},
+        "Retain",
+        {"p": 1},
+        True,
+    )
 
 
 def test_bad_deletion_policy_is_refused():
@@ -432,10 +493,13 @@ def test_unsupported_other_type_has_no_registry_suggestion():
 def test_registry_maps_types_before_validation():
     """The environment's resource_registry maps types, keeping the original."""
     env = Environment(resource_registry={"OS::Neutron::*": "OS::Heat::None"})
-    t = parse_template(doc({"net": {"type": "OS::Neutron::Net", "properties": {"name": "n"}}}),
-                       environment=env)
+    t = parse_template(
+        doc({"net": {"type": "OS::Neutron::Net", "properties": {"name": "n"}}}), environment=env
+    )
     assert (t.resources["net"].type, t.resources["net"].original_type) == (
-        "OS::Heat::None", "OS::Neutron::Net")
+        "OS::Heat::None",
+        "OS::Neutron::Net",
+    )
     assert t.warnings == ("resources.net.properties.name: accepted and ignored by OS::Heat::None",)
 
 
@@ -469,8 +533,16 @@ def test_allowed_property_values_are_checked():
 
 def test_nova_compute_properties_are_ignored_with_warnings():
     """OS::Nova::Server compute properties are accepted and reported as ignored."""
-    t = parse_template(doc({"web": {"type": "OS::Nova::Server", "properties": {
-        "image": "cirros", "flavor": "m1", "user_data_format": "SOFTWARE_CONFIG"}}}))
+    t = parse_template(
+        doc(
+            {
+                "web": {
+                    "type": "OS::Nova::Server",
+                    "properties": {"image": "cirros", "flavor": "m1", "user_data_format": "SOFTWARE_CONFIG"},
+                }
+            }
+        )
+    )
     assert t.warnings == (
         "resources.web.properties.image: ignored (the control plane boots no servers)",
         "resources.web.properties.flavor: ignored (the control plane boots no servers)",
@@ -479,8 +551,10 @@ def test_nova_compute_properties_are_ignored_with_warnings():
 
 def test_config_input_items_are_checked():
     """SoftwareConfig inputs items are checked key by key with precise paths."""
-    cfg = {"type": "OS::Heat::SoftwareConfig",
-           "properties": {"inputs": [{"name": "a"}, {"name": "b", "type": "Text"}]}}
+    cfg = {
+        "type": "OS::Heat::SoftwareConfig",
+        "properties": {"inputs": [{"name": "a"}, {"name": "b", "type": "Text"}]},
+    }
     e = error(doc({"cfg": cfg}))
     assert e.path == "resources.cfg.properties.inputs[1].type"
     cfg["properties"] = {"inputs": [{"type": "String"}]}
@@ -499,10 +573,14 @@ def test_depends_on_target_must_exist():
 
 def test_dependency_cycle_is_refused():
     """A cycle through depends_on and get_resource is reported as a path."""
-    e = error(doc({
-        "a": {"type": "OS::Heat::None", "depends_on": "b"},
-        "b": {"type": "OS::Heat::None", "properties": {"x": {"get_resource": "a"}}},
-    }))
+    e = error(
+        doc(
+            {
+                "a": {"type": "OS::Heat::None", "depends_on": "b"},
+                "b": {"type": "OS::Heat::None", "properties": {"x": {"get_resource": "a"}}},
+            }
+        )
+    )
     assert (e.path, e.reason) == ("resources", "dependency cycle: a -> b -> a")
 
 
@@ -518,7 +596,10 @@ def test_self_dependency_is_a_cycle():
 def test_get_resource_target_must_exist():
     """get_resource of an undefined resource is refused at its path."""
     e = error(doc({"d": deployment(config={"get_resource": "nope"})}))
-    assert (e.path, e.reason) == ("resources.d.properties.config", "get_resource: resource 'nope' is not defined")
+    assert (e.path, e.reason) == (
+        "resources.d.properties.config",
+        "get_resource: resource 'nope' is not defined",
+    )
 
 
 def test_get_attr_target_must_exist():
@@ -532,8 +613,15 @@ def test_get_attr_attribute_checked_when_type_lists_them():
     resources = {"s": {"type": "OS::Heat::DeployedServer"}, "d": deployment(server={"get_resource": "s"})}
     e = error(doc(resources, outputs={"o": {"value": {"get_attr": ["s", "flavor"]}}}))
     assert e.path == "outputs.o.value" and "has no attribute 'flavor'" in e.reason
-    parse_template(doc(resources, outputs={"o": {"value": {"get_attr": ["d", "anything", 0]}},
-                                           "p": {"value": {"get_attr": ["s", "networks", "x"]}}}))
+    parse_template(
+        doc(
+            resources,
+            outputs={
+                "o": {"value": {"get_attr": ["d", "anything", 0]}},
+                "p": {"value": {"get_attr": ["s", "networks", "x"]}},
+            },
+        )
+    )
 
 
 def test_get_attr_needs_an_attribute_name():
@@ -552,7 +640,10 @@ def test_get_param_must_be_declared_or_pseudo():
 def test_get_file_must_be_provided():
     """get_file of a path missing from files is refused with its name."""
     e = error(SCRIPT)
-    assert (e.path, e.reason) == ("resources.cfg.properties.config", "get_file: file 'run.sh' was not provided")
+    assert (e.path, e.reason) == (
+        "resources.cfg.properties.config",
+        "get_file: file 'run.sh' was not provided",
+    )
 
 
 def test_unsupported_function_is_refused():
@@ -605,15 +696,19 @@ def test_output_fields_are_kept():
 
 def test_conditions_are_validated():
     """Conditions use condition functions, parameters and other conditions."""
-    t = parse_template(doc(
-        {"a": {"type": "OS::Heat::None", "condition": "prod"}},
-        parameters={"env": {"type": "string", "default": "dev"}},
-        conditions={"prod": {"equals": [{"get_param": "env"}, "prod"]},
-                    "dev": {"not": "prod"},
-                    "both": {"and": ["prod", {"or": ["dev", True]}]},
-                    "has": {"contains": ["x", ["x"]]}},
-        outputs={"o": {"value": {"if": ["prod", 1, 2]}, "condition": {"not": "dev"}}},
-    ))
+    t = parse_template(
+        doc(
+            {"a": {"type": "OS::Heat::None", "condition": "prod"}},
+            parameters={"env": {"type": "string", "default": "dev"}},
+            conditions={
+                "prod": {"equals": [{"get_param": "env"}, "prod"]},
+                "dev": {"not": "prod"},
+                "both": {"and": ["prod", {"or": ["dev", True]}]},
+                "has": {"contains": ["x", ["x"]]},
+            },
+            outputs={"o": {"value": {"if": ["prod", 1, 2]}, "condition": {"not": "dev"}}},
+        )
+    )
     assert list(t.conditions) == ["prod", "dev", "both", "has"]
 
 
@@ -626,8 +721,9 @@ def test_undefined_condition_is_refused():
 
 def test_resource_functions_are_refused_in_conditions():
     """Conditions cannot use get_resource or other value functions."""
-    e = error(doc({"a": {"type": "OS::Heat::None"}},
-                  conditions={"c": {"equals": [{"get_resource": "a"}, "x"]}}))
+    e = error(
+        doc({"a": {"type": "OS::Heat::None"}}, conditions={"c": {"equals": [{"get_resource": "a"}, "x"]}})
+    )
     assert e.path == "conditions.c.equals[0]" and "cannot be used in a condition" in e.reason
 
 
@@ -643,13 +739,20 @@ CONDITION_CALLS = {
 def test_condition_functions_are_accepted_where_a_condition_is_read(name: str):
     """equals/not/and/or: in the conditions section, a resource's and an output's condition, if's condition."""
     call = {name: CONDITION_CALLS[name]}
-    t = parse_template(doc(
-        {"a": {"type": "OS::Heat::Value", "condition": call,
-               "properties": {"value": {"if": [call, 1, {"if": [{"not": call}, 2, 3]}]}}}},
-        parameters={"env": {"type": "string", "default": "dev"}},
-        conditions={"prod": {"equals": [{"get_param": "env"}, "prod"]}, "c": call},
-        outputs={"o": {"value": {"if": [call, 1, 2]}, "condition": call}},
-    ))
+    t = parse_template(
+        doc(
+            {
+                "a": {
+                    "type": "OS::Heat::Value",
+                    "condition": call,
+                    "properties": {"value": {"if": [call, 1, {"if": [{"not": call}, 2, 3]}]}},
+                }
+            },
+            parameters={"env": {"type": "string", "default": "dev"}},
+            conditions={"prod": {"equals": [{"get_param": "env"}, "prod"]}, "c": call},
+            outputs={"o": {"value": {"if": [call, 1, 2]}, "condition": call}},
+        )
+    )
     assert t.conditions["c"] == call and t.resources["a"].condition == call
 
 
@@ -679,8 +782,14 @@ def test_condition_functions_are_refused_elsewhere(name: str, place: str, path: 
         outputs = {"o": {"value": call}}
     else:
         outputs = {"o": {"value": {"if": ["prod", call, "x"]}}}
-    e = error(doc({"a": resource}, parameters={"env": {"type": "string", "default": "dev"}},
-                  conditions={"prod": {"equals": [{"get_param": "env"}, "prod"]}}, outputs=outputs))
+    e = error(
+        doc(
+            {"a": resource},
+            parameters={"env": {"type": "string", "default": "dev"}},
+            conditions={"prod": {"equals": [{"get_param": "env"}, "prod"]}},
+            outputs=outputs,
+        )
+    )
     assert e.path == path
     assert e.reason.startswith(f"{name} is only allowed in conditions")
 
@@ -693,10 +802,17 @@ def test_condition_cycle_is_refused():
 
 def test_resource_and_file_references_must_be_literal():
     """get_resource, get_attr and get_file arguments cannot be computed."""
-    e = error(doc({"a": {"type": "OS::Heat::None"}},
-                  parameters={"p": {"type": "string", "default": "a"}},
-                  outputs={"o": {"value": {"get_resource": {"get_param": "p"}}}}))
-    assert (e.path, e.reason) == ("outputs.o.value", "get_resource: the arguments must be written out, not computed")
+    e = error(
+        doc(
+            {"a": {"type": "OS::Heat::None"}},
+            parameters={"p": {"type": "string", "default": "a"}},
+            outputs={"o": {"value": {"get_resource": {"get_param": "p"}}}},
+        )
+    )
+    assert (e.path, e.reason) == (
+        "outputs.o.value",
+        "get_resource: the arguments must be written out, not computed",
+    )
 
 
 def test_apply_defaults_fills_absent_properties():

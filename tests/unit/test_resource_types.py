@@ -38,16 +38,26 @@ def comp(*configs: dict[str, Any]) -> dict[str, Any]:
 
 def test_component_with_distinct_actions_parses():
     """Configs with disjoint actions (custom names too) are a valid component."""
-    t = parse_template(doc(comp({"actions": ["CREATE"], "tool": "script", "config": "a"},
-                                {"actions": ["UPDATE", "BACKUP"], "tool": "puppet", "config": "b"})))
+    t = parse_template(
+        doc(
+            comp(
+                {"actions": ["CREATE"], "tool": "script", "config": "a"},
+                {"actions": ["UPDATE", "BACKUP"], "tool": "puppet", "config": "b"},
+            )
+        )
+    )
     assert "OS::Heat::SoftwareComponent" == t.resources["c"].type
 
 
 def test_component_action_in_two_configs_is_an_error_naming_the_entry():
     """UPDATE twice: the error names configs[1].actions and the entry that has it first."""
-    e = error(comp({"actions": ["CREATE", "UPDATE"], "tool": "script"},
-                   {"actions": ["DELETE"], "tool": "script"},
-                   {"actions": ["UPDATE"], "tool": "script"}))
+    e = error(
+        comp(
+            {"actions": ["CREATE", "UPDATE"], "tool": "script"},
+            {"actions": ["DELETE"], "tool": "script"},
+            {"actions": ["UPDATE"], "tool": "script"},
+        )
+    )
     assert "resources.c.properties.configs[2].actions" == e.path
     assert "UPDATE" in e.reason and "configs[0]" in e.reason
 
@@ -75,8 +85,14 @@ def test_component_needs_configs_and_a_tool_per_config():
 
 def test_structured_deployment_validate_mode_is_lax_or_strict():
     """input_values_validate other than LAX/STRICT names the property."""
-    e = error({"d": {"type": "OS::Heat::StructuredDeployment",
-                     "properties": {"server": "s", "input_values_validate": "SOMETIMES"}}})
+    e = error(
+        {
+            "d": {
+                "type": "OS::Heat::StructuredDeployment",
+                "properties": {"server": "s", "input_values_validate": "SOMETIMES"},
+            }
+        }
+    )
     assert "resources.d.properties.input_values_validate" == e.path
 
 
@@ -84,29 +100,62 @@ def test_group_needs_servers_and_checks_its_update_policy():
     """A group without servers, or with an unknown policy key, is refused at the right path."""
     e = error({"g": {"type": "OS::Heat::SoftwareDeploymentGroup", "properties": {"config": "x"}}})
     assert "resources.g.properties.servers" == e.path
-    e = error({"g": {"type": "OS::Heat::SoftwareDeploymentGroup", "properties": {"servers": {}},
-                     "update_policy": {"rolling_update": {"max_batch": 2}}}})
+    e = error(
+        {
+            "g": {
+                "type": "OS::Heat::SoftwareDeploymentGroup",
+                "properties": {"servers": {}},
+                "update_policy": {"rolling_update": {"max_batch": 2}},
+            }
+        }
+    )
     assert "resources.g.update_policy.rolling_update.max_batch" == e.path
-    e = error({"g": {"type": "OS::Heat::StructuredDeploymentGroup", "properties": {"servers": {}},
-                     "update_policy": {"batch_create": {"pause_time": "soon"}}}})
+    e = error(
+        {
+            "g": {
+                "type": "OS::Heat::StructuredDeploymentGroup",
+                "properties": {"servers": {}},
+                "update_policy": {"batch_create": {"pause_time": "soon"}},
+            }
+        }
+    )
     assert "resources.g.update_policy.batch_create.pause_time" == e.path
-    e = error({"g": {"type": "OS::Heat::SoftwareDeploymentGroup", "properties": {"servers": {}},
-                     "update_policy": {"canary": {}}}})
+    e = error(
+        {
+            "g": {
+                "type": "OS::Heat::SoftwareDeploymentGroup",
+                "properties": {"servers": {}},
+                "update_policy": {"canary": {}},
+            }
+        }
+    )
     assert "resources.g.update_policy.canary" == e.path
 
 
 def test_group_old_names_are_accepted():
     """OS::Heat::SoftwareDeployments and StructuredDeployments are Heat's hidden aliases."""
-    t = parse_template(doc({"g": {"type": "OS::Heat::SoftwareDeployments", "properties": {"servers": {}}},
-                            "h": {"type": "OS::Heat::StructuredDeployments", "properties": {"servers": {}}}}))
+    t = parse_template(
+        doc(
+            {
+                "g": {"type": "OS::Heat::SoftwareDeployments", "properties": {"servers": {}}},
+                "h": {"type": "OS::Heat::StructuredDeployments", "properties": {"servers": {}}},
+            }
+        )
+    )
     assert ("OS::Heat::SoftwareDeploymentGroup", "OS::Heat::StructuredDeploymentGroup") == (
-        t.resources["g"].type, t.resources["h"].type)
+        t.resources["g"].type,
+        t.resources["h"].type,
+    )
 
 
 def test_get_input_substitution_nested_lax_and_strict():
     """Maps {get_input: NAME} anywhere become the value; LAX gives null; STRICT names the path."""
-    config = {"a": {"get_input": "x"}, "b": [1, {"c": {"get_input": "y"}}], "d": {"get_input": "nope"},
-              "e": {"get_input": "x", "other": 1}}
+    config = {
+        "a": {"get_input": "x"},
+        "b": [1, {"c": {"get_input": "y"}}],
+        "d": {"get_input": "nope"},
+        "e": {"get_input": "x", "other": 1},
+    }
     out = substitute_inputs(config, "get_input", {"x": 5, "y": [1]}, False, "cfg")
     assert {"a": 5, "b": [1, {"c": [1]}], "d": None, "e": {"get_input": "x", "other": 1}} == out
     with pytest.raises(BadRequestError) as info:
@@ -127,12 +176,22 @@ def random(**props: Any) -> dict[str, Any]:
     [
         ({"length": 0}, "resources.r.properties.length"),
         ({"length": 513}, "resources.r.properties.length"),
-        ({"length": 3, "character_classes": [{"class": "digits", "min": 2}, {"class": "letters", "min": 2}]},
-         "resources.r.properties.length"),
+        (
+            {
+                "length": 3,
+                "character_classes": [{"class": "digits", "min": 2}, {"class": "letters", "min": 2}],
+            },
+            "resources.r.properties.length",
+        ),
         ({"character_classes": [{"class": "emoji"}]}, "resources.r.properties.character_classes[0].class"),
-        ({"character_sequences": [{"sequence": ""}]}, "resources.r.properties.character_sequences[0].sequence"),
-        ({"character_sequences": [{"sequence": "ab", "min": 0}]},
-         "resources.r.properties.character_sequences[0].min"),
+        (
+            {"character_sequences": [{"sequence": ""}]},
+            "resources.r.properties.character_sequences[0].sequence",
+        ),
+        (
+            {"character_sequences": [{"sequence": "ab", "min": 0}]},
+            "resources.r.properties.character_sequences[0].min",
+        ),
         ({"sequence": "hex"}, "resources.r.properties.sequence"),
     ],
 )
@@ -149,8 +208,11 @@ def test_random_string_defaults_to_32_letters_and_digits():
 
 def test_random_string_meets_every_minimum_and_uses_only_its_pools():
     """Over many draws every class and sequence minimum holds and no other character appears."""
-    props = {"length": 8, "character_classes": [{"class": "digits", "min": 3}],
-             "character_sequences": [{"sequence": "#%", "min": 2}, {"sequence": "xy", "min": 1}]}
+    props = {
+        "length": 8,
+        "character_classes": [{"class": "digits", "min": 3}],
+        "character_sequences": [{"sequence": "#%", "min": 2}, {"sequence": "xy", "min": 1}],
+    }
     seen = set()
     for _ in range(300):
         value = generate(props, "r")
@@ -176,13 +238,21 @@ def test_random_string_values_differ():
 
 def item(config: Any, action: str, group: str = "component") -> wire.DeploymentItem:
     return wire.DeploymentItem(
-        id="i", name="n", group=group, creation_time="t", config=config,
+        id="i",
+        name="n",
+        group=group,
+        creation_time="t",
+        config=config,
         inputs=(wire.InputItem(name="deploy_action", value=action),),
     )
 
 
-CONFIGS = {"configs": [{"actions": ["CREATE"], "tool": "script", "config": "c"},
-                       {"actions": ["UPDATE", "DELETE"], "tool": "puppet", "config": "u"}]}
+CONFIGS = {
+    "configs": [
+        {"actions": ["CREATE"], "tool": "script", "config": "c"},
+        {"actions": ["UPDATE", "DELETE"], "tool": "puppet", "config": "u"},
+    ]
+}
 
 
 def test_agent_picks_the_components_config_for_the_action():
@@ -211,11 +281,19 @@ def test_get_attr_of_an_undeclared_output_is_refused_for_structured_and_componen
         ("OS::Heat::StructuredConfig", {"config": {"a": 1}, "outputs": [{"name": "ok"}]}),
         ("OS::Heat::SoftwareComponent", {"configs": [{"tool": "script"}], "outputs": [{"name": "ok"}]}),
     ):
-        dep_type = "OS::Heat::StructuredDeployment" if "Structured" in cfg_type else "OS::Heat::SoftwareDeployment"
-        template = doc({
-            "cfg": {"type": cfg_type, "properties": props},
-            "d": {"type": dep_type, "properties": {"config": {"get_resource": "cfg"}, "server": "s"}},
-        }, outputs={"good": {"value": {"get_attr": ["d", "ok"]}}, "bad": {"value": {"get_attr": ["d", "nope"]}}})
+        dep_type = (
+            "OS::Heat::StructuredDeployment" if "Structured" in cfg_type else "OS::Heat::SoftwareDeployment"
+        )
+        template = doc(
+            {
+                "cfg": {"type": cfg_type, "properties": props},
+                "d": {"type": dep_type, "properties": {"config": {"get_resource": "cfg"}, "server": "s"}},
+            },
+            outputs={
+                "good": {"value": {"get_attr": ["d", "ok"]}},
+                "bad": {"value": {"get_attr": ["d", "nope"]}},
+            },
+        )
         defn = stackdef.build(template, {}, hot.Environment(), {}, stack_name="s", stack_id="i")
         with pytest.raises(TemplateError) as info:
             check_definition(defn)
@@ -224,10 +302,12 @@ def test_get_attr_of_an_undeclared_output_is_refused_for_structured_and_componen
 
 # ------------------------------------------------------------------ properties (hypothesis)
 
-_classes = st.lists(st.fixed_dictionaries({"class": st.sampled_from(sorted(CLASSES)),
-                                           "min": st.integers(1, 4)}), max_size=3)
-_sequences = st.lists(st.fixed_dictionaries({"sequence": st.text(min_size=1, max_size=5),
-                                             "min": st.integers(1, 4)}), max_size=3)
+_classes = st.lists(
+    st.fixed_dictionaries({"class": st.sampled_from(sorted(CLASSES)), "min": st.integers(1, 4)}), max_size=3
+)
+_sequences = st.lists(
+    st.fixed_dictionaries({"sequence": st.text(min_size=1, max_size=5), "min": st.integers(1, 4)}), max_size=3
+)
 
 
 @given(classes=_classes, sequences=_sequences, extra=st.integers(0, 20))
@@ -245,10 +325,11 @@ def test_random_string_property_minimums_and_alphabet(classes, sequences, extra)
         assert sum(ch in pool for ch in value) >= entry["min"]
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
-                                                                                  max_size=3),
-                     max_leaves=10)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=10,
+)
 
 
 @given(config=_json)

@@ -222,7 +222,9 @@ async def test_a_batch_writes_its_results_in_one_update_per_table(plane: Plane) 
     """The results go in one executemany UPDATE per table (not one per row), read back intact."""
     urls = await plane.signal_urls()
     async with plane.rt.sessions() as session:
-        versions = {r[0]: r[1] for r in await session.execute(select(DeploymentRow.id, DeploymentRow.row_version))}
+        versions = {
+            r[0]: r[1] for r in await session.execute(select(DeploymentRow.id, DeploymentRow.row_version))
+        }
     updates: list[tuple[str, int]] = []
 
     def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
@@ -245,9 +247,19 @@ async def test_a_batch_writes_its_results_in_one_update_per_table(plane: Plane) 
     assert sum(by_table["resources"]) == DEPLOYMENTS
     async with plane.rt.sessions() as session:
         deps = {d.id: d for d in await session.scalars(select(DeploymentRow))}
-        rows = {r.physical_id: r for r in await session.scalars(select(ResourceRow).where(ResourceRow.type == "OS::Heat::SoftwareDeployment"))}
+        rows = {
+            r.physical_id: r
+            for r in await session.scalars(
+                select(ResourceRow).where(ResourceRow.type == "OS::Heat::SoftwareDeployment")
+            )
+        }
     for dep_id, dep in deps.items():
-        assert (dep.status, dep.stdout, dep.status_code, dep.signal_nonce) == ("COMPLETE", "ok", 0, f"n-{dep_id}")
+        assert (dep.status, dep.stdout, dep.status_code, dep.signal_nonce) == (
+            "COMPLETE",
+            "ok",
+            0,
+            f"n-{dep_id}",
+        )
         assert dep.row_version == versions[dep_id] + 1
         assert rows[dep_id].status == "COMPLETE"
         assert rows[dep_id].attributes["deploy_stdout"] == "ok"  # the encrypted column, decrypted again
@@ -262,7 +274,8 @@ async def test_a_row_changed_meanwhile_fails_the_bulk_write_and_nothing_of_it_la
             dep.stdout = "mine"
         async with plane.rt.sessions() as other:  # another process changes one of them first
             await other.execute(
-                update(DeploymentRow).where(DeploymentRow.id == deps[0].id)
+                update(DeploymentRow)
+                .where(DeploymentRow.id == deps[0].id)
                 .values(row_version=DeploymentRow.row_version + 1)
             )
             await other.commit()
@@ -298,4 +311,7 @@ async def test_an_engine_step_writes_its_changed_rows_in_one_update_per_shape(pl
     assert len(rows_per_statement["deployments"]) < DEPLOYMENTS, rows_per_statement
     async with plane.rt.sessions() as session:
         deps = list(await session.scalars(select(DeploymentRow)))
-    assert sorted((d.action, d.status, d.generation) for d in deps) == [("UPDATE", "IN_PROGRESS", 2)] * DEPLOYMENTS
+    assert (
+        sorted((d.action, d.status, d.generation) for d in deps)
+        == [("UPDATE", "IN_PROGRESS", 2)] * DEPLOYMENTS
+    )

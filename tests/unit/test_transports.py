@@ -195,9 +195,16 @@ def test_enrolment_request_signature_covers_every_field(tmp_path: Path):
 
 def test_offline_agent_stays_on_its_media_when_a_document_moves_it_where_it_cannot_go(tmp_path: Path):
     """No URL, no credential: HTTP and RELAY would strand it; it stays on LOCAL and keeps writing files."""
-    cfg = AgentConfig(**{**agent_config("").__dict__, "document_url": "", "heartbeat_url": "",
-                         "media_dir": str(tmp_path), "signal_dir": str(tmp_path / "out"),
-                         "extra": {"enrolment": "offline"}})
+    cfg = AgentConfig(
+        **{
+            **agent_config("").__dict__,
+            "document_url": "",
+            "heartbeat_url": "",
+            "media_dir": str(tmp_path),
+            "signal_dir": str(tmp_path / "out"),
+            "extra": {"enrolment": "offline"},
+        }
+    )
     keys.ensure_keys(tmp_path)
     ledger = Ledger(tmp_path)
     try:
