@@ -31,11 +31,11 @@ def main(argv: list[str]) -> int:
                     "argv": argv,
                     "client_rb": client_rb,
                     "node": node,
-                    "deploy_action": os.environ.get("deploy_action"),
+                    "deploy_action": os.environ.get("deploy_action"),  # noqa: SIM112 (Heat sets it lower-case)
                 }
             )
             + "\n"
-        )  # noqa: SIM112
+        )
     print(f"Starting Chef Infra Client, run list {node.get('run_list')}", flush=True)
     outputs = {**json.loads(os.environ.get("FAKE_CHEF_OUTPUTS") or "{}"), **(node.get("fake_outputs") or {})}
     for name, value in outputs.items():
