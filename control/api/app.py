@@ -12,7 +12,7 @@ from aiohttp import web
 from sqlalchemy import select
 
 from control import keys
-from control.api import routes
+from control.api import operator
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.documents import reconcile
 from control.engine.core import Engine
@@ -34,9 +34,9 @@ def api_app(settings: Settings) -> web.Application:
     lifetime, or bench/scale.py, which runs the engine itself.
     """
     app = web.Application(
-        middlewares=[routes.errors, routes.authenticate], client_max_size=settings.request_cap
+        middlewares=[operator.errors, operator.authenticate], client_max_size=settings.request_cap
     )
-    app.add_routes(routes.routes)
+    app.add_routes(operator.routes)
     return app
 
 
