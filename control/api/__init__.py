@@ -1,0 +1,11 @@
+"""The HTTP boundary: requests become service calls, their results and errors become JSON.
+
+app         the application factory and the resources it owns (database, engine, transports)
+app_keys    the typed AppKeys the routes read those resources by
+routes      ROUTES: every route, one table per audience
+middleware  default-deny authentication, domain errors as JSON, request helpers
+operator    the operator's routes: stacks, deployments, servers, keys, imports from media
+agent       what agents call: enrolment, documents, heartbeats, signals
+heat        what Heat's own agent chain polls: a server's metadata
+openapi     the OpenAPI description served at /openapi.json
+"""

@@ -12,8 +12,9 @@ from aiohttp import web
 from sqlalchemy import select
 
 from control import keys
-from control.api import operator
+from control.api import middleware
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
+from control.api.routes import ROUTES
 from control.documents import reconcile
 from control.engine.core import Engine
 from control.engine.stackdef import Definitions
@@ -34,9 +35,9 @@ def api_app(settings: Settings) -> web.Application:
     lifetime, or bench/scale.py, which runs the engine itself.
     """
     app = web.Application(
-        middlewares=[operator.errors, operator.authenticate], client_max_size=settings.request_cap
+        middlewares=[middleware.errors, middleware.authenticate], client_max_size=settings.request_cap
     )
-    app.add_routes(operator.routes)
+    app.add_routes(ROUTES)
     return app
 
 
@@ -45,11 +46,11 @@ def make_app(settings: Settings) -> web.Application:
     app = api_app(settings)
 
     async def lifetime(app: web.Application) -> AsyncIterator[None]:
-        secrets = keys.load_or_create(settings.data_dir)  # creates the data dir (0700) first
-        engine_db, sessions = await open_database(settings.db_url, secrets.data_key)
+        loaded = keys.load_or_create(settings.data_dir)  # creates the data dir (0700) first
+        engine_db, sessions = await open_database(settings.db_url, loaded.data_key)
         provisioner = make_provisioner(settings)
-        publisher = transports.build(settings, secrets.signal_key)
-        runtime = Runtime(settings, secrets, sessions, publisher, provisioner)
+        publisher = transports.build(settings, loaded.signal_key)
+        runtime = Runtime(settings, loaded, sessions, publisher, provisioner)
         definitions = Definitions()
         engine = Engine(runtime, definitions)
         app[RUNTIME], app[ENGINE], app[DEFS] = runtime, engine, definitions

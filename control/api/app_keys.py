@@ -1,4 +1,8 @@
-"""Typed keys for what the aiohttp application owns."""
+"""Typed keys for what the aiohttp application owns.
+
+A leaf, not part of app.py: the route modules read these keys, and app.py imports
+the route modules, so keys kept in app.py would make an import cycle.
+"""
 
 from __future__ import annotations
 

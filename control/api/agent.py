@@ -1,0 +1,72 @@
+"""What agents call: enrolment, their document, heartbeats, and signals (/v1/agent/*, /v1/signal/*)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from agent import wire
+from control.api.app_keys import ENGINE, RUNTIME
+from control.api.middleware import AUTH_SERVER, auth, ok, read_json, read_object, seconds_query
+from control.documents.publish import HttpPublisher
+from control.errors import BadRequestError
+from control.services import agents
+
+routes = web.RouteTableDef()
+
+
+@routes.post("/v1/agent/enrol")
+@auth("public")  # the one-time token in the body is the credential
+async def enrol(request: web.Request) -> web.Response:
+    body = await read_object(request, 64 * 1024)
+    return ok(await agents.enrol(request.app[RUNTIME], body), 201)
+
+
+@routes.get("/v1/agent/document")
+@auth("agent")
+async def document(request: web.Request) -> web.StreamResponse:
+    """The server's document; 304 while unchanged; ``?wait=S`` long-polls up to S seconds."""
+    rt = request.app[RUNTIME]
+    server_id = request[AUTH_SERVER]
+    publisher = rt.publisher
+    if not isinstance(publisher, HttpPublisher):
+        raise BadRequestError("this control plane does not serve documents over HTTP", where="transport")
+    if publisher.get(server_id) is None:
+        await rt.publish([server_id])
+    etag = request.headers.get("If-None-Match", "")
+    wait = min(seconds_query(request, "wait"), rt.settings.long_poll_max)
+    doc = publisher.get(server_id)
+    if doc is not None and doc.etag == etag and wait > 0:
+        doc = await publisher.wait_newer(server_id, etag, wait) or doc
+    if doc is None:
+        raise BadRequestError("no document for this server", where="server")
+    if doc.etag == etag:
+        return web.Response(status=304, headers={"ETag": doc.etag})
+    return web.Response(body=doc.body, content_type="application/json", headers={"ETag": doc.etag})
+
+
+@routes.post("/v1/agent/heartbeat")
+@auth("agent")
+async def heartbeat(request: web.Request) -> web.Response:
+    body = await read_object(request, 64 * 1024)
+    return ok(await agents.heartbeat(request.app[RUNTIME], request[AUTH_SERVER], body))
+
+
+@routes.post("/v1/signal/{deployment_id}/{generation}")
+@auth("signal")  # the URL's signature, or the agent's own credential
+async def signal(request: web.Request) -> web.Response:
+    body = await read_json(request, wire.MAX_SIGNAL_BYTES)
+    try:
+        generation = int(request.match_info["generation"])
+    except ValueError as e:
+        raise BadRequestError("generation: expected an integer", where="generation") from e
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    result = await agents.record_signal(
+        rt,
+        engine.kick,
+        request.match_info["deployment_id"],
+        generation,
+        body,
+        sig=request.query.get("sig"),
+        server_id=request.get(AUTH_SERVER),
+    )
+    return ok(result)

@@ -1,0 +1,9 @@
+"""Every route of the API, one table per audience: the operator, agents, Heat's agent chain."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from control.api import agent, heat, operator
+
+ROUTES: list[web.AbstractRouteDef] = [*operator.routes, *agent.routes, *heat.routes]
