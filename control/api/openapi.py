@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import Any
 
-VERSION = "0.1.0"
+OBJ: dict[str, Any] = {"type": "object"}
+STRING = {"type": "string"}
+ADMIN = "admin"
+_ERRORS = {
+    400: "Invalid input",
+    401: "No or wrong credential",
+    403: "Credential out of scope",
+    404: "Not found",
+    409: "Conflict with the current state",
+    410: "What the credential was for no longer exists",
+    413: "Over a size cap",
+    503: "unavailable: the database is busy or the request raced a concurrent change; retry later",
+}
+_INVALID_TEMPLATE = "Invalid input; invalid_template: the template, an environment or a parameter is wrong"
+# The Error body's `code`: every code the error middleware answers (ControlError's and its own).
+_CODES = (
+    "bad_request, invalid_template (a template, environment or parameter; where: its path) 400; "
+    "unauthorized 401; forbidden 403; not_found 404; conflict, stale_signal 409; gone 410; too_large 413; "
+    "unavailable 503 (the database is busy: retry after Retry-After); internal 500 (a bug); "
+    "http: refused before any route ran, e.g. an unknown path or method (where: the path)"
+)
+_RETRY_AFTER = {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -15,17 +37,13 @@ def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _errors(*codes: int) -> dict[str, Any]:
-    text = {
-        400: "Invalid input",
-        401: "No or wrong credential",
-        403: "Credential out of scope",
-        404: "Not found",
-        409: "Conflict with the current state",
-        410: "What the credential was for no longer exists",
-        413: "Over a size cap",
-    }
-    return {str(c): _json(_ref("Error"), text[c]) for c in codes}
+def _errors(*codes: int, busy: bool = True, template: bool = False) -> dict[str, Any]:
+    """Error responses; *busy*: the operation uses the database, *template*: it parses a template."""
+    text = {**_ERRORS, 400: _INVALID_TEMPLATE} if template else _ERRORS
+    responses = {str(c): _json(_ref("Error"), text[c]) for c in codes}
+    if busy:
+        responses["503"] = {**_json(_ref("Error"), text[503]), "headers": _RETRY_AFTER}
+    return responses
 
 
 def _op(summary: str, security: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -36,41 +54,46 @@ def _op(summary: str, security: str, responses: dict[str, Any], **extra: Any) ->
 
 
 def _path_param(name: str, description: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "path",
-        "required": True,
-        "description": description,
-        "schema": {"type": "string"},
-    }
+    return {"name": name, "in": "path", "required": True, "description": description, "schema": STRING}
 
 
 def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
-    return {
-        "name": name,
-        "in": "query",
-        "required": False,
-        "description": description,
-        "schema": {"type": type_},
-    }
+    schema = {"type": type_}
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
 
 
 def _body(schema: dict[str, Any]) -> dict[str, Any]:
     return {"required": True, "content": {"application/json": {"schema": schema}}}
 
 
+def _object(*required: str, **properties: Any) -> dict[str, Any]:
+    """An object schema with these properties, the *required* ones listed."""
+    return {"type": "object", **({"required": list(required)} if required else {}), "properties": properties}
+
+
+def _strings(*names: str) -> dict[str, Any]:
+    """String properties, for _object."""
+    return dict.fromkeys(names, STRING)
+
+
 STACK = _path_param("name", "stack name or id")
-ADMIN = "admin"
+SERVER = _path_param("name", "server name or id")
+
+
+def _on_stack(method: str, summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """A path under /v1/stacks/{name} with one admin operation."""
+    return {"parameters": [STACK], method: _op(summary, ADMIN, responses, **extra)}
 
 
 def _stack_paths() -> dict[str, Any]:
-    listing = {"type": "array", "items": _ref("Stack")}
+    stack, listing = _json(_ref("Stack")), {"type": "array", "items": _ref("Stack")}
+    rows = _json({"type": "array", "items": OBJ})
     return {
         "/v1/stacks": {
             "post": _op(
                 "Create a stack",
                 ADMIN,
-                {"201": _json(_ref("Stack")), **_errors(400, 401, 409, 413)},
+                {"201": stack, **_errors(400, 401, 409, 413, template=True)},
                 requestBody=_body(_ref("StackRequest")),
             ),
             "get": _op("List stacks", ADMIN, {"200": _json(listing), **_errors(401)}),
@@ -80,7 +103,7 @@ def _stack_paths() -> dict[str, Any]:
             "get": _op(
                 "Show a stack with its resources and outputs",
                 ADMIN,
-                {"200": _json(_ref("Stack")), **_errors(400, 401, 404)},
+                {"200": stack, **_errors(400, 401, 404)},
                 parameters=[
                     _query("summary", "true: the stack's state alone, no resources or outputs", "boolean")
                 ],
@@ -88,95 +111,67 @@ def _stack_paths() -> dict[str, Any]:
             "put": _op(
                 "Update a stack (If-Match: version gives 409 when it changed)",
                 ADMIN,
-                {"202": _json(_ref("Stack")), **_errors(400, 401, 404, 409, 413)},
+                {"202": stack, **_errors(400, 401, 404, 409, 413, template=True)},
                 requestBody=_body(_ref("StackRequest")),
             ),
-            "delete": _op("Delete a stack", ADMIN, {"202": _json(_ref("Stack")), **_errors(401, 404)}),
+            "delete": _op("Delete a stack", ADMIN, {"202": stack, **_errors(401, 404)}),
         },
-        "/v1/stacks/{name}/suspend": {
-            "parameters": [STACK],
-            "post": _op(
-                "Suspend a stack: deployments that list SUSPEND run it, dependents first",
-                ADMIN,
-                {"202": _json(_ref("Stack")), **_errors(401, 404, 409)},
-            ),
-        },
-        "/v1/stacks/{name}/resume": {
-            "parameters": [STACK],
-            "post": _op(
-                "Resume a suspended stack: deployments that list RESUME run it, dependencies first",
-                ADMIN,
-                {"202": _json(_ref("Stack")), **_errors(401, 404, 409)},
-            ),
-        },
-        "/v1/stacks/{name}/outputs": {
-            "parameters": [STACK],
-            "get": _op(
-                "Stack outputs",
-                ADMIN,
-                {"200": _json({"type": "array", "items": _ref("Output")}), **_errors(401, 404)},
-            ),
-        },
-        "/v1/stacks/{name}/events": {
-            "parameters": [STACK],
-            "get": _op(
-                "Stack events in order",
-                ADMIN,
-                {"200": _json({"type": "array", "items": _ref("Event")}), **_errors(400, 401, 404)},
-                parameters=[
-                    _query("after", "only events with a greater id", "integer"),
-                    _query("wait", "seconds to wait for a newer event (long-poll, at most 30)", "number"),
-                    _query("traversal", "only events of this traversal (the stack's `traversal`)", "integer"),
-                    _query("limit", "at most this many events (1 or more), oldest first", "integer"),
-                ],
-            ),
-        },
-        "/v1/stacks/{name}/resources": {
-            "parameters": [STACK],
-            "get": _op(
-                "Stack resources",
-                ADMIN,
-                {"200": _json({"type": "array", "items": {"type": "object"}}), **_errors(401, 404)},
-            ),
-        },
-        "/v1/stacks/{name}/cancel": {
-            "parameters": [STACK],
-            "post": _op(
-                "Cancel the stack's action: deployments in progress fail as cancelled, agents stop their hooks",
-                ADMIN,
-                {"200": _json(_ref("Stack")), **_errors(401, 404, 409)},
-            ),
-        },
-        "/v1/stacks/{name}/check": {
-            "parameters": [STACK],
-            "get": _op(
-                "Compare the agents' ledger reports with the database: missing, failed, silent",
-                ADMIN,
-                {"200": _json({"type": "object"}), **_errors(401, 404)},
-            ),
-        },
-        "/v1/stacks/{name}/converge": {
-            "parameters": [STACK],
-            "post": _op(
-                "Re-apply every missing or failed deployment as a new generation",
-                ADMIN,
-                {"202": _json(_ref("Stack")), **_errors(401, 404, 409)},
-            ),
-        },
-        "/v1/stacks/{name}/failures": {
-            "parameters": [STACK],
-            "get": _op(
-                "Failed resources with the tail of their deployments' output",
-                ADMIN,
-                {"200": _json({"type": "array", "items": {"type": "object"}}), **_errors(401, 404)},
-            ),
-        },
+        "/v1/stacks/{name}/suspend": _on_stack(
+            "post",
+            "Suspend a stack: deployments that list SUSPEND run it, dependents first",
+            {"202": stack, **_errors(401, 404, 409)},
+        ),
+        "/v1/stacks/{name}/resume": _on_stack(
+            "post",
+            "Resume a suspended stack: deployments that list RESUME run it, dependencies first",
+            {"202": stack, **_errors(401, 404, 409)},
+        ),
+        "/v1/stacks/{name}/outputs": _on_stack(
+            "get",
+            "Stack outputs",
+            {"200": _json({"type": "array", "items": _ref("Output")}), **_errors(401, 404)},
+        ),
+        "/v1/stacks/{name}/events": _on_stack(
+            "get",
+            "Stack events in order",
+            {"200": _json({"type": "array", "items": _ref("Event")}), **_errors(400, 401, 404)},
+            parameters=[
+                _query("after", "only events with a greater id", "integer"),
+                _query("wait", "seconds to wait for a newer event (long-poll, at most 30)", "number"),
+                _query("traversal", "only events of this traversal (the stack's `traversal`)", "integer"),
+                _query("limit", "at most this many events (1 or more), oldest first", "integer"),
+            ],
+        ),
+        "/v1/stacks/{name}/resources": _on_stack(
+            "get", "Stack resources", {"200": rows, **_errors(401, 404)}
+        ),
+        "/v1/stacks/{name}/cancel": _on_stack(
+            "post",
+            "Cancel the stack's action: deployments in progress fail as cancelled, agents stop their hooks",
+            {"200": stack, **_errors(401, 404, 409)},
+        ),
+        "/v1/stacks/{name}/check": _on_stack(
+            "get",
+            "Compare the agents' ledger reports with the database: missing, failed, silent",
+            {"200": _json(OBJ), **_errors(401, 404)},
+        ),
+        "/v1/stacks/{name}/converge": _on_stack(
+            "post",
+            "Re-apply every missing or failed deployment as a new generation",
+            {"202": stack, **_errors(401, 404, 409)},
+        ),
+        "/v1/stacks/{name}/failures": _on_stack(
+            "get",
+            "Failed resources with the tail of their deployments' output",
+            {"200": rows, **_errors(401, 404)},
+        ),
     }
 
 
-def _other_paths() -> dict[str, Any]:
-    obj = {"type": "object"}
+def _operator_paths() -> dict[str, Any]:
     return {
+        "/v1/health": {"get": _op("Liveness", "public", {"200": _json(OBJ)})},
+        "/openapi.json": {"get": _op("This document", "public", {"200": _json(OBJ)})},
         "/v1/deployments": {
             "get": _op(
                 "List deployments",
@@ -201,123 +196,95 @@ def _other_paths() -> dict[str, Any]:
             "post": _op(
                 "Create a server awaiting enrolment; returns its one-time token",
                 ADMIN,
-                {"201": _json(obj), **_errors(400, 401, 409)},
-                requestBody=_body(
-                    {
-                        "type": "object",
-                        "required": ["name"],
-                        "properties": {"name": {"type": "string"}, "transport": {"type": "string"}},
-                    }
-                ),
+                {"201": _json(OBJ), **_errors(400, 401, 409)},
+                requestBody=_body(_object("name", name=STRING, transport=STRING)),
             ),
             "get": _op(
-                "List servers", ADMIN, {"200": _json({"type": "array", "items": obj}), **_errors(401)}
+                "List servers", ADMIN, {"200": _json({"type": "array", "items": OBJ}), **_errors(401)}
             ),
         },
         "/v1/servers/{name}/token": {
-            "parameters": [_path_param("name", "server name or id")],
+            "parameters": [SERVER],
             "post": _op(
                 "A new one-time enrolment token (a stack-made server, or a rebuilt one)",
                 ADMIN,
-                {"201": _json(obj), **_errors(401, 404)},
+                {"201": _json(OBJ), **_errors(401, 404)},
             ),
         },
         "/v1/servers/{name}/media": {
-            "parameters": [_path_param("name", "server name or id")],
+            "parameters": [SERVER],
             "post": _op(
                 "An offline enrolment bundle for a LOCAL server's media: server id, control-plane key, one-time token",
                 ADMIN,
-                {"201": _json(obj), **_errors(400, 401, 404, 409)},
-            ),
-        },
-        "/v1/enrolments/import": {
-            "post": _op(
-                "Import an agent's enrolment request carried back on media (enrol.<server id>.json)",
-                ADMIN,
-                {"200": _json(obj), **_errors(400, 401, 403, 404)},
-                requestBody=_body(
-                    {
-                        "type": "object",
-                        "required": ["format", "server_id", "enrol_token", "public_keys", "signature"],
-                        "properties": {
-                            "format": {"type": "string"},
-                            "server_id": {"type": "string"},
-                            "enrol_token": {"type": "string"},
-                            "public_keys": obj,
-                            "hostname": {"type": "string"},
-                            "signature": {"type": "string"},
-                        },
-                    }
-                ),
+                {"201": _json(OBJ), **_errors(400, 401, 404, 409)},
             ),
         },
         "/v1/servers/{name}": {
-            "parameters": [_path_param("name", "server name or id")],
-            "get": _op("Show a server and its deployments", ADMIN, {"200": _json(obj), **_errors(401, 404)}),
+            "parameters": [SERVER],
+            "get": _op("Show a server and its deployments", ADMIN, {"200": _json(OBJ), **_errors(401, 404)}),
             "patch": _op(
                 "Move a server to another transport (HTTP, SWIFT, S3, LOCAL, RELAY, Heat's POLL_*)",
                 ADMIN,
-                {"200": _json(obj), **_errors(400, 401, 404)},
-                requestBody=_body(
-                    {
-                        "type": "object",
-                        "required": ["transport"],
-                        "properties": {"transport": {"type": "string"}},
-                    }
-                ),
-            ),
-        },
-        "/v1/signals/import": {
-            "post": _op(
-                "Import a signal carried back on media (<deployment id>/<generation> and the file's text)",
-                ADMIN,
-                {"200": _json(obj), **_errors(400, 401, 403, 404, 409, 413)},
-                requestBody=_body(
-                    {
-                        "type": "object",
-                        "required": ["name", "signal"],
-                        "properties": {"name": {"type": "string"}, "signal": {"type": "string"}},
-                    }
-                ),
+                {"200": _json(OBJ), **_errors(400, 401, 404)},
+                requestBody=_body(_object("transport", transport=STRING)),
             ),
         },
         "/v1/keys": {
             "get": _op(
                 "The document-signing key: id, public key, rotation chain, document lifetime",
                 ADMIN,
-                {"200": _json(obj), **_errors(401)},
+                {"200": _json(OBJ), **_errors(401, busy=False)},
             )
         },
         "/v1/keys/rotate": {
             "post": _op(
                 "A new signing key chained from the current one; every document is re-signed",
                 ADMIN,
-                {"201": _json(obj), **_errors(401)},
+                {"201": _json(OBJ), **_errors(401)},
             )
         },
+    }
+
+
+def _media_paths() -> dict[str, Any]:
+    required = ("format", "server_id", "enrol_token", "public_keys", "signature")
+    enrolment = _object(*required, **_strings(*required, "hostname") | {"public_keys": OBJ})
+    return {
+        "/v1/enrolments/import": {
+            "post": _op(
+                "Import an agent's enrolment request carried back on media (enrol.<server id>.json)",
+                ADMIN,
+                {"200": _json(OBJ), **_errors(400, 401, 403, 404)},
+                requestBody=_body(enrolment),
+            ),
+        },
+        "/v1/signals/import": {
+            "post": _op(
+                "Import a signal carried back on media (<deployment id>/<generation> and the file's text)",
+                ADMIN,
+                {"200": _json(OBJ), **_errors(400, 401, 403, 404, 409, 413)},
+                requestBody=_body(_object("name", "signal", name=STRING, signal=STRING)),
+            ),
+        },
+    }
+
+
+def _agent_paths() -> dict[str, Any]:
+    unchanged = {"description": "Unchanged"}
+    return {
         "/v1/agent/enrol": {
             "post": _op(
                 "Enrol an agent with its one-time token and public keys",
                 "public",
-                {"201": _json(obj), **_errors(400, 401, 413)},
-                requestBody=_body(
-                    {
-                        "type": "object",
-                        "required": ["token", "public_keys"],
-                        "properties": {"token": {"type": "string"}, "public_keys": {"type": "object"}},
-                    }
-                ),
+                {"201": _json(OBJ), **_errors(400, 401, 413)},
+                requestBody=_body(_object("token", "public_keys", token=STRING, public_keys=OBJ)),
             )
         },
         "/v1/agent/document": {
             "get": _op(
                 "The agent's document; 304 while If-None-Match matches; wait=S long-polls",
                 "agent",
-                {
-                    "200": _json(obj, "The per-server document"),
-                    "304": {"description": "Unchanged"},
-                    **_errors(400, 401),
-                },
+                {"200": _json(OBJ, "The per-server document"), "304": unchanged, **_errors(400, 401)},
                 parameters=[_query("wait", "seconds to wait for a change", "number")],
             )
         },
@@ -325,22 +292,9 @@ def _other_paths() -> dict[str, Any]:
             "post": _op(
                 "Agent heartbeat",
                 "agent",
-                {"200": _json(obj), **_errors(400, 401, 404)},
-                requestBody=_body(obj),
+                {"200": _json(OBJ), **_errors(400, 401, 404)},
+                requestBody=_body(OBJ),
             )
-        },
-        "/v1/heat/metadata/{server_id}": {
-            "parameters": [_path_param("server_id", "a Heat-compatible server's id")],
-            "get": _op(
-                "A Heat-compatible server's document, for os-collect-config's request collector",
-                "signal",
-                {
-                    "200": _json(obj, "The per-server document with its os-collect-config section"),
-                    "304": {"description": "Unchanged"},
-                    **_errors(401, 403, 404),
-                },
-                parameters=[_query("sig", "the URL's capability for this server")],
-            ),
         },
         "/v1/signal/{deployment_id}/{generation}": {
             "parameters": [
@@ -350,97 +304,72 @@ def _other_paths() -> dict[str, Any]:
             "post": _op(
                 "Signal a deployment's result (Heat's flat form)",
                 "signal",
-                {"200": _json(obj), **_errors(400, 401, 403, 404, 409, 410, 413)},
+                {"200": _json(OBJ), **_errors(400, 401, 403, 404, 409, 410, 413)},
                 parameters=[_query("sig", "the URL's capability (CFN_SIGNAL)")],
                 requestBody=_body(_ref("Signal")),
             ),
         },
-        "/v1/health": {"get": _op("Liveness", "public", {"200": _json(obj)})},
-        "/openapi.json": {"get": _op("This document", "public", {"200": _json(obj)})},
+        "/v1/heat/metadata/{server_id}": {
+            "parameters": [_path_param("server_id", "a Heat-compatible server's id")],
+            "get": _op(
+                "A Heat-compatible server's document, for os-collect-config's request collector",
+                "signal",
+                {
+                    "200": _json(OBJ, "The per-server document with its os-collect-config section"),
+                    "304": unchanged,
+                    **_errors(401, 403, 404),
+                },
+                parameters=[_query("sig", "the URL's capability for this server")],
+            ),
+        },
     }
 
 
 def _schemas() -> dict[str, Any]:
-    string, obj = {"type": "string"}, {"type": "object"}
+    integer, nullable = {"type": "integer"}, {"type": ["string", "null"]}
+    code = {"type": "string", "description": _CODES}
     return {
-        "Error": {
-            "type": "object",
-            "required": ["error"],
-            "properties": {
-                "error": {
-                    "type": "object",
-                    "properties": {"code": string, "message": string, "where": {"type": ["string", "null"]}},
-                }
+        "Error": _object("error", error=_object(code=code, message=STRING, where=nullable)),
+        "StackRequest": _object(
+            name=STRING,
+            template={"oneOf": [STRING, OBJ]},
+            files={"type": "object", "additionalProperties": STRING},
+            environments={"type": "array", "items": STRING},
+            parameters=OBJ,
+            existing={"type": "boolean"},
+            if_match={"type": ["string", "integer"]},
+            rollback={"type": "boolean"},
+            disable_rollback={"type": "boolean"},
+        ),
+        "Stack": _object(
+            **_strings("id", "name", "status", "status_reason"),
+            version=integer,
+            traversal=integer,
+            rollback={"type": "boolean"},
+            parameters=OBJ,
+        ),
+        "Output": _object(output_key=STRING, output_value={}, description=STRING),
+        "Event": _object(
+            id=integer,
+            timestamp={"type": "number"},
+            **_strings("resource_name", "action", "status", "reason"),
+            deployment_id=nullable,
+            generation={"type": ["integer", "null"]},
+            traversal=integer,
+        ),
+        "Deployment": _object(
+            **_strings("id", "name", "server_id", "action", "status", "status_reason"),
+            generation=integer,
+            progress={
+                "type": ["object", "null"],
+                "description": "the last progress signal: seq, output_tail, output_bytes, elapsed, at",
             },
-        },
-        "StackRequest": {
-            "type": "object",
-            "properties": {
-                "name": string,
-                "template": {"oneOf": [string, obj]},
-                "files": {"type": "object", "additionalProperties": string},
-                "environments": {"type": "array", "items": string},
-                "parameters": obj,
-                "existing": {"type": "boolean"},
-                "if_match": {"type": ["string", "integer"]},
-                "rollback": {"type": "boolean"},
-                "disable_rollback": {"type": "boolean"},
-            },
-        },
-        "Stack": {
-            "type": "object",
-            "properties": {
-                "id": string,
-                "name": string,
-                "status": string,
-                "status_reason": string,
-                "version": {"type": "integer"},
-                "traversal": {"type": "integer"},
-                "rollback": {"type": "boolean"},
-                "parameters": obj,
-            },
-        },
-        "Output": {
-            "type": "object",
-            "properties": {"output_key": string, "output_value": {}, "description": string},
-        },
-        "Event": {
-            "type": "object",
-            "properties": {
-                "id": {"type": "integer"},
-                "timestamp": {"type": "number"},
-                "resource_name": string,
-                "action": string,
-                "status": string,
-                "reason": string,
-                "deployment_id": {"type": ["string", "null"]},
-                "generation": {"type": ["integer", "null"]},
-                "traversal": {"type": "integer"},
-            },
-        },
-        "Deployment": {
-            "type": "object",
-            "properties": {
-                "id": string,
-                "name": string,
-                "server_id": string,
-                "action": string,
-                "status": string,
-                "status_reason": string,
-                "generation": {"type": "integer"},
-                "progress": {
-                    "type": ["object", "null"],
-                    "description": "the last progress signal: seq, output_tail, output_bytes, elapsed, at",
-                },
-            },
-        },
+        ),
         "Signal": {
-            "type": "object",
-            "properties": {
-                "deploy_stdout": string,
-                "deploy_stderr": string,
-                "deploy_status_code": {"type": ["integer", "string"]},
-            },
+            **_object(
+                **_strings("deploy_stdout", "deploy_stderr"),
+                deploy_status_code={"type": ["integer", "string"]},
+            ),
             "additionalProperties": True,
         },
     }
@@ -449,8 +378,8 @@ def _schemas() -> dict[str, Any]:
 def spec() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Anneal control plane", "version": VERSION},
-        "paths": {**_stack_paths(), **_other_paths()},
+        "info": {"title": "Anneal control plane", "version": version("anneal")},
+        "paths": {**_stack_paths(), **_operator_paths(), **_media_paths(), **_agent_paths()},
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {

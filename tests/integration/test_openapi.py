@@ -11,6 +11,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 
 from control.api import routes
 from control.api.openapi import spec
+from control.errors import ControlError
 from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
 
 pytestmark = pytest.mark.slow
@@ -86,6 +87,17 @@ def test_spec_security_matches_each_routes_policy(served: dict):
 def test_every_route_declares_an_access_policy():
     """Every handler carries anneal_auth (public, admin, agent or signal): nothing relies on defaults."""
     assert [] == [(m, p) for m, p, policy in ROUTES if policy not in ("public", "admin", "agent", "signal")]
+
+
+def _error_classes(base: type[ControlError]) -> list[type[ControlError]]:
+    return [base, *(c for sub in base.__subclasses__() for c in _error_classes(sub))]
+
+
+def test_error_schema_names_every_error_code(served: dict):
+    """The Error body's code field lists each ControlError code and the middleware's own ones."""
+    described = served["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]
+    codes = {c.code for c in _error_classes(ControlError)} | {"invalid_template", "unavailable", "http"}
+    assert [] == sorted(c for c in codes if c not in described["description"])
 
 
 def _concrete(path: str) -> str:
