@@ -1,4 +1,10 @@
-"""`anneal`: run the control plane (`serve`) and ask it things (everything else, over REST)."""
+"""`anneal`: run the control plane (`serve`) and ask it things (everything else, over REST).
+
+This module parses the command line. commands: the COMMANDS table and its handlers;
+output: tables, json, yaml; client: the REST client; stack_request, signal_import, log:
+the longer commands' parts; serve: `anneal serve`, imported only when it runs, so the
+operator commands never load SQLAlchemy; transport_options: serve's store options.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import argparse
 import re
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 
 from control.cli import commands, transport_options
@@ -16,6 +23,7 @@ FORMATS = ("table", "json", "yaml", "value")
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="anneal", description="Anneal control plane and operator CLI")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version('anneal')}")
     parser.add_argument("--config", help="CLI config file with url and token (else ANNEAL_URL/ANNEAL_TOKEN)")
     sub = parser.add_subparsers(dest="group", required=True)
     _serve(sub.add_parser("serve", help="run the control plane"))

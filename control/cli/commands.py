@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import time
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
-
-import yaml
 
 from control.cli import log, signal_import
 from control.cli.client import Client, ClientError
-from control.hot import TemplateError, load_yaml
+from control.cli.output import show, when
+from control.cli.stack_request import stack_request
+
+Handler = Callable[[Client, argparse.Namespace], int]
 
 COLUMNS = {
     ("stack", "list"): ["name", "status", "status_reason", "version"],
@@ -29,143 +28,15 @@ COLUMNS = {
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the command the parsed *args* name; its exit status."""
     client = Client.from_env(args.config)
-    handler = globals().get(f"_{args.group}_{args.command}")
+    handler = COMMANDS.get((args.group, args.command))
     if handler is None:
         raise ClientError(f"unknown command {args.group} {args.command}")
-    result: int = handler(client, args)
-    return result
-
-
-# ------------------------------------------------------------------ output
-
-
-TIME_KEYS = (
-    "created_at",
-    "updated_at",
-    "started_at",
-    "completed_at",
-    "enrolled_at",
-    "last_seen",
-    "timestamp",
-)
-
-
-def show(data: Any, fmt: str, columns: list[str] | None = None) -> None:
-    """Print *data* as json, yaml, bare values or a table (times readable in the last two)."""
-    if fmt in ("table", "value"):
-        data = _readable_times(data)
-    if fmt == "json":
-        print(json.dumps(data, indent=2, sort_keys=True, default=str))
-    elif fmt == "yaml":
-        print(yaml.safe_dump(data, sort_keys=True, default_flow_style=False), end="")
-    elif fmt == "value":
-        rows = data if isinstance(data, list) else [data]
-        for row in rows:
-            values = (
-                [row.get(c) for c in columns]
-                if columns and isinstance(row, dict)
-                else (list(row.values()) if isinstance(row, dict) else [row])
-            )
-            print(" ".join(_cell(v) for v in values))
-    elif isinstance(data, list):
-        print(table(data, columns or (list(data[0]) if data else [])))
-    else:
-        print(table([{"field": k, "value": v} for k, v in data.items()], ["field", "value"]))
-
-
-def _readable_times(data: Any) -> Any:
-    if isinstance(data, list):
-        return [_readable_times(d) for d in data]
-    if isinstance(data, dict):
-        return {
-            k: (_iso(v) if k in TIME_KEYS and isinstance(v, (int, float)) else _readable_times(v))
-            for k, v in data.items()
-        }
-    return data
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    if not rows:
-        return "(none)"
-    cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(line) for row in cells for line in [row[i]])) for i, c in enumerate(columns)]
-    widths = [min(w, 80) for w in widths]
-    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    out = [line, "| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |", line]
-    for row in cells:
-        out.append("| " + " | ".join(v[:w].ljust(w) for v, w in zip(row, widths, strict=True)) + " |")
-    out.append(line)
-    return "\n".join(out)
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)
-    return str(value).replace("\n", "\\n")
-
-
-def _when(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S")
+    return handler(client, args)
 
 
 # ------------------------------------------------------------------ stacks
-
-
-def stack_request(args: argparse.Namespace) -> dict[str, Any]:
-    """Read the template, its get_file files and the environments; parse -P pairs."""
-    template_text = _read(args.template, "template")
-    try:
-        # The control plane's own reader (JSON fast path, alias and nesting caps); the size
-        # cap is the control plane's to apply, so none here.
-        parsed = load_yaml(template_text, str(args.template), max_bytes=len(template_text.encode()))
-    except TemplateError as e:
-        raise ClientError(str(e)) from e
-    files: dict[str, str] = {}
-    for ref in sorted(_get_files(parsed)):
-        path = Path(ref) if Path(ref).is_absolute() else args.template.parent / ref
-        if ref.startswith(("http://", "https://")):
-            raise ClientError(f"{args.template}: get_file {ref!r}: only local files are supported")
-        files[ref] = _read(path, f"get_file {ref!r} in {args.template}")
-    params = {}
-    for pair in args.parameter:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ClientError(f"-P {pair!r}: expected KEY=VALUE")
-        params[key] = value
-    return {
-        "name": args.name,
-        "template": template_text,
-        "files": files,
-        "parameters": params,
-        "environments": [_read(p, "environment") for p in args.environment],
-    }
-
-
-def _read(path: Path, what: str) -> str:
-    try:
-        return path.read_text()
-    except OSError as e:
-        raise ClientError(f"{what}: cannot read {path}: {e.strerror}") from e
-
-
-def _get_files(node: Any) -> set[str]:
-    found: set[str] = set()
-    if isinstance(node, dict):
-        if list(node) == ["get_file"] and isinstance(node["get_file"], str):
-            found.add(node["get_file"])
-        for value in node.values():
-            found |= _get_files(value)
-    elif isinstance(node, list):
-        for value in node:
-            found |= _get_files(value)
-    return found
 
 
 def _stack_create(client: Client, args: argparse.Namespace) -> int:
@@ -228,7 +99,7 @@ def _print_events(events: list[dict[str, Any]], last: int) -> int:
     for ev in events:
         last = ev["id"]
         reason = f": {ev['reason']}" if ev["reason"] and ev["reason"] != "state changed" else ""
-        print(f"{_when(ev['timestamp'])}  {ev['resource_name']:<24} {ev['action']}_{ev['status']}{reason}")
+        print(f"{when(ev['timestamp'])}  {ev['resource_name']:<24} {ev['action']}_{ev['status']}{reason}")
     return last
 
 
@@ -357,7 +228,7 @@ def _stack_events(client: Client, args: argparse.Namespace) -> int:
         return wait_for(client, args.name, 24 * 3600.0)
     events = client.call("GET", f"/v1/stacks/{args.name}/events")
     for e in events:
-        e["time"] = _when(e["timestamp"])
+        e["time"] = when(e["timestamp"])
     show(events, args.format, COLUMNS[("stack", "events")])
     return 0
 
@@ -465,3 +336,33 @@ def _key_rotate(client: Client, args: argparse.Namespace) -> int:
         return 0
     show(result, args.format)
     return 0
+
+
+COMMANDS: dict[tuple[str, str], Handler] = {
+    ("stack", "create"): _stack_create,
+    ("stack", "update"): _stack_update,
+    ("stack", "delete"): _stack_delete,
+    ("stack", "suspend"): _stack_suspend,
+    ("stack", "resume"): _stack_resume,
+    ("stack", "list"): _stack_list,
+    ("stack", "show"): _stack_show,
+    ("stack", "outputs"): _stack_outputs,
+    ("stack", "resources"): _stack_resources,
+    ("stack", "failures"): _stack_failures,
+    ("stack", "cancel"): _stack_cancel,
+    ("stack", "check"): _stack_check,
+    ("stack", "converge"): _stack_converge,
+    ("stack", "events"): _stack_events,
+    ("deployment", "list"): _deployment_list,
+    ("deployment", "show"): _deployment_show,
+    ("deployment", "log"): _deployment_log,
+    ("server", "create"): _server_create,
+    ("server", "transport"): _server_transport,
+    ("server", "token"): _server_token,
+    ("server", "media"): _server_media,
+    ("server", "list"): _server_list,
+    ("server", "show"): _server_show,
+    ("key", "show"): _key_show,
+    ("key", "rotate"): _key_rotate,
+    ("signal", "import"): _signal_import,
+}

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from control.cli import build_parser
+from control.cli.commands import COMMANDS
 from tests.integration.conftest import (
     BIN,
     ControlPlane,
@@ -860,3 +864,23 @@ def test_wrong_token_exits_1_with_the_401_message(cp: ControlPlane, tmp_path: Pa
     )
     assert 1 == result.returncode
     assert "admin token" in result.stderr and "[HTTP 401]" in result.stderr
+
+
+def test_version_prints_the_installed_package_version(tmp_path: Path):
+    """`anneal --version` prints the version pyproject.toml gives the installed package, and exits 0."""
+    result = run_cli("--version", env=_bare_env(ANNEAL_CONFIG=str(tmp_path / "missing.json")))
+    assert f"anneal {version('anneal')}\n" == ok(result)
+
+
+def test_every_parser_command_has_a_handler_and_every_handler_a_command():
+    """The explicit command table and the parser name the same commands (`serve` is not a table entry)."""
+    parser = build_parser()
+    groups = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    parsed = {
+        (group, command)
+        for group, sub in groups.items()
+        for action in sub._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for command in action.choices
+    }
+    assert parsed == set(COMMANDS)

@@ -1,0 +1,61 @@
+"""A stack request's body from files: the template, the files it names with get_file, environments."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from control.cli.client import ClientError
+from control.hot.errors import TemplateError
+from control.hot.loader import load_yaml
+
+
+def stack_request(args: argparse.Namespace) -> dict[str, Any]:
+    """Read the template, its get_file files and the environments; parse -P pairs."""
+    template_text = _read(args.template, "template")
+    try:
+        # The control plane's own reader (JSON fast path, alias and nesting caps); the size
+        # cap is the control plane's to apply, so none here.
+        parsed = load_yaml(template_text, str(args.template), max_bytes=len(template_text.encode()))
+    except TemplateError as e:
+        raise ClientError(str(e)) from e
+    files: dict[str, str] = {}
+    for ref in sorted(_get_files(parsed)):
+        path = Path(ref) if Path(ref).is_absolute() else args.template.parent / ref
+        if ref.startswith(("http://", "https://")):
+            raise ClientError(f"{args.template}: get_file {ref!r}: only local files are supported")
+        files[ref] = _read(path, f"get_file {ref!r} in {args.template}")
+    params = {}
+    for pair in args.parameter:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ClientError(f"-P {pair!r}: expected KEY=VALUE")
+        params[key] = value
+    return {
+        "name": args.name,
+        "template": template_text,
+        "files": files,
+        "parameters": params,
+        "environments": [_read(p, "environment") for p in args.environment],
+    }
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text()
+    except OSError as e:
+        raise ClientError(f"{what}: cannot read {path}: {e.strerror}") from e
+
+
+def _get_files(node: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(node, dict):
+        if list(node) == ["get_file"] and isinstance(node["get_file"], str):
+            found.add(node["get_file"])
+        for value in node.values():
+            found |= _get_files(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _get_files(value)
+    return found
