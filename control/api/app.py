@@ -15,8 +15,8 @@ from control import keys
 from control.api import routes
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.documents import reconcile
-from control.engine.core import Engine
 from control.engine.stackdef import Definitions
+from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
 from control.settings import Settings
