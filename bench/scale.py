@@ -147,8 +147,8 @@ def new_generations(body: bytes, seen: set[tuple[str, int]]) -> list[tuple[str, 
 async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False) -> dict[str, Any]:
     from control import keys  # noqa: PLC0415 (the child's imports)
     from control.documents.publish import HttpPublisher  # noqa: PLC0415
-    from control.engine.core import Engine  # noqa: PLC0415
     from control.engine.stackdef import Definitions  # noqa: PLC0415
+    from control.engine.worker import Engine  # noqa: PLC0415
     from control.provision import EnrolProvisioner  # noqa: PLC0415
     from control.runtime import Runtime  # noqa: PLC0415
     from control.services import agents, stacks  # noqa: PLC0415
@@ -181,12 +181,12 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
     defs = Definitions()
     engine = Engine(rt, defs)
     steps = {"n": 0, "seconds": 0.0, "max": 0.0}
-    real_step = engine._step
+    real_step = engine.step
 
-    async def timed_step(c: Any) -> Any:
+    async def timed_step(claim: Any) -> Any:
         t = time.monotonic()
         try:
-            return await real_step(c)
+            return await real_step(claim)
         finally:
             d = time.monotonic() - t
             steps["n"] += 1
@@ -195,7 +195,7 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
             if os.environ.get("SCALE_TRACE"):
                 print(f"step {d:.2f}s", file=sys.stderr, flush=True)
 
-    engine._step = timed_step  # type: ignore[method-assign]
+    engine.step = timed_step  # type: ignore[method-assign]
     await engine.resume()
 
     async def agent_worker() -> None:

@@ -71,8 +71,8 @@ async def run(n: int) -> None:
 
     from control import keys  # noqa: PLC0415
     from control.documents.publish import HttpPublisher  # noqa: PLC0415
-    from control.engine.core import Engine  # noqa: PLC0415
     from control.engine.stackdef import Definitions  # noqa: PLC0415
+    from control.engine.worker import Engine  # noqa: PLC0415
     from control.provision import EnrolProvisioner  # noqa: PLC0415
     from control.runtime import Runtime  # noqa: PLC0415
     from control.services import agents, stacks  # noqa: PLC0415
@@ -113,7 +113,7 @@ async def run(n: int) -> None:
         t, c = time.monotonic(), scale.cpu()
         with _Phase("step"):
             for _ in range(100):  # bounded: a step that publishes nothing new ends it early
-                finished, _ = await engine._step(claim)  # the step alone, timed
+                finished, _ = await engine.step(claim)  # the step alone, timed
                 if finished or len(seen) >= n:
                     break
         print(

@@ -16,8 +16,8 @@ from control.api import middleware
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.api.routes import ROUTES
 from control.documents import reconcile
-from control.engine.core import Engine
 from control.engine.stackdef import Definitions
+from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
 from control.settings import Settings

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from control.engine.core import Engine
 from control.engine.stackdef import Definitions
+from control.engine.worker import Engine
 from control.runtime import Runtime
 
 RUNTIME = web.AppKey("runtime", Runtime)

@@ -23,7 +23,6 @@ from control.api.middleware import (
 )
 from control.api.openapi import spec
 from control.documents import heat
-from control.engine import lifecycle
 from control.errors import BadRequestError
 from control.services import agents, converge, queries, signing, stacks
 from control.store.orm import ServerRow, StackRow
@@ -103,14 +102,14 @@ async def delete_stack(request: web.Request) -> web.Response:
 @auth("admin")
 async def suspend_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(await lifecycle.change_stack(rt, engine.kick, request.match_info["name"], "SUSPEND"), 202)
+    return ok(await stacks.change_stack(rt, engine.kick, request.match_info["name"], "SUSPEND"), 202)
 
 
 @routes.post("/v1/stacks/{name}/resume")
 @auth("admin")
 async def resume_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(await lifecycle.change_stack(rt, engine.kick, request.match_info["name"], "RESUME"), 202)
+    return ok(await stacks.change_stack(rt, engine.kick, request.match_info["name"], "RESUME"), 202)
 
 
 @routes.get("/v1/stacks/{name}/outputs")

@@ -1,50 +1,27 @@
-"""Stack SUSPEND and RESUME: the operator's request, and the engine's walk over resources.
+"""Stack SUSPEND and RESUME: the engine's walk over resources.
 
 SUSPEND walks dependents first (reverse dependency order), RESUME dependencies first,
 as Heat does. Each resource's handler acts if it has ``suspend``/``resume``; a
 deployment runs only when it lists the action (Heat §1.6), else it is done at once
 and its server is not touched. Resources without the method are done at once.
+The operator's request is ``control.services.stacks.change_stack``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Mapping
 
 from control.engine import stackdef
-from control.errors import ConflictError, ControlError
+from control.errors import ControlError
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, Outcome, Res, done
-from control.runtime import Runtime
-from control.services.stacks import get_stack, stack_view
+from control.resources.base import Suspendable
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 
 ACTIONS = ("SUSPEND", "RESUME")
-
-
-async def change_stack(rt: Runtime, kick: Callable[[str], None], name: str, action: str) -> dict[str, Any]:
-    """Start suspending or resuming a stack; refused while it is busy or in the wrong state."""
-    async with rt.sessions() as session:
-        txn = Txn(session, rt)
-        stack = await get_stack(session, name)
-        state = f"{stack.action}_{stack.status}"
-        if stack.status == "IN_PROGRESS":
-            raise ConflictError(f"stack {name} is {state}; wait for it to finish", where="name")
-        if stack.action == "DELETE":
-            raise ConflictError(f"stack {name} is being deleted", where="name")
-        if action == "RESUME" and stack.action != "SUSPEND":
-            raise ConflictError(f"stack {name} is {state}; only a suspended stack resumes", where="name")
-        if action == "SUSPEND" and state == "SUSPEND_COMPLETE":
-            raise ConflictError(f"stack {name} is already suspended", where="name")
-        stack.traversal += 1
-        stack.action, stack.status = action, "IN_PROGRESS"
-        stack.status_reason = f"Stack {action} started"
-        stack.updated_at = time.time()
-        txn.event(stack.id, "", action, "IN_PROGRESS", stack.status_reason, traversal=stack.traversal)
-        txn.kicks.add(stack.id)
-        await txn.commit(kick)
-        return stack_view(stack)
+#: Handlers that act on SUSPEND and RESUME, by resource type.
+SUSPENDABLE: Mapping[str, Suspendable] = {t: h for t, h in HANDLERS.items() if isinstance(h, Suspendable)}
 
 
 async def advance(txn: Txn, stack: StackRow, rows: list[ResourceRow], defn: stackdef.Definition) -> bool:
@@ -70,10 +47,15 @@ async def advance(txn: Txn, stack: StackRow, rows: list[ResourceRow], defn: stac
 
 
 async def _act(txn: Txn, stack: StackRow, row: ResourceRow) -> None:
-    method = getattr(HANDLERS.get(row.type), stack.action.lower(), None)
+    handler = SUSPENDABLE.get(row.type)
     res = Res(stack, row.name, row.type)
     try:
-        outcome: Outcome = await method(txn, res, row) if method else done(row.physical_id)
+        if handler is None:
+            outcome = done(row.physical_id)
+        elif stack.action == "SUSPEND":
+            outcome = await handler.suspend(txn, res, row)
+        else:
+            outcome = await handler.resume(txn, res, row)
     except ControlError as e:
         reason = f"{e.where}: {e.message}" if e.where else e.message
         outcome = Outcome("FAILED", row.physical_id, reason=reason)

@@ -3,17 +3,18 @@
 A handler acts inside the engine's transaction and returns an Outcome:
 COMPLETE (with attributes), IN_PROGRESS (waiting for signals), FAILED (with
 the reason), or REPLACE from update (the engine then creates the
-replacement first and deletes the old resource last). Optional methods:
-``suspend``/``resume`` (the stack's SUSPEND and RESUME walks) and ``check``
-(asked on every engine step while the resource is IN_PROGRESS, for handlers
-that track their own progress, such as deployment groups).
+replacement first and deletes the old resource last). Optional methods, each
+its own protocol: ``suspend``/``resume`` (``Suspendable``: the stack's SUSPEND
+and RESUME walks) and ``check`` (``Checked``: asked on every engine step while
+the resource is IN_PROGRESS, for handlers that track their own progress, such
+as deployment groups).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
@@ -59,3 +60,18 @@ class Handler(Protocol):
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome: ...
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome: ...
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome: ...
+
+
+@runtime_checkable
+class Checked(Protocol):
+    """A handler that follows its own progress: asked while its resource is IN_PROGRESS."""
+
+    async def check(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome: ...
+
+
+@runtime_checkable
+class Suspendable(Protocol):
+    """A handler that acts on the stack's SUSPEND and RESUME (others are done at once)."""
+
+    async def suspend(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome: ...
+    async def resume(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome: ...

@@ -1,4 +1,4 @@
-"""Stack use cases: create, update, delete, and what operators ask about them."""
+"""Stack use cases: create, update, delete, cancel, suspend/resume, and what operators ask about them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from control import hot
 from control.engine import stackdef
+from control.engine.settle import settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.resources.validate import check_definition
 from control.runtime import Runtime
@@ -182,8 +183,6 @@ async def cancel_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
     agent running one stops its hook (SIGTERM, then SIGKILL), one not yet started
     never starts it.
     """
-    from control.engine.core import settle  # noqa: PLC0415 (the engine imports this module's peers)
-
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
@@ -207,6 +206,30 @@ async def cancel_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
             await settle(txn, dep)
         stack.status, stack.status_reason, stack.updated_at = "FAILED", f"Stack {stack.action} cancelled", now
         txn.event(stack.id, "", stack.action, "FAILED", stack.status_reason, traversal=stack.traversal)
+        txn.kicks.add(stack.id)
+        await txn.commit(kick)
+        return stack_view(stack)
+
+
+async def change_stack(rt: Runtime, kick: Callable[[str], None], name: str, action: str) -> dict[str, Any]:
+    """Start suspending or resuming a stack; refused while it is busy or in the wrong state."""
+    async with rt.sessions() as session:
+        txn = Txn(session, rt)
+        stack = await get_stack(session, name)
+        state = f"{stack.action}_{stack.status}"
+        if stack.status == "IN_PROGRESS":
+            raise ConflictError(f"stack {name} is {state}; wait for it to finish", where="name")
+        if stack.action == "DELETE":
+            raise ConflictError(f"stack {name} is being deleted", where="name")
+        if action == "RESUME" and stack.action != "SUSPEND":
+            raise ConflictError(f"stack {name} is {state}; only a suspended stack resumes", where="name")
+        if action == "SUSPEND" and state == "SUSPEND_COMPLETE":
+            raise ConflictError(f"stack {name} is already suspended", where="name")
+        stack.traversal += 1
+        stack.action, stack.status = action, "IN_PROGRESS"
+        stack.status_reason = f"Stack {action} started"
+        stack.updated_at = time.time()
+        txn.event(stack.id, "", action, "IN_PROGRESS", stack.status_reason, traversal=stack.traversal)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)
@@ -251,7 +274,7 @@ def _store_definition(
     stack.warnings = list(defn.template.warnings) + list(defn.params.warnings)
 
 
-async def get_stack(session: Any, ref: str, *options: Any) -> StackRow:
+async def get_stack(session: AsyncSession, ref: str, *options: Any) -> StackRow:
     """The stack named or with id *ref*, loaded with *options* (SQLAlchemy loader options)."""
     stack = await session.scalar(select(StackRow).where(StackRow.name == ref).options(*options))
     if stack is None:

@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from agent import wire
-from control.engine.core import settle
+from control.engine.settle import settle
 from control.errors import ControlError, GoneError, NotFoundError
 from control.resources import deploy
 from control.runtime import Runtime

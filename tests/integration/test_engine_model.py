@@ -37,7 +37,7 @@ from sqlalchemy import select
 
 from control.api.app import make_app
 from control.api.app_keys import RUNTIME
-from control.engine import core
+from control.engine import slices
 from control.settings import Settings
 from control.store.orm import DeploymentRow, ServerRow
 
@@ -175,20 +175,20 @@ def test_engine_against_a_model(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, slice_size: int | None
 ) -> None:
     """*slice_size* 2: every step of a stack of more than 2 resources commits every 2 resources
-    it acts on (control/core.py ``_Slices``, built for 50,000-deployment stacks), so the
+    it acts on (control/engine/slices.py ``Slices``, built for 50,000-deployment stacks), so the
     crashes land between slices too."""
     slice_commits = {"n": 0, "light": 0}
     if slice_size is not None:
-        monkeypatch.setattr(core, "SLICE", slice_size)
-        commit = core._Slices.commit
+        monkeypatch.setattr(slices, "SLICE", slice_size)
+        commit = slices.Slices.commit
 
-        async def counted(self: core._Slices) -> None:
+        async def counted(self: slices.Slices) -> None:
             acted = self.acted
             await commit(self)
             slice_commits["n"] += bool(self.sliced and acted)
             slice_commits["light"] += bool(self.light and acted)  # holding light records, not rows
 
-        monkeypatch.setattr(core._Slices, "commit", counted)
+        monkeypatch.setattr(slices.Slices, "commit", counted)
     stats = {"examples": 0, "steps": 0, "crashes": 0, "runs": 0, "stale_refused": 0, "duplicates": 0}
 
     class EngineModel(RuleBasedStateMachine):

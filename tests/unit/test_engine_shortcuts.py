@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sqlalchemy import event
 
-from control.engine.core import _all_waiting
+from control.engine.idle import all_waiting
 from control.store.db import open_database
 from control.store.orm import ServerRow
 
@@ -19,19 +19,19 @@ GROUP = "OS::Heat::SoftwareDeploymentGroup"
 def test_waiting_only_when_everything_left_waits_for_its_signal() -> None:
     """Done resources plus ones waiting for signals: the step may be skipped."""
     groups = [("COMPLETE", True, True, DEP, 40), ("IN_PROGRESS", True, False, DEP, 10)]
-    assert _all_waiting(groups, 50)
+    assert all_waiting(groups, 50)
 
 
 def test_a_resource_to_start_fail_or_clean_up_needs_the_full_step() -> None:
     """Anything the full step would act on makes the shortcut answer no."""
     waiting = ("IN_PROGRESS", True, True, DEP, 10)
-    assert not _all_waiting([waiting, ("COMPLETE", True, False, DEP, 1)], 11)  # done in an older traversal
-    assert not _all_waiting([waiting, ("FAILED", True, True, DEP, 1)], 11)
-    assert not _all_waiting([waiting, ("INIT", True, True, DEP, 1)], 11)
-    assert not _all_waiting([waiting, ("COMPLETE", False, True, DEP, 1)], 11)  # replaced: to clean up
-    assert not _all_waiting([waiting], 12)  # a resource of the template has no row yet
-    assert not _all_waiting([("COMPLETE", True, True, DEP, 10)], 10)  # all done: the stack finishes
-    assert not _all_waiting([("IN_PROGRESS", True, True, GROUP, 1)], 1)  # a group follows its members
+    assert not all_waiting([waiting, ("COMPLETE", True, False, DEP, 1)], 11)  # done in an older traversal
+    assert not all_waiting([waiting, ("FAILED", True, True, DEP, 1)], 11)
+    assert not all_waiting([waiting, ("INIT", True, True, DEP, 1)], 11)
+    assert not all_waiting([waiting, ("COMPLETE", False, True, DEP, 1)], 11)  # replaced: to clean up
+    assert not all_waiting([waiting], 12)  # a resource of the template has no row yet
+    assert not all_waiting([("COMPLETE", True, True, DEP, 10)], 10)  # all done: the stack finishes
+    assert not all_waiting([("IN_PROGRESS", True, True, GROUP, 1)], 1)  # a group follows its members
 
 
 async def test_a_row_created_in_a_session_is_found_again_without_a_query(tmp_path: Path) -> None:

@@ -24,8 +24,8 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from control import keys
 from control.documents.publish import HttpPublisher
-from control.engine.core import Engine
 from control.engine.stackdef import Definitions
+from control.engine.worker import Engine
 from control.errors import StaleSignalError
 from control.provision import EnrolProvisioner
 from control.runtime import Runtime

@@ -1,0 +1,118 @@
+"""One resource's turn in a walk: create, update or replace it through its handler."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from control import hot
+from control.engine import stackdef
+from control.engine.settle import in_session
+from control.engine.slices import Row
+from control.errors import ControlError
+from control.resources import DEPLOYMENT_TYPES, HANDLERS, REPLACE, Outcome, Res
+from control.store.orm import DeploymentRow, ResourceRow, StackRow
+from control.txn import Txn
+
+
+class Actor:
+    """Acts on the resources of one stack's definition inside the step's transaction."""
+
+    def __init__(self, txn: Txn, stack: StackRow, defn: stackdef.Definition) -> None:
+        self.txn, self.stack, self.defn = txn, stack, defn
+
+    async def act(self, name: str, row: ResourceRow | None, current: Mapping[str, Row]) -> ResourceRow:
+        """Create, update or replace one resource; a problem fails that resource, not the step."""
+        txn, stack = self.txn, self.stack
+        rdef = self.defn.template.resources[name]
+        res = Res(stack, name, rdef.type, rdef.update_policy)
+        handler, requires = HANDLERS[rdef.type], self.defn.requires(name)
+        target = row
+        try:
+            ctx = stackdef.StackContext(stack, self.defn, current)
+            props = _with_defaults(
+                rdef.type, stackdef.plain(hot.resolve(rdef.properties, ctx, f"resources.{name}.properties"))
+            )
+            if row is not None and row.status == "COMPLETE" and row.properties == props:
+                row.traversal = stack.traversal
+                return row
+            if row is not None and row.status != "FAILED":
+                outcome = await handler.update(txn, res, row, props)
+                if outcome is not REPLACE:
+                    self._apply(row, "UPDATE", outcome, props, requires)
+                    return row
+            if row is not None:
+                row.current = False
+                txn.event(
+                    stack.id,
+                    name,
+                    "UPDATE",
+                    "IN_PROGRESS",
+                    f"replacing {row.physical_id}",
+                    traversal=stack.traversal,
+                )
+            target = _new_row(stack, name, rdef.type)
+            txn.add(target)
+            self._apply(target, "CREATE", await handler.create(txn, res, props), props, requires)
+            return target
+        except (ControlError, hot.TemplateError) as e:
+            if target is None:
+                target = _new_row(stack, name, rdef.type)
+                txn.add(target)
+            reason = str(e) if isinstance(e, hot.TemplateError) else error_reason(e)
+            action = "UPDATE" if target is row else "CREATE"
+            self._apply(target, action, Outcome("FAILED", reason=reason), target.properties, requires)
+            return target
+
+    def _apply(
+        self, row: ResourceRow, action: str, outcome: Outcome, props: Any, requires: list[str]
+    ) -> None:
+        """Record *outcome* on *row*, and an event tied to the deployment generation it started."""
+        stack = self.stack
+        row.action, row.status, row.status_reason = action, outcome.status, outcome.reason
+        row.physical_id = outcome.physical_id or row.physical_id
+        row.attributes = dict(outcome.attributes)
+        row.properties = props
+        row.requires = requires
+        row.traversal = stack.traversal
+        row.updated_at = time.time()
+        reason = outcome.reason or ("state changed" if outcome.status != "IN_PROGRESS" else "")
+        dep = in_session(self.txn, DeploymentRow, row.physical_id)
+        self.txn.event(
+            stack.id,
+            row.name,
+            action,
+            outcome.status,
+            reason,
+            traversal=stack.traversal,
+            deployment_id=row.physical_id if row.type in DEPLOYMENT_TYPES else None,
+            generation=outcome.generation if dep is None else dep.generation,
+        )
+
+
+def error_reason(e: ControlError) -> str:
+    """The status reason a handler's error leaves on its resource."""
+    return f"{e.where}: {e.message}" if e.where else e.message
+
+
+def _new_row(stack: StackRow, name: str, type_name: str) -> ResourceRow:
+    now = time.time()
+    return ResourceRow(
+        stack_id=stack.id,
+        name=name,
+        type=type_name,
+        action="INIT",
+        status="INIT",
+        created_at=now,
+        updated_at=now,
+        current=True,
+        attributes={},
+    )
+
+
+def _with_defaults(type_name: str, props: Any) -> Any:
+    spec = hot.TYPES.get(type_name)
+    if spec is None or not isinstance(props, dict):
+        return props
+    return stackdef.plain(hot.apply_defaults(spec, props))

@@ -1,0 +1,94 @@
+"""The "only waiting" shortcut: a step that would change nothing is answered cheaply.
+
+Its invariant: a stack only waits when each of its resources is either done in
+this traversal or IN_PROGRESS waiting for its signal (not one whose handler
+checks its own progress), at least one waits, and no deployment's deadline has
+passed. Then a step changes nothing (``only_waiting``), and a step needs none of
+what handlers look up (``may_act``). In doubt, the full step runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from control.engine import lifecycle, stackdef
+from control.engine.slices import Row, done
+from control.resources import HANDLERS
+from control.resources.base import Checked
+from control.store.orm import DeploymentRow, ResourceRow, StackRow
+
+#: Handlers that follow their own progress (``check``), by resource type: a step asks them while
+#: their resource is IN_PROGRESS, so such a resource is never merely waiting.
+CHECKERS: Mapping[str, Checked] = {t: h for t, h in HANDLERS.items() if isinstance(h, Checked)}
+
+
+async def only_waiting(
+    session: AsyncSession, defs: stackdef.Definitions, stack_id: str
+) -> tuple[bool, float | None]:
+    """(True, nearest deadline) when every resource still to do waits for its signal.
+
+    Then a step would change nothing, so it is answered from two aggregate queries
+    that decrypt nothing, instead of loading and decoding every row of the stack:
+    while 50,000 deployments report, most steps are this one. Anything else
+    (a resource to start, one done or failed, a deadline passed, a group, a
+    delete, a stack definition not yet parsed in this process) gives (False, None)
+    and the full step runs.
+    """
+    found = (
+        await session.execute(
+            select(StackRow.action, StackRow.status, StackRow.traversal, StackRow.version).where(
+                StackRow.id == stack_id
+            )
+        )
+    ).first()
+    if found is None:
+        return False, None
+    action, status, traversal, version = found
+    defn = defs.cached(stack_id, version)
+    if status != "IN_PROGRESS" or action == "DELETE" or action in lifecycle.ACTIONS or defn is None:
+        return False, None
+    columns = (ResourceRow.status, ResourceRow.current, ResourceRow.traversal, ResourceRow.type)
+    groups = await session.execute(
+        select(*columns, func.count()).where(ResourceRow.stack_id == stack_id).group_by(*columns)
+    )
+    counted = [(r[0], r[1], r[2] == traversal, r[3], r[4]) for r in groups]
+    if not all_waiting(counted, len(defn.template.resources)):
+        return False, None
+    now = time.time()
+    nearest = await session.scalar(
+        select(func.min(func.coalesce(DeploymentRow.started_at, now) + DeploymentRow.timeout)).where(
+            DeploymentRow.stack_id == stack_id, DeploymentRow.status == "IN_PROGRESS"
+        )
+    )
+    if nearest is not None and nearest <= now:
+        return False, None  # a deployment timed out: the full step fails it
+    return True, nearest
+
+
+def may_act(stack: StackRow, rows: list[Row], defined: int) -> bool:
+    """False when every resource is done in this traversal or waiting for its signal."""
+    if stack.action == "DELETE" or stack.action in lifecycle.ACTIONS:
+        return True
+    return (
+        any(not r.current or (r.status != "IN_PROGRESS" and not done(r, stack.traversal)) for r in rows)
+        or len(rows) < defined
+    )
+
+
+def all_waiting(groups: list[tuple[str, bool, bool, str, int]], expected: int) -> bool:
+    """Over (status, current, in this traversal, type, count) groups of a stack's resources:
+    True when at least one waits for its signal and every other one is done."""
+    total = waiting = 0
+    for status, current, this_traversal, type_name, count in groups:
+        total += count
+        if not current or (type_name in CHECKERS and status == "IN_PROGRESS"):
+            return False
+        if status == "IN_PROGRESS":
+            waiting += count
+        elif not (status == "COMPLETE" and this_traversal):
+            return False  # failed, or to start or update in this traversal
+    return waiting > 0 and total >= expected

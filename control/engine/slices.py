@@ -1,0 +1,222 @@
+"""The big-stack memory strategy: a step over many resources commits slice by slice.
+
+A step holds a light record (``Light``) of each resource it does not act on, loads a
+slice's full rows when the slice starts and lets them go once it commits (``Slices``).
+``preload`` loads what the handlers of a step that acts will look up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.exc import StaleDataError
+
+from control.engine import lifecycle
+from control.resources import DEPLOYMENT_TYPES
+from control.store import work
+from control.store.orm import ConfigRow, DeploymentRow, ResourceRow, ServerRow, StackRow
+from control.txn import Txn
+
+T = TypeVar("T")
+#: A step of a stack with more resources than this commits every SLICE resources it acts on (Slices).
+SLICE = 2000
+SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
+
+
+@dataclass(slots=True)
+class Light:
+    """A resource as a big step holds it while it does not act on it: no ORM object, no properties.
+
+    A full row with its instance state and decrypted properties is about 4 KB of
+    Python objects; this is a fifth of that. It carries what the walk (``done``),
+    the expressions of dependent resources (``StackContext``: ``physical_id``,
+    ``attributes``) and the cleanup's ordering (``requires``) read.
+    """
+
+    id: int
+    name: str
+    type: str
+    status: str
+    traversal: int
+    current: bool
+    physical_id: str | None
+    attributes: Mapping[str, Any]
+    requires: list[Any]
+
+    @classmethod
+    def of(cls, row: ResourceRow) -> Light:
+        return cls(
+            row.id,
+            row.name,
+            row.type,
+            row.status,
+            row.traversal,
+            row.current,
+            row.physical_id,
+            row.attributes,
+            row.requires,
+        )
+
+
+_LIGHT_COLUMNS = [getattr(ResourceRow, f) for f in Light.__dataclass_fields__]
+#: What a step holds of a resource: its full row, or a light record of it.
+Row = ResourceRow | Light
+
+
+def done(row: Row | None, traversal: int) -> bool:
+    """True when *row* is complete in *traversal*."""
+    return row is not None and row.status == "COMPLETE" and row.traversal == traversal
+
+
+class Slices:
+    """A big stack's step commits every ``SLICE`` resources it acts on, not once at the end.
+
+    One transaction for a whole 50,000-deployment stack held every new row, its
+    decrypted values and the flush's parameters in memory at once (1 GB), and
+    loaded every resource and deployment of the stack (with their decrypted
+    properties and derived configs) for an update that touches a tenth of them.
+    A sliced step acts on one slice and commits it (fenced by the lease, like the
+    step's own commit) before the next. What it holds across slices is a light
+    record per resource (``Light``); a slice's full rows are loaded when it
+    starts (``realize``, ``load``) and let go once it commits (``settle``). It
+    loads no deployment up front: walking a create or update, a handler loads
+    the deployment it acts on (an update of 10 % reads 10 % of them); deleting,
+    each slice's deployments are loaded in one query. Each commit publishes the
+    slice's documents, so agents start while later slices are still being
+    written. The stack's version is read before every slice's commit: a stack
+    updated meanwhile ends the step (``StaleDataError``, the step is retried
+    against the new definition), so nothing more of the old traversal starts. A
+    crash between slices leaves the committed slices, as a crash between two
+    steps would. A stack of ``SLICE`` resources or fewer is stepped in one
+    transaction with full rows, as before; so is a SUSPEND or RESUME, and a step
+    that finds a failed resource (a rollback rewrites rows across the stack).
+    """
+
+    def __init__(
+        self,
+        txn: Txn,
+        stack: StackRow,
+        size: int,
+        *,
+        claim: work.Claim,
+        lease: float,
+        kick: Callable[[str], None],
+    ) -> None:
+        self._txn, self._stack = txn, stack
+        self._claim, self._lease, self._kick = claim, lease, kick
+        self.sliced = size > SLICE
+        #: True when the step holds Light records instead of full rows.
+        self.light = False
+        #: Resources acted on since the last commit.
+        self.acted = 0
+        self._loaded: list[DeploymentRow] = []
+        self._kept: list[ServerRow | ConfigRow] = []
+
+    async def rows(self) -> list[Row]:
+        """The stack's resources: light records for a sliced walk, else full rows."""
+        session, stack = self._txn.session, self._stack
+        where = ResourceRow.stack_id == stack.id
+        if self.sliced and stack.action not in lifecycle.ACTIONS:
+            light: list[Row] = [
+                Light(*r) for r in await session.execute(select(*_LIGHT_COLUMNS).where(where))
+            ]
+            if not any(r.status == "FAILED" and r.traversal == stack.traversal for r in light):
+                self.light = True
+                return light
+        return list(await session.scalars(select(ResourceRow).where(where)))
+
+    def of(self, items: list[T]) -> list[list[T]]:
+        """*items* in slices (all in one unless the step is sliced)."""
+        if not self.sliced:
+            return [items]
+        return [items[start : start + SLICE] for start in range(0, len(items), SLICE)]
+
+    async def _full(self, ids: list[int]) -> dict[int, ResourceRow]:
+        if not ids:
+            return {}
+        found = await self._txn.session.scalars(select(ResourceRow).where(ResourceRow.id.in_(ids)))
+        return {r.id: r for r in found}
+
+    async def realize(self, current: dict[str, Row], names: list[str]) -> None:
+        """Replace the light records of *names* that may act in this traversal by full rows."""
+        traversal = self._stack.traversal
+        light = [
+            r
+            for r in (current.get(n) for n in names)
+            if isinstance(r, Light) and not done(r, traversal) and r.status != "IN_PROGRESS"
+        ]
+        full = await self._full([r.id for r in light])
+        for r in light:
+            if r.id in full:
+                current[r.name] = full[r.id]
+
+    def settle(self, current: dict[str, Row], names: list[str]) -> None:
+        """After a slice's commit: keep light records of *names* (the walk never acts on them again)."""
+        if self.light:
+            for n in names:
+                row = current.get(n)
+                if isinstance(row, ResourceRow):
+                    current[n] = Light.of(row)
+
+    async def old(self, rows: list[Row]) -> list[Row]:
+        """Replaced and removed resources (read again after a sliced walk: it committed)."""
+        if not self.light:
+            return [r for r in rows if not r.current]
+        where = (ResourceRow.stack_id == self._stack.id, ResourceRow.current.is_(False))
+        return [Light(*r) for r in await self._txn.session.execute(select(*_LIGHT_COLUMNS).where(*where))]
+
+    async def load(self, rows: list[Row]) -> list[ResourceRow]:
+        """Full rows of *rows* and their deployments, each in one query (a small step has them all)."""
+        if not self.sliced:
+            return [r for r in rows if isinstance(r, ResourceRow)]  # all of them: no light record
+        full = await self._full([r.id for r in rows if isinstance(r, Light)])
+        out = [
+            r if isinstance(r, ResourceRow) else full[r.id]
+            for r in rows
+            if isinstance(r, ResourceRow) or r.id in full
+        ]
+        ids = [r.physical_id for r in out if r.physical_id and r.type in DEPLOYMENT_TYPES]
+        self._loaded = []  # the previous slice's rows may go (the identity map holds them weakly)
+        if ids:
+            found = await self._txn.session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(ids)))
+            self._loaded = list(found)
+        return out
+
+    async def commit(self) -> None:
+        """Commit what the slice did (sliced steps only)."""
+        if not self.sliced or not self.acted:
+            return
+        session, stack = self._txn.session, self._stack
+        version = await session.scalar(select(StackRow.version).where(StackRow.id == stack.id))
+        if version != stack.version:
+            raise StaleDataError(
+                f"stack {stack.id} changed during the step (version {stack.version} -> {version})"
+            )
+        await work.fence(session, self._claim, self._lease)
+        await self._txn.commit(self._kick)
+        # Servers and configs a later slice's deployments look up stay in the identity map;
+        # resources, deployments and events go (the identity map holds rows weakly).
+        self._kept += [r for r in self._txn.created.values() if isinstance(r, ServerRow | ConfigRow)]
+        self._txn.restart()
+        self.acted = 0
+
+
+async def preload(session: AsyncSession, stack_id: str, rows: list[Row], sliced: bool) -> list[object]:
+    """Load the stack's deployments (unless *sliced*: then per slice), configs and servers.
+
+    Handlers then find them in the session instead of one query per resource; the
+    returned list keeps them alive (the session's identity map holds weak references).
+    """
+    loaded: list[object] = []
+    if not sliced:
+        query = select(DeploymentRow).where(DeploymentRow.stack_id == stack_id)
+        loaded += (await session.scalars(query)).all()
+    loaded += (await session.scalars(select(ConfigRow).where(ConfigRow.stack_id == stack_id))).all()
+    server_ids = [r.physical_id for r in rows if r.physical_id and r.type in SERVER_TYPES]
+    if server_ids:
+        loaded += (await session.scalars(select(ServerRow).where(ServerRow.id.in_(server_ids)))).all()
+    return loaded

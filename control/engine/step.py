@@ -1,0 +1,277 @@
+"""One step of a stack: the walk in dependency order, the cleanup, the deadlines.
+
+State lives in the database only; a step re-reads it, so a restarted control
+plane resumes every stack that was in progress. A step starts every resource
+whose dependencies are done in the current traversal, then the stack waits to be
+woken (a signal arrived) or for the nearest deployment deadline. Replaced and
+removed resources are deleted last, after every current resource is done: the
+replacement exists before the old one goes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from sqlalchemy import delete, func, select, update
+
+from control.engine import idle, lifecycle, rollback, stackdef
+from control.engine.act import Actor, error_reason
+from control.engine.settle import finish, in_session, settle, timed_out_reason
+from control.engine.slices import Light, Row, Slices, done, preload
+from control.errors import ControlError
+from control.resources import HANDLERS, Outcome, Res
+from control.runtime import Runtime
+from control.store import bulk, work
+from control.store.orm import ConfigRow, DeploymentRow, EventRow, ResourceRow, StackRow
+from control.txn import Txn
+
+#: A step loads the stack row without its definition columns, held for the whole step for a
+#: definition this process has cached (stackdef.Definitions) since the stack's first step.
+_STACK_WITHOUT_DEFINITION = stackdef.without(*stackdef.DEFINITION_COLUMNS)
+
+
+async def step_stack(
+    rt: Runtime,
+    defs: stackdef.Definitions,
+    claim: work.Claim,
+    *,
+    lease: float,
+    kick: Callable[[str], None],
+) -> tuple[bool, float | None]:
+    """Step the claimed stack once, committing only while the lease holds: (settled, nearest deadline)."""
+    async with rt.sessions() as session:
+        waiting, deadline = await idle.only_waiting(session, defs, claim.stack_id)
+        if waiting:
+            return False, deadline
+    async with rt.sessions() as session:
+        # Its changed deployments and resources go in one UPDATE per shape at each flush
+        # (control/store/bulk.py); a failed write ends the step and the session rolls back.
+        bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow))
+        txn = Txn(session, rt)
+        stack = await session.get(StackRow, claim.stack_id, options=_STACK_WITHOUT_DEFINITION)
+        if stack is None or stack.status != "IN_PROGRESS":
+            return True, None
+        defined = 0  # resources in the definition (a stack being deleted needs none)
+        if stack.action != "DELETE":
+            if defs.cached(stack.id, stack.version) is None:
+                await session.refresh(stack, attribute_names=list(stackdef.DEFINITION_COLUMNS))
+            defined = len(defs.get(stack).template.resources)
+        count = await session.scalar(select(func.count()).where(ResourceRow.stack_id == claim.stack_id))
+        slices = Slices(txn, stack, max(count or 0, defined), claim=claim, lease=lease, kick=kick)
+        rows = await slices.rows()
+        # Load the stack's deployments, configs and servers only when some resource may act. The
+        # session's identity map holds rows weakly: this list keeps them loaded until the step ends.
+        keep_alive: list[object] = []
+        if idle.may_act(stack, rows, defined):
+            keep_alive = await preload(session, claim.stack_id, rows, slices.sliced)
+        step = Step(txn, stack, defs, slices, rows)
+        deadline = _nearest(await step.expire(), await step.check())
+        finished = await step.advance()
+        await work.fence(session, claim, lease)
+        await txn.commit(kick)
+        del keep_alive
+    return finished, deadline
+
+
+class Step:
+    """What one step of one stack holds: its transaction, stack row, definitions, slices and rows."""
+
+    def __init__(
+        self, txn: Txn, stack: StackRow, defs: stackdef.Definitions, slices: Slices, rows: list[Row]
+    ) -> None:
+        self.txn, self.stack, self.defs, self.slices, self.rows = txn, stack, defs, slices, rows
+
+    async def advance(self) -> bool:
+        """Walk, clean up and finish as far as the stack's state allows; True once it settled."""
+        stack, rows = self.stack, self.rows
+        failed = [r for r in rows if r.status == "FAILED" and r.traversal == stack.traversal]
+        if failed:
+            first = failed[0]
+            # Slices.rows holds full rows when a resource has failed; a light record that failed
+            # in this step's check is not one: the step then ends as an internal error.
+            assert isinstance(first, ResourceRow), f"resource {first.name} failed during a sliced step"
+            return await rollback.resource_failed(self.txn, stack, rows, first)
+        if stack.action in lifecycle.ACTIONS:
+            return await self._lifecycle()
+        if stack.action != "DELETE" and await self._walk():
+            return False
+        if await self._cleanup(await self.slices.old(rows)):
+            return False
+        if stack.action == "DELETE":
+            await self._purge()
+        else:
+            finish(self.txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
+        return True
+
+    async def _walk(self) -> bool:
+        """Start every resource whose dependencies are done; True while any is not done."""
+        traversal, slices = self.stack.traversal, self.slices
+        defn = self.defs.get(self.stack)
+        actor = Actor(self.txn, self.stack, defn)
+        current: dict[str, Row] = {r.name: r for r in self.rows if r.current}
+        pending = False
+        for chunk in slices.of(defn.order()):
+            await slices.realize(current, chunk)
+            for name in chunk:
+                row = current.get(name)
+                if done(row, traversal):
+                    continue
+                pending = True
+                if row is not None and row.status == "IN_PROGRESS":
+                    # Running on its server (this traversal or one an update superseded):
+                    # it finishes, and its result is compared with this traversal's wishes then.
+                    continue
+                if all(done(current.get(d), traversal) for d in defn.requires(name)):
+                    if isinstance(row, Light):
+                        continue  # its row is gone since the step began: the next step walks what is left
+                    current[name] = await actor.act(name, row, current)
+                    slices.acted += 1
+                    if current[name].status != "IN_PROGRESS":
+                        self.txn.kicks.add(self.stack.id)  # done at once: its dependents can start now
+            await slices.commit()
+            slices.settle(current, chunk)
+        return pending
+
+    async def _lifecycle(self) -> bool:
+        """SUSPEND or RESUME (control/engine/lifecycle.py walks the resources)."""
+        full = [r for r in self.rows if isinstance(r, ResourceRow)]  # all: such a step holds full rows
+        if not await lifecycle.advance(self.txn, self.stack, full, self.defs.get(self.stack)):
+            return False
+        finish(self.txn, self.stack, "COMPLETE", f"Stack {self.stack.action} completed successfully")
+        return True
+
+    async def _cleanup(self, old: list[Row]) -> bool:
+        """Delete replaced and removed resources, dependents first; True while any remain."""
+        remaining = {r.id for r in old}
+        # How many remaining rows (of another name) require each name: O(1) per row, not O(N).
+        needed: Counter[str] = Counter(n for o in old for n in set(o.requires or []) if n != o.name)
+        for chunk in self.slices.of(old):
+            for row in await self.slices.load(chunk):
+                self.slices.acted += await self._clean(row, remaining, needed)
+            await self.slices.commit()
+        return bool(remaining)
+
+    async def _clean(self, row: ResourceRow, remaining: set[int], needed: Counter[str]) -> bool:
+        """Delete one replaced or removed resource unless it runs or another still needs it.
+
+        True when it acted (started its DELETE or deleted it).
+        """
+        txn, stack = self.txn, self.stack
+        if row.status == "IN_PROGRESS":
+            return False  # its DELETE runs, or work a superseded traversal started finishes first
+        if needed[row.name]:
+            return False
+        handler = HANDLERS.get(row.type)
+        outcome = (
+            await handler.delete(txn, Res(stack, row.name, row.type), row) if handler else Outcome("COMPLETE")
+        )
+        if outcome.status == "IN_PROGRESS":
+            row.action, row.status, row.traversal = "DELETE", "IN_PROGRESS", stack.traversal
+            dep = in_session(txn, DeploymentRow, row.physical_id)
+            txn.event(
+                stack.id,
+                row.name,
+                "DELETE",
+                "IN_PROGRESS",
+                "",
+                traversal=stack.traversal,
+                deployment_id=row.physical_id,
+                generation=dep.generation if dep is not None else None,
+            )
+            return True
+        txn.event(stack.id, row.name, "DELETE", "COMPLETE", outcome.reason, traversal=stack.traversal)
+        await txn.session.delete(row)
+        remaining.discard(row.id)
+        needed.subtract({n for n in (row.requires or []) if n != row.name})
+        txn.kicks.add(stack.id)
+        return True
+
+    async def check(self) -> float | None:
+        """Ask handlers that follow their own progress (deployment groups) how it goes.
+
+        Returns the earliest time one of them asked to be asked again.
+        """
+        txn, stack = self.txn, self.stack
+        nearest: float | None = None
+        for listed in self.rows:
+            checker = idle.CHECKERS.get(listed.type)
+            if listed.status != "IN_PROGRESS" or checker is None:
+                continue
+            row = listed if isinstance(listed, ResourceRow) else await txn.session.get(ResourceRow, listed.id)
+            if row is None:
+                continue
+            try:
+                outcome = await checker.check(txn, Res(stack, row.name, row.type), row)
+            except ControlError as e:
+                outcome = Outcome("FAILED", row.physical_id, row.attributes, error_reason(e))
+            if outcome.attributes is not row.attributes:  # a group still waiting rewrites nothing
+                row.attributes = dict(outcome.attributes)
+            if outcome.status == "IN_PROGRESS":
+                nearest = _nearest(nearest, outcome.wake_at)
+            else:
+                row.status, row.status_reason, row.updated_at = outcome.status, outcome.reason, time.time()
+                txn.event(
+                    stack.id, row.name, row.action, outcome.status, outcome.reason, traversal=stack.traversal
+                )
+                txn.kicks.add(stack.id)
+            if isinstance(listed, Light):  # what the walk sees of it afterwards
+                listed.status, listed.attributes = row.status, row.attributes
+        return nearest
+
+    async def expire(self) -> float | None:
+        """Fail deployments past their deadline; return the nearest deadline still ahead."""
+        txn = self.txn
+        waiting = {r.physical_id for r in self.rows if r.status == "IN_PROGRESS" and r.physical_id}
+        if not waiting:
+            return None
+        # Three columns of the stack's deployments in progress: no item decoded, no IN list.
+        found = await txn.session.execute(
+            select(DeploymentRow.id, DeploymentRow.started_at, DeploymentRow.timeout).where(
+                DeploymentRow.stack_id == self.stack.id, DeploymentRow.status == "IN_PROGRESS"
+            )
+        )
+        nearest: float | None = None
+        now = time.time()
+        expired = []
+        for dep_id, started_at, timeout in found.tuples():
+            if dep_id not in waiting:
+                continue
+            deadline = (started_at or now) + timeout
+            if deadline <= now:
+                expired.append(dep_id)
+            else:
+                nearest = deadline if nearest is None else min(nearest, deadline)
+        for dep_id in expired:
+            dep = await txn.session.get(DeploymentRow, dep_id)
+            if dep is None or dep.status != "IN_PROGRESS":
+                continue
+            dep.status, dep.status_reason = "FAILED", timed_out_reason(dep)
+            dep.completed_at = dep.updated_at = now
+            await settle(txn, dep)
+        return nearest
+
+    async def _purge(self) -> None:
+        """A deleted stack leaves nothing behind but its events (queryable by its name)."""
+        txn, stack = self.txn, self.stack
+        txn.event(
+            stack.id,
+            "",
+            "DELETE",
+            "COMPLETE",
+            "Stack DELETE completed successfully",
+            traversal=stack.traversal,
+        )
+        await txn.write_events()  # flushed by the UPDATE below, which names them all
+        await txn.session.execute(
+            update(EventRow).where(EventRow.stack_id == stack.id).values(stack_name=stack.name)
+        )
+        for table in (ResourceRow, ConfigRow, DeploymentRow):
+            await txn.session.execute(delete(table).where(table.stack_id == stack.id))
+        await txn.session.delete(stack)
+        self.defs.forget(stack.id)
+
+
+def _nearest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
