@@ -1,0 +1,31 @@
+"""The agent: runs on every server, fetches its document, runs the hooks, signals the results.
+
+Beyond the standard library it needs only aiohttp and cryptography, never the control plane.
+The map, stage by stage, in the order a document travels:
+
+=========================  ==================================================================
+stage                      modules
+=========================  ==================================================================
+command line, enrolment    ``cli`` (``anneal-agent``), ``config`` (agent.json), ``keys``
+                           (key pairs, ``Unsealer``), ``client`` (HTTP calls, heartbeats)
+the loop                   ``loop`` (``Agent``: poll, run, heartbeat, status as tasks)
+poll: where from           ``transports/`` (``switch``: the current source; ``http``,
+                           ``tempurl``, ``file``, ``offline``)
+accept: verify, keep       ``verify`` (the document policy), ``ledger`` (the run-once journal)
+run                        ``dispatch`` (which hook, with a deadline), ``component``,
+                           ``orders`` (stop orders), ``output`` (the hook's output on disk),
+                           ``progress`` (IN_PROGRESS reports), ``proctree``
+signal                     ``outbox`` (results' signals, delivered in order until acknowledged)
+after a crash              ``recovery`` (interrupted generations: re-run or report FAILED)
+a full state dir           ``diskfull``, ``fsutil`` (atomic private writes)
+show                       ``status`` (``anneal-agent status``)
+other modes                ``relay`` (store and forward for an isolated network),
+                           ``heatcompat`` (in place of Heat's agent)
+errors                     ``errors`` (the ``AgentError`` tree)
+=========================  ==================================================================
+
+The protocol the control plane shares, imported by both sides: ``wire`` (documents and
+signals, standard library only), ``envelope`` (the signed document) and ``sealed`` (secrets
+sealed to one server's key); also ``transports.offline`` (enrolment bundles and signed signal
+files on media).
+"""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -16,12 +17,13 @@ from pathlib import Path
 
 import aiohttp
 
-from agent import client, config, diskfull, heatcompat, keys, status, transports
+from agent import client, config, diskfull, heatcompat, keys, status
 from agent.errors import AgentError, ConfigError
 from agent.fsutil import lock_state_dir, write_atomic
 from agent.ledger import Ledger
-from agent.loop import Agent, dump
+from agent.loop import Agent, version
 from agent.transports import offline
+from agent.transports.switch import adopt_enrolment
 
 log = logging.getLogger("agent")
 #: Seconds a stopping agent waits for its running hook (systemd's TimeoutStopSec should exceed it).
@@ -30,6 +32,7 @@ STOP_GRACE = 60.0
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="anneal-agent", description="Anneal's deployment agent")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     parser.add_argument("--log-level", default=os.environ.get("ANNEAL_LOG_LEVEL", "INFO"))
     sub = parser.add_subparsers(dest="command", required=True)
     enrol = sub.add_parser("enrol", help="register this server with the control plane")
@@ -151,7 +154,7 @@ async def _run_agent(args: argparse.Namespace, agent: Agent) -> int:
         _lock(agent.state_dir)
     if args.command == "status":
         view = status.view(agent)
-        print(dump(view) if args.json else status.render(view))
+        print(json.dumps(view, indent=2, sort_keys=True, default=str) if args.json else status.render(view))
         return 0
     if args.command == "once":
         return await agent.once()
@@ -186,7 +189,7 @@ async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentCon
     )
     ledger = Ledger(state_dir)
     try:
-        kind = transports.adopt_enrolment(ledger, result.get("transport"))
+        kind = adopt_enrolment(ledger, result.get("transport"))
     finally:
         ledger.close()
     config.save(state_dir, cfg)
@@ -203,7 +206,7 @@ def enrol_offline(state_dir: Path, media_dir: Path, signal_dir: str | None) -> c
     cfg = offline.enrol(state_dir, bundle, str(media_dir), out_dir)
     ledger = Ledger(state_dir)
     try:
-        transports.adopt_enrolment(ledger, bundle["transport"])
+        adopt_enrolment(ledger, bundle["transport"])
     finally:
         ledger.close()
     config.save(state_dir, cfg)

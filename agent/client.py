@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,7 @@ import aiohttp
 from agent import wire
 from agent.errors import EnrolError, SourceNotAvailableError
 
+log = logging.getLogger(__name__)
 #: Whole-request deadline on top of the long-poll wait (seconds).
 REQUEST_SLACK = 15.0
 
@@ -96,19 +98,43 @@ async def send(
         return 0, repr(e)
 
 
-async def heartbeat(
-    session: aiohttp.ClientSession, url: str, credential: str, payload: dict[str, Any]
-) -> None:
-    try:
-        async with session.post(
-            url,
-            json=payload,
-            headers={"Authorization": f"Bearer {credential}"},
-            timeout=aiohttp.ClientTimeout(total=10),
-        ) as resp:
-            await resp.read()
-    except (aiohttp.ClientError, TimeoutError):
-        return
+class Heartbeat:
+    """Posts heartbeats; one that fails or is refused is logged when the outcome changes, not every beat."""
+
+    def __init__(self, credential: str) -> None:
+        self.credential = credential
+        #: The last beat's status, 0 when the control plane was not reached; a new agent starts at "fine".
+        self._last = 200
+
+    async def send(self, session: aiohttp.ClientSession, url: str, payload: dict[str, Any]) -> None:
+        """One heartbeat, best effort: a failure is logged (once) and the next beat tries again."""
+        try:
+            async with session.post(
+                url,
+                json=payload,
+                headers={"Authorization": f"Bearer {self.credential}"},
+                timeout=aiohttp.ClientTimeout(total=10),
+            ) as resp:
+                status, body = resp.status, await resp.read()
+        except (aiohttp.ClientError, TimeoutError) as e:
+            self._note(url, 0, repr(e))
+            return
+        self._note(url, status, _message(body))
+
+    def _note(self, url: str, status: int, reason: str) -> None:
+        outcome = 200 if 200 <= status < 300 else status
+        if outcome == self._last:
+            return
+        where = url.partition("?")[0]  # a query could carry a capability: never logged
+        if outcome == 200:
+            log.info("heartbeats to %s are accepted again", where)
+        elif outcome == 0:
+            log.warning("heartbeat to %s failed: %s (not logged again until that changes)", where, reason)
+        else:
+            log.warning(
+                "heartbeat to %s answered %s: %s (not logged again until that changes)", where, status, reason
+            )
+        self._last = outcome
 
 
 def _message(body: bytes) -> str:

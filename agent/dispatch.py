@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from agent import wire
+from agent import output, wire
 
 log = logging.getLogger(__name__)
 BUILTIN_HOOKS = frozenset({"script", "puppet", "ansible", "salt", "chef"})
@@ -83,6 +83,25 @@ def coerce_inputs(item: Mapping[str, object]) -> dict[str, object]:
         inputs.append(entry)
     out["inputs"] = inputs
     return out
+
+
+def hook_env(
+    settings: Mapping[str, str],
+    state_dir: Path,
+    item_id: str,
+    meta: wire.ItemMeta | None,
+    timeout: float,
+    run: int,
+) -> dict[str, str]:
+    """The hook's environment: the agent's own, the hook *settings*, and the ``ANNEAL_*`` names."""
+    env = {**os.environ, **settings}
+    env["ANNEAL_HOOK_WORKDIR"] = str(state_dir / "hooks")
+    env["ANNEAL_HOOK_TIMEOUT"] = f"{timeout:g}"
+    if meta is not None:
+        env["DEPLOY_IDEMPOTENCY_KEY"] = meta.hash
+    env.update(ANNEAL_IDEMPOTENCY_KEY=item_id, ANNEAL_RUN_ATTEMPT=str(run))
+    env["ANNEAL_HOOK_STDOUT_COPY"] = str(output.stdout_copy_path(state_dir, item_id))
+    return env
 
 
 async def run_hook(

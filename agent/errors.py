@@ -1,11 +1,26 @@
-"""Errors of the agent.
+"""Errors of the agent: the ``AgentError`` tree, and where the outlying classes live.
 
-AgentError
-  +-- ConfigError            the state dir or the command line is unusable
-  +-- EnrolError             the control plane refused the enrolment
-  +-- SourceNotAvailableError  the document source did not answer (retried)
-  |     +-- SourceExpiredError   a store refused its URL (expired): ask the control plane
-  +-- DocumentRejectedError  a document failed verification (kept out, reported)
+The command line catches ``AgentError`` (one line, exit 2); the loop catches the source and
+document errors and carries on. Classes defined elsewhere are marked with their module::
+
+    AgentError                   base of the agent's own errors
+    ├── ConfigError              the state dir or the command line is unusable
+    ├── EnrolError               the control plane refused the enrolment
+    ├── SourceNotAvailableError  the document source did not answer (retried)
+    │   └── SourceExpiredError   a store refused its URL (expired): ask the control plane
+    ├── DocumentRejectedError    a document failed verification (kept out, reported)
+    └── DiskFullError            (agent.diskfull) the state dir is full and the command does not wait
+
+    ValueError                   the protocol's errors, outside AgentError: the control plane
+    │                            raises and catches them too
+    ├── WireError                (agent.wire) a document or signal does not match the protocol;
+    │                            the agent turns it into DocumentRejectedError
+    ├── EnvelopeError            (agent.envelope) a signature, chain or expiry does not check out;
+    │   │                        turned into DocumentRejectedError of the same ``kind``
+    │   ├── UnsignedError        (agent.envelope) no signature at all
+    │   └── ExpiredError         (agent.envelope) past its ``expires_at``
+    └── SealError                (agent.sealed) a sealed value does not open; the deployment
+                                 fails with the reason, or its signal is not sent
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ from agent.errors import ConfigError, DocumentRejectedError, SourceNotAvailableE
 from agent.fsutil import write_atomic
 from agent.ledger import Outgoing, encode_body
 from agent.loop import Agent
+from agent.outbox import Outbox
 
 log = logging.getLogger(__name__)
 SETTINGS_FILE = "heat-compat.json"
@@ -226,8 +227,37 @@ def collect_local(paths: Sequence[str]) -> dict[str, Any]:
     return merged
 
 
+class HeatOutbox(Outbox):
+    """Heat's signals: the flat form, to deploy_signal_id with deploy_signal_verb."""
+
+    def compose(
+        self, item_id: str, item: wire.DeploymentItem | None, meta: wire.ItemMeta | None, signal: wire.Signal
+    ) -> Outgoing | None:
+        """Heat's flat signal, to deploy_signal_id with deploy_signal_verb; nothing for NO_SIGNAL."""
+        if item is None:
+            return None
+        transport = str(item.input_value("deploy_signal_transport") or "CFN_SIGNAL")
+        url = item.input_value("deploy_signal_id")
+        if transport == "NO_SIGNAL" or not isinstance(url, str) or not url:
+            return None
+        if transport not in HTTP_SIGNALS:
+            log.error(
+                "deployment %s: signal transport %s needs Keystone; anneal-agent cannot deliver it",
+                item.name,
+                transport,
+            )
+            return None
+        verb = str(
+            item.input_value("deploy_signal_verb") or ("PUT" if transport == "TEMP_URL_SIGNAL" else "POST")
+        )
+        body = wire.Signal(signal.status_code, signal.stdout, signal.stderr, signal.outputs).to_json()
+        return Outgoing(0, item_id, url, verb.upper(), encode_body(body), 0)
+
+
 class HeatAgent(Agent):
     """The agent reading Heat's documents from os-collect-config's sources."""
+
+    outbox_class = HeatOutbox
 
     def __init__(
         self, settings: HeatSettings, state_dir: Path, hook_dirs: Sequence[str] | None = None
@@ -326,31 +356,6 @@ class HeatAgent(Agent):
     async def _heartbeat_loop(self) -> None:
         """Heat has no heartbeat endpoint."""
         await asyncio.Event().wait()
-
-    # ------------------------------------------------------------ signalling
-
-    def _outgoing(
-        self, item_id: str, item: wire.DeploymentItem | None, meta: wire.ItemMeta | None, signal: wire.Signal
-    ) -> Outgoing | None:
-        """Heat's flat signal, to deploy_signal_id with deploy_signal_verb; nothing for NO_SIGNAL."""
-        if item is None:
-            return None
-        transport = str(item.input_value("deploy_signal_transport") or "CFN_SIGNAL")
-        url = item.input_value("deploy_signal_id")
-        if transport == "NO_SIGNAL" or not isinstance(url, str) or not url:
-            return None
-        if transport not in HTTP_SIGNALS:
-            log.error(
-                "deployment %s: signal transport %s needs Keystone; anneal-agent cannot deliver it",
-                item.name,
-                transport,
-            )
-            return None
-        verb = str(
-            item.input_value("deploy_signal_verb") or ("PUT" if transport == "TEMP_URL_SIGNAL" else "POST")
-        )
-        body = wire.Signal(signal.status_code, signal.stdout, signal.stderr, signal.outputs).to_json()
-        return Outgoing(0, item_id, url, verb.upper(), encode_body(body), 0)
 
     def status(self) -> dict[str, Any]:
         out = super().status()

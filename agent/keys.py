@@ -1,7 +1,7 @@
 """The server's own key pairs; the private halves never leave the state dir.
 
 ``sign`` (Ed25519) will sign the agent's reports; ``box`` (X25519) receives
-secrets encrypted to this server.
+secrets encrypted to this server (``Unsealer`` opens them).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
+from agent import sealed, wire
 from agent.fsutil import private_dir, write_atomic
 
 KEY_DIR = "keys"
@@ -48,3 +49,26 @@ def load_box_key(state_dir: Path) -> X25519PrivateKey:
     if not isinstance(key, X25519PrivateKey):
         raise ValueError(f"{path}: not an X25519 private key")
     return key
+
+
+class Unsealer:
+    """Opens the sealed fields of this server's deployments; the box key is read when first needed."""
+
+    def __init__(self, state_dir: Path, server_id: str) -> None:
+        self.state_dir = state_dir
+        self.server_id = server_id
+        self._box_key: X25519PrivateKey | None = None
+
+    def open(
+        self, item: wire.DeploymentItem, meta: wire.ItemMeta | None, only: str | None = None
+    ) -> wire.DeploymentItem:
+        """*item* with its sealed fields (or just *only*) opened with this server's key; never logged."""
+        fields = [f for f in (meta.sealed if meta else ()) if only is None or f == only]
+        if not fields:
+            return item
+        if self._box_key is None:
+            try:
+                self._box_key = load_box_key(self.state_dir)
+            except (OSError, ValueError) as e:
+                raise sealed.SealError(f"this server's box key cannot be read: {e}") from e
+        return sealed.open_item(item, fields, self.server_id, self._box_key)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent import wire
+
 LEDGER_FILE = "ledger.sqlite"
 #: Rejected documents remembered with their reason (all are counted).
 MAX_REJECTIONS = 10
@@ -263,3 +265,21 @@ class Ledger:
 
 def encode_body(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def ledger_items(doc: wire.Document) -> list[dict[str, Any]]:
+    """The rows ``accept_document`` keeps for *doc*'s deployments."""
+    rows = []
+    for item in doc.deployments:
+        meta = doc.meta.get(item.id)
+        rows.append(
+            {
+                "item_id": item.id,
+                "deployment_id": meta.deployment_id if meta else "",
+                "generation": meta.generation if meta else 0,
+                "name": item.name,
+                "hash": meta.hash if meta else "",
+                "action": meta.action if meta else str(item.input_value("deploy_action") or ""),
+            }
+        )
+    return rows

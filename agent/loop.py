@@ -2,7 +2,8 @@
 
 Polling and heartbeats go on while a hook runs. Every generation is marked
 started in the ledger before its hook runs and finished (with its signal
-queued) after; the outbox delivers signals in order until acknowledged.
+queued) after; the outbox (``agent.outbox``) delivers signals in order until
+acknowledged.
 """
 
 from __future__ import annotations
@@ -10,18 +11,16 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
+import functools
+import importlib.metadata
 import logging
-import os
 import random
-import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agent import (
     client,
@@ -31,27 +30,38 @@ from agent import (
     envelope,
     keys,
     orders,
-    progress,
+    output,
     recovery,
     sealed,
-    transports,
     verify,
     wire,
 )
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
-from agent.ledger import Ledger, Outgoing, encode_body
-from agent.transports import AgentTransport
+from agent.ledger import Ledger, ledger_items
+from agent.outbox import Outbox
+from agent.transports.switch import AgentTransport, backoff
 
 log = logging.getLogger(__name__)
-VERSION = "0.1.0"
-#: Statuses that will never succeed on retry: the signal is dropped and noted.
-FINAL_REFUSALS = frozenset({400, 403, 404, 409, 410, 413})
 #: Seconds, at most, an agent waits before its first poll.
 START_JITTER = 0.5
 
 
+@functools.cache
+def version() -> str:
+    """This agent's version as installed; pyproject.toml is its one source."""
+    try:
+        return importlib.metadata.version("anneal")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"  # run from a source tree that was never installed
+
+
 class Agent:
+    """One server's agent: polls its document, runs what is new in name order, reports."""
+
+    #: What composes and delivers this agent's signals (Heat's agent signals in Heat's form).
+    outbox_class: ClassVar[type[Outbox]] = Outbox
+
     def __init__(self, config: AgentConfig, state_dir: Path) -> None:
         self.config = config
         self.state_dir = state_dir
@@ -69,16 +79,15 @@ class Agent:
         self._work = asyncio.Event()
         #: Set whenever a new document is accepted: a running hook checks for a stop order.
         self._doc_changed = asyncio.Event()
-        self._outbox = asyncio.Event()
-        #: While the poll loop finds its source unreachable, signals wait for it (one prober, R09);
-        #: its first good poll sends every pending signal at once.
-        self._source_down = False
-        self._flush_all = False
         self._report = asyncio.Event()
         #: A full state dir is waited out, shown and reported (agent/diskfull.py).
         self.disk = diskfull.DiskWatch(state_dir, on_change=self._report.set)
         self.ledger.on_commit = self.disk.wrote
-        self._box_key: X25519PrivateKey | None = None
+        self.unsealer = keys.Unsealer(state_dir, config.server_id)
+        self.outbox = self.outbox_class(
+            self.ledger, self.transport, self.disk, config.backoff_max, self.unsealer.open
+        )
+        self.heartbeat = client.Heartbeat(config.credential)
         self.running: str | None = None
         #: Set on the first SIGTERM: start nothing new, let the running hook finish.
         self.stopping = False
@@ -91,17 +100,17 @@ class Agent:
         await self.disk.retry("settle the deployments a crash interrupted", self.recover)
         async with aiohttp.ClientSession() as http:
             self._http = http
-            self._work.set()
-            self._outbox.set()
+            self._wake()
+            send = functools.partial(self.outbox.run, http)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self.disk.keep_running(self._poll_loop, "accepting a document", self._wake))
                 tg.create_task(self.disk.keep_running(self._work_loop, "running deployments", self._wake))
-                tg.create_task(self.disk.keep_running(self._outbox_loop, "sending signals", self._wake))
+                tg.create_task(self.disk.keep_running(send, "sending signals", self._wake))
                 tg.create_task(self._heartbeat_loop())
 
     def _wake(self) -> None:
         self._work.set()
-        self._outbox.set()
+        self.outbox.wake.set()
 
     async def once(self) -> int:
         """One pass: fetch, run what is new, try to deliver every queued signal.
@@ -133,14 +142,19 @@ class Agent:
         except DocumentRejectedError:
             pass  # noted and logged by poll
         failures = await self.work()
-        await self.flush()
+        await self.outbox.flush(self._http)
         return failures
 
     # -------------------------------------------------------------- recovery
 
     def recover(self) -> None:
         """A generation started but never finished was interrupted: re-run only if its config allows."""
-        recovery.recover(self)
+        for decision in recovery.recover(self.ledger, self.state_dir, self._lookup):
+            if isinstance(decision, recovery.Rerun):
+                self.ledger.mark_received(decision.item_id, decision.note)
+                continue
+            self.outbox.finish(decision.item_id, decision.item, decision.meta, decision.signal, decision.note)
+            output.discard_output(self.state_dir, decision.item_id)
 
     # -------------------------------------------------------------- polling
 
@@ -156,7 +170,7 @@ class Agent:
             self.note_rejection(e.kind, str(e))
             raise
         body = fetched.body
-        items = [_ledger_item(d, doc) for d in doc.deployments]
+        items = ledger_items(doc)
         # A new transport has its own ETags: its first poll fetches the document afresh.
         state = {"etag": "" if self.transport.accept(doc.transport) else fetched.etag}
         if self.signature_check is not None and self.signature_check.signer != self.signature_check.trusted:
@@ -182,23 +196,15 @@ class Agent:
             try:
                 await self.poll(self.config.poll_wait)
                 failures = 0
-                if self._source_down:
-                    self._source_down, self._flush_all = False, True
-                    self._outbox.set()
+                self.outbox.source_back()
             except (SourceNotAvailableError, DocumentRejectedError) as e:
                 failures += 1
-                self._source_down = isinstance(e, SourceNotAvailableError)
+                self.outbox.source_down = isinstance(e, SourceNotAvailableError)
                 # Counted from the request's start: a request that hung until its timeout is
                 # part of the wait, so an agent at the cap starts one request per cap (R09).
-                delay = transports.backoff(failures, self.config.backoff_max, self.poll_interval())
+                delay = backoff(failures, self.config.backoff_max, self.transport.poll_interval())
                 log.warning("poll failed (%s); retrying in %.1f s", e, delay)
                 await asyncio.sleep(max(0.0, started + delay - time.monotonic()))
-
-    def poll_interval(self) -> float:
-        """Seconds between ordinary polls of the current source (0: HTTP long-polls back to back)."""
-        if self.transport.kind == "HTTP":
-            return 0.0
-        return float(self.transport.section.get("poll_interval") or 5.0)
 
     def note_rejection(self, kind: str, reason: str) -> None:
         """Keep the rejection in the ledger (for `status`) and report it with the next heartbeat, now."""
@@ -231,20 +237,6 @@ class Agent:
             return None, None
         return next((d for d in doc.deployments if d.id == item_id), None), doc.meta.get(item_id)
 
-    def _open(
-        self, item: wire.DeploymentItem, meta: wire.ItemMeta | None, only: str | None = None
-    ) -> wire.DeploymentItem:
-        """*item* with its sealed fields (or just *only*) opened with this server's key; never logged."""
-        fields = [f for f in (meta.sealed if meta else ()) if only is None or f == only]
-        if not fields:
-            return item
-        if self._box_key is None:
-            try:
-                self._box_key = keys.load_box_key(self.state_dir)
-            except (OSError, ValueError) as e:
-                raise sealed.SealError(f"this server's box key cannot be read: {e}") from e
-        return sealed.open_item(item, fields, self.config.server_id, self._box_key)
-
     async def work(self) -> int:
         """Run every generation of the document not yet in the ledger, in name order."""
         doc = self.document()
@@ -274,7 +266,7 @@ class Agent:
     async def _run(self, item: wire.DeploymentItem, meta: wire.ItemMeta | None) -> wire.Signal:
         try:
             # Secrets are opened only here, to go into the hook's stdin (and its environment, by the hook).
-            opened = self._open(item, meta)
+            opened = self.unsealer.open(item, meta)
         except sealed.SealError as e:
             signal = wire.Signal(status_code=1, stderr=f"cannot open a secret of this deployment: {e}")
             await self._settle(item, meta, signal)
@@ -294,23 +286,14 @@ class Agent:
         await self.disk.retry(
             f"mark deployment {item.name} started", lambda: self.ledger.mark_started(item.id)
         )
-        await self._record(item, meta, signal, note)
-
-    async def _record(
-        self, item: wire.DeploymentItem, meta: wire.ItemMeta | None, signal: wire.Signal, note: str = ""
-    ) -> None:
-        """Record the result and queue its signal; on a full disk it waits in memory until it can."""
-        await self.disk.retry(
-            f"record the result of deployment {item.name} ({item.id})",
-            lambda: self._finish(item.id, item, meta, signal, note),
-        )
+        await self.outbox.record(item, meta, signal, note)
 
     async def _run_hook(
         self, item: wire.DeploymentItem, chosen: wire.DeploymentItem, meta: wire.ItemMeta | None
     ) -> wire.Signal:
         """Run *chosen* (the item, or a component's entry for the action) and record it as *item*."""
         await self.disk.room_for(f"start deployment {item.name} ({item.id})")
-        run = recovery.attempts(self, item.id) + 1
+        run = recovery.attempts(self.ledger, item.id) + 1
 
         def mark_started() -> None:
             self.ledger.set_state(f"runs:{item.id}", str(run))
@@ -318,173 +301,73 @@ class Agent:
 
         await self.disk.retry(f"mark deployment {item.name} started", mark_started)
         self.running = item.id
-        timeout = meta.timeout if meta and meta.timeout else self.config.hook_timeout
-        argv = dispatch.hook_argv(chosen.group, self.config.hook_dirs)
         log.info("running deployment %s (%s) with hook %s", item.name, item.id, chosen.group)
-        env = self._hook_env(meta, timeout)
-        env.update(ANNEAL_IDEMPOTENCY_KEY=item.id, ANNEAL_RUN_ATTEMPT=str(run))
-        env["ANNEAL_HOOK_STDOUT_COPY"] = str(recovery.stdout_copy_path(self.state_dir, item.id))
+        try:
+            signal = await self._call_hook(item, chosen, meta, run)
+        finally:
+            self.running = None
+        await self.outbox.record(item, meta, signal)
+        output.discard_output(self.state_dir, item.id)
+        log.info("deployment %s finished with status code %s", item.name, signal.status_code)
+        return signal
+
+    async def _call_hook(
+        self, item: wire.DeploymentItem, chosen: wire.DeploymentItem, meta: wire.ItemMeta | None, run: int
+    ) -> wire.Signal:
+        """The hook's result, or why there is none; a stop order in a newer document ends it early."""
+        argv = dispatch.hook_argv(chosen.group, self.config.hook_dirs)
+        if argv is None:
+            return dispatch.missing_hook(chosen.group, self.config.hook_dirs)
+        timeout = meta.timeout if meta and meta.timeout else self.config.hook_timeout
+        env = dispatch.hook_env(self.config.hook_env, self.state_dir, item.id, meta, timeout, run)
 
         def started(pid: int) -> None:  # the hook runs already: a full disk must not leave it behind
-            identity = recovery.hook_identity(pid)
+            identity = output.hook_identity(pid)
             self.disk.unless_full(
                 f"keep hook pid {pid}", lambda: self.ledger.set_state(f"hookpid:{item.id}", identity)
             )
 
-        try:
-            if argv is None:
-                signal = dispatch.missing_hook(chosen.group, self.config.hook_dirs)
-            else:
-                async with self._progress(item, meta) as reporter:
-                    self._doc_changed.clear()
-                    signal = await orders.run_unless_stopped(
-                        dispatch.run_hook(
-                            argv,
-                            chosen,
-                            env=env,
-                            timeout=timeout,
-                            tee=recovery.output_paths(self.state_dir, item.id),
-                            on_start=started,
-                            on_stderr=reporter.feed if reporter else None,
-                        ),
-                        item.id,
-                        self._doc_changed,
-                        self.document,
-                    )
-        finally:
-            self.running = None
-        await self._record(item, meta, signal)
-        recovery.discard_output(self.state_dir, item.id)
-        log.info("deployment %s finished with status code %s", item.name, signal.status_code)
-        return signal
-
-    def _progress(
-        self, item: wire.DeploymentItem, meta: wire.ItemMeta | None
-    ) -> contextlib.AbstractAsyncContextManager[progress.Progress | None]:
-        """Progress reports for *item*, sent like its result; none for documents not ours (Heat's)."""
-        if meta is None or self._outgoing(item.id, item, meta, wire.Signal()) is None:
-            return contextlib.nullcontext()
-
-        async def send(payload: dict[str, Any]) -> bool:
-            out = self._outgoing(item.id, item, meta, wire.Signal())
-            if out is None or not self.transport.carries_progress:
-                return False
-            body = progress.progress_body(out.body, payload)
-            url = self.transport.route(out.url)  # through the relay, when enrolled through one
-            status, _ = await client.send(self._http, out.verb, url, body, self._signal_headers(out))
-            return 200 <= status < 300
-
-        return progress.Progress(send)
-
-    def _hook_env(self, meta: wire.ItemMeta | None, timeout: float) -> dict[str, str]:
-        env = {**os.environ, **self.config.hook_env}
-        env["ANNEAL_HOOK_WORKDIR"] = str(self.state_dir / "hooks")
-        env["ANNEAL_HOOK_TIMEOUT"] = f"{timeout:g}"
-        if meta is not None:
-            env["DEPLOY_IDEMPOTENCY_KEY"] = meta.hash
-        return env
-
-    def _finish(
-        self,
-        item_id: str,
-        item: wire.DeploymentItem | None,
-        meta: wire.ItemMeta | None,
-        signal: wire.Signal,
-        note: str = "",
-    ) -> None:
-        out = self._outgoing(item_id, item, meta, signal)
-        self.ledger.mark_finished(item_id, signal.status_code, out, note)
-        if out is not None:
-            self._outbox.set()
-
-    def _outgoing(
-        self, item_id: str, item: wire.DeploymentItem | None, meta: wire.ItemMeta | None, signal: wire.Signal
-    ) -> Outgoing | None:
-        if item is None:
-            return None
-        try:
-            item = self._open(item, meta, only="inputs.deploy_signal_id")
-        except sealed.SealError as e:
-            log.error("deployment %s: no signal can be sent: %s", item_id, e)
-            return None
-        url = item.input_value("deploy_signal_id")
-        if not isinstance(url, str) or not url or item.input_value("deploy_signal_transport") == "NO_SIGNAL":
-            return None
-        verb = str(item.input_value("deploy_signal_verb") or "POST").upper()
-        body = signal.to_json()
-        body[wire.EXTRA_KEY] = {"config_id": item_id, "nonce": secrets.token_hex(16)}
-        if meta is not None:
-            body[wire.EXTRA_KEY]["generation"] = meta.generation
-        return Outgoing(0, item_id, url, verb, encode_body(body), 0)
-
-    # -------------------------------------------------------------- signalling
-
-    async def flush(self) -> None:
-        """Try every due signal once, in order; none while the source is down, all once it is back."""
-        if self._source_down:
-            return  # the poll loop probes the source; its first good poll wakes us
-        now = float("inf") if self._flush_all else time.time()
-        self._flush_all = False
-        for out in self.ledger.due(now):
-            await self._deliver(out)
-
-    def _signal_headers(self, out: Outgoing) -> dict[str, str]:
-        return self.transport.auth_headers(self.transport.route(out.url))  # never to a third party
-
-    async def _deliver(self, out: Outgoing) -> None:
-        status, reason = await self.transport.deliver(self._http, out)
-        what = f"record the delivery of the signal for {out.item_id}"
-        if 200 <= status < 300:
-            await self.disk.retry(what, lambda: self.ledger.delivered(out, f"{status}"))
-        elif status in FINAL_REFUSALS:
-            log.error("signal for %s refused (%s): %s", out.item_id, status, reason)
-            await self.disk.retry(what, lambda: self.ledger.delivered(out, f"refused {status}: {reason}"))
-        else:
-            delay = transports.backoff(out.attempts + 1, self.config.backoff_max, self.poll_interval())
-            log.warning(
-                "signal for %s not delivered (%s %s); retry in %.1f s", out.item_id, status, reason, delay
+        async with self.outbox.progress_for(self._http, item, meta) as reporter:
+            self._doc_changed.clear()
+            return await orders.run_unless_stopped(
+                dispatch.run_hook(
+                    argv,
+                    chosen,
+                    env=env,
+                    timeout=timeout,
+                    tee=output.output_paths(self.state_dir, item.id),
+                    on_start=started,
+                    on_stderr=reporter.feed if reporter else None,
+                ),
+                item.id,
+                self._doc_changed,
+                self.document,
             )
-            await self.disk.retry(
-                f"note the next try of the signal for {out.item_id}",
-                lambda: self.ledger.retry_later(out, delay, f"{status} {reason}"),
-            )
-
-    async def _outbox_loop(self) -> None:
-        while True:
-            self._outbox.clear()
-            await self.flush()
-            due = None if self._source_down else self.ledger.next_due()
-            timeout = None if due is None else max(0.05, due - time.time())
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._outbox.wait(), timeout)
 
     async def _heartbeat_loop(self) -> None:
         if not self.config.heartbeat_url:
             return  # enrolled offline (agent/transports/offline.py): no route to the control plane at all
         while True:
-            url = self.transport.route(self.config.heartbeat_url)  # follows a move to or from a relay
-            payload = self._beat_payload()
-            payload["ledger"] = orders.ledger_report(self.ledger, self.document())
-            payload["transport"] = self.transport.kind
             self._report.clear()
-            await client.heartbeat(self._http, url, self.config.credential, payload)
+            await self._beat(report=True)
             # A rejected document is reported at once, not at the next beat.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
                     self._report.wait(), self.config.heartbeat_interval * random.uniform(0.9, 1.1)
                 )
 
-    def _beat_payload(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {"version": VERSION, "running": self.running, **self.ledger.summary()}
+    async def _beat(self, report: bool = False) -> None:
+        """One heartbeat now, best effort; the loop's (*report*) carry the ledger report and transport."""
+        if not self.config.heartbeat_url:
+            return
+        url = self.transport.route(self.config.heartbeat_url)  # follows a move to or from a relay
+        payload: dict[str, Any] = {"version": version(), "running": self.running, **self.ledger.summary()}
         if self.disk.condition is not None:
             payload["disk_full"] = self.disk.condition
-        return payload
-
-    async def _beat(self) -> None:
-        """One heartbeat now (best effort), for the one-pass command."""
-        if self.config.heartbeat_url:
-            url = self.transport.route(self.config.heartbeat_url)
-            await client.heartbeat(self._http, url, self.config.credential, self._beat_payload())
+        if report:
+            payload["ledger"] = orders.ledger_report(self.ledger, self.document())
+            payload["transport"] = self.transport.kind
+        await self.heartbeat.send(self._http, url, payload)
 
     async def drain(self, grace: float) -> None:
         """Stop starting work; wait up to *grace* seconds for the running hook and its signal."""
@@ -493,7 +376,7 @@ class Agent:
         while self.running is not None and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         while self.ledger.pending_count() and time.monotonic() < deadline:
-            self._outbox.set()
+            self.outbox.wake.set()
             await asyncio.sleep(0.1)
 
     def status(self) -> dict[str, Any]:
@@ -509,19 +392,3 @@ class Agent:
             "disk_full": self.disk.condition or diskfull.read_condition(self.state_dir),
             "entries": [e.__dict__ for e in self.ledger.entries()],
         }
-
-
-def _ledger_item(item: wire.DeploymentItem, doc: wire.Document) -> dict[str, Any]:
-    meta = doc.meta.get(item.id)
-    return {
-        "item_id": item.id,
-        "deployment_id": meta.deployment_id if meta else "",
-        "generation": meta.generation if meta else 0,
-        "name": item.name,
-        "hash": meta.hash if meta else "",
-        "action": meta.action if meta else str(item.input_value("deploy_action") or ""),
-    }
-
-
-def dump(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, default=str)

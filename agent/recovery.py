@@ -11,10 +11,10 @@ agent was killed, the machine rebooted). Never a silent hang, never a silent sec
   ``MAX_RERUNS`` times, with the same ``ANNEAL_IDEMPOTENCY_KEY`` (the derived config id)
   and ``ANNEAL_RUN_ATTEMPT`` counting the runs;
 * otherwise it is reported FAILED "interrupted by agent restart" with the output the hook
-  had written: hooks' stdout and stderr are teed to ``<state dir>/output/<id>.out|.err``
-  while they run, and the built-in hooks stream their tool's output to their stderr and
-  its stdout alone to ``<id>.tool-out`` as it comes, so what was printed survives the
-  crash (the tool's stdout in ``deploy_stdout``, everything in ``deploy_stderr``).
+  had written (``agent.output``): the tool's stdout in ``deploy_stdout``, everything in
+  ``deploy_stderr``.
+
+``recover`` kills the orphans and decides; the agent's loop acts on the decisions.
 """
 
 from __future__ import annotations
@@ -24,56 +24,42 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from agent import proctree, wire
-
-if TYPE_CHECKING:
-    from agent.loop import Agent
+from agent.ledger import Ledger
+from agent.output import output_paths, read_tail, stdout_copy_path
 
 log = logging.getLogger(__name__)
-OUTPUT_DIR = "output"
 #: Runs of one generation after interruptions before it is reported FAILED instead.
 MAX_RERUNS = 3
 INTERRUPTED = "interrupted by agent restart"
 #: Status code of an interrupted run (as if killed by SIGKILL).
 INTERRUPTED_CODE = 137
 
-
-def output_paths(state_dir: Path, item_id: str) -> tuple[Path, Path]:
-    d = state_dir / OUTPUT_DIR
-    d.mkdir(mode=0o700, exist_ok=True)
-    safe = "".join(c for c in item_id if c.isalnum() or c in "-_")
-    return d / f"{safe}.out", d / f"{safe}.err"
+#: The deployment item and its metadata in the document held, by item id (None when gone).
+Lookup = Callable[[str], tuple[wire.DeploymentItem | None, wire.ItemMeta | None]]
 
 
-def stdout_copy_path(state_dir: Path, item_id: str) -> Path:
-    """Where built-in hooks copy their tool's stdout as it comes (``ANNEAL_HOOK_STDOUT_COPY``)."""
-    out, _ = output_paths(state_dir, item_id)
-    return out.with_suffix(".tool-out")
+@dataclass(frozen=True)
+class Rerun:
+    """Run the interrupted generation again: it goes back to ``received`` with *note*."""
+
+    item_id: str
+    note: str
 
 
-def discard_output(state_dir: Path, item_id: str) -> None:
-    for path in (*output_paths(state_dir, item_id), stdout_copy_path(state_dir, item_id)):
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+@dataclass(frozen=True)
+class Report:
+    """Record the interrupted generation finished with *signal* (FAILED) and send it."""
 
-
-def _read_tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 2 * wire.MAX_STREAM_BYTES))
-            data = f.read()
-    except OSError:
-        return ""
-    return wire.trim_stream(data.decode("utf-8", "replace"))
-
-
-def hook_identity(pid: int) -> str:
-    return f"{pid} {proctree.start_time(pid) or ''}"
+    item_id: str
+    item: wire.DeploymentItem | None
+    meta: wire.ItemMeta | None
+    signal: wire.Signal
+    note: str = "interrupted"
 
 
 def stop_orphan(identity: str | None, timeout: float = 10.0) -> bool:
@@ -112,16 +98,18 @@ def rerun_allowed(item: wire.DeploymentItem | None) -> bool:
     return bool(item is not None and (item.options or {}).get("rerun_on_interrupt") is True)
 
 
-def attempts(agent: Agent, item_id: str) -> int:
-    return int(agent.ledger.get_state(f"runs:{item_id}", "0") or 0)
+def attempts(ledger: Ledger, item_id: str) -> int:
+    """How many times this generation's hook was started."""
+    return int(ledger.get_state(f"runs:{item_id}", "0") or 0)
 
 
-def recover(agent: Agent) -> None:
-    """Settle every generation a crash left started: re-run it (if allowed) or report it FAILED."""
-    for entry in agent.ledger.interrupted():
-        stop_orphan(agent.ledger.get_state(f"hookpid:{entry.item_id}"))
-        item, meta = agent._lookup(entry.item_id)
-        runs = attempts(agent, entry.item_id)
+def recover(ledger: Ledger, state_dir: Path, lookup: Lookup) -> list[Rerun | Report]:
+    """Kill what a crash left running and decide, for every generation left started, what to do."""
+    decisions: list[Rerun | Report] = []
+    for entry in ledger.interrupted():
+        stop_orphan(ledger.get_state(f"hookpid:{entry.item_id}"))
+        item, meta = lookup(entry.item_id)
+        runs = attempts(ledger, entry.item_id)
         if rerun_allowed(item) and runs <= MAX_RERUNS:
             log.warning(
                 "deployment %s (%s) was interrupted; rerun_on_interrupt is set: running it again (run %d)",
@@ -129,17 +117,23 @@ def recover(agent: Agent) -> None:
                 entry.item_id,
                 runs + 1,
             )
-            agent.ledger.mark_received(entry.item_id, f"{INTERRUPTED}; re-run (run {runs + 1})")
+            decisions.append(Rerun(entry.item_id, f"{INTERRUPTED}; re-run (run {runs + 1})"))
             continue
         log.warning("deployment %s (%s) was %s", entry.name, entry.item_id, INTERRUPTED)
-        out_path, err_path = output_paths(agent.state_dir, entry.item_id)
-        before = _read_tail(err_path)
         why = INTERRUPTED
         if rerun_allowed(item):
             why += f" ({runs} runs, the most rerun_on_interrupt allows is {MAX_RERUNS + 1})"
-        stderr = f"{why}\n" + (f"--- stderr before the interruption ---\n{before}" if before else "")
-        # The tool's own stdout when a built-in hook copied it, else whatever the hook printed.
-        stdout = _read_tail(stdout_copy_path(agent.state_dir, entry.item_id)) or _read_tail(out_path)
-        signal_ = wire.Signal(status_code=INTERRUPTED_CODE, stdout=stdout, stderr=wire.trim_stream(stderr))
-        agent._finish(entry.item_id, item, meta, signal_, note="interrupted")
-        discard_output(agent.state_dir, entry.item_id)
+        decisions.append(
+            Report(entry.item_id, item, meta, _interrupted_signal(state_dir, entry.item_id, why))
+        )
+    return decisions
+
+
+def _interrupted_signal(state_dir: Path, item_id: str, why: str) -> wire.Signal:
+    """FAILED with *why* and what the hook had printed before the interruption."""
+    out_path, err_path = output_paths(state_dir, item_id)
+    before = read_tail(err_path)
+    stderr = f"{why}\n" + (f"--- stderr before the interruption ---\n{before}" if before else "")
+    # The tool's own stdout when a built-in hook copied it, else whatever the hook printed.
+    stdout = read_tail(stdout_copy_path(state_dir, item_id)) or read_tail(out_path)
+    return wire.Signal(status_code=INTERRUPTED_CODE, stdout=stdout, stderr=wire.trim_stream(stderr))

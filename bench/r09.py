@@ -8,7 +8,7 @@ The control plane (`anneal serve`, SQLite) reaches Swift through the front, and 
 N simulated agents in this process, each on SWIFT from its enrolment answer, poll their
 document TempURL every *interval* seconds and PUT each new generation's signal to its
 TempURL, with the agent's own code: `agent.transports.tempurl` for the requests and
-`agent.transports.backoff` (the real agent's back-off, *cap* = its `backoff_max`) after a failure,
+`agent.transports.switch.backoff` (the real agent's back-off, *cap* = its `backoff_max`) after a failure,
 counted from the failed request's start and with no signal sent while polls fail, as
 agent/loop.py does (its signal retries wait for the poll loop; here a signal goes right
 after a good poll, so both are one request stream per agent).
@@ -58,7 +58,8 @@ import aiohttp  # noqa: E402
 
 from agent import wire  # noqa: E402
 from agent.errors import SourceExpiredError, SourceNotAvailableError  # noqa: E402
-from agent.transports import backoff, tempurl  # noqa: E402
+from agent.transports import tempurl  # noqa: E402
+from agent.transports.switch import backoff  # noqa: E402
 from bench.harness import (  # noqa: E402
     Api,
     deployments_template,

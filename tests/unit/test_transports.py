@@ -12,8 +12,9 @@ from agent import keys
 from agent.config import AgentConfig
 from agent.errors import EnrolError
 from agent.ledger import Ledger, Outgoing
-from agent.transports import AgentTransport, adopt_enrolment, backoff, offline, via
 from agent.transports import file as agent_file
+from agent.transports import offline
+from agent.transports.switch import AgentTransport, adopt_enrolment, backoff, via
 from control.cli.signal_import import name_of
 from control.errors import BadRequestError
 from control.hot.types import CONFIG_TRANSPORTS

@@ -1,0 +1,54 @@
+"""What a running hook has printed, kept on disk so that it survives a crash of the agent.
+
+A hook's stdout and stderr are teed to ``<state dir>/output/<id>.out|.err`` while it runs,
+and the built-in hooks copy their tool's stdout alone to ``<id>.tool-out`` as it comes;
+recovery reads them back, and they are discarded once the result is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from agent import proctree, wire
+
+OUTPUT_DIR = "output"
+
+
+def output_paths(state_dir: Path, item_id: str) -> tuple[Path, Path]:
+    """The files a hook's stdout and stderr are teed to while it runs."""
+    d = state_dir / OUTPUT_DIR
+    d.mkdir(mode=0o700, exist_ok=True)
+    safe = "".join(c for c in item_id if c.isalnum() or c in "-_")
+    return d / f"{safe}.out", d / f"{safe}.err"
+
+
+def stdout_copy_path(state_dir: Path, item_id: str) -> Path:
+    """Where built-in hooks copy their tool's stdout as it comes (``ANNEAL_HOOK_STDOUT_COPY``)."""
+    out, _ = output_paths(state_dir, item_id)
+    return out.with_suffix(".tool-out")
+
+
+def discard_output(state_dir: Path, item_id: str) -> None:
+    for path in (*output_paths(state_dir, item_id), stdout_copy_path(state_dir, item_id)):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def read_tail(path: Path) -> str:
+    """The end of *path* as a signal carries it (trimmed to the stream cap); empty when unreadable."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 2 * wire.MAX_STREAM_BYTES))
+            data = f.read()
+    except OSError:
+        return ""
+    return wire.trim_stream(data.decode("utf-8", "replace"))
+
+
+def hook_identity(pid: int) -> str:
+    """The hook's pid and start time: recovery kills that very process, never a recycled pid."""
+    return f"{pid} {proctree.start_time(pid) or ''}"
