@@ -23,14 +23,14 @@ from control import hot
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.api.openapi import spec
 from control.documents import heat
-from control.documents.publish import HttpPublisher
 from control.engine import lifecycle
 from control.errors import AuthError, BadRequestError, ControlError, ForbiddenError, TooLargeError
 from control.services import agents, converge, queries, signing, stacks
 from control.store.orm import ServerRow, StackRow
 from control.transports import offline as offline_enrolment
-from control.transports import parse_signal_name
 from control.transports import service as transport_service
+from control.transports.publisher import http_publisher
+from control.transports.store import parse_signal_name
 
 log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
@@ -409,8 +409,8 @@ async def document(request: web.Request) -> web.StreamResponse:
     """The server's document; 304 while unchanged; ``?wait=S`` long-polls up to S seconds."""
     rt = request.app[RUNTIME]
     server_id = request[AUTH_SERVER]
-    publisher = rt.publisher
-    if not isinstance(publisher, HttpPublisher):
+    publisher = http_publisher(rt.publisher)
+    if publisher is None:
         raise BadRequestError("this control plane does not serve documents over HTTP", where="transport")
     if publisher.get(server_id) is None:
         await rt.publish([server_id])

@@ -17,15 +17,9 @@ from agent.transports import file as agent_file
 from control.cli.signal_import import name_of
 from control.errors import BadRequestError
 from control.hot.types import CONFIG_TRANSPORTS
-from control.transports import (
-    MAX_URL_LIFETIME,
-    Lifetimes,
-    Transports,
-    normalize,
-    parse_signal_name,
-    signal_name,
-)
+from control.transports.publisher import Transports, normalize
 from control.transports.relay import RelayStore
+from control.transports.store import MAX_URL_LIFETIME, Lifetimes, parse_signal_name, signal_name
 
 
 def test_heat_and_own_transport_names():
