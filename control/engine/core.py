@@ -602,7 +602,7 @@ async def settle(
 
     *resources* (deployment id -> its resource row, or None for none) and
     *traversals* (stack id -> its traversal) let a caller that settles many
-    deployments at once (control/signal_batch.py) load them in one query each.
+    deployments at once (control/signals/batch.py) load them in one query each.
     """
     if dep.stack_id is None:
         return

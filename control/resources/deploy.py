@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
+from control.documents.render import iso
 from control.errors import BadRequestError, NotFoundError, StaleSignalError
-from control.runtime import iso
 from control.store.orm import DeploymentRow, ServerRow
 from control.txn import Txn
 

@@ -211,7 +211,6 @@ def _view(dep: DeploymentRow, generation: int, *, duplicate: bool) -> dict[str, 
 
 def batch_for(rt: Runtime) -> SignalBatch:
     """The runtime's signal queue (made on first use, on the running event loop)."""
-    if rt.signal_batch is None:
+    if not isinstance(rt.signal_batch, SignalBatch):  # None until the first signal
         rt.signal_batch = SignalBatch(rt)
-    batch: SignalBatch = rt.signal_batch
-    return batch
+    return rt.signal_batch
