@@ -141,6 +141,7 @@ class Transports:
     """The publisher of a control plane with stores: HTTP for every server, plus its store."""
 
     def __init__(self, stores: Iterable[Store], lifetimes: Lifetimes) -> None:
+        #: Every document, served by the control plane itself: the index every agent falls back to.
         self.http = HttpPublisher()
         self.stores = {s.kind: s for s in stores}
         self.lifetimes = lifetimes
