@@ -1,17 +1,40 @@
-"""Errors of the control plane.
+"""Errors of the control plane, and what the API answers for each.
 
-ControlError
-  +-- BadRequestError        a request body or query is malformed (400)
-  |     +-- TooLargeError    over a documented size cap (413)
-  +-- AuthError              no or wrong credential (401)
-  +-- ForbiddenError         a valid credential used outside its scope (403)
-  +-- NotFoundError          no such stack, server, deployment (404)
-  +-- ConflictError          the request conflicts with the current state (409)
-  +-- StaleSignalError       a signal for a generation that is no longer current (409)
-  +-- GoneError              the thing a credential was for no longer exists (410)
+ControlError                     base of the domain errors; ``status`` and ``code`` are the answer
+  +-- BadRequestError            a request body or query is malformed (400 bad_request)
+  |     +-- TooLargeError        over a documented size cap (413 too_large)
+  +-- AuthError                  no or wrong credential (401 unauthorized)
+  +-- ForbiddenError             a valid credential used outside its scope (403 forbidden)
+  +-- NotFoundError              no such stack, server, deployment (404 not_found)
+  +-- ConflictError              the request conflicts with the current state (409 conflict)
+  |     +-- StaleSignalError     a signal for a generation that is no longer current (409 stale_signal)
+  +-- GoneError                  the thing a credential was for no longer exists (410 gone)
 
-Template problems are ``control.hot.TemplateError`` (400); the API middleware maps
-both families to a JSON body ``{"error": {"code", "message", "where"}}``.
+Raised by control outside that tree, each caught at its own boundary:
+
+  control.hot.errors.TemplateError (Exception)
+      a template, environment or parameter is invalid: 400 invalid_template, ``where`` its path
+  control.transports.store.StoreError (Exception)
+      an object store is unreachable or refused: the transports retry; never reaches the API
+  control.store.work.LeaseLostError (RuntimeError)
+      another process holds a stack's work: the engine drops the step, uncommitted
+  control.store.db.SchemaError (RuntimeError)
+      the database was made by another version: `anneal serve` prints it and exits 2
+  control.store.crypt.DataKeyError (RuntimeError)
+      a stored secret does not open with this data dir's key: 500 internal, logged
+  control.cli.client.ClientError (Exception)
+      an operator command failed (the CLI's side): `anneal` prints it and exits 1
+
+The API's ``errors`` middleware (control/api) answers every failure with
+``{"error": {"code", "message", "where"}}``:
+
+  ControlError                          its status and code
+  hot.TemplateError                     400 invalid_template
+  a body over the request cap           413 too_large
+  IntegrityError (a concurrent write)   409 conflict
+  OperationalError, StaleDataError      503 unavailable, with ``Retry-After: 5`` (busy or raced)
+  aiohttp's HTTPException (>= 400)      its status, code ``http``, ``where`` the path (unknown route...)
+  anything else                         500 internal: a bug, logged with its traceback
 """
 
 from __future__ import annotations

@@ -5,16 +5,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any
+from typing import Protocol
 
 from sqlalchemy import select, update
 
-from agent import envelope, wire
+from agent import envelope
 from control.documents import seal
 from control.documents.publish import Publisher
+from control.documents.render import render_document
 from control.keys import Keys
 from control.provision import Provisioner
 from control.settings import Settings
@@ -26,8 +26,19 @@ log = logging.getLogger(__name__)
 PUBLISH_CHUNK = 500
 
 
+class SignalQueue(Protocol):
+    """What the process owning a Runtime sees of its signal queue (control/signals/batch.py)."""
+
+    #: Transactions committed (for the bench and the tests).
+    batches: int
+
+    async def close(self) -> None: ...
+
+
 @dataclass
 class Runtime:
+    """The handles one control-plane process shares, and the publishing of its documents."""
+
     settings: Settings
     keys: Keys
     sessions: Sessions
@@ -37,8 +48,8 @@ class Runtime:
     credentials: dict[str, str] = field(default_factory=dict)
     #: server id -> serial of the document this process last handed to the publisher.
     published: dict[str, int] = field(default_factory=dict)
-    #: The queue result signals are applied from in batches (control/signal_batch.py).
-    signal_batch: Any = None
+    #: The queue result signals are applied from in batches, made on the first signal.
+    signal_batch: SignalQueue | None = None
 
     async def publish(self, server_ids: Iterable[str]) -> None:
         """Render, sign and hand each server's document to the publisher; re-sign those near expiry.
@@ -101,37 +112,3 @@ class Runtime:
         async with self.sessions() as session:
             ids = list(await session.scalars(select(ServerRow.id).where(ServerRow.serial_at < due)))
         await self.publish(ids)
-
-
-def render_document(
-    server: ServerRow,
-    rows: Iterable[DeploymentRow],
-    ttl: float,
-    hidden: Mapping[str, frozenset[str]] | None = None,
-) -> wire.Document:
-    """The server's document: every deployment on it, Heat's shape plus our extras, secrets sealed."""
-    items = []
-    meta = {}
-    recipient = seal.box_key(server.public_keys or {})
-    for row in rows:
-        item = wire.decode_item(row.item, f"deployment {row.id}")
-        strings = (hidden or {}).get(row.stack_id or "", frozenset())
-        item, fields = seal.seal_item(item, server.id, recipient, strings)
-        items.append(item)
-        # A generation failed without a signal (cancelled, timed out): its agent stops the hook.
-        stop = row.status == "FAILED" and row.status_code is None
-        meta[item.id] = wire.ItemMeta(
-            row.id, row.generation, row.hash, row.action, row.timeout, fields, stop=stop
-        )
-    return wire.Document(
-        server_id=server.id,
-        serial=server.serial,
-        issued_at=iso(server.serial_at),
-        deployments=tuple(wire.sorted_items(items)),
-        meta=meta,
-        expires_at=iso(server.serial_at + ttl),
-    )
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

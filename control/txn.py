@@ -111,7 +111,7 @@ class Txn:
     async def commit(self, kick: Callable[[str], None] | None = None) -> None:
         """Commit, then publish documents, run deferred work and wake the engine.
 
-        Every stack in ``kicks`` gets its durable work row (control/work.py) in this
+        Every stack in ``kicks`` gets its durable work row (control/store/work.py) in this
         same transaction; *kick* only wakes this process's claim loop early.
         """
         if self.kicks:
@@ -152,6 +152,6 @@ class Txn:
         """After ``commit``: go on in the same session with a new unit of work.
 
         What the committed unit published, kicked and added is done; a sliced
-        engine step (control/engine.py ``_Slices``) must not publish it again.
+        engine step (the engine's ``_Slices``) must not publish it again.
         """
         self.publish, self.kicks, self.later, self.created = set(), set(), [], {}

@@ -7,9 +7,9 @@ from aiohttp import web
 from agent import wire
 from control.api.app_keys import ENGINE, RUNTIME
 from control.api.middleware import AUTH_SERVER, auth, ok, read_json, read_object, seconds_query
-from control.documents.publish import HttpPublisher
 from control.errors import BadRequestError
 from control.services import agents
+from control.transports.publisher import http_publisher
 
 routes = web.RouteTableDef()
 
@@ -27,8 +27,8 @@ async def document(request: web.Request) -> web.StreamResponse:
     """The server's document; 304 while unchanged; ``?wait=S`` long-polls up to S seconds."""
     rt = request.app[RUNTIME]
     server_id = request[AUTH_SERVER]
-    publisher = rt.publisher
-    if not isinstance(publisher, HttpPublisher):
+    publisher = http_publisher(rt.publisher)
+    if publisher is None:
         raise BadRequestError("this control plane does not serve documents over HTTP", where="transport")
     if publisher.get(server_id) is None:
         await rt.publish([server_id])

@@ -27,8 +27,8 @@ from control.errors import BadRequestError
 from control.services import agents, converge, queries, signing, stacks
 from control.store.orm import ServerRow, StackRow
 from control.transports import offline as offline_enrolment
-from control.transports import parse_signal_name
 from control.transports import service as transport_service
+from control.transports.store import parse_signal_name
 
 routes = web.RouteTableDef()
 

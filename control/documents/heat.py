@@ -21,8 +21,9 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
+from control.documents.render import iso
 from control.errors import ForbiddenError, NotFoundError
-from control.runtime import Runtime, iso
+from control.runtime import Runtime
 from control.store.orm import DeploymentRow, ServerRow
 
 #: ServerRow.agent_kind of a server whose agent is Heat's chain.

@@ -3,8 +3,8 @@
 A publisher is a projection of database state: `runtime.publish` renders the
 document from the database after every commit that changes it, and on start.
 The HTTP publisher keeps the newest bytes per server in memory and wakes the
-agents' long-polls; the object-store publishers (Swift, S3, local directory)
-implement the same port.
+agents' long-polls; `control.transports.publisher.Transports` implements the same
+port: it holds an HTTP publisher and also writes to the object stores.
 """
 
 from __future__ import annotations

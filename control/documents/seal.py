@@ -8,7 +8,7 @@ secret string, or the value of one of its deployment's secret inputs (a
 StructuredConfig's ``get_input``), is secret too, and so is a signal URL that
 carries its own credential. Secret values leave the control plane only sealed
 (``agent/sealed.py``), to the X25519 key the server gave at enrolment, and are
-masked wherever the API shows them (``control/queries.py``).
+masked wherever the API shows them (``control/services/queries.py``).
 """
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ class Engine:
                 # More was asked for during the step (signals arriving): let them gather for as
                 # long as the step took, so a big stack is not re-walked per signal.
                 await asyncio.sleep(min(time.monotonic() - started, MAX_GATHER))
-        except work.LeaseLost as e:
+        except work.LeaseLostError as e:
             log.info("%s", e)
         except DBAPIError as e:  # the lease runs out and the row is claimed again
             log.warning("stack %s: releasing work failed: %s", claim.stack_id, e)
@@ -162,7 +162,7 @@ class Engine:
         except (StaleDataError, OperationalError) as e:
             log.info("stack %s: step raced a concurrent change (%s); stepping again", claim.stack_id, e)
             return False, time.time() + RACE_RETRY
-        except work.LeaseLost:
+        except work.LeaseLostError:
             raise
         except Exception as e:  # a bug must not leave the stack silently in progress
             log.exception("engine step failed for stack %s", claim.stack_id)

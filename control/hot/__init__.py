@@ -4,6 +4,7 @@ Pure Python: no I/O beyond parsing the YAML text it is given. Every problem is a
 TemplateError whose ``path`` says where (``resources.web.properties.config``).
 """
 
+from control.hot.binding import condition_values, resolve_parameters
 from control.hot.environment import Environment, map_type, merge_environments, parse_environment
 from control.hot.errors import TemplateError
 from control.hot.functions import (
@@ -17,13 +18,7 @@ from control.hot.functions import (
     resolve,
 )
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
-from control.hot.parameters import (
-    PSEUDO_PARAMETERS,
-    ParameterDef,
-    Parameters,
-    condition_values,
-    resolve_parameters,
-)
+from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.template import OutputDef, ResourceDef, Template, parse_template
 from control.hot.types import (
     TYPES,

@@ -1,4 +1,4 @@
-"""Software deployments: derived configs, generations, signals.
+"""Software deployments: derived configs, generations, attributes.
 
 A deployment's *generation* counts the actions it has been given; each
 generation gets a fresh derived config (Heat's rule: a new id per action) and
@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
-from control.errors import BadRequestError, NotFoundError, StaleSignalError
-from control.runtime import iso
+from control.documents.render import iso
+from control.errors import BadRequestError, NotFoundError
 from control.store.orm import DeploymentRow, ServerRow
 from control.txn import Txn
 
@@ -180,44 +180,6 @@ def replace_on_change_differs(dep: DeploymentRow, source: Source, values: Mappin
         if item.replace_on_change and old.get(item.name) != item.value:
             return True
     return False
-
-
-def result_status(dep: DeploymentRow, signal: wire.Signal) -> tuple[str, str, dict[str, Any]]:
-    """COMPLETE or FAILED with its reason, and the declared outputs kept (Heat's rules)."""
-    declared = {o["name"]: o for o in (dep.item or {}).get("outputs", [])}
-    outputs = {k: v for k, v in signal.outputs.items() if k in declared}
-    if signal.status_code != 0:
-        return "FAILED", f"Deployment exited with non-zero status code: {signal.status_code}", outputs
-    for name, spec in declared.items():
-        if spec.get("error_output") and outputs.get(name):
-            return "FAILED", f"{name} : {outputs[name]}", outputs
-    return "COMPLETE", "Outputs received", outputs
-
-
-def apply_signal(dep: DeploymentRow, generation: int, signal: wire.Signal) -> bool:
-    """Record *signal* for *generation*; False when it duplicates one already recorded."""
-    if generation < dep.generation:
-        raise StaleSignalError(
-            f"generation {generation} of deployment {dep.id} is stale; current is {dep.generation}",
-            where="generation",
-        )
-    if generation > dep.generation:
-        raise StaleSignalError(
-            f"deployment {dep.id} has no generation {generation} yet (current {dep.generation})",
-            where="generation",
-        )
-    if dep.status != "IN_PROGRESS" or signal.extra.get("status") == "IN_PROGRESS":
-        return False  # a progress report read as a result (by any path) never completes a deployment
-    status, reason, outputs = result_status(dep, signal)
-    now = time.time()
-    dep.status, dep.status_reason = status, reason
-    dep.outputs = outputs
-    dep.stdout = wire.trim_stream(signal.stdout)
-    dep.stderr = wire.trim_stream(signal.stderr)
-    dep.status_code = signal.status_code
-    dep.signal_nonce = str(signal.extra.get("nonce") or "") or None
-    dep.completed_at = dep.updated_at = now
-    return True
 
 
 def attributes(dep: DeploymentRow) -> dict[str, Any]:

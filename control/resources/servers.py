@@ -9,11 +9,11 @@ from typing import Any
 
 from sqlalchemy import select
 
-from control import transports
 from control.keys import new_token, token_hash
 from control.resources import deploy
 from control.resources.base import REPLACE, Outcome, Res, done
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow
+from control.transports.publisher import assign
 from control.txn import Txn
 
 
@@ -137,7 +137,7 @@ def _config_transport(txn: Txn, res: Res, server: ServerRow, props: Mapping[str,
     """software_config_transport chooses the server's transport; a change moves its agent."""
     value = props.get("software_config_transport")
     if value is not None:
-        transports.assign(txn, server, value, f"{res.where}.properties.software_config_transport")
+        assign(txn, server, value, f"{res.where}.properties.software_config_transport")
 
 
 def _server_attributes(server: ServerRow) -> dict[str, Any]:

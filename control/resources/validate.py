@@ -6,7 +6,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from control import hot
-from control.engine.stackdef import Definition
 from control.resources.deploy import SUPPORTED_SIGNAL_TRANSPORTS
 
 DEPLOYMENT = "OS::Heat::SoftwareDeployment"
@@ -22,9 +21,9 @@ CONFIGS = frozenset({"OS::Heat::SoftwareConfig", "OS::Heat::StructuredConfig", "
 ALWAYS = frozenset({"deploy_stdout", "deploy_stderr", "deploy_status_code"})
 
 
-def check_definition(defn: Definition) -> None:
+def check_definition(template: hot.Template) -> None:
     """Raise hot.TemplateError for what would fail later: unsupported transports, unknown outputs."""
-    resources = defn.template.resources
+    resources = template.resources
     for name, rdef in resources.items():
         if rdef.type not in SIGNALLING:
             continue
@@ -34,7 +33,7 @@ def check_definition(defn: Definition) -> None:
                 f"resources.{name}.properties.signal_transport",
                 f"{transport} is not supported; use one of {', '.join(SUPPORTED_SIGNAL_TRANSPORTS)}",
             )
-    for path, args in _get_attrs(defn):
+    for path, args in _get_attrs(template):
         if not isinstance(args, list) or len(args) < 2 or not isinstance(args[0], str):
             continue
         target, attribute = args[0], args[1]
@@ -47,12 +46,12 @@ def check_definition(defn: Definition) -> None:
             )
 
 
-def _get_attrs(defn: Definition) -> Iterator[tuple[str, Any]]:
-    for name, rdef in defn.template.resources.items():
+def _get_attrs(template: hot.Template) -> Iterator[tuple[str, Any]]:
+    for name, rdef in template.resources.items():
         for path, fn, args in hot.calls(rdef.properties, f"resources.{name}.properties"):
             if fn == "get_attr":
                 yield path, args
-    for name, out in defn.template.outputs.items():
+    for name, out in template.outputs.items():
         for path, fn, args in hot.calls(out.value, f"outputs.{name}.value"):
             if fn == "get_attr":
                 yield path, args

@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control import transports
 from control.documents import heat
 from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
 from control.keys import new_token, token_hash
@@ -20,6 +19,7 @@ from control.runtime import Runtime
 from control.services import rebuild
 from control.signals import batch, progress, scope
 from control.store.orm import DeploymentRow, ServerRow
+from control.transports.publisher import arrived_via, assign, published_section
 from control.txn import Txn
 
 KEY_KINDS = ("sign", "box")
@@ -47,7 +47,7 @@ async def create_server_record(
             server.agent_kind, server.status = heat.HEAT_AGENT, "HEAT_COMPATIBLE"
             server.enrol_token_hash, server.enrol_expires = None, None
         elif transport is not None:
-            transports.assign(txn, server, transport, "transport")
+            assign(txn, server, transport, "transport")
         await txn.commit()
         if heat_compatible:
             return {
@@ -74,7 +74,7 @@ async def set_transport(rt: Runtime, ref: str, transport: Any) -> dict[str, Any]
         if server is None:
             raise NotFoundError(f"server {ref!r} not found", where="server")
         txn = Txn(session, rt)
-        transports.assign(txn, server, transport, "transport")
+        assign(txn, server, transport, "transport")
         result = {
             "id": server.id,
             "name": server.name,
@@ -146,7 +146,7 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
             "heartbeat_url": f"{base}/v1/agent/heartbeat",
             "control_public_key": rt.keys.public_key_b64,
             # Where the first document comes from: the assigned store, not where the agent enrolled.
-            "transport": transports.published_section(rt.publisher, server.id),
+            "transport": published_section(rt.publisher, server.id),
         }
 
 
@@ -195,7 +195,7 @@ async def heartbeat(rt: Runtime, server_id: str, body: Mapping[str, Any]) -> dic
     if serial is None:
         raise NotFoundError("server no longer exists", where="server")
     if isinstance(body.get("transport"), str):
-        await transports.arrived_via(rt, server_id, body["transport"])
+        await arrived_via(rt, server_id, body["transport"])
     return {"serial": serial}
 
 

@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
+from control.documents.render import iso
 from control.resources import deploy
-from control.runtime import iso
 from control.store.orm import DeploymentRow, ServerRow
 from control.txn import Txn
 

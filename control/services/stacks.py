@@ -68,7 +68,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
     template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
     stack_id = str(uuid.uuid4())
     defn = stackdef.build(template, files, env, params, stack_name=name, stack_id=stack_id)
-    check_definition(defn)
+    check_definition(defn.template)
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
@@ -139,7 +139,7 @@ async def _update_once(
         if body.get("existing"):
             params = {**stack.params_given, **params}
         defn = stackdef.build(template, files, env, params, stack_name=stack.name, stack_id=stack.id)
-        check_definition(defn)
+        check_definition(defn.template)
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.
         if not (stack.status == "IN_PROGRESS" and stack.previous is not None):

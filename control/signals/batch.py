@@ -8,7 +8,7 @@ stack) and only then answers each caller. An
 agent is therefore never told a signal was taken before it is committed: if the
 process dies between receiving and committing, the agent gets no answer, keeps
 the signal in its outbox and sends it again, and the generation+nonce rules
-(control/scope.py) apply it once.
+(control/signals/scope.py) apply it once.
 
 A signal the rules refuse (stale, wrong owner, another answer) gets its error
 alone; the rest of the batch is applied. If the batch's transaction fails as a
@@ -35,9 +35,9 @@ from sqlalchemy.orm import defer
 from agent import wire
 from control.engine.settle import settle
 from control.errors import ControlError, GoneError, NotFoundError
-from control.resources import deploy
 from control.runtime import Runtime
 from control.signals import scope
+from control.signals.result import apply_signal
 from control.store import bulk
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
@@ -141,7 +141,7 @@ class SignalBatch:
                     assert dep is not None  # _check raised otherwise
                     scope.check_answer(dep, p.generation, p.signal)
                     # apply_signal refuses (raises) before it changes anything
-                    changed = deploy.apply_signal(dep, p.generation, p.signal)
+                    changed = apply_signal(dep, p.generation, p.signal)
                 except ControlError as e:
                     answers.append((p, e))
                     continue
@@ -211,7 +211,6 @@ def _view(dep: DeploymentRow, generation: int, *, duplicate: bool) -> dict[str, 
 
 def batch_for(rt: Runtime) -> SignalBatch:
     """The runtime's signal queue (made on first use, on the running event loop)."""
-    if rt.signal_batch is None:
+    if not isinstance(rt.signal_batch, SignalBatch):  # None until the first signal
         rt.signal_batch = SignalBatch(rt)
-    batch: SignalBatch = rt.signal_batch
-    return batch
+    return rt.signal_batch

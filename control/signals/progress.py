@@ -19,7 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent import wire
 from agent.progress import STATUS, TAIL_BYTES
-from control.errors import BadRequestError, StaleSignalError
+from control.errors import BadRequestError
+from control.signals.scope import check_generation
 from control.store.orm import DeploymentRow
 
 
@@ -65,16 +66,7 @@ def apply_progress(dep: DeploymentRow, generation: int, body: Mapping[str, Any])
             f"the body reports on generation {claimed!r} but was sent to generation {generation}",
             where="anneal.generation",
         )
-    if generation < dep.generation:
-        raise StaleSignalError(
-            f"generation {generation} of deployment {dep.id} is stale; current is {dep.generation}",
-            where="generation",
-        )
-    if generation > dep.generation:
-        raise StaleSignalError(
-            f"deployment {dep.id} has no generation {generation} yet (current {dep.generation})",
-            where="generation",
-        )
+    check_generation(dep, generation)
     if dep.status != "IN_PROGRESS":
         return None
     last = dep.progress or {}

@@ -44,6 +44,20 @@ def check_owner(dep: DeploymentRow, sig: str | None, server_id: str | None) -> N
         raise ForbiddenError(f"deployment {dep.id} belongs to another server", where="deployment")
 
 
+def check_generation(dep: DeploymentRow, generation: int) -> None:
+    """Refuse a signal (result or progress) for a generation that is not *dep*'s current one."""
+    if generation < dep.generation:
+        raise StaleSignalError(
+            f"generation {generation} of deployment {dep.id} is stale; current is {dep.generation}",
+            where="generation",
+        )
+    if generation > dep.generation:
+        raise StaleSignalError(
+            f"deployment {dep.id} has no generation {generation} yet (current {dep.generation})",
+            where="generation",
+        )
+
+
 def check_answer(dep: DeploymentRow, generation: int, signal: wire.Signal) -> None:
     """Refuse a signal whose body contradicts its URL or answers a generation already answered."""
     claimed = signal.extra.get("generation")
@@ -53,7 +67,7 @@ def check_answer(dep: DeploymentRow, generation: int, signal: wire.Signal) -> No
             where="anneal.generation",
         )
     if generation != dep.generation:
-        return  # apply_signal refuses it as stale, with the current generation
+        return  # check_generation refuses it as stale, with the current generation
     config_id = signal.extra.get("config_id")
     if config_id and dep.item_id and config_id != dep.item_id:
         raise StaleSignalError(

@@ -23,7 +23,7 @@ async def open_database(url: str, data_key: bytes) -> tuple[AsyncEngine, Session
 
     *data_key* encrypts the columns that may hold secrets (``control/store/crypt.py``).
     """
-    sqlite = url.startswith("sqlite")  # a closed connection never keeps a lock (control/sqliteconn.py)
+    sqlite = url.startswith("sqlite")  # a closed connection never keeps a lock (control/store/sqliteconn.py)
     engine = create_async_engine(url, **({"connect_args": {"factory": RollbackOnClose}} if sqlite else {}))
     crypt.attach_key(engine.sync_engine.dialect, data_key)
     if engine.dialect.name == "sqlite":

@@ -154,7 +154,7 @@ class DeploymentRow(Base):
     stderr: Mapped[str] = mapped_column(Text, default="")
     status_code: Mapped[int | None] = mapped_column(Integer, default=None)
     signal_nonce: Mapped[str | None] = mapped_column(String(64), default=None)
-    #: The last progress signal of the current generation (control/progress.py), or None.
+    #: The last progress signal of the current generation (control/signals/progress.py), or None.
     progress: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)

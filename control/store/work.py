@@ -108,7 +108,7 @@ async def renew(session: AsyncSession, claims: Iterable[Claim], lease: float) ->
     return lost
 
 
-class LeaseLost(RuntimeError):
+class LeaseLostError(RuntimeError):
     """Another process holds the stack's work now; this step must not commit."""
 
 
@@ -125,7 +125,7 @@ async def fence(session: AsyncSession, c: Claim, lease: float) -> None:
         .execution_options(synchronize_session=False)
     )
     if result.rowcount != 1:  # type: ignore[attr-defined]
-        raise LeaseLost(f"lease on stack {c.stack_id} lost to another process")
+        raise LeaseLostError(f"lease on stack {c.stack_id} lost to another process")
 
 
 async def finish(session: AsyncSession, c: Claim, *, done: bool, next_at: float) -> int | None:
@@ -133,7 +133,7 @@ async def finish(session: AsyncSession, c: Claim, *, done: bool, next_at: float)
 
     Returns None when released, or the row's newer ``seq`` when another step was
     asked for meanwhile (the caller keeps the lease and steps again). Raises
-    LeaseLost when the row is no longer ours.
+    LeaseLostError when the row is no longer ours.
     """
     mine = (WorkRow.stack_id == c.stack_id, WorkRow.lease_token == c.token, WorkRow.seq == c.seq)
     if done:
@@ -155,7 +155,7 @@ async def finish(session: AsyncSession, c: Claim, *, done: bool, next_at: float)
     ).first()
     await session.commit()
     if row is None or row[1] != c.token:
-        raise LeaseLost(f"lease on stack {c.stack_id} lost to another process")
+        raise LeaseLostError(f"lease on stack {c.stack_id} lost to another process")
     return int(row[0])
 
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from control.transports import StoreError, Waiting, signal_name
+from control.transports.store import StoreError, Waiting, signal_name
 
 DOCUMENT_FILE = "document.json"
 

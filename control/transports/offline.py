@@ -21,12 +21,13 @@ from sqlalchemy import select
 
 from agent import wire
 from agent.transports import offline
-from control import transports
 from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from control.keys import new_token, token_hash
 from control.runtime import Runtime
 from control.services import agents
 from control.store.orm import ServerRow
+from control.transports.publisher import published_section
+from control.transports.store import signal_name
 
 
 async def _server(session: Any, ref: str) -> ServerRow:
@@ -59,7 +60,7 @@ async def media_bundle(rt: Runtime, ref: str) -> dict[str, Any]:
         server.enrol_expires = time.time() + rt.settings.enrol_token_ttl
         await session.commit()
         server_id, name, expires = server.id, server.name, server.enrol_expires
-    section = transports.published_section(rt.publisher, server_id)
+    section = published_section(rt.publisher, server_id)
     if section.get("kind") != "LOCAL":
         section = {"kind": "LOCAL", "poll_interval": rt.settings.store_poll_interval, "signals": {}}
     return {
@@ -141,7 +142,7 @@ async def open_signal_file(
             "are accepted only as written by the server's agent",
             where="signal",
         )
-    name = transports.signal_name(deployment_id, generation)
+    name = signal_name(deployment_id, generation)
     if envelope.get("name") != name:
         raise ForbiddenError(
             f"{where}: the file is signed for {envelope.get('name')!r}, not {name}", where="name"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from control.transports import Waiting
+from control.transports.store import Waiting
 
 
 class RelayStore:

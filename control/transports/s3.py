@@ -21,7 +21,7 @@ from botocore.client import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from agent import wire
-from control.transports import StoreError, Waiting, signal_name
+from control.transports.store import StoreError, Waiting, signal_name
 
 log = logging.getLogger(__name__)
 #: SigV4 presigned URLs live at most this long (seconds).

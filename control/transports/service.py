@@ -9,16 +9,17 @@ from typing import Any
 from sqlalchemy import or_, select
 
 from agent import wire
-from control import transports
 from control.errors import ControlError, NotFoundError
 from control.runtime import Runtime
 from control.services import agents
 from control.settings import Settings
 from control.store.orm import DeploymentRow, ServerRow
-from control.transports import Lifetimes, Store, Transports, offline
+from control.transports import offline
 from control.transports.local import LocalStore
+from control.transports.publisher import Transports, arrived_via
 from control.transports.relay import RelayStore
 from control.transports.s3 import S3Config, S3Store
+from control.transports.store import Lifetimes, Store
 from control.transports.swift import SwiftConfig, SwiftStore
 from control.txn import Txn
 
@@ -144,5 +145,5 @@ async def import_signal(
     result = await agents.record_signal(
         rt, kick, deployment_id, generation, obj, sig=None, server_id=server_id
     )
-    await transports.arrived_via(rt, server_id, via)
+    await arrived_via(rt, server_id, via)
     return result

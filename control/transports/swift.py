@@ -35,7 +35,7 @@ import aiohttp
 
 from agent import wire
 from agent.client import read_capped
-from control.transports import StoreError, Waiting, signal_name
+from control.transports.store import StoreError, Waiting, signal_name
 
 log = logging.getLogger(__name__)
 TIMEOUT = aiohttp.ClientTimeout(total=30)

@@ -203,7 +203,7 @@ def test_r06_interleaved_writers_and_leases(backend: Backend) -> None:
                 async with b.sessions() as s:
                     try:
                         await work.fence(s, c, LEASE)
-                    except work.LeaseLost:
+                    except work.LeaseLostError:
                         await s.rollback()
                         return False
                     await s.commit()
@@ -228,7 +228,7 @@ def test_r06_interleaved_writers_and_leases(backend: Backend) -> None:
                 async with b.sessions() as s:
                     try:
                         return "ok", await work.finish(s, c, done=done, next_at=0.0)
-                    except work.LeaseLost:
+                    except work.LeaseLostError:
                         return "lost", None
 
             outcome, newer = b.run(go())

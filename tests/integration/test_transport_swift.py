@@ -273,7 +273,8 @@ async def test_swift_store_signal_url_and_collection(swift_server: Swift):
     """The store API in-process: a TEMP_URL_SIGNAL-style PUT URL, listing, import once, delete."""
     import asyncio
 
-    from control.transports import Lifetimes, Transports, collect
+    from control.transports.publisher import Transports, collect
+    from control.transports.store import Lifetimes
     from control.transports.swift import SwiftConfig, SwiftStore
 
     store = SwiftStore(

@@ -8,13 +8,8 @@ import pytest
 
 from agent import wire
 from control.errors import StaleSignalError
-from control.resources.deploy import (
-    Source,
-    apply_signal,
-    declared_inputs,
-    replace_on_change_differs,
-    result_status,
-)
+from control.resources.deploy import Source, declared_inputs, replace_on_change_differs
+from control.signals.result import apply_signal, result_status
 from control.store.orm import DeploymentRow
 
 

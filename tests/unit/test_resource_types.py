@@ -296,7 +296,7 @@ def test_get_attr_of_an_undeclared_output_is_refused_for_structured_and_componen
         )
         defn = stackdef.build(template, {}, hot.Environment(), {}, stack_name="s", stack_id="i")
         with pytest.raises(TemplateError) as info:
-            check_definition(defn)
+            check_definition(defn.template)
         assert "outputs.bad.value" == info.value.path and "'nope'" in info.value.reason
 
 

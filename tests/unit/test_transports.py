@@ -18,15 +18,9 @@ from agent.transports.switch import AgentTransport, adopt_enrolment, backoff, vi
 from control.cli.signal_import import name_of
 from control.errors import BadRequestError
 from control.hot.types import CONFIG_TRANSPORTS
-from control.transports import (
-    MAX_URL_LIFETIME,
-    Lifetimes,
-    Transports,
-    normalize,
-    parse_signal_name,
-    signal_name,
-)
+from control.transports.publisher import Transports, normalize
 from control.transports.relay import RelayStore
+from control.transports.store import MAX_URL_LIFETIME, Lifetimes, parse_signal_name, signal_name
 
 
 def test_heat_and_own_transport_names():

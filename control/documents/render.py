@@ -1,0 +1,45 @@
+"""The per-server document: every deployment on a server, rendered from its rows, secrets sealed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+
+from agent import wire
+from control.documents import seal
+from control.store.orm import DeploymentRow, ServerRow
+
+
+def render_document(
+    server: ServerRow,
+    rows: Iterable[DeploymentRow],
+    ttl: float,
+    hidden: Mapping[str, frozenset[str]] | None = None,
+) -> wire.Document:
+    """The server's document: every deployment on it, Heat's shape plus our extras, secrets sealed."""
+    items = []
+    meta = {}
+    recipient = seal.box_key(server.public_keys or {})
+    for row in rows:
+        item = wire.decode_item(row.item, f"deployment {row.id}")
+        strings = (hidden or {}).get(row.stack_id or "", frozenset())
+        item, fields = seal.seal_item(item, server.id, recipient, strings)
+        items.append(item)
+        # A generation failed without a signal (cancelled, timed out): its agent stops the hook.
+        stop = row.status == "FAILED" and row.status_code is None
+        meta[item.id] = wire.ItemMeta(
+            row.id, row.generation, row.hash, row.action, row.timeout, fields, stop=stop
+        )
+    return wire.Document(
+        server_id=server.id,
+        serial=server.serial,
+        issued_at=iso(server.serial_at),
+        deployments=tuple(wire.sorted_items(items)),
+        meta=meta,
+        expires_at=iso(server.serial_at + ttl),
+    )
+
+
+def iso(ts: float) -> str:
+    """*ts* (seconds since the epoch) as the UTC timestamp documents and Heat's metadata carry."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,97 @@
+"""A template bound to its environment and given values: final parameter values, condition values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from control.hot.environment import Environment
+from control.hot.errors import TemplateError
+from control.hot.functions import evaluate_condition
+from control.hot.parameters import Parameters, check_constraints, convert
+from control.hot.template import Template
+
+MAX_CONDITION_DEPTH = 50
+
+
+def resolve_parameters(template: Template, environment: Environment, given: Mapping[str, Any]) -> Parameters:
+    """Final parameter values: given > environment parameters > parameter_defaults > default."""
+    for source in (given, environment.parameters):
+        for name in source:
+            if name not in template.parameters:
+                raise TemplateError(f"parameters.{name}", "not declared by the template")
+    values: dict[str, Any] = {}
+    for name, pdef in template.parameters.items():
+        path = f"parameters.{name}"
+        raw = next(
+            (
+                s[name]
+                for s in (given, environment.parameters, environment.parameter_defaults)
+                if s.get(name) is not None
+            ),
+            pdef.default,
+        )
+        if raw is None:
+            raise TemplateError(path, "no value given and no default")
+        values[name] = convert(pdef.type, raw, path, pdef.hidden)
+        check_constraints(pdef, values[name], path)
+    unused = sorted(str(n) for n in environment.parameter_defaults if n not in template.parameters)
+    warnings = [f"parameter_defaults: not declared by the template, ignored: {', '.join(unused)}"]
+    return Parameters(
+        values=values,
+        hidden=frozenset(n for n, p in template.parameters.items() if p.hidden),
+        warnings=tuple(warnings if unused else ()),
+    )
+
+
+class _ConditionContext:
+    """Evaluates the conditions section; conditions may use parameters, never resources."""
+
+    def __init__(self, template: Template, values: Mapping[str, Any]) -> None:
+        self._template, self._values = template, values
+        self._done: dict[str, bool] = {}
+        self._active: list[str] = []
+
+    def param(self, name: str) -> Any:
+        if name not in self._values:
+            raise TemplateError("conditions", f"get_param: parameter {name!r} is not declared")
+        return self._values[name]
+
+    def resource_id(self, name: str) -> Any:
+        raise TemplateError("conditions", "conditions cannot refer to resources")
+
+    def attribute(self, name: str, attribute: str) -> Any:
+        raise TemplateError("conditions", "conditions cannot refer to resources")
+
+    def file(self, path: str) -> str:
+        raise TemplateError("conditions", "conditions cannot read files")
+
+    def condition(self, name: str) -> bool:
+        if name in self._done:
+            return self._done[name]
+        if name not in self._template.conditions:
+            raise TemplateError("conditions", f"condition {name!r} is not defined")
+        if name in self._active or len(self._active) > MAX_CONDITION_DEPTH:
+            loop = " -> ".join([*self._active, name])
+            raise TemplateError("conditions", f"conditions refer to each other too deeply: {loop}")
+        self._active.append(name)
+        try:
+            value = evaluate_condition(self._template.conditions[name], self, f"conditions.{name}")
+        finally:
+            self._active.pop()
+        self._done[name] = value
+        return value
+
+
+def condition_values(
+    template: Template,
+    params: Parameters,
+    *,
+    stack_name: str = "",
+    stack_id: str = "",
+    project_id: str = "",
+) -> dict[str, bool]:
+    """The truth of every entry of the template's conditions section."""
+    pseudo = {"OS::stack_name": stack_name, "OS::stack_id": stack_id, "OS::project_id": project_id}
+    ctx = _ConditionContext(template, {**params.values, **pseudo})
+    return {name: ctx.condition(name) for name in template.conditions}

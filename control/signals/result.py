@@ -1,0 +1,39 @@
+"""A result signal applied to its deployment: the status and outputs it records (Heat's rules)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agent import wire
+from control.signals.scope import check_generation
+from control.store.orm import DeploymentRow
+
+
+def result_status(dep: DeploymentRow, signal: wire.Signal) -> tuple[str, str, dict[str, Any]]:
+    """COMPLETE or FAILED with its reason, and the declared outputs kept (Heat's rules)."""
+    declared = {o["name"]: o for o in (dep.item or {}).get("outputs", [])}
+    outputs = {k: v for k, v in signal.outputs.items() if k in declared}
+    if signal.status_code != 0:
+        return "FAILED", f"Deployment exited with non-zero status code: {signal.status_code}", outputs
+    for name, spec in declared.items():
+        if spec.get("error_output") and outputs.get(name):
+            return "FAILED", f"{name} : {outputs[name]}", outputs
+    return "COMPLETE", "Outputs received", outputs
+
+
+def apply_signal(dep: DeploymentRow, generation: int, signal: wire.Signal) -> bool:
+    """Record *signal* for *generation*; False when it duplicates one already recorded."""
+    check_generation(dep, generation)
+    if dep.status != "IN_PROGRESS" or signal.extra.get("status") == "IN_PROGRESS":
+        return False  # a progress report read as a result (by any path) never completes a deployment
+    status, reason, outputs = result_status(dep, signal)
+    now = time.time()
+    dep.status, dep.status_reason = status, reason
+    dep.outputs = outputs
+    dep.stdout = wire.trim_stream(signal.stdout)
+    dep.stderr = wire.trim_stream(signal.stderr)
+    dep.status_code = signal.status_code
+    dep.signal_nonce = str(signal.extra.get("nonce") or "") or None
+    dep.completed_at = dep.updated_at = now
+    return True
