@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+SOURCES := agent control hooks tests examples bench
 
-.PHONY: install tools demo test lint bench clean package
+.PHONY: install tools demo test unit check fmt lint bench clean package
 
 install: $(STAMP)
 
@@ -24,8 +25,20 @@ demo: install
 test: install tools lint
 	$(PY) -m pytest
 
+# The inner loop: the unit tier alone (about 20 s), and lint + unit before a commit.
+unit: install
+	$(PY) -m pytest tests/unit
+
+check: lint unit
+
+fmt: install
+	$(VENV)/bin/ruff check --fix-only --quiet $(SOURCES)
+	$(VENV)/bin/ruff format $(SOURCES)
+
 lint: install
-	$(VENV)/bin/ruff check agent control hooks tests examples bench
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check $(SOURCES)
+	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/mypy
 
 # The agent's wheel and Debian package (packaging/build.sh; docs/operations.md) into dist/.
