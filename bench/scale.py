@@ -499,7 +499,7 @@ def main() -> int:
     for backend in backends:
         pg_ctx = None
         if backend == "postgresql":
-            from tests.pg import running_postgres  # noqa: PLC0415
+            from tests.support.pg import running_postgres  # noqa: PLC0415
 
             pg_ctx = running_postgres()
             pg = pg_ctx.__enter__()

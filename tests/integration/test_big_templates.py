@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import BIN, ControlPlane, free_port, start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import BIN, free_port
 
 #: 2,000 OS::Heat::None resources of about 1.2 KB each: a 2.5 MB JSON template.
 FILLERS = 2000

@@ -14,16 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.integration.conftest import (
-    BIN,
-    ControlPlane,
-    free_port,
-    start_control_plane,
-    stop_control_plane,
-    wait_until,
-)
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import BIN, free_port
+from tests.support.waiting import wait_until
 
 SECRET = "s3cret-Pa55"
 PROGRESS = re.compile(r"^\d\d:\d\d:\d\d\s+(\S+)\s+([A-Z]+_[A-Z_]+)")

@@ -14,13 +14,10 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
-
-from tests.integration.conftest import ControlPlane, free_port, start_control_plane, stop_control_plane
-from tests.integration.proxy import Front
-from tests.pg import Postgres
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.pg import Postgres
+from tests.support.processes import free_port
+from tests.support.proxy import Front
 
 #: Kills per run in CI (the benchmark figure in docs/performance.md uses more).
 KILLS = 5

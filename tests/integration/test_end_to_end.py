@@ -12,15 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import (
-    EXAMPLES,
-    ControlPlane,
-    start_control_plane,
-    stop_control_plane,
-    wait_file,
-)
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import EXAMPLES
+from tests.support.waiting import wait_file
 
 
 @pytest.fixture
@@ -207,10 +201,7 @@ def test_no_signal_deployment_completes_at_once_and_still_runs(control_plane: Co
     mark = tmp_path / "ran"
     cp.create("nosig", NO_SIGNAL, params={"mark": str(mark)})
     assert "CREATE_COMPLETE" == cp.wait_stack("nosig")["status"]
-    deadline = time.monotonic() + 30
-    while not mark.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert mark.exists()
+    wait_file(mark, 30)
 
 
 SLOW = """
@@ -249,9 +240,7 @@ resources:
 
 def _agent_pid(cp: ControlPlane, name: str) -> int:
     pid_file = cp.agent_dir(name) / "agent.pid"
-    deadline = time.monotonic() + 30
-    while not pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_file(pid_file, 30)
     return int(pid_file.read_text())
 
 

@@ -11,67 +11,31 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent import envelope
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+from tests.support import agents
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.templates import said_stack
+from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow
 HIGH = 2**62
 
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  message: {type: string, default: one}
-resources:
-  box:
-    type: OS::Heat::DeployedServer
-    properties: {name: ff-box, software_config_transport: LOCAL}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: MESSAGE}]
-      outputs: [{name: said}]
-      config: |
-        #!/bin/sh
-        printf 'said %s' "$MESSAGE" > "$heat_outputs_path.said"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: box}
-      input_values: {MESSAGE: {get_param: message}}
-outputs:
-  said: {value: {get_attr: [dep, said]}}
-"""
+TEMPLATE = said_stack("LOCAL", server_name="ff-box")
 
 
 def agent_status(cp: ControlPlane) -> dict[str, Any]:
-    out = subprocess.run(
-        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir("ff-box"))],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return dict(json.loads(out.stdout))
+    return agents.agent_status(cp.agent_dir("ff-box"))
 
 
 def wait(check: Callable[[], bool], what: str, carry: Callable[[], None] = lambda: None) -> None:
-    deadline = time.monotonic() + 120
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        carry()
-        time.sleep(0.3)
+    """Wait for *check*, carrying between tries (check first: `or` calls *carry* only when it fails)."""
+    wait_until(lambda: check() or carry(), what, 120, interval=0.3)
 
 
 def rejections(cp: ControlPlane, kind: str) -> int:

@@ -5,11 +5,8 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-import pytest
-
-from tests.integration.conftest import start_control_plane, stop_control_plane, wait_file
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.waiting import wait_file
 
 TEMPLATE = """
 heat_template_version: 2018-08-31

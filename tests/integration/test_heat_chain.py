@@ -19,10 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
-from tests.tools.heatchain import HeatChain, require_heat_agents
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.heatchain import HeatChain, require_heat_agents
 
 STACK = """
 heat_template_version: rocky

@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
-from tests.tools.hookrun import HEAT_AGENTS, require
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.hookrun import HEAT_AGENTS, require
 
 TEMPLATE = """
 heat_template_version: 2018-08-31

@@ -19,7 +19,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from tests.fixtures.swift import Swift, swift_server  # noqa: F401 (module fixture)
+from tests.support.swift import Swift
 
 AGENT = str(Path(sys.executable).parent / "anneal-agent")
 EXPIRES = 2147483587  # what Heat uses: effectively never
@@ -32,7 +32,7 @@ def temp_url(storage_url: str, key: str, method: str, container: str, obj: str) 
     return f"{parts.scheme}://{parts.netloc}{path}?temp_url_sig={sig}&temp_url_expires={EXPIRES}"
 
 
-def test_temp_url_signal_put_to_real_swift(swift_server: Swift, tmp_path: Path):  # noqa: F811
+def test_temp_url_signal_put_to_real_swift(swift_server: Swift, tmp_path: Path):
     key = secrets.token_hex(16)
     assert swift_server.request("POST", "", headers={"X-Account-Meta-Temp-Url-Key": key})[0] in (200, 204)
     _, storage = swift_server.auth()

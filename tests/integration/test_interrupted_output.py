@@ -13,8 +13,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.integration.conftest import start_control_plane, stop_control_plane
-from tests.integration.test_restarts import enrol_agent, stop_agent
+from tests.support.agents import enrol_agent, stop_agent
+from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.waiting import wait_file, wait_until
 
 TEMPLATE = """
 heat_template_version: rocky
@@ -55,13 +56,6 @@ PYTHON_TEMPLATE = TEMPLATE.replace(
 )
 
 
-def _wait_for(path: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert path.exists(), f"{path} never appeared"
-
-
 def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Path):
     """kill -9 of the agent while a script sleeps: FAILED 137 carries the lines it printed (sh and Python)."""
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
@@ -73,7 +67,7 @@ def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Pat
             work = tmp_path / name
             work.mkdir()
             assert 201 == cp.create(name, template, params={"dir": str(work)}).status
-            _wait_for(work / "printed", 120)
+            wait_file(work / "printed", 120)
             time.sleep(0.5)  # the lines travel hook -> agent -> state dir
             agent.send_signal(signal.SIGKILL)
             agent.wait(30)
@@ -87,10 +81,7 @@ def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Pat
             assert "line two on stderr" in detail["deploy_stderr"], (name, detail["deploy_stderr"])
             # The program (in a session of its own, below the hook) was stopped too, not left behind.
             program = Path("/proc") / (work / "pid").read_text().strip()
-            deadline = time.monotonic() + 30
-            while program.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert not program.exists(), f"{name}: the interrupted program still runs"
+            wait_until(lambda p=program: not p.exists(), f"{name}: the interrupted program still runs", 30)
     finally:
         stop_agent(agent)
         log.close()

@@ -13,15 +13,13 @@ import hashlib
 from pathlib import Path
 
 import aiohttp
-import pytest
 from aiohttp import web
 
 from agent import client, wire
 from agent.relay import Relay
 from agent.transports import tempurl
-from tests.integration.conftest import ControlPlane
+from tests.support.controlplane import ControlPlane
 
-pytestmark = pytest.mark.slow
 BIG = bytes(range(256)) * 4096  # 1 MiB, under the 4 MiB document cap
 
 

@@ -9,11 +9,9 @@ import pytest
 from aiohttp import web
 from openapi_spec_validator import OpenAPIV31SpecValidator
 
-from control.api import routes
 from control.api.openapi import spec
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
+from control.api.routes import routes
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 ROUTES = sorted(

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, ControlPlane, start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import ROOT
 
 STACK = """
 heat_template_version: rocky

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
-import pytest
-
-from tests.integration.conftest import BIN, ControlPlane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane
+from tests.support.processes import BIN
+from tests.support.waiting import wait_until
 
 STEPS = 8
 TEMPLATE = f"""
@@ -30,22 +27,12 @@ resources:
 """
 
 
-def wait_for(predicate, what: str, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not seen within {timeout} s")
-
-
 def test_running_deployment_shows_progress_and_log_follows_it(control_plane: ControlPlane):
     """While the script runs, show has its output tail (status still IN_PROGRESS); log --follow
     prints every line once, live, and ends with the result."""
     cp = control_plane
     assert 201 == cp.create("live", TEMPLATE).status
-    (dep,) = wait_for(lambda: cp.api("GET", "/v1/deployments?stack=live").body, "the deployment")
+    (dep,) = wait_until(lambda: cp.api("GET", "/v1/deployments?stack=live").body, "the deployment", 120)
     follow = subprocess.Popen(
         [str(BIN / "anneal"), "deployment", "log", dep["id"], "--follow", "--timeout", "300"],
         env=cp.env(),
@@ -59,7 +46,7 @@ def test_running_deployment_shows_progress_and_log_follows_it(control_plane: Con
             d = cp.api("GET", f"/v1/deployments/{dep['id']}").body
             return d if "step 1 of 8" in (d["progress"] or {}).get("output_tail", "") else None
 
-        shown = wait_for(script_output_shown, "the script's output in the progress")
+        shown = wait_until(script_output_shown, "the script's output in the progress", 120)
         assert shown["status"] == "IN_PROGRESS"
         assert shown["progress"]["seq"] >= 1
         table = cp.cli("deployment", "show", dep["id"])

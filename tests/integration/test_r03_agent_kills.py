@@ -18,8 +18,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.integration.conftest import start_control_plane, stop_control_plane
-from tests.integration.test_restarts import enrol_agent
+from tests.support.agents import enrol_agent
+from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.waiting import wait_until
 
 KILLS = int(os.environ.get("R03_KILLS", "10"))
 HOOK_SECONDS = 2.0
@@ -53,13 +54,6 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().split("\n")[:-1] if path.exists() else []
 
 
-def _wait_for(path: Path, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return path.exists()
-
-
 def test_r03_agent_killed_mid_hook(tmp_path: Path):
     rng = random.Random(os.environ.get("R03_SEED", "r03"))
     work = tmp_path / "work"
@@ -86,7 +80,8 @@ def test_r03_agent_killed_mid_hook(tmp_path: Path):
             step = f"t{trial}"
             params = {"dir": str(work), "step": step, "rerun": str(rerun).lower()}
             assert 201 == cp.create(f"r03-{trial}", TEMPLATE, params=params).status
-            assert _wait_for(work / f"starts-{step}", 60), f"trial {trial}: the hook never started"
+            # Polled often: the kill must land at a random instant after the hook started.
+            wait_until((work / f"starts-{step}").exists, f"trial {trial}: the hook never started", 60, 0.02)
             offset = rng.uniform(0, HOOK_SECONDS * 1.1)
             time.sleep(offset)
             mid_hook = not (work / f"ends-{step}").exists()

@@ -35,10 +35,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agent import sealed, wire
-from tests.integration.conftest import ControlPlane, free_port, start_control_plane, stop_control_plane
-from tests.integration.faultproxy import FaultProxy, Rates
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.faultproxy import FaultProxy, Rates
+from tests.support.processes import free_port
 
-pytestmark = pytest.mark.slow
 DEPLOYMENTS = int(os.environ.get("R07_DEPLOYMENTS", "100"))
 DELAY = float(os.environ.get("R07_DELAY", "3"))
 GUESSES = int(os.environ.get("R08_GUESSES", "2000"))

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import EXAMPLES, ControlPlane, start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import EXAMPLES
 
 # A hook in the Heat hook-dir style: prints the config it was given as an output.
 ECHO_HOOK = f"""#!{sys.executable}
