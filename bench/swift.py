@@ -158,7 +158,7 @@ def swift_control_plane(
     """A real Swift all-in-one and `anneal serve` (SQLite) with SWIFT on, in a fresh temp dir.
 
     With *front*, the control plane (and whoever uses the TempURLs it gives out) reaches Swift
-    through a TCP front (tests/integration/proxy.py) that can blackhole it. Everything is
+    through a TCP front (tests/support/proxy.py) that can blackhole it. Everything is
     stopped (by PID) and removed on exit.
     """
     work = Path(tempfile.mkdtemp(prefix=f"anneal-bench-{prefix}-"))

@@ -22,30 +22,21 @@ from tests.support.agents import agent_status, enrol_agent, stop_agent
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.disk import fill, mount_tmpfs, unmount
 from tests.support.processes import BIN
+from tests.support.templates import one_script_deployment
 from tests.support.waiting import wait_until
 
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  dir: {type: string}
-  step: {type: string}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: DIR}, {name: STEP}]
-      config: |
-        #!/bin/sh
-        echo "started $STEP"
-        touch "$DIR/started-$STEP"
-        while [ ! -e "$DIR/go-$STEP" ]; do sleep 0.1; done
-        echo "finished $STEP"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: fullbox,
-                 input_values: {DIR: {get_param: dir}, STEP: {get_param: step}}}
-"""
+TEMPLATE = one_script_deployment(
+    """
+    #!/bin/sh
+    echo "started $STEP"
+    touch "$DIR/started-$STEP"
+    while [ ! -e "$DIR/go-$STEP" ]; do sleep 0.1; done
+    echo "finished $STEP"
+    """,
+    params={"dir": "string", "step": "string"},
+    inputs={"DIR": "{get_param: dir}", "STEP": "{get_param: step}"},
+    server="fullbox",
+)
 
 
 def _reported(cp: ControlPlane) -> dict[str, Any] | None:

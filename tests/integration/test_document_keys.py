@@ -12,31 +12,22 @@ import pytest
 
 from tests.support import agents
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.templates import one_script_deployment
 from tests.support.waiting import wait_until
 
 TTL = 6.0
 
-TEMPLATE = """
-heat_template_version: 2018-08-31
-parameters:
-  step: {type: string}
-resources:
-  box: {type: OS::Heat::DeployedServer, properties: {name: keys-box}}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: STEP}]
-      outputs: [{name: step}]
-      config: |
-        #!/bin/sh
-        printf '%s' "$STEP" > "$heat_outputs_path.step"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: {get_resource: box}, input_values: {STEP: {get_param: step}}}
-outputs:
-  step: {value: {get_attr: [dep, step]}}
-"""
+TEMPLATE = one_script_deployment(
+    """
+    #!/bin/sh
+    printf '%s' "$STEP" > "$heat_outputs_path.step"
+    """,
+    version="2018-08-31",
+    params={"step": "string"},
+    inputs={"STEP": "{get_param: step}"},
+    outputs=["step"],
+    server_name="keys-box",
+)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ genuine documents flow again, and the attacker's key and document are refused fo
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from agent import envelope
 from tests.support import agents
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.courier import Media
 from tests.support.templates import said_stack
 from tests.support.waiting import wait_until
 
@@ -43,25 +43,17 @@ def rejections(cp: ControlPlane, kind: str) -> int:
 
 
 def test_a_fast_forwarded_agent_recovers_after_key_rotation(tmp_path: Path):
-    published, media, outbox = tmp_path / "published", tmp_path / "media", tmp_path / "outbox"
-    media.mkdir()
-    cp = start_control_plane(
-        tmp_path,
-        f"--local-dir={published}",
-        "--store-poll-interval=0.5",
-        f"--agent-arg=--media-dir={media}",
-        f"--agent-arg=--signal-dir={outbox}",
-    )
+    local = Media.under(tmp_path)
+    media = local.media
+    cp = start_control_plane(tmp_path, *local.serve_args())
     try:
         assert 201 == cp.create("ff", TEMPLATE).status
         wait(lambda: cp.api("GET", "/v1/servers/ff-box").status == 200, "the server")
-        doc_file = published / cp.api("GET", "/v1/servers/ff-box").body["id"] / "document.json"
+        server_id = cp.api("GET", "/v1/servers/ff-box").body["id"]
+        doc_file = local.document(server_id)
 
         def carry() -> None:  # the honest courier
-            if doc_file.exists():
-                shutil.copyfile(doc_file, media / "document.json")
-            if outbox.exists() and any(outbox.iterdir()):
-                cp.cli("signal", "import", str(outbox))
+            local.carry(cp, server_id)
 
         def stack(status: str) -> Callable[[], bool]:
             return lambda: cp.api("GET", "/v1/stacks/ff").body["status"] == status

@@ -1,6 +1,6 @@
 """Our agent on Heat's POLL_TEMP_URL + TEMP_URL_SIGNAL documents, against a real Swift.
 
-Swift (tests/fixtures/swift.py, installed by ci/tools.d/40-swift.sh) holds what heat-engine
+Swift (tests/support/swift.py, installed by ci/tools.d/40-swift.sh) holds what heat-engine
 would put there: the server's document behind a GET TempURL (os-collect-config's `request`
 collector) and an empty signal object per deployment behind a PUT TempURL, signed with the
 account's Temp-URL-Key exactly as Heat's swift client signs them (HMAC-SHA256 over

@@ -15,45 +15,33 @@ from pathlib import Path
 
 from tests.support.agents import enrol_agent, stop_agent
 from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.templates import one_script_deployment
 from tests.support.waiting import wait_file, wait_until
 
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  dir: {type: string}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: DIR}]
-      config: |
-        #!/bin/sh
-        echo "line one on stdout"
-        echo "line two on stderr" >&2
-        echo $$ > "$DIR/pid"
-        touch "$DIR/printed"
-        sleep 600
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: killbox, input_values: {DIR: {get_param: dir}}}
+SH = """
+#!/bin/sh
+echo "line one on stdout"
+echo "line two on stderr" >&2
+echo $$ > "$DIR/pid"
+touch "$DIR/printed"
+sleep 600
+"""
+PYTHON = """
+#!/usr/bin/env python3
+import os, sys, time
+print("line one on stdout")
+print("line two on stderr", file=sys.stderr)
+open(os.path.join(os.environ["DIR"], "pid"), "w").write(str(os.getpid()))
+open(os.path.join(os.environ["DIR"], "printed"), "w").close()
+time.sleep(600)
 """
 
-PYTHON_TEMPLATE = TEMPLATE.replace(
-    """        #!/bin/sh
-        echo "line one on stdout"
-        echo "line two on stderr" >&2
-        echo $$ > "$DIR/pid"
-        touch "$DIR/printed"
-        sleep 600""",
-    """        #!/usr/bin/env python3
-        import os, sys, time
-        print("line one on stdout")
-        print("line two on stderr", file=sys.stderr)
-        open(os.path.join(os.environ["DIR"], "pid"), "w").write(str(os.getpid()))
-        open(os.path.join(os.environ["DIR"], "printed"), "w").close()
-        time.sleep(600)""",
-)
+
+def template(script: str) -> str:
+    """*script* on killbox, its DIR the stack's `dir`."""
+    return one_script_deployment(
+        script, params={"dir": "string"}, inputs={"DIR": "{get_param: dir}"}, server="killbox"
+    )
 
 
 def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Path):
@@ -63,10 +51,10 @@ def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Pat
     log = open(tmp_path / "agent.log", "ab")  # noqa: SIM115 (closed in finally)
     agent = subprocess.Popen(argv, stdout=log, stderr=log)
     try:
-        for name, template in (("sh", TEMPLATE), ("python", PYTHON_TEMPLATE)):
+        for name, script in (("sh", SH), ("python", PYTHON)):
             work = tmp_path / name
             work.mkdir()
-            assert 201 == cp.create(name, template, params={"dir": str(work)}).status
+            assert 201 == cp.create(name, template(script), params={"dir": str(work)}).status
             wait_file(work / "printed", 120)
             time.sleep(0.5)  # the lines travel hook -> agent -> state dir
             agent.send_signal(signal.SIGKILL)

@@ -26,36 +26,24 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent.transports import offline
-from tests.support.agents import stop_agent
+from tests.support.agents import agent_status, stop_agent
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.processes import BIN
+from tests.support.templates import one_script_deployment
 from tests.support.waiting import wait_until
 
 PASSWORD = "canary-offline-5d1e9a"  # a canary: looked for in clear on the media and in the logs
 
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  password: {type: string, hidden: true}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: PASSWORD}]
-      outputs: [{name: digest}]
-      config: |
-        #!/bin/sh
-        printf '%s' "$PASSWORD" | sha256sum | cut -c1-16 | tr -d '\\n' > "$heat_outputs_path.digest"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: off-box
-      input_values: {PASSWORD: {get_param: password}}
-outputs:
-  digest: {value: {get_attr: [dep, digest]}}
-"""
+TEMPLATE = one_script_deployment(
+    """
+    #!/bin/sh
+    printf '%s' "$PASSWORD" | sha256sum | cut -c1-16 | tr -d '\\n' > "$heat_outputs_path.digest"
+    """,
+    params={"password": "string, hidden: true"},
+    inputs={"PASSWORD": "{get_param: password}"},
+    outputs=["digest"],
+    server="off-box",
+)
 
 
 def raw_public(key: Ed25519PrivateKey) -> str:
@@ -229,16 +217,8 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
         assert "CREATE_COMPLETE" == cp.wait_stack("offs")["status"]
         assert {"digest": hashlib.sha256(PASSWORD.encode()).hexdigest()[:16]} == cp.outputs("offs")
 
-        shown = subprocess.run(
-            [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        assert {"kind": "LOCAL media", "document_url": f"{media}/document.json"} == json.loads(shown.stdout)[
-            "transport"
-        ]
+        shown = agent_status(state)["transport"]
+        assert {"kind": "LOCAL media", "document_url": f"{media}/document.json"} == shown
 
         # No agent route was ever asked for: the agent had none.
         access = [line for line in cp.log.read_text().splitlines() if "control.access" in line]

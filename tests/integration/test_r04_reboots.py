@@ -24,34 +24,23 @@ from pathlib import Path
 from tests.support.agents import agent_status, enrol_agent
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.processes import BIN, stop_process
+from tests.support.templates import one_script_deployment
 from tests.support.waiting import wait_until
 
 REBOOTS = int(os.environ.get("R04_REBOOTS", "8"))
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  dir: {type: string}
-  step: {type: string}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: DIR}, {name: STEP}]
-      outputs: [{name: step}]
-      config: |
-        #!/bin/sh
-        echo "$STEP" >> "$DIR/starts-$STEP"
-        sleep 1
-        printf '%s' "$STEP" > "$heat_outputs_path.step"
-        echo "$STEP" >> "$DIR/ends-$STEP"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: r04box,
-                 input_values: {DIR: {get_param: dir}, STEP: {get_param: step}}}
-outputs:
-  step: {value: {get_attr: [dep, step]}}
-"""
+TEMPLATE = one_script_deployment(
+    """
+    #!/bin/sh
+    echo "$STEP" >> "$DIR/starts-$STEP"
+    sleep 1
+    printf '%s' "$STEP" > "$heat_outputs_path.step"
+    echo "$STEP" >> "$DIR/ends-$STEP"
+    """,
+    params={"dir": "string", "step": "string"},
+    inputs={"DIR": "{get_param: dir}", "STEP": "{get_param: step}"},
+    outputs=["step"],
+    server="r04box",
+)
 
 
 class Host:

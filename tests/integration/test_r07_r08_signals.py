@@ -2,7 +2,7 @@
 
 R07: simulated agents (in this process; real agents would cost a process each, and the
 control plane sees the same requests) answer every deployment generation; their signals
-pass a fault proxy (tests/integration/faultproxy.py) that duplicates 30 %, reorders 10 %,
+pass a fault proxy (tests/support/faultproxy.py) that duplicates 30 %, reorders 10 %,
 delays some, and replays 5 % from the previous generation. Pass: final outputs equal the
 reference for 100 %; 0 stale signals accepted; events stored = unique signals.
 

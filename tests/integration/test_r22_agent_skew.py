@@ -16,7 +16,7 @@ import pytest
 
 from tests.support.agents import agent_log, transport_section
 from tests.support.controlplane import stop_control_plane
-from tests.support.faketime import SKEW_SERVERS, shifted, start_on_stores, start_skew_agents
+from tests.support.faketime import SKEW_SERVERS, shifted, skew_rounds, start_on_stores, start_skew_agents
 from tests.support.processes import stop_process
 from tests.support.swift import Swift
 from tests.support.templates import round_on_stores
@@ -37,20 +37,7 @@ def test_r22_agent_clock_fifteen_minutes_off_fails_no_signal(
     agents: list[subprocess.Popen[bytes]] = []
     try:
         start_skew_agents(cp, agents, env=clock)
-        for rnd in range(2):
-            body = {"template": TEMPLATE, "parameters": {"round": str(rnd)}}
-            resp = (
-                cp.create("sk", TEMPLATE, params={"round": "0"})
-                if rnd == 0
-                else cp.api("PUT", "/v1/stacks/sk", body)
-            )
-            assert resp.status in (201, 202), resp.body
-            status = cp.wait_stack("sk", timeout=180)["status"]
-            assert status in ("CREATE_COMPLETE", "UPDATE_COMPLETE"), (
-                cp.api("GET", "/v1/deployments?stack=sk").body,
-                agent_log(cp, "sk-sw")[-3000:],
-            )
-            outputs = cp.outputs("sk")
+        for rnd, outputs in skew_rounds(cp, TEMPLATE):
             assert {"sw": f"round {rnd}", "s3": f"round {rnd}"} == {k: outputs[k] for k in ("sw", "s3")}
             off = int(str(outputs["clock"]).strip()) - time.time()  # the hook ran on the agent's clock
             assert abs(off - (900 if skew.startswith("+") else -900)) < 120, off

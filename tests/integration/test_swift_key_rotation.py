@@ -10,7 +10,6 @@ secret): Swift takes it for two epochs and refuses it after, whatever its expiry
 
 from __future__ import annotations
 
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -21,8 +20,7 @@ import pytest
 
 from control.transports.swift import container_key, temp_url_sig
 from tests.support.agents import agent_log
-from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
-from tests.support.processes import BIN, free_port
+from tests.support.controlplane import ControlPlane, serve_once, start_control_plane, stop_control_plane
 from tests.support.swift import Swift, swift_args
 from tests.support.templates import said_stack
 
@@ -94,22 +92,11 @@ def test_tempurl_keys_rotate_without_any_agent_losing_access(cp: ControlPlane, s
 
 
 def test_a_rotation_shorter_than_a_url_lifetime_is_refused(tmp_path: Path):
-    out = subprocess.run(
-        [
-            str(BIN / "anneal"),
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-            "--swift-auth-url=http://127.0.0.1:1/auth/v1.0",
-            "--swift-key-rotation=60",
-            "--store-url-lifetime=3600",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    out = serve_once(
+        tmp_path,
+        "--swift-auth-url=http://127.0.0.1:1/auth/v1.0",
+        "--swift-key-rotation=60",
+        "--store-url-lifetime=3600",
     )
     assert 2 == out.returncode
     assert "--swift-key-rotation 60 s is shorter than a URL's lifetime (4500 s" in out.stderr

@@ -7,10 +7,10 @@ The test plays the courier: it copies the control plane's document file onto the
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.courier import Media
 from tests.support.templates import said_stack
 from tests.support.waiting import wait_until
 
@@ -18,30 +18,21 @@ TEMPLATE = said_stack("LOCAL")
 
 
 def test_local_media_round_trip_and_signal_import(tmp_path: Path):
-    published, media, outbox = tmp_path / "published", tmp_path / "media", tmp_path / "outbox"
-    media.mkdir()
-    cp = start_control_plane(
-        tmp_path,
-        f"--local-dir={published}",
-        "--store-poll-interval=0.5",
-        f"--agent-arg=--media-dir={media}",
-        f"--agent-arg=--signal-dir={outbox}",
-    )
+    local = Media.under(tmp_path)
+    outbox = local.outbox
+    cp = start_control_plane(tmp_path, *local.serve_args())
     try:
         assert 201 == cp.create("lm", TEMPLATE).status
         wait_until(lambda: cp.api("GET", "/v1/servers/lm-box").status != 404, "the server lm-box")
         server = cp.api("GET", "/v1/servers/lm-box").body
         assert "LOCAL" == server["transport"]
-        doc_file = published / server["id"] / "document.json"
+        doc_file = local.document(server["id"])
 
         def courier(stack: str) -> dict:
             """Carry documents out and signals back until the stack settles (bounded)."""
 
             def settled() -> dict | None:
-                if doc_file.exists():
-                    shutil.copyfile(doc_file, media / "document.json")
-                if outbox.exists() and any(outbox.iterdir()):
-                    cp.cli("signal", "import", str(outbox))
+                local.carry(cp, server["id"])
                 body = cp.api("GET", f"/v1/stacks/{stack}").body
                 return None if body["status"].endswith("IN_PROGRESS") else dict(body)
 

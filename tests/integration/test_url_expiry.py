@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.agents import agent_log, transport_section
 from tests.support.controlplane import ControlPlane, stop_control_plane
-from tests.support.faketime import SKEW_SERVERS, shifted, start_on_stores, start_skew_agents
+from tests.support.faketime import SKEW_SERVERS, shifted, skew_rounds, start_on_stores, start_skew_agents
 from tests.support.processes import stop_process
 from tests.support.swift import Swift
 from tests.support.templates import round_on_stores
@@ -46,19 +46,8 @@ def test_r22_fifteen_minutes_of_clock_skew_fail_no_signal(
     agents: list[subprocess.Popen[bytes]] = []
     try:
         start_skew_agents(cp, agents)
-        for rnd in range(2):
-            body = {"template": SKEW_TEMPLATE, "parameters": {"round": str(rnd)}}
-            resp = (
-                cp.create("sk", SKEW_TEMPLATE, params={"round": "0"})
-                if rnd == 0
-                else cp.api("PUT", "/v1/stacks/sk", body)
-            )
-            assert resp.status in (201, 202), resp.body
-            status = cp.wait_stack("sk", timeout=180)["status"]
-            assert status in ("CREATE_COMPLETE", "UPDATE_COMPLETE"), cp.api(
-                "GET", "/v1/deployments?stack=sk"
-            ).body
-            assert {"sw": f"round {rnd}", "s3": f"round {rnd}"} == cp.outputs("sk")
+        for rnd, outputs in skew_rounds(cp, SKEW_TEMPLATE):
+            assert {"sw": f"round {rnd}", "s3": f"round {rnd}"} == outputs
         for name, kind in SKEW_SERVERS.items():
             assert kind == section(cp, name)["kind"]
             log = agent_log(cp, name)

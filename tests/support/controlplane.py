@@ -244,6 +244,19 @@ def start_control_plane(
     return ControlPlane(url, token, data_dir, proc, log)
 
 
+def serve_once(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run `anneal serve *args*` on a fresh data dir in *tmp* and a free port, expecting it to refuse and exit."""
+    argv = [
+        command("anneal"),
+        "serve",
+        "--data-dir",
+        str(tmp / "data"),
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+    ]
+    return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=60, check=False)
+
+
 def stop_control_plane(cp: ControlPlane) -> None:
     """SIGTERM the control plane (it stops its local agents), SIGKILL it after 30 s."""
     stop_process(cp.proc)

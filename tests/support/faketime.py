@@ -7,11 +7,13 @@ agents (test_r22_agent_skew) by preloading libfaketime into those processes only
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.agents import start_agent
+from tests.support.agents import agent_log, start_agent
 from tests.support.controlplane import ControlPlane, start_control_plane
 from tests.support.swift import Swift, swift_args
 
@@ -42,3 +44,19 @@ def start_skew_agents(
         state = cp.agent_dir(name)
         state.mkdir(parents=True)
         agents.append(start_agent(cp, name, state, state / "agent.log", transport=kind, env=env))
+
+
+def skew_rounds(cp: ControlPlane, template: str, count: int = 2) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Create stack `sk` at round 0, then update it round by round; yield each round and its settled outputs."""
+    for rnd in range(count):
+        if rnd == 0:
+            resp = cp.create("sk", template, params={"round": "0"})
+        else:
+            resp = cp.api("PUT", "/v1/stacks/sk", {"template": template, "parameters": {"round": str(rnd)}})
+        assert resp.status in (201, 202), resp.body
+        status = cp.wait_stack("sk", timeout=180)["status"]
+        assert status in ("CREATE_COMPLETE", "UPDATE_COMPLETE"), (
+            cp.api("GET", "/v1/deployments?stack=sk").body,
+            agent_log(cp, "sk-sw")[-3000:],
+        )
+        yield rnd, cp.outputs("sk")
