@@ -78,7 +78,7 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
     work = tmp_path / "work"
     work.mkdir()
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
-    port = int(cp.url.rsplit(":", 1)[1])
+    port = cp.port
     state = tmp_path / "state"
     host = Host(tmp_path, enrol_agent(cp, "r04box", state), state)
     figures = {
@@ -96,8 +96,7 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
             assert 201 == cp.create(f"r04-{i}", TEMPLATE, params={"dir": str(work), "step": step}).status
             if i % 2:  # the control plane goes away while the hook runs: the signal stays queued
                 wait_until(lambda s=step: (work / f"starts-{s}").exists(), f"{step} never started", 60, 0.05)
-                cp.proc.send_signal(signal.SIGKILL)
-                cp.proc.wait(30)
+                cp.crash()
                 wait_until(lambda s=step: (work / f"ends-{s}").exists(), f"{step} never ended", 60, 0.05)
                 wait_until(
                     lambda: len(agent_status(state)["queued_signals"]) >= 1, "signal never queued", 60, 0.05

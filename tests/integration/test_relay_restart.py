@@ -36,15 +36,15 @@ def result_events(cp: ControlPlane) -> Counter[tuple[str, int]]:
 
 def test_relay_killed_with_spooled_signals_delivers_each_once_after_restart(tmp_path: Path):
     cp = start_control_plane(tmp_path, "--provisioner=enrol")
-    front = Front([int(cp.url.rsplit(":", 1)[1])])
+    front = Front([cp.port])
     port = free_port()
     procs: list[subprocess.Popen[bytes]] = []
     relay = start_relay(tmp_path, port, front.url)
     names = [f"rr-{i}" for i in range(SERVERS)]
     states = {n: tmp_path / "agents" / n for n in names}
     try:
+        relayed = f"http://127.0.0.1:{port}"
         for name in names:
-            relayed = f"http://127.0.0.1:{port}"
             procs.append(
                 start_agent(cp, name, states[name], tmp_path / f"{name}.log", url=relayed, poll_wait=2)
             )
@@ -74,7 +74,7 @@ def test_relay_killed_with_spooled_signals_delivers_each_once_after_restart(tmp_
         )  # all still on disk
         assert "UPDATE_IN_PROGRESS" == cp.api("GET", "/v1/stacks/rr").body["status"]
 
-        front.route([int(cp.url.rsplit(":", 1)[1])])
+        front.route([cp.port])
         relay = start_relay(tmp_path, port, front.url)
         assert "UPDATE_COMPLETE" == cp.wait_stack("rr", timeout=180)["status"]
         assert {f"out{i}": "round 2" for i in range(SERVERS)} == cp.outputs("rr")

@@ -57,12 +57,10 @@ def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path):
             agent = subprocess.Popen(argv, stdout=log, stderr=log)
         assert 201 == cp.create("outage", TEMPLATE, params={"dir": str(work)}).status
         wait_file(work / "started-first")
-        cp.proc.send_signal(signal.SIGKILL)  # no graceful shutdown: a crash
-        cp.proc.wait(30)
+        cp.crash()  # no graceful shutdown: a crash
         (work / "go-first").touch()  # the hook finishes while nobody listens
         wait_until(lambda: len(agent_status(state)["queued_signals"]) == 1, "one signal queued", 30)
-        port = int(cp.url.rsplit(":", 1)[1])
-        cp = start_control_plane(tmp_path, "--provisioner", "enrol", port=port)
+        cp = start_control_plane(tmp_path, "--provisioner", "enrol", port=cp.port)
         wait_file(work / "started-second-first")  # runs only once the queued signal has landed
         (work / "go-second-first").touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("outage", timeout=90)["status"]
@@ -96,10 +94,8 @@ def test_control_plane_killed_mid_stack_resumes_with_one_agent_per_server(tmp_pa
     try:
         assert 201 == cp.create("resume", TEMPLATE, params={"dir": str(work)}).status
         wait_file(work / "started-first")
-        cp.proc.send_signal(signal.SIGKILL)
-        cp.proc.wait(30)
-        port = int(cp.url.rsplit(":", 1)[1])
-        cp = start_control_plane(tmp_path, port=port)
+        cp.crash()
+        cp = start_control_plane(tmp_path, port=cp.port)
         (work / "go-first").touch()
         wait_file(work / "started-second-first")
         (work / "go-second-first").touch()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 import urllib.error
@@ -43,6 +44,16 @@ class ControlPlane:
     data_dir: Path
     proc: subprocess.Popen[bytes]
     log: Path
+
+    @property
+    def port(self) -> int:
+        """The loopback port it listens on (a restart on the same port keeps the agents' URL)."""
+        return int(self.url.rsplit(":", 1)[1])
+
+    def crash(self) -> None:
+        """kill -9: no graceful shutdown, as a crash of the machine or the process."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
 
     def env(self) -> dict[str, str]:
         return {

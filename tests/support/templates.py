@@ -1,4 +1,4 @@
-"""HOT templates the tests build again and again: one script on one server, one script on many.
+"""HOT templates the tests build again and again: one script on one server, on many, or as a group.
 
 The builders write the house's HOT style (flow maps for short lines); what a test varies is
 a keyword: the script, the parameters, the inputs, the server, its transport.
@@ -155,6 +155,43 @@ def script_per_server(
         *_config(script, list(inputs[0]) if inputs else [], [output], None),
         *resources,
         *_outputs({f"out{i}": f"{{get_attr: [dep{i}, {output}]}}" for i in range(len(servers))}),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def script_group(
+    script: str,
+    *,
+    params: Mapping[str, str] | None = None,
+    inputs: Mapping[str, str] | None = None,
+    outputs: Sequence[str] = (),
+    actions: str | None = None,
+    name: str | None = None,
+    update_policy: str | None = None,
+) -> str:
+    """Two servers `sa` and `sb`, and a SoftwareDeploymentGroup `group` of one script config on them (members a, b).
+
+    *inputs* are the group's input values; each of *outputs* is declared on the config and
+    is a stack output of the group's attribute of that name; *update_policy* is a flow map.
+    """
+    inputs = inputs or {}
+    lines = [
+        "heat_template_version: 2018-08-31",
+        *_parameters(params or {}),
+        "resources:",
+        deployed_server("sa"),
+        deployed_server("sb"),
+        *_config(script, list(inputs), outputs, None),
+        "  group:",
+        "    type: OS::Heat::SoftwareDeploymentGroup",
+        *([f"    update_policy: {update_policy}"] if update_policy else []),
+        "    properties:",
+        "      config: {get_resource: cfg}",
+        *([f"      name: {name}"] if name else []),
+        *([f"      actions: [{actions}]"] if actions else []),
+        "      servers: {a: {get_resource: sa}, b: {get_resource: sb}}",
+        *([f"      input_values: {_flow(inputs)}"] if inputs else []),
+        *_outputs({o: f"{{get_attr: [group, {o}]}}" for o in outputs}),
     ]
     return "\n".join(lines) + "\n"
 
