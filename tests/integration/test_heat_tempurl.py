@@ -15,13 +15,12 @@ import hmac
 import json
 import secrets
 import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 
+from tests.support.processes import BIN
 from tests.support.swift import Swift
 
-AGENT = str(Path(sys.executable).parent / "anneal-agent")
 EXPIRES = 2147483587  # what Heat uses: effectively never
 
 
@@ -75,7 +74,7 @@ def test_temp_url_signal_put_to_real_swift(swift_server: Swift, tmp_path: Path):
     hooks.mkdir()
     run = subprocess.run(
         [
-            AGENT,
+            str(BIN / "anneal-agent"),
             "once",
             "--heat-compat",
             "--os-collect-config",

@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -239,18 +238,21 @@ def start_control_plane(
             env={**os.environ, **(env or {})},
         )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
+
+    def up() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"control plane exited: {log.read_text()}")
         try:
             with urllib.request.urlopen(url + "/v1/health", timeout=1):
-                break
+                return True
         except OSError:
-            if time.monotonic() > deadline:
-                stop_process(proc)
-                raise AssertionError(f"control plane not up after 30 s; log: {log}") from None
-            time.sleep(0.1)
+            return False
+
+    try:
+        wait_until(up, f"control plane not up; log: {log}", 30, interval=0.1)
+    except AssertionError:
+        stop_process(proc)
+        raise
     token = (data_dir / "admin-token").read_text().strip()
     return ControlPlane(url, token, data_dir, proc, log)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 from tests.support.processes import BIN
+from tests.support.waiting import wait_until
 
 
 def start_relay(tmp: Path, port: int, upstream: str, host: str = "127.0.0.1") -> subprocess.Popen[bytes]:
@@ -28,14 +28,17 @@ def start_relay(tmp: Path, port: int, upstream: str, host: str = "127.0.0.1") ->
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    deadline = time.monotonic() + 30
-    while True:
+
+    def up() -> bool:
+        assert proc.poll() is None, (tmp / "relay.log").read_text()
         try:
             with urllib.request.urlopen(f"http://{host}:{port}/relay/status", timeout=1):
-                return proc
+                return True
         except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, (tmp / "relay.log").read_text()
-            time.sleep(0.1)
+            return False
+
+    wait_until(up, f"relay not up; log: {tmp / 'relay.log'}", 30, interval=0.1)
+    return proc
 
 
 def relay_status(port: int) -> dict[str, int]:
