@@ -1,4 +1,4 @@
-"""A real control plane as a subprocess, an admin client for it, and enrolled fake servers."""
+"""The benchmarks' control plane (tests/support's, quieter), an admin client for it, and enrolled fake servers."""
 
 from __future__ import annotations
 
@@ -6,13 +6,8 @@ import asyncio
 import base64
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,97 +15,27 @@ from typing import Any
 
 import aiohttp
 
-BIN = Path(sys.executable).parent
+from tests.support.controlplane import ControlPlane, start_control_plane
 
 
-def command(name: str) -> str:
-    """An installed console script: next to this interpreter (the venv) first, else on PATH."""
-    local = BIN / name
-    if local.exists():
-        return str(local)
-    found = shutil.which(name)
-    if found is None:
-        raise SystemExit(f"{name} not found: run the benchmarks with the project's venv (make bench)")
-    return found
+def start_plane(workdir: Path, *, cpu: int | None = None, extra: Sequence[str] = ()) -> ControlPlane:
+    """`anneal serve` as the benchmarks run it (tests/support's harness): warnings only, *cpu* pins it to one core."""
+    wrap = ["taskset", "-c", str(cpu)] if cpu is not None else []
+    return start_control_plane(workdir, "--log-level", "WARNING", *extra, defaults=(), wrap=wrap)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def status_kib(pid: int, field: str = "VmRSS") -> int:
+    """A /proc/<pid>/status field in KiB (VmRSS, VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise KeyError(field)
 
 
-@dataclass
-class ControlPlane:
-    url: str
-    token: str
-    data_dir: Path
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def status(self, field: str = "VmRSS") -> int:
-        """A /proc/<pid>/status field in KiB (VmRSS, VmHWM)."""
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1])
-        raise KeyError(field)
-
-    def cpu_seconds(self) -> float:
-        """User plus system CPU time the process has used so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def start_control_plane(workdir: Path, *, cpu: int | None = None, extra: Sequence[str] = ()) -> ControlPlane:
-    """`anneal serve` on a free port with a fresh data dir; *cpu* pins it to one core."""
-    port = free_port()
-    data_dir = workdir / "data"
-    log = workdir / "control.log"
-    argv = [
-        command("anneal"),
-        "serve",
-        "--data-dir",
-        str(data_dir),
-        "--listen",
-        f"127.0.0.1:{port}",
-        "--log-level",
-        "WARNING",
-        *extra,
-    ]
-    if cpu is not None:
-        argv = ["taskset", "-c", str(cpu), *argv]  # taskset execs: the PID stays the control plane's
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            raise SystemExit(f"control plane exited at start: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url + "/v1/health", timeout=1):
-                break
-        except OSError:
-            if time.monotonic() > deadline:
-                stop_process(proc)
-                raise SystemExit(f"control plane not up after 30 s; log: {log}") from None
-            time.sleep(0.1)
-    token = (data_dir / "admin-token").read_text().strip()
-    return ControlPlane(url, token, data_dir, proc, log)
-
-
-def stop_process(proc: subprocess.Popen[bytes], grace: float = 15) -> None:
-    """SIGTERM the process we started (by its PID), SIGKILL it if it lingers."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stop_leftover_agents(agents_dir: Path) -> None:

@@ -5,7 +5,7 @@
 Needs `make tools` (Heat's chain: ci/tools.d/60-heat-agents.sh). One `anneal serve`;
 two Heat-compatible servers run Heat's real chain (os-collect-config -> os-refresh-config ->
 55-heat-config -> script hook -> heat-config-notify, paths redirected as
-tests/tools/heatchain.py lays them out) and two enrolled servers run `anneal-agent run`.
+tests/support/heatchain.py lays them out) and two enrolled servers run `anneal-agent run`.
 
 Figures, Heat's chain first, then ours, then the ratio Heat / ours:
 * idle RSS: the agent's process tree, 10 s after its last deployment;
@@ -41,8 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import command, start_control_plane, stop_process  # noqa: E402
-from tests.tools.heatchain import HeatChain, require_heat_agents  # noqa: E402
+from bench.harness import start_plane  # noqa: E402
+from tests.support.heatchain import HeatChain, require_heat_agents  # noqa: E402
+from tests.support.processes import command, stop_process  # noqa: E402
 
 NOOP = """
 heat_template_version: rocky
@@ -269,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     require_heat_agents()
     with tempfile.TemporaryDirectory(prefix="bench-heat-") as tmp:
         work = Path(tmp)
-        cp = start_control_plane(work, extra=["--provisioner", "enrol"])
+        cp = start_plane(work, extra=["--provisioner", "enrol"])
         admin = Admin(cp.url, cp.token)
         results: dict[str, dict[str, Any]] = {}
         try:

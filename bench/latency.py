@@ -27,15 +27,15 @@ import aiohttp
 
 from bench.harness import (
     Api,
-    ControlPlane,
     deployments_template,
     enrol_servers,
     percentile,
-    start_control_plane,
+    start_plane,
     stop_leftover_agents,
-    stop_process,
 )
 from bench.simagent import Fleet
+from tests.support.controlplane import ControlPlane
+from tests.support.processes import stop_process
 
 SIMULATED = 100
 REAL = ("real-0", "real-1")
@@ -241,9 +241,7 @@ def measure(
 ) -> dict[str, Any]:
     """Run figure (a) against its own control plane; returns the figures as a dict."""
     workdir.mkdir(parents=True)
-    cp = start_control_plane(
-        workdir, extra=["--provisioner", "local", f"--agent-arg=--poll-wait={LONG_POLL_WAIT:g}"]
-    )
+    cp = start_plane(workdir, extra=["--provisioner", "local", f"--agent-arg=--poll-wait={LONG_POLL_WAIT:g}"])
     try:
         return asyncio.run(_measure(cp, workdir, rounds, baseline_rounds, interval))
     finally:

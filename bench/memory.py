@@ -18,13 +18,14 @@ import aiohttp
 
 from bench.harness import (
     Api,
-    ControlPlane,
     deployments_template,
     enrol_servers,
-    start_control_plane,
-    stop_process,
+    start_plane,
+    status_kib,
 )
 from bench.simagent import Fleet
+from tests.support.controlplane import ControlPlane
+from tests.support.processes import stop_process
 
 SERVERS = 1000
 STACKS = 50
@@ -36,13 +37,13 @@ async def _measure(cp: ControlPlane) -> dict[str, Any]:
     rss: dict[str, int] = {}
     timings: dict[str, float] = {}
     await asyncio.sleep(1)
-    rss["idle"] = cp.status("VmRSS")
+    rss["idle"] = status_kib(cp.proc.pid, "VmRSS")
     async with aiohttp.ClientSession() as http:
         api = Api(http, cp)
         start = time.monotonic()
         servers = await enrol_servers(api, [f"mem-{i:04d}" for i in range(SERVERS)])
         timings["enrol_s"] = time.monotonic() - start
-        rss["servers"] = cp.status("VmRSS")
+        rss["servers"] = status_kib(cp.proc.pid, "VmRSS")
         start = time.monotonic()
         per_stack = SERVERS // STACKS
         for n in range(STACKS):
@@ -52,13 +53,13 @@ async def _measure(cp: ControlPlane) -> dict[str, Any]:
             )
             await api.wait_stack(f"stack-{n}")
         timings["stacks_s"] = time.monotonic() - start
-        rss["deployments"] = cp.status("VmRSS")
+        rss["deployments"] = status_kib(cp.proc.pid, "VmRSS")
         deployments = len(await api.call("GET", "/v1/deployments"))
     fleet = Fleet(servers, f"{cp.url}/v1/agent/document")
     await fleet.start(wait=LONG_POLL_WAIT)
     await asyncio.sleep(2)
-    rss["long_polls"] = cp.status("VmRSS")
-    open_fds = len(list(Path(f"/proc/{cp.pid}/fd").iterdir()))  # shows the long-polls are held
+    rss["long_polls"] = status_kib(cp.proc.pid, "VmRSS")
+    open_fds = len(list(Path(f"/proc/{cp.proc.pid}/fd").iterdir()))  # shows the long-polls are held
     polls = sum(a.polls for a in fleet.agents)
     documents = sum(a.document_bytes for a in fleet.agents)  # what the HTTP publisher keeps in memory
     await fleet.stop()
@@ -68,7 +69,7 @@ async def _measure(cp: ControlPlane) -> dict[str, Any]:
         "stacks": STACKS,
         "long_polls_held": len(servers),
         "rss_kib": rss,
-        "peak_kib": cp.status("VmHWM"),
+        "peak_kib": status_kib(cp.proc.pid, "VmHWM"),
         "timings": timings,
         "document_fetches": polls,
         "open_fds": open_fds,
@@ -80,7 +81,7 @@ async def _measure(cp: ControlPlane) -> dict[str, Any]:
 def measure(workdir: Path) -> dict[str, Any]:
     """Run figure (c) against its own control plane."""
     workdir.mkdir(parents=True)
-    cp = start_control_plane(workdir)
+    cp = start_plane(workdir)
     try:
         return asyncio.run(_measure(cp))
     finally:

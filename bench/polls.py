@@ -25,13 +25,14 @@ import aiohttp
 
 from bench.harness import (
     Api,
-    ControlPlane,
     Server,
+    cpu_seconds,
     deployments_template,
     enrol_servers,
-    start_control_plane,
-    stop_process,
+    start_plane,
 )
+from tests.support.controlplane import ControlPlane
+from tests.support.processes import stop_process
 
 SERVERS = 100
 CONNECTIONS = 64
@@ -157,9 +158,9 @@ def load(url: str, etags: dict[str, str], conditional: bool, seconds: float, wor
 
 def timed(cp: ControlPlane, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run one load, noting how busy the control plane's core was meanwhile."""
-    cpu, wall = cp.cpu_seconds(), time.monotonic()
+    cpu, wall = cpu_seconds(cp.proc.pid), time.monotonic()
     result = run()
-    result["server_cpu"] = (cp.cpu_seconds() - cpu) / (time.monotonic() - wall)
+    result["server_cpu"] = (cpu_seconds(cp.proc.pid) - cpu) / (time.monotonic() - wall)
     return result
 
 
@@ -187,7 +188,7 @@ def measure(workdir: Path, seconds: float = 5.0, repeats: int = 3, warmup: float
             f"control plane (install wrk with `{WRK_HINT}`)",
             file=sys.stderr,
         )
-    cp = start_control_plane(workdir, cpu=SERVER_CPU)
+    cp = start_plane(workdir, cpu=SERVER_CPU)
     runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
     try:
         _, etags, size = asyncio.run(prepare(cp))

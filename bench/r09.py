@@ -2,7 +2,7 @@
 
 `python bench/r09.py [--agents 1000] [--outages 5,60,600] [--interval 30] [--cap 60]`
 
-A real Swift all-in-one (tests/fixtures/swift.py) behind a TCP front (tests/integration/proxy.py)
+A real Swift all-in-one (tests/support/swift.py) behind a TCP front (tests/support/proxy.py)
 that can blackhole it: open connections are cut and new ones are accepted and never answered.
 The control plane (`anneal serve`, SQLite) reaches Swift through the front, and so do the agents.
 N simulated agents in this process, each on SWIFT from its enrolment answer, poll their
@@ -60,12 +60,9 @@ from agent import wire  # noqa: E402
 from agent.errors import SourceExpiredError, SourceNotAvailableError  # noqa: E402
 from agent.transports import tempurl  # noqa: E402
 from agent.transports.switch import backoff  # noqa: E402
-from bench.harness import (  # noqa: E402
-    Api,
-    deployments_template,
-)
+from bench.harness import Api, deployments_template  # noqa: E402
 from bench.swift import enrol_servers, swift_control_plane, wait_ready  # noqa: E402
-from tests.integration.proxy import Front  # noqa: E402
+from tests.support.proxy import Front  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 T = TypeVar("T")

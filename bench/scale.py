@@ -35,7 +35,7 @@ wall-clock rate, the number of engine steps and of signal transactions.
 
 Each size runs in its own child process, so peak RSS (VmHWM) is that size's. The
 child's RSS includes the simulated agents (a few MB at 10,000 servers).
-PostgreSQL: a throw-away cluster (tests/pg.py: initdb + pg_ctl on a free loopback
+PostgreSQL: a throw-away cluster (tests/support/pg.py: initdb + pg_ctl on a free loopback
 port, `fsync=off`), one database per size.
 """
 
@@ -499,7 +499,7 @@ def main() -> int:
     for backend in backends:
         pg_ctx = None
         if backend == "postgresql":
-            from tests.pg import running_postgres  # noqa: PLC0415
+            from tests.support.pg import running_postgres  # noqa: PLC0415
 
             pg_ctx = running_postgres()
             pg = pg_ctx.__enter__()

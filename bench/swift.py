@@ -2,7 +2,7 @@
 
 `python bench/swift.py [--agents 200] [--interval 5] [--rounds 3] [--idle 60]`
 
-Starts a real Swift all-in-one (tests/fixtures/swift.py; `make tools` installs it) and a
+Starts a real Swift all-in-one (tests/support/swift.py; `make tools` installs it) and a
 control plane with SWIFT configured. Two fleets of simulated agents in this process:
 
 * HTTP (baseline): polls `GET /v1/agent/document` on the control plane every *interval*
@@ -44,16 +44,17 @@ from agent.errors import SourceNotAvailableError  # noqa: E402
 from agent.transports import tempurl  # noqa: E402
 from bench.harness import (  # noqa: E402
     Api,
-    ControlPlane,
     Server,
+    cpu_seconds,
     deployments_template,
     percentile,
     random_key,
-    start_control_plane,
-    stop_process,
+    start_plane,
 )
-from tests.fixtures.swift import Swift, start_swift  # noqa: E402
-from tests.integration.proxy import Front  # noqa: E402
+from tests.support.controlplane import ControlPlane  # noqa: E402
+from tests.support.processes import stop_process  # noqa: E402
+from tests.support.proxy import Front  # noqa: E402
+from tests.support.swift import Swift, start_swift  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -157,7 +158,7 @@ def swift_control_plane(
     """A real Swift all-in-one and `anneal serve` (SQLite) with SWIFT on, in a fresh temp dir.
 
     With *front*, the control plane (and whoever uses the TempURLs it gives out) reaches Swift
-    through a TCP front (tests/integration/proxy.py) that can blackhole it. Everything is
+    through a TCP front (tests/support/proxy.py) that can blackhole it. Everything is
     stopped (by PID) and removed on exit.
     """
     work = Path(tempfile.mkdtemp(prefix=f"anneal-bench-{prefix}-"))
@@ -166,7 +167,7 @@ def swift_control_plane(
     auth_url = f"http://127.0.0.1:{proxy.port}/auth/v1.0" if proxy else swift.auth_url
     os.environ["ANNEAL_SWIFT_KEY"] = swift.key
     try:
-        cp = start_control_plane(
+        cp = start_plane(
             work,
             extra=[
                 f"--swift-auth-url={auth_url}",
@@ -204,12 +205,16 @@ async def fleet_run(
         try:
             await asyncio.sleep(interval * 2)  # everyone has moved and settled
             # Idle: nothing changes; count requests and CPU.
-            polls0, cpu0, sw0 = sum(s.polls for s in sims), cp.cpu_seconds(), proc_cpu(swift.pids["proxy"])
+            polls0, cpu0, sw0 = (
+                sum(s.polls for s in sims),
+                cpu_seconds(cp.proc.pid),
+                proc_cpu(swift.pids["proxy"]),
+            )
             t0 = time.monotonic()
             await asyncio.sleep(idle)
             elapsed = time.monotonic() - t0
             idle_polls = sum(s.polls for s in sims) - polls0
-            cp_cpu = (cp.cpu_seconds() - cpu0) / elapsed
+            cp_cpu = (cpu_seconds(cp.proc.pid) - cpu0) / elapsed
             proxy_cpu = (proc_cpu(swift.pids["proxy"]) - sw0) / elapsed
             # Rollouts: one new generation on every server per round.
             latencies: list[float] = []

@@ -10,28 +10,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BIN = Path(sys.executable).parent
+# `python examples/demo.py` puts examples/, not the repository, on the path: the harness is tests/support.
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane  # noqa: E402
+from tests.support.processes import BIN, free_port  # noqa: E402
+
 STACK = "demo"
 
 
 class DemoError(Exception):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def banner(text: str) -> None:
@@ -52,47 +49,6 @@ def anneal(*args: str, capture: bool = False) -> str:
 def outputs() -> dict[str, object]:
     data = json.loads(anneal("stack", "outputs", STACK, "-f", "json", capture=True))
     return {o["output_key"]: o["output_value"] for o in data}
-
-
-def start_control_plane(data_dir: Path, port: int) -> subprocess.Popen[bytes]:
-    log = open(data_dir.parent / "control.log", "wb")  # noqa: SIM115 (closed with the process)
-    proc = subprocess.Popen(
-        [
-            str(BIN / "anneal"),
-            "serve",
-            "--data-dir",
-            str(data_dir),
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--provisioner",
-            "local",
-            "--log-level",
-            "WARNING",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise DemoError(f"control plane exited with {proc.returncode}; see {log.name}")
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/health", timeout=1)
-            return proc
-        except OSError:
-            time.sleep(0.1)
-    raise DemoError("control plane did not answer within 30 s")
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def tour() -> None:
@@ -134,24 +90,26 @@ def tour() -> None:
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="anneal-demo-"))
     port = free_port()
-    data_dir = work / "data"
-    proc = None
+    cp: ControlPlane | None = None
     passed = False
     try:
-        banner(f"control plane on http://127.0.0.1:{port} (SQLite in {data_dir}, local agents)")
-        proc = start_control_plane(data_dir, port)
-        os.environ["ANNEAL_URL"] = f"http://127.0.0.1:{port}"
-        os.environ["ANNEAL_TOKEN"] = (data_dir / "admin-token").read_text().strip()
+        banner(f"control plane on http://127.0.0.1:{port} (SQLite in {work / 'data'}, local agents)")
+        # The tests' harness with the demo's quieter defaults (a failed start raises AssertionError).
+        cp = start_control_plane(
+            work, port=port, defaults=("--provisioner", "local", "--log-level", "WARNING")
+        )
+        os.environ["ANNEAL_URL"] = cp.url
+        os.environ["ANNEAL_TOKEN"] = cp.token
         tour()
         banner("demo passed")
         passed = True
         return 0
-    except (DemoError, OSError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
+    except (DemoError, AssertionError, OSError, subprocess.TimeoutExpired, ValueError, KeyError) as e:
         print(f"\ndemo FAILED: {e}\nlogs are kept in {work}", file=sys.stderr)
         return 1
     finally:
-        if proc is not None:
-            stop(proc)
+        if cp is not None:
+            stop_control_plane(cp)
         if passed:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from tests.integration.conftest import ControlPlane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane
+from tests.support.waiting import wait_file, wait_until
 
 GOOD = """
 heat_template_version: 2018-08-31
@@ -141,20 +139,14 @@ def test_signals_are_scoped_and_checked(control_plane: ControlPlane):
     """Unknown deployment 404; bad signature 403; another server's credential 403; stale 409."""
     cp = control_plane
     cp.create("sig", GOOD.replace('config: "#!/bin/sh\\n"', 'config: "#!/bin/sh\\nsleep 60\\n"'))
-    deadline = time.monotonic() + 30
-    deps = []
-    while not deps and time.monotonic() < deadline:
-        deps = cp.api("GET", "/v1/deployments?stack=sig").body
-        time.sleep(0.1)
-    dep = deps[0]
+    dep = wait_until(lambda: cp.api("GET", "/v1/deployments?stack=sig").body, "the deployment", 30, 0.1)[0]
     sig = {"deploy_status_code": 0}
     # A wrong signature learns nothing, not even whether the deployment exists.
     assert 403 == cp.api("POST", "/v1/signal/nope/1?sig=00", sig, token=None).status
     assert 403 == cp.api("POST", f"/v1/signal/{dep['id']}/1?sig=00", sig, token=None).status
     assert 401 == cp.api("POST", f"/v1/signal/{dep['id']}/1", sig, token=None).status
     agent_json = cp.agent_dir("sig-srv") / "agent.json"
-    while not agent_json.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_file(agent_json, 30)
     own = json.loads(agent_json.read_text())["credential"]
     other = cp.api("POST", "/v1/servers", {"name": "intruder"}).body
     from agent.keys import ensure_keys

@@ -10,14 +10,11 @@ big stack costs the control plane little: `GET /v1/stacks/NAME?summary=true` and
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import BIN, ControlPlane, free_port, start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, serve_once, start_control_plane, stop_control_plane
 
 #: 2,000 OS::Heat::None resources of about 1.2 KB each: a 2.5 MB JSON template.
 FILLERS = 2000
@@ -105,21 +102,7 @@ def test_default_caps_refuse_the_big_template(control_plane: ControlPlane, tmp_p
 )
 def test_serve_refuses_caps_that_cannot_work(tmp_path: Path, args: list[str], message: str):
     """A request cap below the template cap, or a size it cannot read: exit 2 naming the option."""
-    done = subprocess.run(
-        [
-            str(BIN / "anneal"),
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = serve_once(tmp_path, *args)
     assert 2 == done.returncode
     assert message in done.stderr
 

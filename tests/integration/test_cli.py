@@ -18,16 +18,10 @@ import yaml
 
 from control.cli import build_parser
 from control.cli.commands import COMMANDS
-from tests.integration.conftest import (
-    BIN,
-    ControlPlane,
-    free_port,
-    start_control_plane,
-    stop_control_plane,
-    wait_until,
-)
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import BIN, free_port
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_until
 
 SECRET = "s3cret-Pa55"
 PROGRESS = re.compile(r"^\d\d:\d\d:\d\d\s+(\S+)\s+([A-Z]+_[A-Z_]+)")
@@ -95,32 +89,19 @@ resources:
     properties: {config: {get_resource: cfg}, server: cli-box}
 """
 
-WHERE = """
-heat_template_version: 2018-08-31
-parameters:
-  server_id: {type: string}
-  pause: {type: number, default: 0}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: PAUSE}]
-      outputs: [{name: where}]
-      config: |
-        #!/bin/sh
-        sleep "$PAUSE"
-        printf '%s' "$deploy_server_id" > "$heat_outputs_path.where"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_param: server_id}
-      input_values: {PAUSE: {get_param: pause}}
-      actions: [CREATE, UPDATE, DELETE]
-outputs:
-  where: {value: {get_attr: [dep, where]}}
-"""
+WHERE = one_script_deployment(
+    """
+    #!/bin/sh
+    sleep "$PAUSE"
+    printf '%s' "$deploy_server_id" > "$heat_outputs_path.where"
+    """,
+    version="2018-08-31",
+    params={"server_id": "string", "pause": "number, default: 0"},
+    inputs={"PAUSE": "{get_param: pause}"},
+    outputs=["where"],
+    server="{get_param: server_id}",
+    actions="CREATE, UPDATE, DELETE",
+)
 
 SERVED = """
 heat_template_version: 2018-08-31

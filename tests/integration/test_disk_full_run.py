@@ -10,7 +10,6 @@ is the one that started (same pid, never restarted).
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 import time
@@ -19,44 +18,25 @@ from typing import Any
 
 from agent import diskfull
 from agent.ledger import Ledger
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane, wait_until
-from tests.integration.test_r24_full_disk import _fill, _mount
-from tests.integration.test_restarts import enrol_agent, stop_agent
+from tests.support.agents import agent_status, enrol_agent, stop_agent
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.disk import fill, mount_tmpfs, unmount
+from tests.support.processes import BIN
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_until
 
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  dir: {type: string}
-  step: {type: string}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: DIR}, {name: STEP}]
-      config: |
-        #!/bin/sh
-        echo "started $STEP"
-        touch "$DIR/started-$STEP"
-        while [ ! -e "$DIR/go-$STEP" ]; do sleep 0.1; done
-        echo "finished $STEP"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: fullbox,
-                 input_values: {DIR: {get_param: dir}, STEP: {get_param: step}}}
-"""
-
-
-def _agent_status(state: Path) -> dict[str, Any]:
-    run = subprocess.run(
-        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert 0 == run.returncode, run.stderr
-    return json.loads(run.stdout)
+TEMPLATE = one_script_deployment(
+    """
+    #!/bin/sh
+    echo "started $STEP"
+    touch "$DIR/started-$STEP"
+    while [ ! -e "$DIR/go-$STEP" ]; do sleep 0.1; done
+    echo "finished $STEP"
+    """,
+    params={"dir": "string", "step": "string"},
+    inputs={"DIR": "{get_param: dir}", "STEP": "{get_param: step}"},
+    server="fullbox",
+)
 
 
 def _reported(cp: ControlPlane) -> dict[str, Any] | None:
@@ -67,7 +47,7 @@ def _reported(cp: ControlPlane) -> dict[str, Any] | None:
 def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
     """Disk filled mid-hook: the condition is shown and reported; once freed, both deployments complete, same pid."""
     disk = tmp_path / "disk"
-    _mount(disk)
+    mount_tmpfs(disk)
     work = tmp_path / "work"
     work.mkdir()
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
@@ -79,10 +59,10 @@ def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
         agent = subprocess.Popen(argv, stdout=log, stderr=log)
         assert 201 == cp.create("first", TEMPLATE, params={"dir": str(work), "step": "a"}).status
         wait_until((work / "started-a").exists, "the first hook never started", 120)
-        _fill(disk, 0)
+        fill(disk, 0)
         (work / "go-a").touch()  # the hook ends on a full disk: its result cannot be recorded
         full = wait_until(
-            lambda: _agent_status(state).get("disk_full"), "status never showed the full disk", 120
+            lambda: agent_status(state).get("disk_full"), "status never showed the full disk", 120
         )
         assert str(state) in full["message"] and "record the result of deployment" in full["message"]
         reported = wait_until(lambda: _reported(cp), "the heartbeat never reported the full disk", 60)
@@ -107,7 +87,7 @@ def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
         (work / "go-b").touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("second", timeout=120)["status"]
         wait_until(lambda: _reported(cp) is None, "the control plane still shows the full disk", 120)
-        assert _agent_status(state).get("disk_full") is None
+        assert agent_status(state).get("disk_full") is None
 
         first, second = (cp.api("GET", f"/v1/deployments?stack={s}").body[0] for s in ("first", "second"))
         detail = cp.api("GET", f"/v1/deployments/{first['id']}").body
@@ -128,13 +108,13 @@ def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
         stop_agent(agent)
         log.close()
         stop_control_plane(cp)
-        subprocess.run(["umount", str(disk)], check=False)
+        unmount(disk)
 
 
 def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Path):
     """`anneal-agent run` started on a full disk says so and waits (no exit, no restart); freed, it runs."""
     disk = tmp_path / "disk"
-    _mount(disk)
+    mount_tmpfs(disk)
     work = tmp_path / "work"
     work.mkdir()
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
@@ -144,7 +124,7 @@ def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Pa
     agent = None
     try:
         argv = enrol_agent(cp, "fullbox", state)
-        _fill(disk, 0)
+        fill(disk, 0)
         agent = subprocess.Popen(argv, stdout=log, stderr=log)
         wait_until(
             lambda: "could not open its ledger" in log_path.read_text(), "no line about the full disk", 60
@@ -162,17 +142,17 @@ def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Pa
         stop_agent(agent)
         log.close()
         stop_control_plane(cp)
-        subprocess.run(["umount", str(disk)], check=False)
+        unmount(disk)
 
 
 def test_ledger_write_on_a_full_disk_fails_whole_and_the_next_one_works(tmp_path: Path):
     """A ledger write that finds the disk full is refused as a full disk and leaves no open transaction."""
     disk = tmp_path / "disk"
-    _mount(disk)
+    mount_tmpfs(disk)
     ledger = Ledger(disk)
     try:
         ledger.set_state("before", "kept")
-        _fill(disk, 0)
+        fill(disk, 0)
         refused = []
         for n in range(20):
             try:
@@ -190,4 +170,4 @@ def test_ledger_write_on_a_full_disk_fails_whole_and_the_next_one_works(tmp_path
             check.close()
     finally:
         ledger.close()
-        subprocess.run(["umount", str(disk)], check=False)
+        unmount(disk)

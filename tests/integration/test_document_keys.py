@@ -5,39 +5,29 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+from tests.support import agents
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow
 TTL = 6.0
 
-TEMPLATE = """
-heat_template_version: 2018-08-31
-parameters:
-  step: {type: string}
-resources:
-  box: {type: OS::Heat::DeployedServer, properties: {name: keys-box}}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: STEP}]
-      outputs: [{name: step}]
-      config: |
-        #!/bin/sh
-        printf '%s' "$STEP" > "$heat_outputs_path.step"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: {get_resource: box}, input_values: {STEP: {get_param: step}}}
-outputs:
-  step: {value: {get_attr: [dep, step]}}
-"""
+TEMPLATE = one_script_deployment(
+    """
+    #!/bin/sh
+    printf '%s' "$STEP" > "$heat_outputs_path.step"
+    """,
+    version="2018-08-31",
+    params={"step": "string"},
+    inputs={"STEP": "{get_param: step}"},
+    outputs=["step"],
+    server_name="keys-box",
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +39,7 @@ def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 
 
 def agent_status(cp: ControlPlane) -> dict[str, Any]:
-    out = subprocess.run(
-        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir("keys-box"))],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return dict(json.loads(out.stdout))
+    return agents.agent_status(cp.agent_dir("keys-box"))
 
 
 def update(cp: ControlPlane, step: str) -> None:
@@ -69,15 +52,16 @@ def update(cp: ControlPlane, step: str) -> None:
 def test_documents_are_re_signed_before_they_expire(cp: ControlPlane) -> None:
     """With nothing changing, the serial still moves before expiry and the agent never freezes."""
     first = cp.api("GET", "/v1/servers/keys-box").body["serial"]
-    deadline = time.monotonic() + 10 * TTL
-    seen = []
-    while time.monotonic() < deadline and len(seen) < 3:
+    seen: list[int] = []
+
+    def moved_thrice() -> bool:
         status = agent_status(cp)
         assert status["frozen"] is False, status
         if status["serial"] > first and status["serial"] not in seen:
             seen.append(status["serial"])
-        time.sleep(0.5)
-    assert len(seen) == 3, f"serial did not move past {first}: {seen}"
+        return len(seen) == 3
+
+    wait_until(moved_thrice, f"serial did not move past {first} three times", 10 * TTL, interval=0.5)
     assert not agent_status(cp)["rejections"]["counts"]
     update(cp, "after-refresh")
 
@@ -91,10 +75,9 @@ def test_key_rotation_reaches_running_agents_through_the_chain(cp: ControlPlane)
     assert after["key_id"] != before["key_id"]
     assert after["chain"][-1]["previous"] == before["key_id"]
     update(cp, "after-rotation")
-    deadline = time.monotonic() + 60
-    while agent_status(cp)["trusted_key_id"] != after["key_id"] and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert agent_status(cp)["trusted_key_id"] == after["key_id"]
+    wait_until(
+        lambda: agent_status(cp)["trusted_key_id"] == after["key_id"], "the agent to trust the new key"
+    )
     assert not agent_status(cp)["rejections"]["counts"]
 
 

@@ -10,17 +10,13 @@ from __future__ import annotations
 import collections
 import random
 import re
-import signal
 import time
 from pathlib import Path
 
-import pytest
-
-from tests.integration.conftest import ControlPlane, free_port, start_control_plane, stop_control_plane
-from tests.integration.proxy import Front
-from tests.pg import Postgres
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.pg import Postgres
+from tests.support.processes import free_port
+from tests.support.proxy import Front
 
 #: Kills per run in CI (the benchmark figure in docs/performance.md uses more).
 KILLS = 5
@@ -64,11 +60,6 @@ def runs(work: Path) -> collections.Counter[str]:
     return collections.Counter(path.read_text().splitlines() if path.exists() else [])
 
 
-def _kill(cp: ControlPlane) -> None:
-    cp.proc.send_signal(signal.SIGKILL)
-    cp.proc.wait(30)
-
-
 def test_r01_kill9_at_random_instants_loses_and_repeats_nothing(tmp_path: Path, db_args: list[str]):
     """R01: kill -9 the control plane KILLS times during create and update; nothing lost or run twice."""
     work = tmp_path / "work"
@@ -77,7 +68,7 @@ def test_r01_kill9_at_random_instants_loses_and_repeats_nothing(tmp_path: Path, 
     template = fleet_template(servers, chain)
     rng = random.Random(1)
     cp = start_control_plane(tmp_path, *db_args, *LEASE)
-    port = int(cp.url.rsplit(":", 1)[1])
+    port = cp.port
     kills = 0
     try:
         assert 201 == cp.create("r01", template, params={"dir": str(work)}).status
@@ -87,7 +78,7 @@ def test_r01_kill9_at_random_instants_loses_and_repeats_nothing(tmp_path: Path, 
                 assert 202 == cp.api("PUT", "/v1/stacks/r01", body).status
             for _ in range(KILLS):
                 time.sleep(rng.uniform(0.3, 2.5))
-                _kill(cp)
+                cp.crash()
                 kills += 1
                 cp = start_control_plane(tmp_path, *db_args, *LEASE, port=port)
             final = cp.wait_stack("r01", timeout=180)
@@ -147,7 +138,7 @@ def test_several_processes_share_one_postgresql_and_any_may_die(tmp_path: Path, 
                 break
             if kills < KILLS:
                 i = rng.randrange(3)
-                _kill(planes[i])
+                planes[i].crash()
                 kills += 1
                 time.sleep(rng.uniform(0.2, 1.5))
                 planes[i] = start_control_plane(dirs[i], *extra, port=ports[i])

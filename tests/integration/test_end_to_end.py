@@ -12,15 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import (
-    EXAMPLES,
-    ControlPlane,
-    start_control_plane,
-    stop_control_plane,
-    wait_file,
-)
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import EXAMPLES
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_file
 
 
 @pytest.fixture
@@ -185,32 +180,26 @@ def test_error_output_fails_the_deployment(control_plane: ControlPlane):
     assert "problem : disk is full" in stack["status_reason"]
 
 
-NO_SIGNAL = """
-heat_template_version: 2018-08-31
-resources:
-  srv: {type: OS::Heat::DeployedServer}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties: {group: script, config: "#!/bin/sh\\ntouch \\"$MARK\\"\\n", inputs: [{name: MARK}]}
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: {get_resource: srv}, signal_transport: NO_SIGNAL,
-                 input_values: {MARK: {get_param: mark}}}
-parameters:
-  mark: {type: string}
-"""
+def no_signal(server_name: str | None = None) -> str:
+    """A NO_SIGNAL deployment that touches the file named by the stack's `mark`."""
+    return one_script_deployment(
+        '#!/bin/sh\ntouch "$MARK"\n',
+        version="2018-08-31",
+        params={"mark": "string"},
+        inputs={"MARK": "{get_param: mark}"},
+        box="srv",
+        server_name=server_name,
+        signal_transport="NO_SIGNAL",
+    )
 
 
 def test_no_signal_deployment_completes_at_once_and_still_runs(control_plane: ControlPlane, tmp_path: Path):
     """NO_SIGNAL: the stack does not wait, and the agent still runs the config."""
     cp = control_plane
     mark = tmp_path / "ran"
-    cp.create("nosig", NO_SIGNAL, params={"mark": str(mark)})
+    cp.create("nosig", no_signal(), params={"mark": str(mark)})
     assert "CREATE_COMPLETE" == cp.wait_stack("nosig")["status"]
-    deadline = time.monotonic() + 30
-    while not mark.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert mark.exists()
+    wait_file(mark, 30)
 
 
 SLOW = """
@@ -249,9 +238,7 @@ resources:
 
 def _agent_pid(cp: ControlPlane, name: str) -> int:
     pid_file = cp.agent_dir(name) / "agent.pid"
-    deadline = time.monotonic() + 30
-    while not pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_file(pid_file, 30)
     return int(pid_file.read_text())
 
 
@@ -311,10 +298,7 @@ def test_document_is_heat_shaped_with_etag_and_long_poll(control_plane: ControlP
         304 == cp.api("GET", "/v1/agent/document?wait=1", token=cred, headers={"If-None-Match": etag}).status
     )
     assert time.monotonic() - start >= 0.9  # it held the request (a bound, not a timing assertion)
-    template = NO_SIGNAL.replace(
-        "{type: OS::Heat::DeployedServer}", "{type: OS::Heat::DeployedServer, properties: {name: manual}}"
-    )
-    cp.create("manual", template, params={"mark": "/dev/null"})
+    cp.create("manual", no_signal("manual"), params={"mark": "/dev/null"})
     changed = cp.api("GET", "/v1/agent/document?wait=20", token=cred, headers={"If-None-Match": etag})
     assert 200 == changed.status
     (item,) = changed.body["deployments"]
@@ -353,16 +337,9 @@ def test_new_token_re_enrols_a_server_and_revokes_the_old_credential(control_pla
     assert 404 == cp.api("POST", "/v1/servers/ghost/token").status
 
 
-UNKNOWN_SERVER = """
-heat_template_version: 2018-08-31
-parameters:
-  server: {type: string}
-resources:
-  cfg: {type: OS::Heat::SoftwareConfig, properties: {group: script, config: "#!/bin/sh\\n"}}
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: {get_param: server}}
-"""
+UNKNOWN_SERVER = one_script_deployment(
+    "#!/bin/sh\n", version="2018-08-31", params={"server": "string"}, server="{get_param: server}"
+)
 
 
 def test_deployment_to_an_unknown_server_fails_with_the_reason(control_plane: ControlPlane):

@@ -22,7 +22,6 @@ Invariants of docs/../reliability.md §0 checked on every step:
 from __future__ import annotations
 
 import asyncio
-import socket
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -40,17 +39,11 @@ from control.api.app_keys import RUNTIME
 from control.engine import slices
 from control.settings import Settings
 from control.store.orm import DeploymentRow, ServerRow
+from tests.support.processes import free_port
 
-pytestmark = pytest.mark.slow
 EXAMPLES, STEPS = 15, 30
 #: Bounds (seconds) on one API request and on one step's work, so a hang fails clearly.
 REQUEST_BOUND, STEP_BOUND = 60, 300
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def template(servers: int, deps: list[int | None]) -> str:
@@ -81,7 +74,7 @@ class Plane:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, root: Path) -> None:
         self.loop = loop
-        self.port = _free_port()
+        self.port = free_port()
         self.settings = Settings(
             data_dir=root / "data",
             listen=f"127.0.0.1:{self.port}",

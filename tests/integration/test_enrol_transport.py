@@ -12,37 +12,26 @@ import json
 import re
 import sqlite3
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.swift import Swift, swift_server
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
-
-__all__ = ["swift_server"]
-pytestmark = pytest.mark.slow
+from tests.support.agents import ledger_state
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import BIN
+from tests.support.swift import Swift
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_log, wait_until
 
 
 def template(server: str) -> str:
-    return f"""
-heat_template_version: rocky
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      outputs: [{{name: said}}]
-      config: |
-        #!/bin/sh
-        printf 'first from the store' > "$heat_outputs_path.said"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {{config: {{get_resource: cfg}}, server: {server}}}
-outputs:
-  said: {{value: {{get_attr: [dep, said]}}}}
-"""
+    """One deployment on the enrolled *server*; its output `said` says where it came from."""
+    script = """
+    #!/bin/sh
+    printf 'first from the store' > "$heat_outputs_path.said"
+    """
+    return one_script_deployment(script, outputs=["said"], server=server)
 
 
 @pytest.fixture
@@ -60,10 +49,7 @@ def cp(swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         "--store-poll-interval=0.5",
         "--store-signal-poll=0.5",
     )
-    deadline = time.monotonic() + 60
-    while "Swift ready" not in plane.log.read_text():
-        assert time.monotonic() < deadline, plane.log.read_text()
-        time.sleep(0.2)
+    wait_log(plane.log, "Swift ready")
     yield plane
     stop_control_plane(plane)
 
@@ -78,36 +64,20 @@ def enrol(cp: ControlPlane, name: str, transport: str, state: Path) -> str:
     return str(created.body["id"])
 
 
-def ledger_state(state: Path, key: str) -> str:
-    db = sqlite3.connect(state / "ledger.sqlite")
-    try:
-        row = db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
-    finally:
-        db.close()
-    return "" if row is None else str(row[0])
-
-
 def run_once_until_signalled(state: Path, *extra: str, courier=lambda: None) -> None:
     """`anneal-agent once` until the deployment's signal left the outbox (the store may lag a moment)."""
-    deadline = time.monotonic() + 90
-    while True:
-        done = subprocess.run(
-            [str(BIN / "anneal-agent"), "once", "--state-dir", str(state), *extra],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+
+    def signalled() -> int:
+        argv = [str(BIN / "anneal-agent"), "once", "--state-dir", str(state), *extra]
+        subprocess.run(argv, check=False, capture_output=True, timeout=120)
         courier()
         db = sqlite3.connect(state / "ledger.sqlite")
         try:
-            signalled = db.execute("SELECT count(*) FROM generations WHERE state = 'signalled'").fetchone()[0]
+            return int(db.execute("SELECT count(*) FROM generations WHERE state = 'signalled'").fetchone()[0])
         finally:
             db.close()
-        if signalled:
-            return
-        assert time.monotonic() < deadline, done.stderr
-        time.sleep(0.5)
+
+    wait_until(signalled, f"no signal left the outbox of {state}", 90, interval=0.5)
 
 
 def document_requests(cp: ControlPlane, mark: int) -> list[str]:

@@ -17,17 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from control import keys
 from control.services import queries
 from control.settings import async_url
 from control.store.db import open_database
 from control.store.orm import StackRow
 from control.txn import Txn
-from tests.pg import Postgres
-
-pytestmark = pytest.mark.slow
+from tests.support.pg import Postgres
 
 
 def test_a_reader_waits_for_an_earlier_id_still_uncommitted(postgres: Postgres, tmp_path: Path):

@@ -10,68 +10,32 @@ genuine documents flow again, and the attacker's key and document are refused fo
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent import envelope
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+from tests.support import agents
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.courier import Media
+from tests.support.templates import said_stack
+from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow
 HIGH = 2**62
 
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  message: {type: string, default: one}
-resources:
-  box:
-    type: OS::Heat::DeployedServer
-    properties: {name: ff-box, software_config_transport: LOCAL}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: MESSAGE}]
-      outputs: [{name: said}]
-      config: |
-        #!/bin/sh
-        printf 'said %s' "$MESSAGE" > "$heat_outputs_path.said"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: box}
-      input_values: {MESSAGE: {get_param: message}}
-outputs:
-  said: {value: {get_attr: [dep, said]}}
-"""
+TEMPLATE = said_stack("LOCAL", server_name="ff-box")
 
 
 def agent_status(cp: ControlPlane) -> dict[str, Any]:
-    out = subprocess.run(
-        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir("ff-box"))],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return dict(json.loads(out.stdout))
+    return agents.agent_status(cp.agent_dir("ff-box"))
 
 
 def wait(check: Callable[[], bool], what: str, carry: Callable[[], None] = lambda: None) -> None:
-    deadline = time.monotonic() + 120
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        carry()
-        time.sleep(0.3)
+    """Wait for *check*, carrying between tries (check first: `or` calls *carry* only when it fails)."""
+    wait_until(lambda: check() or carry(), what, 120, interval=0.3)
 
 
 def rejections(cp: ControlPlane, kind: str) -> int:
@@ -79,25 +43,17 @@ def rejections(cp: ControlPlane, kind: str) -> int:
 
 
 def test_a_fast_forwarded_agent_recovers_after_key_rotation(tmp_path: Path):
-    published, media, outbox = tmp_path / "published", tmp_path / "media", tmp_path / "outbox"
-    media.mkdir()
-    cp = start_control_plane(
-        tmp_path,
-        f"--local-dir={published}",
-        "--store-poll-interval=0.5",
-        f"--agent-arg=--media-dir={media}",
-        f"--agent-arg=--signal-dir={outbox}",
-    )
+    local = Media.under(tmp_path)
+    media = local.media
+    cp = start_control_plane(tmp_path, *local.serve_args())
     try:
         assert 201 == cp.create("ff", TEMPLATE).status
         wait(lambda: cp.api("GET", "/v1/servers/ff-box").status == 200, "the server")
-        doc_file = published / cp.api("GET", "/v1/servers/ff-box").body["id"] / "document.json"
+        server_id = cp.api("GET", "/v1/servers/ff-box").body["id"]
+        doc_file = local.document(server_id)
 
         def carry() -> None:  # the honest courier
-            if doc_file.exists():
-                shutil.copyfile(doc_file, media / "document.json")
-            if outbox.exists() and any(outbox.iterdir()):
-                cp.cli("signal", "import", str(outbox))
+            local.carry(cp, server_id)
 
         def stack(status: str) -> Callable[[], bool]:
             return lambda: cp.api("GET", "/v1/stacks/ff").body["status"] == status

@@ -2,45 +2,25 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
-import pytest
+from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.templates import script_group
+from tests.support.waiting import wait_file
 
-from tests.integration.conftest import start_control_plane, stop_control_plane, wait_file
-
-pytestmark = pytest.mark.slow
-
-TEMPLATE = """
-heat_template_version: 2018-08-31
-parameters:
-  dir: {type: string}
-resources:
-  sa: {type: OS::Heat::DeployedServer}
-  sb: {type: OS::Heat::DeployedServer}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: DIR}]
-      outputs: [{name: who}]
-      config: |
-        #!/bin/sh
-        touch "$DIR/started-$deploy_resource_name"
-        while [ ! -e "$DIR/go-$deploy_resource_name" ]; do sleep 0.1; done
-        echo "$deploy_resource_name" >> "$DIR/runs"
-        printf '%s' "$deploy_resource_name" > "$heat_outputs_path.who"
-  group:
-    type: OS::Heat::SoftwareDeploymentGroup
-    update_policy:
-      batch_create: {max_batch_size: 1}
-    properties:
-      config: {get_resource: cfg}
-      servers: {a: {get_resource: sa}, b: {get_resource: sb}}
-      input_values: {DIR: {get_param: dir}}
-outputs:
-  who: {value: {get_attr: [group, who]}}
-"""
+TEMPLATE = script_group(
+    """
+    #!/bin/sh
+    touch "$DIR/started-$deploy_resource_name"
+    while [ ! -e "$DIR/go-$deploy_resource_name" ]; do sleep 0.1; done
+    echo "$deploy_resource_name" >> "$DIR/runs"
+    printf '%s' "$deploy_resource_name" > "$heat_outputs_path.who"
+    """,
+    params={"dir": "string"},
+    inputs={"DIR": "{get_param: dir}"},
+    outputs=["who"],
+    update_policy="{batch_create: {max_batch_size: 1}}",
+)
 
 
 def test_group_batches_resume_after_a_control_plane_crash(tmp_path: Path):
@@ -52,11 +32,9 @@ def test_group_batches_resume_after_a_control_plane_crash(tmp_path: Path):
         assert 201 == cp.create("crash", TEMPLATE, params={"dir": str(work)}).status
         wait_file(work / "started-a")
         assert not (work / "started-b").exists()  # batches of one: b waits for a
-        cp.proc.send_signal(signal.SIGKILL)
-        cp.proc.wait(30)
+        cp.crash()
         (work / "go-a").touch()  # a finishes while nobody listens; its agent keeps the signal
-        port = int(cp.url.rsplit(":", 1)[1])
-        cp = start_control_plane(tmp_path, port=port)
+        cp = start_control_plane(tmp_path, port=cp.port)
         wait_file(work / "started-b")
         (work / "go-b").touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("crash", timeout=180)["status"]

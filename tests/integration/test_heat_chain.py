@@ -2,7 +2,7 @@
 
 The real os-collect-config -> os-refresh-config -> os-apply-config -> 55-heat-config ->
 script hook -> heat-config-notify, from PyPI and the heat-agents sdist (`make tools`),
-with every server path redirected under a work dir (tests/tools/heatchain.py). Two
+with every server path redirected under a work dir (tests/support/heatchain.py). Two
 Heat-compatible servers, each with its own chain polling its metadata URL; a stack whose
 second deployment takes the first one's output completes in our control plane.
 """
@@ -10,7 +10,6 @@ second deployment takes the first one's output completes in our control plane.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import urllib.error
 import urllib.request
@@ -19,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
-from tests.tools.heatchain import HeatChain, require_heat_agents
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.heatchain import HeatChain, require_heat_agents
+from tests.support.processes import stop_process
 
 STACK = """
 heat_template_version: rocky
@@ -111,13 +109,7 @@ def test_heat_chain_runs_a_two_server_stack_to_complete(cp: ControlPlane, tmp_pa
         stack = cp.wait_stack("hcstack", timeout=240)
     finally:
         for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            stop_process(proc, 20)
         for f in logs.values():
             f.close()
     chain_log = "\n".join(f"== {n}\n{(tmp_path / f'{n}.log').read_text()[-3000:]}" for n in servers)

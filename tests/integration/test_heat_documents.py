@@ -1,26 +1,20 @@
 """Our agent on documents exactly as Heat writes them (issue 6, item 2).
 
 heat-engine cannot run here (it needs Keystone, a message bus and a database of its own),
-so a small real aiohttp server stands in for it: it serves a Heat-format document
-(shared/reference/heat.md §2.3: no `anneal` key, no serial, no hash) the way a Swift
-TempURL would, and records every signal request. The agent is the real `anneal-agent`
+so a small real aiohttp server stands in for it (tests/support/heat.py): it serves a
+Heat-format document (shared/reference/heat.md §2.3: no `anneal` key, no serial, no hash)
+the way a Swift TempURL would, and records every signal request. The agent is the real `anneal-agent`
 process, configured only by an os-collect-config configuration file.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
+from tests.support.heat import FakeHeat, run_agent
 
-pytestmark = pytest.mark.slow
-AGENT = str(Path(sys.executable).parent / "anneal-agent")
 STACK = "web/9bd57090-8954-48ab-bab9-adf9e1ac70fc"
 SERVER = "ec14c864-096e-4e27-bb8a-2c2b4dc6f3f5"
 
@@ -150,37 +144,6 @@ def heat_document(base: str, marker: Path) -> dict[str, Any]:
     }
 
 
-class FakeHeat:
-    """Serves one document like a Swift object (Last-Modified) and records signal requests."""
-
-    def __init__(self) -> None:
-        self.document: dict[str, Any] = {}
-        self.requests: list[tuple[str, str, str]] = []
-        self.signals: list[tuple[str, str, dict[str, Any], str]] = []
-        app = web.Application()
-        app.router.add_get("/metadata/doc.json", self.metadata)
-        app.router.add_post("/v1/signal/{arn}", self.signal)
-        app.router.add_put("/v1/AUTH_3f1c/{container}/{obj}", self.signal)
-        self.server = TestServer(app, host="127.0.0.1")
-
-    async def metadata(self, request: web.Request) -> web.Response:
-        self.requests.append((request.method, request.path, request.query_string))
-        return web.json_response(self.document, headers={"Last-Modified": "Sat, 01 May 2026 10:00:04 GMT"})
-
-    async def signal(self, request: web.Request) -> web.Response:
-        body = json.loads(await request.read())
-        self.signals.append((request.method, request.path, body, request.headers.get("Content-Type", "")))
-        return web.Response(status=201 if request.method == "PUT" else 200)
-
-
-async def _agent(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        AGENT, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    return proc.returncode or 0, out.decode(), err.decode()
-
-
 async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: Path):
     heat = FakeHeat()
     await heat.server.start_server()
@@ -214,7 +177,7 @@ async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: P
         hooks = tmp_path / "no-hooks"
         hooks.mkdir()
         common = ["--state-dir", str(state), "--hook-dir", str(hooks)]
-        rc, out, err = await _agent("once", "--heat-compat", "--os-collect-config", str(conf), *common)
+        rc, out, err = await run_agent("once", "--heat-compat", "--os-collect-config", str(conf), *common)
         assert rc == 1, err  # the third deployment exits 3: a failure, reported and signalled
         assert [r[0] for r in heat.requests] == ["GET"]
         assert marker.exists()
@@ -237,17 +200,17 @@ async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: P
         assert set(put[2]) == {"deploy_stdout", "deploy_stderr", "deploy_status_code"}
 
         # Unchanged metadata: nothing runs again, nothing is signalled again.
-        rc, out, err = await _agent("once", *common)
+        rc, out, err = await run_agent("once", *common)
         assert rc == 0, err
         assert len(heat.signals) == 2
         # A new derived config id (Heat's next action) runs; the others do not.
         new = dict(heat.document["deployments"][0], id="0c1f3a6e-8a3b-4b8e-9d1e-4c3f2b1a0d9e")
         heat.document = {"deployments": [new, *heat.document["deployments"][1:]]}
-        rc, out, err = await _agent("once", *common)
+        rc, out, err = await run_agent("once", *common)
         assert rc == 0, err
         assert len(heat.signals) == 3 and heat.signals[-1][2]["result"] == "fooooo-done"
 
-        rc, out, err = await _agent("status", "--json", *common)
+        rc, out, err = await run_agent("status", "--json", *common)
         assert rc == 0, err
         status = json.loads(out)
         assert status["mode"] == "heat-compat" and "derived config id" in status["rule"]
@@ -261,11 +224,11 @@ async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: P
 async def test_bad_os_collect_config_file_is_named(tmp_path: Path):
     conf = tmp_path / "occ.conf"
     conf.write_text("[DEFAULT]\npolling_interval = soon\n")
-    rc, _, err = await _agent(
+    rc, _, err = await run_agent(
         "once", "--heat-compat", "--os-collect-config", str(conf), "--state-dir", str(tmp_path / "s")
     )
     assert rc == 2 and f"{conf}: polling_interval: expected seconds, got 'soon'" in err
-    rc, _, err = await _agent(
+    rc, _, err = await run_agent(
         "once",
         "--heat-compat",
         "--os-collect-config",

@@ -8,50 +8,30 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
-from tests.tools.hookrun import HEAT_AGENTS, require
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.hookrun import HEAT_AGENTS, require
+from tests.support.templates import one_script_deployment
 
-pytestmark = pytest.mark.slow
+TEMPLATE = one_script_deployment(
+    """
+    #!/bin/sh
+    echo "running for $who"
+    printf 'hello %s' "$who" > "$heat_outputs_path.greeting"
+    """,
+    version="2018-08-31",
+    inputs={"who": "world"},
+    outputs=["greeting"],
+    stack_outputs={"greeting": "{get_attr: [dep, greeting]}", "stdout": "{get_attr: [dep, deploy_stdout]}"},
+    box="srv",
+)
 
-TEMPLATE = """
-heat_template_version: 2018-08-31
-resources:
-  srv: {type: OS::Heat::DeployedServer}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: who}]
-      outputs: [{name: greeting}]
-      config: |
-        #!/bin/sh
-        echo "running for $who"
-        printf 'hello %s' "$who" > "$heat_outputs_path.greeting"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: srv}
-      input_values: {who: world}
-outputs:
-  greeting: {value: {get_attr: [dep, greeting]}}
-  stdout: {value: {get_attr: [dep, deploy_stdout]}}
-"""
-
-TRAVERSAL = """
-heat_template_version: 2018-08-31
-resources:
-  srv: {type: OS::Heat::DeployedServer}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      outputs: [{name: ../../../../etc/hostname}]
-      config: "#!/bin/sh\\necho never\\n"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: {get_resource: srv}}
-"""
+TRAVERSAL = one_script_deployment(
+    "#!/bin/sh\necho never\n",
+    version="2018-08-31",
+    outputs=["../../../../etc/hostname"],
+    stack_outputs={},
+    box="srv",
+)
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Our agent on Heat's POLL_TEMP_URL + TEMP_URL_SIGNAL documents, against a real Swift.
 
-Swift (tests/fixtures/swift.py, installed by ci/tools.d/40-swift.sh) holds what heat-engine
+Swift (tests/support/swift.py, installed by ci/tools.d/40-swift.sh) holds what heat-engine
 would put there: the server's document behind a GET TempURL (os-collect-config's `request`
 collector) and an empty signal object per deployment behind a PUT TempURL, signed with the
 account's Temp-URL-Key exactly as Heat's swift client signs them (HMAC-SHA256 over
@@ -15,13 +15,12 @@ import hmac
 import json
 import secrets
 import subprocess
-import sys
 import urllib.parse
 from pathlib import Path
 
-from tests.fixtures.swift import Swift, swift_server  # noqa: F401 (module fixture)
+from tests.support.processes import BIN
+from tests.support.swift import Swift
 
-AGENT = str(Path(sys.executable).parent / "anneal-agent")
 EXPIRES = 2147483587  # what Heat uses: effectively never
 
 
@@ -32,7 +31,7 @@ def temp_url(storage_url: str, key: str, method: str, container: str, obj: str) 
     return f"{parts.scheme}://{parts.netloc}{path}?temp_url_sig={sig}&temp_url_expires={EXPIRES}"
 
 
-def test_temp_url_signal_put_to_real_swift(swift_server: Swift, tmp_path: Path):  # noqa: F811
+def test_temp_url_signal_put_to_real_swift(swift_server: Swift, tmp_path: Path):
     key = secrets.token_hex(16)
     assert swift_server.request("POST", "", headers={"X-Account-Meta-Temp-Url-Key": key})[0] in (200, 204)
     _, storage = swift_server.auth()
@@ -75,7 +74,7 @@ def test_temp_url_signal_put_to_real_swift(swift_server: Swift, tmp_path: Path):
     hooks.mkdir()
     run = subprocess.run(
         [
-            AGENT,
+            str(BIN / "anneal-agent"),
             "once",
             "--heat-compat",
             "--os-collect-config",

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import EXAMPLES, ControlPlane, start_control_plane, stop_control_plane
-from tests.tools.hookrun import TOOL_PATHS, require
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.hookrun import TOOL_PATHS, require
+from tests.support.processes import EXAMPLES
 
-pytestmark = pytest.mark.slow
 FAKE_CHEF = Path(__file__).resolve().parents[1] / "tools" / "fake_chef_client.py"
 
 

@@ -13,53 +13,35 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.integration.conftest import start_control_plane, stop_control_plane
-from tests.integration.test_restarts import enrol_agent, stop_agent
+from tests.support.agents import enrol_agent, stop_agent
+from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_file, wait_until
 
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  dir: {type: string}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: DIR}]
-      config: |
-        #!/bin/sh
-        echo "line one on stdout"
-        echo "line two on stderr" >&2
-        echo $$ > "$DIR/pid"
-        touch "$DIR/printed"
-        sleep 600
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: killbox, input_values: {DIR: {get_param: dir}}}
+SH = """
+#!/bin/sh
+echo "line one on stdout"
+echo "line two on stderr" >&2
+echo $$ > "$DIR/pid"
+touch "$DIR/printed"
+sleep 600
+"""
+PYTHON = """
+#!/usr/bin/env python3
+import os, sys, time
+print("line one on stdout")
+print("line two on stderr", file=sys.stderr)
+open(os.path.join(os.environ["DIR"], "pid"), "w").write(str(os.getpid()))
+open(os.path.join(os.environ["DIR"], "printed"), "w").close()
+time.sleep(600)
 """
 
-PYTHON_TEMPLATE = TEMPLATE.replace(
-    """        #!/bin/sh
-        echo "line one on stdout"
-        echo "line two on stderr" >&2
-        echo $$ > "$DIR/pid"
-        touch "$DIR/printed"
-        sleep 600""",
-    """        #!/usr/bin/env python3
-        import os, sys, time
-        print("line one on stdout")
-        print("line two on stderr", file=sys.stderr)
-        open(os.path.join(os.environ["DIR"], "pid"), "w").write(str(os.getpid()))
-        open(os.path.join(os.environ["DIR"], "printed"), "w").close()
-        time.sleep(600)""",
-)
 
-
-def _wait_for(path: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert path.exists(), f"{path} never appeared"
+def template(script: str) -> str:
+    """*script* on killbox, its DIR the stack's `dir`."""
+    return one_script_deployment(
+        script, params={"dir": "string"}, inputs={"DIR": "{get_param: dir}"}, server="killbox"
+    )
 
 
 def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Path):
@@ -69,11 +51,11 @@ def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Pat
     log = open(tmp_path / "agent.log", "ab")  # noqa: SIM115 (closed in finally)
     agent = subprocess.Popen(argv, stdout=log, stderr=log)
     try:
-        for name, template in (("sh", TEMPLATE), ("python", PYTHON_TEMPLATE)):
+        for name, script in (("sh", SH), ("python", PYTHON)):
             work = tmp_path / name
             work.mkdir()
-            assert 201 == cp.create(name, template, params={"dir": str(work)}).status
-            _wait_for(work / "printed", 120)
+            assert 201 == cp.create(name, template(script), params={"dir": str(work)}).status
+            wait_file(work / "printed", 120)
             time.sleep(0.5)  # the lines travel hook -> agent -> state dir
             agent.send_signal(signal.SIGKILL)
             agent.wait(30)
@@ -87,10 +69,7 @@ def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Pat
             assert "line two on stderr" in detail["deploy_stderr"], (name, detail["deploy_stderr"])
             # The program (in a session of its own, below the hook) was stopped too, not left behind.
             program = Path("/proc") / (work / "pid").read_text().strip()
-            deadline = time.monotonic() + 30
-            while program.exists() and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert not program.exists(), f"{name}: the interrupted program still runs"
+            wait_until(lambda p=program: not p.exists(), f"{name}: the interrupted program still runs", 30)
     finally:
         stop_agent(agent)
         log.close()

@@ -8,80 +8,38 @@ plane, the requests that came from the namespace.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
-import signal
-import sqlite3
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.netns import Namespace, isolated
-from tests.fixtures.swift import USER, free_port, start_swift
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
+from tests.support.agents import start_agent, transport_section
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.netns import Namespace, isolated
+from tests.support.processes import BIN, free_port, stop_all
+from tests.support.relay import start_relay
+from tests.support.swift import USER, start_swift
+from tests.support.templates import script_per_server
+from tests.support.waiting import wait_log
 
-pytestmark = pytest.mark.slow
 SERVERS = 3
 
 
 def template(names: list[str]) -> str:
-    deployments = "".join(
-        f"""
-  dep{i}:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {{get_resource: cfg}}
-      server: {name}
-      input_values: {{WHO: {name}}}
-"""
-        for i, name in enumerate(names)
-    )
-    outputs = "".join(f"\n  out{i}: {{value: {{get_attr: [dep{i}, said]}}}}" for i in range(len(names)))
-    return f"""
-heat_template_version: rocky
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{{name: WHO}}]
-      outputs: [{{name: said}}]
-      config: |
-        #!/bin/sh
-        printf 'hello %s' "$WHO" > "$heat_outputs_path.said"
-{deployments}
-outputs:{outputs}
-"""
+    """Each named server says hello with its name (outputs out<i>)."""
+    script = """
+    #!/bin/sh
+    printf 'hello %s' "$WHO" > "$heat_outputs_path.said"
+    """
+    return script_per_server(script, names, inputs=[{"WHO": name} for name in names], output="said")
 
 
 def access_lines(cp: ControlPlane, start: int) -> list[str]:
     return [line for line in cp.log.read_text()[start:].splitlines() if "control.access" in line]
-
-
-def stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(20)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def wait_log(cp: ControlPlane, text: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in cp.log.read_text():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{text!r} not in the control plane's log {cp.log}")
-        time.sleep(0.2)
 
 
 @pytest.fixture
@@ -105,7 +63,7 @@ def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: py
         "--store-signal-poll=0.5",
     )
     try:
-        wait_log(cp, "Swift ready")
+        wait_log(cp.log, "Swift ready")
         names = [f"iso-{i}" for i in range(SERVERS)]
         dirs = {}
         for name in names:
@@ -118,9 +76,7 @@ def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: py
             # Provisioning, still on the management network: the first document names the store.
             once = [str(BIN / "anneal-agent"), "once", "--state-dir", str(state)]
             subprocess.run(once, check=True, capture_output=True)
-            db = sqlite3.connect(state / "ledger.sqlite")
-            section = json.loads(db.execute("SELECT value FROM state WHERE key='transport'").fetchone()[0])
-            db.close()
+            section = transport_section(state)
             assert "SWIFT" == section["kind"]
             assert section["document_url"].startswith(f"http://{ns.host}:")
         mark = len(cp.log.read_text())
@@ -145,7 +101,7 @@ def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: py
         assert [] == from_agents
         assert [] == from_namespace
     finally:
-        stop(procs)
+        stop_all(procs)
         stop_control_plane(cp)
         swift.stop()
         shutil.rmtree(root, ignore_errors=True)
@@ -157,50 +113,12 @@ def test_r10_relay_only_namespace(ns: Namespace, tmp_path: Path):
     relay_url = f"http://{ns.host}:{relay_port}"
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        relay_log = open(tmp_path / "relay.log", "wb")  # noqa: SIM115
-        relay = subprocess.Popen(
-            [
-                str(BIN / "anneal-agent"),
-                "relay",
-                "--listen",
-                f"{ns.host}:{relay_port}",
-                "--upstream",
-                cp.url,
-                "--state-dir",
-                str(tmp_path / "relay"),
-            ],
-            stdout=relay_log,
-            stderr=subprocess.STDOUT,
-        )
-        procs.append(relay)
-        deadline = time.monotonic() + 30
-        while b"relay on" not in (tmp_path / "relay.log").read_bytes():
-            assert time.monotonic() < deadline and relay.poll() is None, (tmp_path / "relay.log").read_text()
-            time.sleep(0.1)
+        procs.append(start_relay(tmp_path, relay_port, cp.url, host=ns.host))
         mark = len(cp.log.read_text())
         names = [f"rel-{i}" for i in range(SERVERS)]
         for name in names:
-            created = cp.api("POST", "/v1/servers", {"name": name})
-            assert 201 == created.status
-            log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115
-            env = {**os.environ, "ANNEAL_ENROL_TOKEN": created.body["enrol_token"]}
-            procs.append(
-                subprocess.Popen(
-                    [
-                        *ns.wrap(),
-                        str(BIN / "anneal-agent"),
-                        "run",
-                        "--url",
-                        relay_url,
-                        "--poll-wait=5",
-                        "--state-dir",
-                        str(tmp_path / "agents" / name),
-                    ],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=env,
-                )
-            )
+            state, log = tmp_path / "agents" / name, tmp_path / f"{name}.log"
+            procs.append(start_agent(cp, name, state, log, url=relay_url, wrap=ns.wrap()))
         assert 201 == cp.create("rel", template(names)).status
         assert "CREATE_COMPLETE" == cp.wait_stack("rel", timeout=180)["status"]
         assert {f"out{i}": f"hello {n}" for i, n in enumerate(names)} == cp.outputs("rel")
@@ -214,5 +132,5 @@ def test_r10_relay_only_namespace(ns: Namespace, tmp_path: Path):
         )
         assert "dev" in probe.stdout
     finally:
-        stop(procs)
+        stop_all(procs)
         stop_control_plane(cp)

@@ -13,15 +13,14 @@ import hashlib
 from pathlib import Path
 
 import aiohttp
-import pytest
 from aiohttp import web
 
 from agent import client, wire
 from agent.relay import Relay
 from agent.transports import tempurl
-from tests.integration.conftest import ControlPlane
+from tests.support.controlplane import ControlPlane
+from tests.support.templates import one_script_deployment
 
-pytestmark = pytest.mark.slow
 BIG = bytes(range(256)) * 4096  # 1 MiB, under the 4 MiB document cap
 
 
@@ -72,25 +71,8 @@ def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_pat
 def test_an_agent_runs_a_document_of_several_hundred_kilobytes(control_plane: ControlPlane):
     """A real agent takes a 300 KB document over HTTP and runs it (it refused it before)."""
     filler = "\n".join(f"# {i:06d} " + "x" * 90 for i in range(3000))  # ~300 KB of comments
-    template = f"""
-heat_template_version: rocky
-resources:
-  box: {{type: OS::Heat::DeployedServer}}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      outputs: [{{name: said}}]
-      config: |
-        #!/bin/sh
-{chr(10).join("        " + line for line in filler.splitlines())}
-        printf 'big and whole' > "$heat_outputs_path.said"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {{config: {{get_resource: cfg}}, server: {{get_resource: box}}}}
-outputs:
-  said: {{value: {{get_attr: [dep, said]}}}}
-"""
+    script = "#!/bin/sh\n" + filler + "\nprintf 'big and whole' > \"$heat_outputs_path.said\"\n"
+    template = one_script_deployment(script, outputs=["said"])
     assert 201 == control_plane.create("big", template).status
     assert "CREATE_COMPLETE" == control_plane.wait_stack("big", timeout=180)["status"]
     assert {"said": "big and whole"} == control_plane.outputs("big")

@@ -11,14 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import (
-    ControlPlane,
-    software_deployment,
-    start_control_plane,
-    stop_control_plane,
-)
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.templates import software_deployment
 
 RECORD = """#!/bin/sh
 echo "$deploy_action $NAME" >> "$LOG"

@@ -20,43 +20,30 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
-import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent.transports import offline
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
-from tests.integration.test_restarts import stop_agent
+from tests.support.agents import agent_status, stop_agent
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import BIN
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.slow
 PASSWORD = "canary-offline-5d1e9a"  # a canary: looked for in clear on the media and in the logs
 
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  password: {type: string, hidden: true}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: PASSWORD}]
-      outputs: [{name: digest}]
-      config: |
-        #!/bin/sh
-        printf '%s' "$PASSWORD" | sha256sum | cut -c1-16 | tr -d '\\n' > "$heat_outputs_path.digest"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: off-box
-      input_values: {PASSWORD: {get_param: password}}
-outputs:
-  digest: {value: {get_attr: [dep, digest]}}
-"""
+TEMPLATE = one_script_deployment(
+    """
+    #!/bin/sh
+    printf '%s' "$PASSWORD" | sha256sum | cut -c1-16 | tr -d '\\n' > "$heat_outputs_path.digest"
+    """,
+    params={"password": "string, hidden: true"},
+    inputs={"PASSWORD": "{get_param: password}"},
+    outputs=["digest"],
+    server="off-box",
+)
 
 
 def raw_public(key: Ed25519PrivateKey) -> str:
@@ -85,16 +72,6 @@ def import_refused(cp: ControlPlane, tmp: Path, name: str, files: dict[str, byte
     done = cp.cli("signal", "import", str(folder))
     assert 1 == done.returncode, (done.stdout, done.stderr)
     return done.stderr
-
-
-def wait_for(what: str, check, timeout: float = 90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
@@ -153,8 +130,10 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
             start_new_session=True,
         )
         request_file = outbox / offline.request_file_name(server_id)
-        wait_for("the enrolment request in the outbox", request_file.exists)
-        wait_for("the agent's saved config", (state / "agent.json").exists)  # written just after the request
+        wait_until(request_file.exists, "the enrolment request in the outbox", 90)
+        wait_until(
+            (state / "agent.json").exists, "the agent's saved config", 90
+        )  # written just after the request
         config = json.loads((state / "agent.json").read_bytes())
         assert ("", "", "") == (config["url"], config["credential"], config["heartbeat_url"])
         assert bundle["control_public_key"] == config["control_public_key"]
@@ -207,11 +186,11 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
             body = doc_file.read_bytes() if doc_file.exists() else b""
             return body if b'"deployments"' in body and b"anneal-sealed:v1:" in body else None
 
-        doc = wait_for("a document with the sealed deployment", doc_with_deployment)
+        doc = wait_until(doc_with_deployment, "a document with the sealed deployment", 90)
         assert PASSWORD.encode() not in doc
         shutil.copyfile(doc_file, media / "document.json")
-        signal_file = wait_for(
-            "the signal file", lambda: next((p for p in outbox.glob("*.json") if p != request_file), None)
+        signal_file = wait_until(
+            lambda: next((p for p in outbox.glob("*.json") if p != request_file), None), "the signal file", 90
         )
         envelope = json.loads(signal_file.read_bytes())
         assert offline.SIGNAL_FORMAT == envelope["format"] and server_id == envelope["server_id"]
@@ -238,16 +217,8 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
         assert "CREATE_COMPLETE" == cp.wait_stack("offs")["status"]
         assert {"digest": hashlib.sha256(PASSWORD.encode()).hexdigest()[:16]} == cp.outputs("offs")
 
-        shown = subprocess.run(
-            [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        assert {"kind": "LOCAL media", "document_url": f"{media}/document.json"} == json.loads(shown.stdout)[
-            "transport"
-        ]
+        shown = agent_status(state)["transport"]
+        assert {"kind": "LOCAL media", "document_url": f"{media}/document.json"} == shown
 
         # No agent route was ever asked for: the agent had none.
         access = [line for line in cp.log.read_text().splitlines() if "control.access" in line]

@@ -12,9 +12,7 @@ from openapi_spec_validator import OpenAPIV31SpecValidator
 from control.api import routes
 from control.api.openapi import spec
 from control.errors import ControlError
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 
 HTTP_METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 ROUTES = sorted(

@@ -13,34 +13,25 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, ControlPlane, start_control_plane, stop_control_plane
+from tests.support.agents import stop_agent
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import ROOT
+from tests.support.templates import one_script_deployment
 
-pytestmark = pytest.mark.slow
-
-STACK = """
-heat_template_version: rocky
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      outputs: [{name: where}]
-      config: |
-        #!/bin/sh
-        printf 'packaged agent on %s' "$deploy_server_id" > "$heat_outputs_path.where"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: pkgbox}
-outputs:
-  where: {value: {get_attr: [dep, where]}}
-"""
+STACK = one_script_deployment(
+    """
+    #!/bin/sh
+    printf 'packaged agent on %s' "$deploy_server_id" > "$heat_outputs_path.where"
+    """,
+    outputs=["where"],
+    server="pkgbox",
+)
 
 
 @pytest.fixture(scope="module")
@@ -248,8 +239,7 @@ def test_packaged_agent_runs_against_a_real_control_plane(built: Path, tmp_path:
             assert cp.create("pkg", STACK).status == 201
             stack = cp.wait_stack("pkg", timeout=120)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
+            stop_agent(proc)
     assert stack["status"] == "CREATE_COMPLETE", (tmp_path / "agent.log").read_text()[-2000:]
     server_id = cp.api("GET", "/v1/servers/pkgbox").body["id"]
     assert cp.outputs("pkg")["where"] == f"packaged agent on {server_id}"

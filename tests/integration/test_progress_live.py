@@ -3,41 +3,26 @@
 from __future__ import annotations
 
 import subprocess
-import time
 
-import pytest
-
-from tests.integration.conftest import BIN, ControlPlane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane
+from tests.support.processes import BIN
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_until
 
 STEPS = 8
-TEMPLATE = f"""
-heat_template_version: 2018-08-31
-resources:
-  srv: {{type: OS::Heat::DeployedServer}}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      config: |
-        #!/bin/sh
-        for i in $(seq 1 {STEPS}); do echo "step $i of {STEPS}"; sleep 1; done
-        echo "oops on stderr" >&2
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {{config: {{get_resource: cfg}}, server: {{get_resource: srv}}}}
-"""
 
 
-def wait_for(predicate, what: str, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what}: not seen within {timeout} s")
+def template(steps: int = STEPS) -> str:
+    """A script printing *steps* lines `step i of 8`, a second apart, then one on stderr."""
+    script = f"""
+    #!/bin/sh
+    for i in $(seq 1 {steps}); do echo "step $i of {STEPS}"; sleep 1; done
+    echo "oops on stderr" >&2
+    """
+    return one_script_deployment(script, version="2018-08-31", box="srv")
+
+
+TEMPLATE = template()
 
 
 def test_running_deployment_shows_progress_and_log_follows_it(control_plane: ControlPlane):
@@ -45,7 +30,7 @@ def test_running_deployment_shows_progress_and_log_follows_it(control_plane: Con
     prints every line once, live, and ends with the result."""
     cp = control_plane
     assert 201 == cp.create("live", TEMPLATE).status
-    (dep,) = wait_for(lambda: cp.api("GET", "/v1/deployments?stack=live").body, "the deployment")
+    (dep,) = wait_until(lambda: cp.api("GET", "/v1/deployments?stack=live").body, "the deployment", 120)
     follow = subprocess.Popen(
         [str(BIN / "anneal"), "deployment", "log", dep["id"], "--follow", "--timeout", "300"],
         env=cp.env(),
@@ -59,7 +44,7 @@ def test_running_deployment_shows_progress_and_log_follows_it(control_plane: Con
             d = cp.api("GET", f"/v1/deployments/{dep['id']}").body
             return d if "step 1 of 8" in (d["progress"] or {}).get("output_tail", "") else None
 
-        shown = wait_for(script_output_shown, "the script's output in the progress")
+        shown = wait_until(script_output_shown, "the script's output in the progress", 120)
         assert shown["status"] == "IN_PROGRESS"
         assert shown["progress"]["seq"] >= 1
         table = cp.cli("deployment", "show", dep["id"])
@@ -82,7 +67,7 @@ def test_running_deployment_shows_progress_and_log_follows_it(control_plane: Con
 def test_log_of_a_finished_deployment_prints_its_result(control_plane: ControlPlane):
     """`deployment log` of a finished deployment prints its output and status, and exits."""
     cp = control_plane
-    cp.create("done", TEMPLATE.replace(f"seq 1 {STEPS}", "seq 1 1"))
+    cp.create("done", template(1))
     assert cp.wait_stack("done")["status"] == "CREATE_COMPLETE"
     (dep,) = cp.api("GET", "/v1/deployments?stack=done").body
     result = cp.cli("deployment", "log", dep["id"])

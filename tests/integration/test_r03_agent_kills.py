@@ -18,46 +18,30 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.integration.conftest import start_control_plane, stop_control_plane
-from tests.integration.test_restarts import enrol_agent
+from tests.support.agents import enrol_agent, stop_agent
+from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_until
 
 KILLS = int(os.environ.get("R03_KILLS", "10"))
 HOOK_SECONDS = 2.0
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  dir: {type: string}
-  step: {type: string}
-  rerun: {type: boolean, default: false}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      options: {rerun_on_interrupt: {get_param: rerun}}
-      inputs: [{name: DIR}, {name: STEP}]
-      config: |
-        #!/bin/sh
-        echo "$ANNEAL_IDEMPOTENCY_KEY $ANNEAL_RUN_ATTEMPT" >> "$DIR/starts-$STEP"
-        echo "started $STEP"
-        sleep HOOK_SECONDS
-        echo "$ANNEAL_IDEMPOTENCY_KEY" >> "$DIR/ends-$STEP"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: r03box,
-                 input_values: {DIR: {get_param: dir}, STEP: {get_param: step}}}
-""".replace("HOOK_SECONDS", str(HOOK_SECONDS))
+TEMPLATE = one_script_deployment(
+    f"""
+    #!/bin/sh
+    echo "$ANNEAL_IDEMPOTENCY_KEY $ANNEAL_RUN_ATTEMPT" >> "$DIR/starts-$STEP"
+    echo "started $STEP"
+    sleep {HOOK_SECONDS}
+    echo "$ANNEAL_IDEMPOTENCY_KEY" >> "$DIR/ends-$STEP"
+    """,
+    params={"dir": "string", "step": "string", "rerun": "boolean, default: false"},
+    inputs={"DIR": "{get_param: dir}", "STEP": "{get_param: step}"},
+    options="{rerun_on_interrupt: {get_param: rerun}}",
+    server="r03box",
+)
 
 
 def _lines(path: Path) -> list[str]:
     return path.read_text().split("\n")[:-1] if path.exists() else []
-
-
-def _wait_for(path: Path, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return path.exists()
 
 
 def test_r03_agent_killed_mid_hook(tmp_path: Path):
@@ -86,7 +70,8 @@ def test_r03_agent_killed_mid_hook(tmp_path: Path):
             step = f"t{trial}"
             params = {"dir": str(work), "step": step, "rerun": str(rerun).lower()}
             assert 201 == cp.create(f"r03-{trial}", TEMPLATE, params=params).status
-            assert _wait_for(work / f"starts-{step}", 60), f"trial {trial}: the hook never started"
+            # Polled often: the kill must land at a random instant after the hook started.
+            wait_until((work / f"starts-{step}").exists, f"trial {trial}: the hook never started", 60, 0.02)
             offset = rng.uniform(0, HOOK_SECONDS * 1.1)
             time.sleep(offset)
             mid_hook = not (work / f"ends-{step}").exists()
@@ -134,13 +119,7 @@ def test_r03_agent_killed_mid_hook(tmp_path: Path):
             figures["complete"] += stack["status"] == "CREATE_COMPLETE"
     finally:
         print(f"\nR03 figures ({KILLS} kills, hook {HOOK_SECONDS:g} s): {figures}")
-        if agent.poll() is None:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(30)
-            except subprocess.TimeoutExpired:
-                agent.kill()
-                agent.wait()
+        stop_agent(agent, 30)
         log.close()
         stop_control_plane(cp)
     assert [] == problems

@@ -21,53 +21,26 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane
-from tests.integration.test_restarts import enrol_agent
+from tests.support.agents import agent_status, enrol_agent
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import BIN, stop_process
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_until
 
 REBOOTS = int(os.environ.get("R04_REBOOTS", "8"))
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  dir: {type: string}
-  step: {type: string}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: DIR}, {name: STEP}]
-      outputs: [{name: step}]
-      config: |
-        #!/bin/sh
-        echo "$STEP" >> "$DIR/starts-$STEP"
-        sleep 1
-        printf '%s' "$STEP" > "$heat_outputs_path.step"
-        echo "$STEP" >> "$DIR/ends-$STEP"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: cfg}, server: r04box,
-                 input_values: {DIR: {get_param: dir}, STEP: {get_param: step}}}
-outputs:
-  step: {value: {get_attr: [dep, step]}}
-"""
-
-
-def _wait(cond, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert cond(), what
-
-
-def _status(state: Path) -> dict:
-    out = subprocess.run(
-        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return dict(json.loads(out.stdout))
+TEMPLATE = one_script_deployment(
+    """
+    #!/bin/sh
+    echo "$STEP" >> "$DIR/starts-$STEP"
+    sleep 1
+    printf '%s' "$STEP" > "$heat_outputs_path.step"
+    echo "$STEP" >> "$DIR/ends-$STEP"
+    """,
+    params={"dir": "string", "step": "string"},
+    inputs={"DIR": "{get_param: dir}", "STEP": "{get_param: step}"},
+    outputs=["step"],
+    server="r04box",
+)
 
 
 class Host:
@@ -97,13 +70,7 @@ class Host:
         self.boot()
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
 
 
@@ -111,7 +78,7 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
     work = tmp_path / "work"
     work.mkdir()
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
-    port = int(cp.url.rsplit(":", 1)[1])
+    port = cp.port
     state = tmp_path / "state"
     host = Host(tmp_path, enrol_agent(cp, "r04box", state), state)
     figures = {
@@ -128,11 +95,12 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
             step = f"s{i}"
             assert 201 == cp.create(f"r04-{i}", TEMPLATE, params={"dir": str(work), "step": step}).status
             if i % 2:  # the control plane goes away while the hook runs: the signal stays queued
-                _wait(lambda s=step: (work / f"starts-{s}").exists(), 60, f"{step} never started")
-                cp.proc.send_signal(signal.SIGKILL)
-                cp.proc.wait(30)
-                _wait(lambda s=step: (work / f"ends-{s}").exists(), 60, f"{step} never ended")
-                _wait(lambda: len(_status(state)["queued_signals"]) >= 1, 60, "signal never queued")
+                wait_until(lambda s=step: (work / f"starts-{s}").exists(), f"{step} never started", 60, 0.05)
+                cp.crash()
+                wait_until(lambda s=step: (work / f"ends-{s}").exists(), f"{step} never ended", 60, 0.05)
+                wait_until(
+                    lambda: len(agent_status(state)["queued_signals"]) >= 1, "signal never queued", 60, 0.05
+                )
                 host.reboot()
                 figures["with_unacked_signal"] += 1
                 cp = start_control_plane(tmp_path, "--provisioner", "enrol", port=port)
@@ -140,13 +108,13 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
                 assert cp.wait_stack(f"r04-{i}", timeout=90)["status"] == "CREATE_COMPLETE"
                 host.reboot()
             figures["reboots"] += 1
-            serials.append(_status(state)["document"]["serial"])
+            serials.append(agent_status(state)["document"]["serial"])
         for i in range(REBOOTS):
             stack = cp.wait_stack(f"r04-{i}", timeout=90)
             figures["lost_signals"] += (
                 stack["status"] != "CREATE_COMPLETE" or cp.outputs(f"r04-{i}")["step"] != f"s{i}"
             )
-        _wait(lambda: not _status(state)["queued_signals"], 60, "signals still queued")
+        wait_until(lambda: not agent_status(state)["queued_signals"], "signals still queued", 60, 0.05)
         time.sleep(3)  # a last poll after the last reboot: nothing may start again
         for i in range(REBOOTS):
             figures["reruns"] += len((work / f"starts-s{i}").read_text().split()) - 1
@@ -197,8 +165,11 @@ def test_lost_state_dir_is_detected_and_the_control_plane_reruns_everything(tmp_
         assert [r["generation"] for r in record["rerun"]] == [2]
         host.boot()
         dep_id = record["rerun"][0]["deployment_id"]
-        _wait(
-            lambda: cp.api("GET", f"/v1/deployments/{dep_id}").body["status"] == "COMPLETE", 90, "no re-run"
+        wait_until(
+            lambda: cp.api("GET", f"/v1/deployments/{dep_id}").body["status"] == "COMPLETE",
+            "no re-run",
+            90,
+            0.05,
         )
         detail = cp.api("GET", f"/v1/deployments/{dep_id}").body
         assert detail["generation"] == 2 and detail["output_values"] == {"step": "only"}

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 
 #: Servers (real local agents) in CI; the catalogue's figure is 100.
 SERVERS = 6

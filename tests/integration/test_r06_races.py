@@ -33,7 +33,7 @@ from control.store import work
 from control.store.db import open_database
 from control.store.orm import StackRow
 from control.store.workrow import WorkRow
-from tests.pg import Postgres
+from tests.support.pg import Postgres
 
 EXAMPLES, STEPS = 150, 100  # over 10,000 operations per backend (some rules are skipped)
 LEASE = 30.0

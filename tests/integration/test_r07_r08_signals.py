@@ -2,7 +2,7 @@
 
 R07: simulated agents (in this process; real agents would cost a process each, and the
 control plane sees the same requests) answer every deployment generation; their signals
-pass a fault proxy (tests/integration/faultproxy.py) that duplicates 30 %, reorders 10 %,
+pass a fault proxy (tests/support/faultproxy.py) that duplicates 30 %, reorders 10 %,
 delays some, and replays 5 % from the previous generation. Pass: final outputs equal the
 reference for 100 %; 0 stale signals accepted; events stored = unique signals.
 
@@ -35,10 +35,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agent import sealed, wire
-from tests.integration.conftest import ControlPlane, free_port, start_control_plane, stop_control_plane
-from tests.integration.faultproxy import FaultProxy, Rates
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.faultproxy import FaultProxy, Rates
+from tests.support.processes import free_port
 
-pytestmark = pytest.mark.slow
 DEPLOYMENTS = int(os.environ.get("R07_DEPLOYMENTS", "100"))
 DELAY = float(os.environ.get("R07_DELAY", "3"))
 GUESSES = int(os.environ.get("R08_GUESSES", "2000"))

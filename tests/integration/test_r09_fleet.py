@@ -22,11 +22,8 @@ import asyncio
 import math
 import os
 
-import pytest
-
 from bench import r09
 
-pytestmark = pytest.mark.slow
 AGENTS = int(os.environ.get("R09_AGENTS", "50"))
 CAP = 8.0
 

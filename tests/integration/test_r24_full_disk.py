@@ -11,23 +11,21 @@ COMPLETE); at the end every deployment got exactly one signal (100 % recover).
 R24_EVENTS sets the count (100 for the catalogue's figure; CI runs fewer, printing figures).
 
 heat-engine cannot run here: the agent runs in --heat-compat mode against the small real
-aiohttp server of test_heat_documents.py, which stands in for it and records the signals.
+aiohttp server of tests/support/heat.py, which stands in for it and records the signals.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import random
 import sqlite3
-import subprocess
 from pathlib import Path
 
-from tests.integration.test_heat_documents import AGENT, FakeHeat
+from tests.support.disk import SIZE, fill, mount_tmpfs, unmount
+from tests.support.heat import FakeHeat, run_agent
 
 EVENTS = int(os.environ.get("R24_EVENTS", "20"))
-SIZE = "4m"
 ARTEFACT = 24 * 1024
 SCRIPT = (
     "#!/bin/sh\nset -e\n"
@@ -56,31 +54,6 @@ def _item(base: str, n: int, disk: Path) -> dict:
     }
 
 
-def _mount(path: Path) -> None:
-    path.mkdir()
-    run = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={SIZE},mode=0700", "tmpfs", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, f"R24 needs to mount a small tmpfs (root): {run.stderr.strip()}"
-
-
-def _fill(disk: Path, leave: int) -> None:
-    """Fill *disk* completely, then give back *leave* bytes."""
-    filler = disk / "filler"
-    with open(filler, "ab", buffering=0) as f:
-        chunk = b"\0" * 65536
-        try:
-            while True:
-                f.write(chunk)
-        except OSError:
-            pass
-    size = filler.stat().st_size
-    os.truncate(filler, max(0, size - leave))
-
-
 def _check_state(state: Path, problems: list[str], when: str) -> None:
     db = sqlite3.connect(state / "ledger.sqlite")
     try:
@@ -97,17 +70,14 @@ def _check_state(state: Path, problems: list[str], when: str) -> None:
 
 
 async def _once(*args: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        AGENT, "once", *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    _, err = await asyncio.wait_for(proc.communicate(), 180)
-    return proc.returncode or 0, err.decode()
+    rc, _, err = await run_agent("once", *args, timeout=180)
+    return rc, err
 
 
 async def test_r24_full_disk(tmp_path: Path):
     rng = random.Random(os.environ.get("R24_SEED", "r24"))
     disk = tmp_path / "disk"
-    _mount(disk)
+    mount_tmpfs(disk)
     heat = FakeHeat()
     await heat.server.start_server()
     figures = {
@@ -133,7 +103,7 @@ async def test_r24_full_disk(tmp_path: Path):
         assert rc == 0, err
         for n in range(EVENTS):
             heat.document = {"deployments": [*heat.document["deployments"], _item(base, n, disk)]}
-            _fill(disk, rng.choice([0, 512, 4096, 16384, 65536, 131072]))
+            fill(disk, rng.choice([0, 512, 4096, 16384, 65536, 131072]))
             rc, err = await _once(*common)
             figures["full_runs"] += 1
             # A full disk ends `once` with one line naming the state dir, never a traceback.
@@ -173,7 +143,7 @@ async def test_r24_full_disk(tmp_path: Path):
     finally:
         print(f"\nR24 figures ({SIZE} tmpfs): {figures}")
         await heat.server.close()
-        subprocess.run(["umount", str(disk)], check=False)
+        unmount(disk)
     assert [] == problems
     assert figures["false_complete"] == 0 and figures["corrupted_state_files"] == 0
     assert figures["recovered"] == EVENTS

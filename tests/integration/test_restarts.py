@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
-from tests.integration.conftest import BIN, ControlPlane, start_control_plane, stop_control_plane, wait_file
-
-pytestmark = pytest.mark.slow
+from tests.support.agents import agent_status, enrol_agent, stop_agent
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import BIN
+from tests.support.waiting import wait_file, wait_until
 
 TEMPLATE = """
 heat_template_version: 2018-08-31
@@ -46,32 +44,6 @@ outputs:
 """
 
 
-def stop_agent(agent: subprocess.Popen[bytes] | None, timeout: float = 60) -> None:
-    """Stop an agent the test started: SIGTERM, then SIGKILL if it is still there after *timeout*."""
-    if agent is None or agent.poll() is not None:
-        return
-    agent.send_signal(signal.SIGTERM)
-    try:
-        agent.wait(timeout)
-    except subprocess.TimeoutExpired:
-        agent.kill()
-        agent.wait()
-
-
-def enrol_agent(cp: ControlPlane, name: str, state: Path) -> list[str]:
-    """Create a server, enrol an agent for it in *state*; return the argv that runs that agent."""
-    token = cp.api("POST", "/v1/servers", {"name": name}).body["enrol_token"]
-    enrol = subprocess.run(
-        [str(BIN / "anneal-agent"), "enrol", "--url", cp.url, f"--token={token}", "--state-dir", str(state)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert 0 == enrol.returncode, enrol.stderr
-    return [str(BIN / "anneal-agent"), "run", "--state-dir", str(state), "--poll-wait", "2"]
-
-
 def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path):
     """The control plane dies mid-hook; the agent queues the signal, the restarted plane resumes."""
     work = tmp_path / "work"
@@ -85,30 +57,17 @@ def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path):
             agent = subprocess.Popen(argv, stdout=log, stderr=log)
         assert 201 == cp.create("outage", TEMPLATE, params={"dir": str(work)}).status
         wait_file(work / "started-first")
-        cp.proc.send_signal(signal.SIGKILL)  # no graceful shutdown: a crash
-        cp.proc.wait(30)
+        cp.crash()  # no graceful shutdown: a crash
         (work / "go-first").touch()  # the hook finishes while nobody listens
-        deadline = time.monotonic() + 30
-        argv_status = [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)]
-        status = subprocess.run(argv_status, capture_output=True, text=True, timeout=30, check=False)
-        while len(json.loads(status.stdout)["queued_signals"]) != 1 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            status = subprocess.run(argv_status, capture_output=True, text=True, timeout=30, check=False)
-        assert len(json.loads(status.stdout)["queued_signals"]) == 1, status.stdout
-        port = int(cp.url.rsplit(":", 1)[1])
-        cp = start_control_plane(tmp_path, "--provisioner", "enrol", port=port)
+        wait_until(lambda: len(agent_status(state)["queued_signals"]) == 1, "one signal queued", 30)
+        cp = start_control_plane(tmp_path, "--provisioner", "enrol", port=cp.port)
         wait_file(work / "started-second-first")  # runs only once the queued signal has landed
         (work / "go-second-first").touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("outage", timeout=90)["status"]
         assert "second-first" == cp.outputs("outage")["last"]
         assert ["first", "second-first"] == (work / "runs").read_text().split()
     finally:
-        if agent is not None:
-            agent.send_signal(signal.SIGTERM)
-            try:
-                agent.wait(30)
-            except subprocess.TimeoutExpired:
-                agent.kill()
+        stop_agent(agent, 30)
         stop_control_plane(cp)
 
 
@@ -135,10 +94,8 @@ def test_control_plane_killed_mid_stack_resumes_with_one_agent_per_server(tmp_pa
     try:
         assert 201 == cp.create("resume", TEMPLATE, params={"dir": str(work)}).status
         wait_file(work / "started-first")
-        cp.proc.send_signal(signal.SIGKILL)
-        cp.proc.wait(30)
-        port = int(cp.url.rsplit(":", 1)[1])
-        cp = start_control_plane(tmp_path, port=port)
+        cp.crash()
+        cp = start_control_plane(tmp_path, port=cp.port)
         (work / "go-first").touch()
         wait_file(work / "started-second-first")
         (work / "go-second-first").touch()
@@ -168,8 +125,7 @@ def test_second_agent_on_one_state_dir_is_refused(control_plane: ControlPlane, t
         assert 2 == second.returncode
         assert f"another agent (pid {first.pid}) is running" in second.stderr
     finally:
-        first.send_signal(signal.SIGTERM)
-        first.wait(30)
+        stop_agent(first, 30)
 
 
 def test_sigterm_lets_the_running_hook_finish_and_signal(tmp_path: Path):
@@ -197,7 +153,5 @@ def test_sigterm_lets_the_running_hook_finish_and_signal(tmp_path: Path):
         assert "CREATE_COMPLETE" == cp.wait_stack("drain", timeout=60)["status"]
         assert ["first", "second-first"] == (work / "runs").read_text().split()
     finally:
-        if agent is not None and agent.poll() is None:
-            agent.send_signal(signal.SIGTERM)
-            agent.wait(30)
+        stop_agent(agent, 30)
         stop_control_plane(cp)

@@ -22,15 +22,13 @@ import secrets
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.waiting import wait_until
 
 TEMPLATE = """
 heat_template_version: 2018-08-31
@@ -115,15 +113,6 @@ def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def wait_for(path: Path, text: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text().strip() == text:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{path} never became {text}")
-
-
 @pytest.fixture
 def cp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ControlPlane]:
     monkeypatch.setenv("ANNEAL_LOG_LEVEL", "DEBUG")  # the local agents inherit it
@@ -169,7 +158,10 @@ def test_canary_secrets_appear_nowhere_in_clear(cp: ControlPlane, tmp_path: Path
     }
     assert cp.api("PUT", "/v1/stacks/vault", body).status == 202
     assert cp.wait_stack("vault")["status"] == "UPDATE_COMPLETE"
-    wait_for(out / "pw", sha(hidden2))
+    pw = out / "pw"
+    wait_until(
+        lambda: pw.exists() and pw.read_text().strip() == sha(hidden2), f"{pw} never became the new hash"
+    )
 
     # Error bodies: a request carrying a secret that fails, a forged signal.
     errors = []

@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import json
 import secrets
-import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,9 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agent import sealed, wire
-from tests.integration.conftest import ControlPlane, start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.waiting import wait_until
 
 TEMPLATE = """
 heat_template_version: 2018-08-31
@@ -75,9 +73,8 @@ class Server:
 
 
 def enrol(cp: ControlPlane, name: str) -> Server:
-    deadline = time.monotonic() + 60  # the engine creates the server soon after the stack
-    while cp.api("GET", f"/v1/servers/{name}").status == 404 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # The engine creates the server soon after the stack.
+    wait_until(lambda: cp.api("GET", f"/v1/servers/{name}").status != 404, f"server {name}", interval=0.1)
     token = cp.api("POST", f"/v1/servers/{name}/token").body["enrol_token"]
     box = X25519PrivateKey.generate()
     keys = {"sign": raw_public(Ed25519PrivateKey.generate()), "box": raw_public(box)}
@@ -185,9 +182,8 @@ def test_duplicates_are_idempotent_and_stale_generations_refused(
     assert cp.wait_stack("scope")["status"] == "CREATE_COMPLETE"
     body = {"template": TEMPLATE, "parameters": {"step": "two"}}
     assert cp.api("PUT", "/v1/stacks/scope", body).status == 202
-    deadline = time.monotonic() + 60  # the engine starts generation 2 shortly after the update
-    while (new_gen := a.signal_url(cp)[2]) == gen and time.monotonic() < deadline:
-        time.sleep(0.1)
+    # The engine starts generation 2 shortly after the update.
+    new_gen = wait_until(lambda: (g := a.signal_url(cp)[2]) != gen and g, "generation 2", interval=0.1)
     assert new_gen == gen + 1
     stale = cp.api("POST", path, signal("n3", gen), token=None)  # the old URL, validly signed
     assert stale.status == 409

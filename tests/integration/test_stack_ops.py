@@ -10,15 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import (
-    ControlPlane,
-    start_control_plane,
-    stop_control_plane,
-    wait_file,
-    wait_until,
-)
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.waiting import wait_file, wait_log, wait_until
 
 GATED = """
 heat_template_version: 2018-08-31
@@ -187,11 +180,7 @@ def test_cancel_fails_deployments_and_the_agent_stops_the_hook(cp: ControlPlane,
     assert "FAILED" == first["status"]
     assert "cancelled" in first["status_reason"]
     # The agent stops the hook: it never reaches its end even once released.
-    deadline = time.monotonic() + 30
-    state = cp.agent_dir("cancel-box")
-    while time.monotonic() < deadline and "status code 143" not in (state / "agent.log").read_text():
-        time.sleep(0.2)
-    assert "status code 143" in (state / "agent.log").read_text()
+    wait_log(cp.agent_dir("cancel-box") / "agent.log", "status code 143", 30)
     (work / "go-first-r1").touch()
     time.sleep(1.0)
     assert [] == _runs(work)

@@ -10,68 +10,36 @@ return to the stack's completion is printed (not asserted: the machine is shared
 
 from __future__ import annotations
 
-import json
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.fixtures.swift import Swift, swift_server
-from tests.integration.conftest import BIN, start_control_plane, stop_control_plane
+from tests.support.agents import agent_log, agent_status
+from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.swift import Swift, swift_args
+from tests.support.templates import script_per_server
 
-__all__ = ["swift_server"]
-pytestmark = pytest.mark.slow
 SERVERS = 4
 
 
 def template() -> str:
-    servers = "".join(
-        f"""
-  box{i}:
-    type: OS::Heat::DeployedServer
-    properties: {{software_config_transport: SWIFT}}
-  dep{i}:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {{get_resource: cfg}}
-      server: {{get_resource: box{i}}}
-      input_values: {{ROUND: {{get_param: round}}}}
-"""
-        for i in range(SERVERS)
+    script = """
+    #!/bin/sh
+    printf 'round %s' "$ROUND" > "$heat_outputs_path.said"
+    """
+    boxes = [f"box{i}" for i in range(SERVERS)]
+    inputs = [{"ROUND": "{get_param: round}"}] * SERVERS
+    return script_per_server(
+        script, boxes, inputs=inputs, output="said", params={"round": "string"}, transport="SWIFT"
     )
-    outputs = "".join(f"\n  out{i}: {{value: {{get_attr: [dep{i}, said]}}}}" for i in range(SERVERS))
-    return f"""
-heat_template_version: rocky
-parameters:
-  round: {{type: string}}
-resources:
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{{name: ROUND}}]
-      outputs: [{{name: said}}]
-      config: |
-        #!/bin/sh
-        printf 'round %s' "$ROUND" > "$heat_outputs_path.said"
-{servers}
-outputs:{outputs}
-"""
 
 
 def test_r09_store_down_5s_and_60s_during_rollouts(
     swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)
-    cp = start_control_plane(
-        tmp_path,
-        f"--swift-auth-url={swift_server.auth_url}",
-        f"--swift-user={swift_server.user}",
-        "--store-prefix=outage",
-        "--store-poll-interval=1",
-        "--store-signal-poll=0.5",
-    )
+    cp = start_control_plane(tmp_path, *swift_args(swift_server, "outage"))
     try:
         assert 201 == cp.create("out", template(), params={"round": "0"}).status
         assert "CREATE_COMPLETE" == cp.wait_stack("out", timeout=180)["status"]
@@ -95,26 +63,14 @@ def test_r09_store_down_5s_and_60s_during_rollouts(
         log = cp.log.read_text()
         assert "not written" in log or "collecting signals failed" in log  # the outage was seen
         for i in range(SERVERS):
-            out = subprocess.run(
-                [
-                    str(BIN / "anneal-agent"),
-                    "status",
-                    "--json",
-                    "--state-dir",
-                    str(cp.agent_dir(f"out-box{i}")),
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            status = json.loads(out.stdout)
+            status = agent_status(cp.agent_dir(f"out-box{i}"))
             assert [1, 2, 3] == sorted(e["generation"] for e in status["entries"])  # none lost, none twice
             assert {"signalled"} == {e["state"] for e in status["entries"]}
             # While its polls fail the agent holds its signals (one prober per agent, R09): a
             # signal finished just as the store went is tried once, perhaps twice before the
             # next poll fails, then waits for the store's return. Without the hold a 60 s
             # outage alone gives about 7 tries (1, 2, 4 ... s apart), and 10 over both.
-            agent_log = (cp.agent_dir(f"out-box{i}") / "agent.log").read_text()
-            assert agent_log.count("not delivered") <= 6, agent_log[-3000:]
+            log = agent_log(cp, f"out-box{i}")
+            assert log.count("not delivered") <= 6, log[-3000:]
     finally:
         stop_control_plane(cp)

@@ -8,9 +8,7 @@ import time
 import urllib.error
 import urllib.request
 
-from tests.fixtures.swift import Swift, swift_server
-
-__all__ = ["swift_server"]
+from tests.support.swift import Swift
 
 
 def temp_url(swift: Swift, method: str, path: str, key: str, lifetime: int = 300) -> str:

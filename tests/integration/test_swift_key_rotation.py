@@ -10,7 +10,6 @@ secret): Swift takes it for two epochs and refuses it after, whatever its expiry
 
 from __future__ import annotations
 
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -20,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from control.transports.swift import container_key, temp_url_sig
-from tests.fixtures.swift import Swift, swift_server
-from tests.integration.conftest import BIN, ControlPlane, free_port, start_control_plane, stop_control_plane
-from tests.integration.test_transport_swift import TEMPLATE, swift_args
+from tests.support.agents import agent_log
+from tests.support.controlplane import ControlPlane, serve_once, start_control_plane, stop_control_plane
+from tests.support.swift import Swift, swift_args
+from tests.support.templates import said_stack
 
-__all__ = ["swift_server"]
-pytestmark = pytest.mark.slow
+TEMPLATE = said_stack("POLL_TEMP_URL")
 EPOCH = 10.0
 
 
@@ -86,30 +85,18 @@ def test_tempurl_keys_rotate_without_any_agent_losing_access(cp: ControlPlane, s
     assert 401 == status_of(url_under(first))  # retired: two rotations later
     assert 200 == status_of(url_under(now))
     assert 200 == status_of(url_under(now - 1))
-    log = cp.log.read_text()
-    assert log.count("TempURL keys rotated") >= 2
-    agent_log = (cp.agent_dir("kr-box") / "agent.log").read_text()
-    assert "store refused" not in agent_log  # no document or signal URL ever refused
-    assert "asking the control plane for fresh URLs" not in agent_log
+    assert cp.log.read_text().count("TempURL keys rotated") >= 2
+    agent = agent_log(cp, "kr-box")
+    assert "store refused" not in agent  # no document or signal URL ever refused
+    assert "asking the control plane for fresh URLs" not in agent
 
 
 def test_a_rotation_shorter_than_a_url_lifetime_is_refused(tmp_path: Path):
-    out = subprocess.run(
-        [
-            str(BIN / "anneal"),
-            "serve",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--listen",
-            f"127.0.0.1:{free_port()}",
-            "--swift-auth-url=http://127.0.0.1:1/auth/v1.0",
-            "--swift-key-rotation=60",
-            "--store-url-lifetime=3600",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+    out = serve_once(
+        tmp_path,
+        "--swift-auth-url=http://127.0.0.1:1/auth/v1.0",
+        "--swift-key-rotation=60",
+        "--store-url-lifetime=3600",
     )
     assert 2 == out.returncode
     assert "--swift-key-rotation 60 s is shorter than a URL's lifetime (4500 s" in out.stderr

@@ -7,76 +7,36 @@ The test plays the courier: it copies the control plane's document file onto the
 from __future__ import annotations
 
 import json
-import shutil
-import time
 from pathlib import Path
 
-import pytest
+from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.courier import Media
+from tests.support.templates import said_stack
+from tests.support.waiting import wait_until
 
-from tests.integration.conftest import start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
-
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  message: {type: string, default: one}
-resources:
-  box:
-    type: OS::Heat::DeployedServer
-    properties: {software_config_transport: LOCAL}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: MESSAGE}]
-      outputs: [{name: said}]
-      config: |
-        #!/bin/sh
-        printf 'said %s' "$MESSAGE" > "$heat_outputs_path.said"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: box}
-      input_values: {MESSAGE: {get_param: message}}
-outputs:
-  said: {value: {get_attr: [dep, said]}}
-"""
+TEMPLATE = said_stack("LOCAL")
 
 
 def test_local_media_round_trip_and_signal_import(tmp_path: Path):
-    published, media, outbox = tmp_path / "published", tmp_path / "media", tmp_path / "outbox"
-    media.mkdir()
-    cp = start_control_plane(
-        tmp_path,
-        f"--local-dir={published}",
-        "--store-poll-interval=0.5",
-        f"--agent-arg=--media-dir={media}",
-        f"--agent-arg=--signal-dir={outbox}",
-    )
+    local = Media.under(tmp_path)
+    outbox = local.outbox
+    cp = start_control_plane(tmp_path, *local.serve_args())
     try:
         assert 201 == cp.create("lm", TEMPLATE).status
-        deadline = time.monotonic() + 60
-        while (resp := cp.api("GET", "/v1/servers/lm-box")).status == 404 and time.monotonic() < deadline:
-            time.sleep(0.2)
-        server = resp.body
+        wait_until(lambda: cp.api("GET", "/v1/servers/lm-box").status != 404, "the server lm-box")
+        server = cp.api("GET", "/v1/servers/lm-box").body
         assert "LOCAL" == server["transport"]
-        doc_file = published / server["id"] / "document.json"
+        doc_file = local.document(server["id"])
 
         def courier(stack: str) -> dict:
             """Carry documents out and signals back until the stack settles (bounded)."""
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                if doc_file.exists():
-                    shutil.copyfile(doc_file, media / "document.json")
-                if outbox.exists() and any(outbox.iterdir()):
-                    cp.cli("signal", "import", str(outbox))
-                status = cp.api("GET", f"/v1/stacks/{stack}").body["status"]
-                if not status.endswith("IN_PROGRESS"):
-                    return dict(cp.api("GET", f"/v1/stacks/{stack}").body)
-                time.sleep(0.3)
-            raise AssertionError(f"stack {stack} did not settle; log {cp.log}")
+
+            def settled() -> dict | None:
+                local.carry(cp, server["id"])
+                body = cp.api("GET", f"/v1/stacks/{stack}").body
+                return None if body["status"].endswith("IN_PROGRESS") else dict(body)
+
+            return wait_until(settled, f"stack {stack} did not settle; log {cp.log}", 120, interval=0.3)
 
         assert "CREATE_COMPLETE" == courier("lm")["status"]
         assert {"said": "said one"} == cp.outputs("lm")

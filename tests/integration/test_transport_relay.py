@@ -2,7 +2,7 @@
 
 A real `anneal serve --relay-url`, a real `anneal-agent relay` and a real agent enrolled
 straight with the control plane, all on loopback. Each round's hook waits on a gate
-file (test_relay_restart's template); the server is moved (HTTP -> RELAY with `anneal server transport`, RELAY -> HTTP
+file (`gated_per_server` of tests/support/templates.py); the server is moved (HTTP -> RELAY with `anneal server transport`, RELAY -> HTTP
 with the API) while a hook runs. Every generation completes once with its output, no
 signal is refused or lost, and the control plane's access log (which records the
 relay's `Via` header) shows the agent's document polls and signals coming through the
@@ -18,23 +18,19 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
-import pytest
+from tests.support.agents import agent_status, enrol_agent, ledger_state, started, stop_agent
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import free_port, stop_process
+from tests.support.relay import relay_status, start_relay
+from tests.support.templates import gated_per_server
+from tests.support.waiting import wait_until
 
-from tests.integration.conftest import BIN, ControlPlane, free_port, start_control_plane, stop_control_plane
-from tests.integration.test_relay_restart import relay_status, start_relay, started, template, wait
-from tests.integration.test_restarts import enrol_agent, stop_agent
-
-pytestmark = pytest.mark.slow
 AGENT_ROUTE = re.compile(r'"\w+ /v1/(agent/document|signal/)')
 
 
 def agent_kind(state: Path) -> str:
-    db = sqlite3.connect(state / "ledger.sqlite")
-    try:
-        row = db.execute("SELECT value FROM state WHERE key = 'transport'").fetchone()
-    finally:
-        db.close()
-    return str(json.loads(row[0])["kind"]) if row else "HTTP"
+    raw = ledger_state(state, "transport")
+    return str(json.loads(raw)["kind"]) if raw else "HTTP"
 
 
 def agent_lines(cp: ControlPlane, start: int) -> list[str]:
@@ -55,38 +51,33 @@ def test_move_live_server_http_relay_http_mid_stack(tmp_path: Path):
             agent = subprocess.Popen([*argv, "--heartbeat-interval=1"], stdout=log, stderr=subprocess.STDOUT)
 
         # Round 1 on HTTP; moved to RELAY while its hook runs.
-        assert 201 == cp.create("rl", template(["rl-box"], go, 1)).status
-        wait(lambda: started(state, 1), "generation 1 to start")
+        assert 201 == cp.create("rl", gated_per_server(["rl-box"], go, 1)).status
+        wait_until(lambda: started(state, 1), "generation 1 to start", 120)
         moved = cp.cli("server", "transport", "rl-box", "RELAY", "-f", "json")
         assert 0 == moved.returncode, moved.stderr
         assert "RELAY" == json.loads(moved.stdout)["transport"]
-        wait(lambda: agent_kind(state) == "RELAY", "the agent to take the document naming the relay")
-        on_relay = len(cp.log.read_text())
-        shown = subprocess.run(
-            [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(state)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
+        wait_until(
+            lambda: agent_kind(state) == "RELAY", "the agent to take the document naming the relay", 120
         )
-        assert {"kind": "RELAY long-poll", "document_url": f"{relay_url}/v1/agent/document"} == json.loads(
-            shown.stdout
-        )["transport"]
+        on_relay = len(cp.log.read_text())
+        shown = agent_status(state)["transport"]
+        assert {"kind": "RELAY long-poll", "document_url": f"{relay_url}/v1/agent/document"} == shown
         go.touch()
         assert "CREATE_COMPLETE" == cp.wait_stack("rl", timeout=180)["status"]
         assert {"out0": "round 1"} == cp.outputs("rl")
 
         # Round 2 entirely on RELAY.
         go.unlink()
-        assert 202 == cp.api("PUT", "/v1/stacks/rl", {"template": template(["rl-box"], go, 2)}).status
-        wait(lambda: started(state, 2), "generation 2 to start")
+        assert 202 == cp.api("PUT", "/v1/stacks/rl", {"template": gated_per_server(["rl-box"], go, 2)}).status
+        wait_until(lambda: started(state, 2), "generation 2 to start", 120)
         go.touch()
         assert "UPDATE_COMPLETE" == cp.wait_stack("rl", timeout=180)["status"]
         assert {"out0": "round 2"} == cp.outputs("rl")
         server_id = cp.api("GET", "/v1/servers/rl-box").body["id"]
-        wait(
+        wait_until(
             lambda: f"server {server_id} switched to RELAY" in cp.log.read_text(),
             "the control plane to see the agent on the relay (its heartbeat through it)",
+            120,
         )
         relayed = agent_lines(cp, on_relay)
         assert any("/v1/agent/document" in line for line in relayed), relayed
@@ -97,14 +88,14 @@ def test_move_live_server_http_relay_http_mid_stack(tmp_path: Path):
 
         # Round 3: back to HTTP while its hook runs; round 4 on HTTP.
         go.unlink()
-        assert 202 == cp.api("PUT", "/v1/stacks/rl", {"template": template(["rl-box"], go, 3)}).status
-        wait(lambda: started(state, 3), "generation 3 to start")
+        assert 202 == cp.api("PUT", "/v1/stacks/rl", {"template": gated_per_server(["rl-box"], go, 3)}).status
+        wait_until(lambda: started(state, 3), "generation 3 to start", 120)
         assert 200 == cp.api("PATCH", "/v1/servers/rl-box", {"transport": "HTTP"}).status
-        wait(lambda: agent_kind(state) == "HTTP", "the agent to take the document naming HTTP")
+        wait_until(lambda: agent_kind(state) == "HTTP", "the agent to take the document naming HTTP", 120)
         direct = len(cp.log.read_text())
         go.touch()
         assert "UPDATE_COMPLETE" == cp.wait_stack("rl", timeout=180)["status"]
-        assert 202 == cp.api("PUT", "/v1/stacks/rl", {"template": template(["rl-box"], go, 4)}).status
+        assert 202 == cp.api("PUT", "/v1/stacks/rl", {"template": gated_per_server(["rl-box"], go, 4)}).status
         assert "UPDATE_COMPLETE" == cp.wait_stack("rl", timeout=180)["status"]
         assert {"out0": "round 4"} == cp.outputs("rl")
         straight = agent_lines(cp, direct)
@@ -127,5 +118,5 @@ def test_move_live_server_http_relay_http_mid_stack(tmp_path: Path):
         assert 400 == refused.status and "RELAY" in refused.body["error"]["message"]
     finally:
         stop_agent(agent)
-        stop_agent(relay)
+        stop_process(relay, 60)
         stop_control_plane(cp)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import random
 import sqlite3
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -19,51 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.swift import Swift, swift_server
-from tests.integration.conftest import BIN, ControlPlane, free_port, start_control_plane, stop_control_plane
-from tests.integration.test_relay_restart import start_relay
-from tests.integration.test_restarts import stop_agent
+from tests.support.agents import agent_status, ledger_state
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import free_port, stop_process
+from tests.support.relay import start_relay
+from tests.support.swift import Swift, swift_args
+from tests.support.templates import said_stack
+from tests.support.waiting import wait_until
 
-__all__ = ["swift_server"]
-pytestmark = pytest.mark.slow
-
-TEMPLATE = """
-heat_template_version: rocky
-parameters:
-  message: {type: string, default: one}
-resources:
-  box:
-    type: OS::Heat::DeployedServer
-    properties: {software_config_transport: POLL_TEMP_URL}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: MESSAGE}]
-      outputs: [{name: said}]
-      config: |
-        #!/bin/sh
-        printf 'said %s' "$MESSAGE" > "$heat_outputs_path.said"
-  dep:
-    type: OS::Heat::SoftwareDeployment
-    properties:
-      config: {get_resource: cfg}
-      server: {get_resource: box}
-      input_values: {MESSAGE: {get_param: message}}
-outputs:
-  said: {value: {get_attr: [dep, said]}}
-"""
-
-
-def swift_args(swift: Swift, prefix: str, *extra: str) -> list[str]:
-    return [
-        f"--swift-auth-url={swift.auth_url}",
-        f"--swift-user={swift.user}",
-        f"--store-prefix={prefix}",
-        "--store-poll-interval=1",
-        "--store-signal-poll=0.5",
-        *extra,
-    ]
+TEMPLATE = said_stack("POLL_TEMP_URL")
 
 
 @pytest.fixture
@@ -85,29 +48,8 @@ def swift_cp(swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     )
     relay = start_relay(tmp_path, relay_port, cp.url)
     yield cp
-    stop_agent(relay)
+    stop_process(relay)
     stop_control_plane(cp)
-
-
-def agent_state(cp: ControlPlane, server: str, key: str) -> str | None:
-    path = cp.agent_dir(server) / "ledger.sqlite"
-    if not path.exists():
-        return None
-    db = sqlite3.connect(path)
-    try:
-        row = db.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
-    finally:
-        db.close()
-    return None if row is None else str(row[0])
-
-
-def wait_for(check, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: ControlPlane, swift_server: Swift):
@@ -119,7 +61,7 @@ def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: Control
     assert "SWIFT" == server["transport"]
 
     # The agent now polls Swift: its stored transport names a TempURL on the Swift proxy.
-    section = json.loads(agent_state(cp, "sw-box", "transport") or "{}")
+    section = json.loads(ledger_state(cp.agent_dir("sw-box"), "transport") or "{}")
     assert "SWIFT" == section["kind"]
     assert section["document_url"].startswith(swift_server.url + "/v1/AUTH_test/")
     assert "temp_url_expires=" in section["document_url"]
@@ -135,7 +77,7 @@ def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: Control
     assert "UPDATE_COMPLETE" == cp.wait_stack("sw")["status"]
     assert {"said": "said two"} == cp.outputs("sw")
     prefix = section["document_url"].split("/v1/AUTH_test/")[1].split("-documents/")[0]
-    wait_for(lambda: swift_server.list_objects(f"{prefix}-signals") == [], "signal container emptied")
+    wait_until(lambda: swift_server.list_objects(f"{prefix}-signals") == [], "signal container emptied", 90)
     log = cp.log.read_text()
     assert log.count("SWIFT: signal for deployment") >= 2
     assert f"{server['id']}.json" in swift_server.list_objects(f"{prefix}-documents")
@@ -149,11 +91,11 @@ def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: Control
 
 def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_server: Swift):
     cp = swift_cp
-    template = TEMPLATE.replace("POLL_TEMP_URL", "S3")
+    template = said_stack("S3")
     assert 201 == cp.create("s3", template).status
     assert "CREATE_COMPLETE" == cp.wait_stack("s3")["status"]
     assert {"said": "said one"} == cp.outputs("s3")
-    section = json.loads(agent_state(cp, "s3-box", "transport") or "{}")
+    section = json.loads(ledger_state(cp.agent_dir("s3-box"), "transport") or "{}")
     assert "S3" == section["kind"]
     url = section["document_url"]
     assert url.startswith(swift_server.url + "/")
@@ -185,28 +127,23 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
     assert "CREATE_COMPLETE" == cp.wait_stack("mv")["status"]
     kinds = ("S3", "RELAY", "SWIFT", "RELAY", "HTTP", "SWIFT", "POLL_SERVER_HEAT")
     for step, kind in enumerate(kinds, start=2):
-        body = {"template": TEMPLATE.replace("POLL_TEMP_URL", kind), "parameters": {"message": f"m{step}"}}
+        body = {"template": said_stack(kind), "parameters": {"message": f"m{step}"}}
         assert 202 == cp.api("PUT", "/v1/stacks/mv", body).status
         assert "UPDATE_COMPLETE" == cp.wait_stack("mv")["status"], cp.log.read_text()[-3000:]
         assert {"said": f"said m{step}"} == cp.outputs("mv")
         expected = {"POLL_SERVER_HEAT": "HTTP"}.get(kind, kind)
-        wait_for(
+        wait_until(
             lambda expected=expected: (
-                json.loads(agent_state(cp, "mv-box", "transport") or "{}").get("kind") == expected
+                json.loads(ledger_state(cp.agent_dir("mv-box"), "transport") or "{}").get("kind") == expected
             ),
             f"agent on {expected}",
+            90,
         )
         assert expected == cp.api("GET", "/v1/servers/mv-box").body["transport"]
     deployments = cp.api("GET", "/v1/deployments?stack=mv").body
     assert ["COMPLETE"] == [d["status"] for d in deployments]
     # The agent ran each generation exactly once, and has no signal left to send.
-    out = subprocess.run(
-        [str(BIN / "anneal-agent"), "status", "--json", "--state-dir", str(cp.agent_dir("mv-box"))],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    status = json.loads(out.stdout)
+    status = agent_status(cp.agent_dir("mv-box"))
     assert list(range(1, len(kinds) + 2)) == sorted(e["generation"] for e in status["entries"])
     assert {"signalled"} == {e["state"] for e in status["entries"]}
     assert 0 == status["queued"]
@@ -218,13 +155,13 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
 def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: ControlPlane, swift_server: Swift):
     """R07/R08 through the store: duplicates idempotent, stale generations refused, forged URLs 401."""
     cp = swift_cp
-    slow = TEMPLATE.replace("printf 'said %s'", "sleep 4; printf 'said %s'")
+    slow = said_stack("POLL_TEMP_URL", before="sleep 4; ")
     assert 201 == cp.create("sc", slow).status
     urls: dict[str, str] = {}
 
     def grab() -> bool:
         try:
-            raw = agent_state(cp, "sc-box", "transport")
+            raw = ledger_state(cp.agent_dir("sc-box"), "transport")
         except sqlite3.OperationalError:
             return False  # the agent has not made its ledger yet
         if not raw or json.loads(raw).get("kind") != "SWIFT":
@@ -235,7 +172,7 @@ def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: Control
             urls["gen1"] = target["url"]
         return bool(urls)
 
-    wait_for(grab, "a signal URL in the stored document")
+    wait_until(grab, "a signal URL in the stored document", 90)
     assert "CREATE_COMPLETE" == cp.wait_stack("sc")["status"]
     url = urls["gen1"]
 
@@ -251,7 +188,7 @@ def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: Control
     signal = json.dumps({"deploy_status_code": 0, "said": "forged"}).encode()
     # A replay of the same generation: accepted by the store, answered as a duplicate, nothing changes.
     assert 201 == put(url, signal)
-    wait_for(lambda: "(duplicate)" in cp.log.read_text(), "the duplicate imported")
+    wait_until(lambda: "(duplicate)" in cp.log.read_text(), "the duplicate imported", 90)
     assert {"said": "said one"} == cp.outputs("sc")
     # Another object, or a changed signature: the store refuses (R08), 200 guesses, 0 hits.
     path, query = url.split("?", 1)
@@ -265,7 +202,7 @@ def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: Control
     assert 202 == cp.api("PUT", "/v1/stacks/sc", body).status
     assert "UPDATE_COMPLETE" == cp.wait_stack("sc")["status"]
     assert 201 == put(url, signal)
-    wait_for(lambda: "is stale" in cp.log.read_text(), "the stale signal refused")
+    wait_until(lambda: "is stale" in cp.log.read_text(), "the stale signal refused", 90)
     assert {"said": "said two"} == cp.outputs("sc")
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import EXAMPLES, ControlPlane, start_control_plane, stop_control_plane
-
-pytestmark = pytest.mark.slow
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.processes import EXAMPLES
+from tests.support.templates import script_group
 
 # A hook in the Heat hook-dir style: prints the config it was given as an output.
 ECHO_HOOK = f"""#!{sys.executable}
@@ -418,31 +418,16 @@ def test_example_component_and_group_run_end_to_end(cp: ControlPlane):
     assert {"web0": "2@web0", "web1": "2@web1", "web2": "2@web2"} == cp.outputs("ex-group")["running"]
 
 
-GROUP_NAMED = """
-heat_template_version: 2018-08-31
-parameters:
-  log: {type: string}
-  name: {type: string, default: web-v1}
-resources:
-  sa: {type: OS::Heat::DeployedServer}
-  sb: {type: OS::Heat::DeployedServer}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      inputs: [{name: LOG}]
-      config: |
-        #!/bin/sh
-        echo "$deploy_action $deploy_resource_name $deploy_server_id" >> "$LOG"
-  group:
-    type: OS::Heat::SoftwareDeploymentGroup
-    properties:
-      config: {get_resource: cfg}
-      name: {get_param: name}
-      actions: [CREATE, DELETE, SUSPEND, RESUME]
-      servers: {a: {get_resource: sa}, b: {get_resource: sb}}
-      input_values: {LOG: {get_param: log}}
-"""
+GROUP_NAMED = script_group(
+    """
+    #!/bin/sh
+    echo "$deploy_action $deploy_resource_name $deploy_server_id" >> "$LOG"
+    """,
+    params={"log": "string", "name": "string, default: web-v1"},
+    inputs={"LOG": "{get_param: log}"},
+    actions="CREATE, DELETE, SUSPEND, RESUME",
+    name="{get_param: name}",
+)
 
 
 def test_group_suspends_resumes_and_is_replaced_on_a_new_name(cp: ControlPlane, tmp_path: Path):
@@ -465,25 +450,13 @@ def test_group_suspends_resumes_and_is_replaced_on_a_new_name(cp: ControlPlane, 
     assert ["web-v2", "web-v2"] == [d["name"] for d in deployments]
 
 
-GROUP_FAILING = """
-heat_template_version: 2018-08-31
-resources:
-  sa: {type: OS::Heat::DeployedServer}
-  sb: {type: OS::Heat::DeployedServer}
-  cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: script
-      config: |
-        #!/bin/sh
-        echo "member $deploy_resource_name"
-        if [ "$deploy_resource_name" = b ]; then echo "b cannot start" >&2; exit 4; fi
-  group:
-    type: OS::Heat::SoftwareDeploymentGroup
-    properties:
-      config: {get_resource: cfg}
-      servers: {a: {get_resource: sa}, b: {get_resource: sb}}
-"""
+GROUP_FAILING = script_group(
+    """
+    #!/bin/sh
+    echo "member $deploy_resource_name"
+    if [ "$deploy_resource_name" = b ]; then echo "b cannot start" >&2; exit 4; fi
+    """
+)
 
 
 def test_failing_member_fails_the_group_and_shows_its_output(cp: ControlPlane):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.hookrun import deployment, pid_is_alive, run_hook
+from tests.support.hookrun import deployment, pid_is_alive, run_hook
 
 FAKE = Path(__file__).with_name("fake_chef_client.py")
 

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tools.hookrun import TOOL_PATHS, deployment, pid_is_alive, require, run_hook
-
-pytestmark = pytest.mark.slow
+from tests.support.hookrun import TOOL_PATHS, deployment, pid_is_alive, require, run_hook
 
 
 @pytest.fixture(scope="module", autouse=True)

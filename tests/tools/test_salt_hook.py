@@ -7,9 +7,7 @@ import json
 import pytest
 
 from hooks.salt.results import summarise
-from tests.tools.hookrun import TOOL_PATHS, deployment, pid_is_alive, require, run_hook
-
-pytestmark = pytest.mark.slow
+from tests.support.hookrun import TOOL_PATHS, deployment, pid_is_alive, require, run_hook
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -7,14 +7,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from agent import wire
+from tests.support.hookrun import pid_is_alive
+from tests.support.processes import ROOT
+from tests.support.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
 #: Bounds every wait, so that a broken hook fails a test instead of hanging it.
 BOUND = 60
 SECRET = "s3cr3t-Value-9f2c"
@@ -78,23 +79,6 @@ def live_members(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             alive.append(int(entry.name))
     return alive
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
-    except FileNotFoundError:
-        return False
-
-
-def eventually(check) -> bool:
-    """Poll *check* for up to BOUND seconds: SIGKILL is delivered asynchronously."""
-    deadline = time.monotonic() + BOUND
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 # ---------------------------------------------------------------- results
@@ -275,8 +259,8 @@ def test_timeout_kills_the_whole_process_group(work, tmp_path):
     assert result["deploy_stderr"].endswith("timed out after 1 s")
     assert result["deploy_stdout"] == "started\n"
     leader, *children = (int(p) for p in pids.read_text().split())
-    assert eventually(lambda: live_members(leader) == [])
-    assert not any(alive(pid) for pid in children)
+    wait_until(lambda: live_members(leader) == [], "the script's group to end", BOUND, 0.05)
+    assert not any(pid_is_alive(pid) for pid in children)
 
 
 def test_daemon_with_its_own_stdio_does_not_block(work, tmp_path):
@@ -287,7 +271,7 @@ def test_daemon_with_its_own_stdio_does_not_block(work, tmp_path):
     pid = int(pidfile.read_text())
     try:
         assert result == {"deploy_stdout": "done\n", "deploy_stderr": "", "deploy_status_code": 0}
-        assert alive(pid)
+        assert pid_is_alive(pid)
     finally:
         os.kill(pid, signal.SIGKILL)
 
@@ -300,7 +284,7 @@ def test_child_holding_stdout_open_does_not_outlast_the_timeout(work, tmp_path):
     assert result["deploy_status_code"] == 0
     assert result["deploy_stdout"] == "started\n"
     assert "held the output open" in result["deploy_stderr"]
-    assert eventually(lambda: not alive(int(pidfile.read_text())))
+    wait_until(lambda: not pid_is_alive(int(pidfile.read_text())), "the child to be stopped", BOUND, 0.05)
 
 
 def test_sigterm_to_the_hook_stops_the_script_and_reports(work, tmp_path):
@@ -319,7 +303,7 @@ def test_sigterm_to_the_hook_stops_the_script_and_reports(work, tmp_path):
             env=hook_env(work),
         )
     try:
-        assert eventually(leader_file.exists)
+        wait_until(leader_file.exists, "the script to start", BOUND, 0.05)
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=BOUND)
     finally:
@@ -328,7 +312,9 @@ def test_sigterm_to_the_hook_stops_the_script_and_reports(work, tmp_path):
     result = json.loads(out)
     assert result["deploy_status_code"] == 143
     assert "SIGTERM" in result["deploy_stderr"]
-    assert eventually(lambda: live_members(int(leader_file.read_text())) == [])
+    wait_until(
+        lambda: live_members(int(leader_file.read_text())) == [], "the script's group to end", BOUND, 0.05
+    )
 
 
 # ---------------------------------------------------------------- secrets

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -12,15 +11,16 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agent import sealed, wire
 from control.documents import seal
+from control.settings import async_url
 from control.store import crypt
 from control.store.db import open_database
 from control.store.orm import ConfigRow
+from tests.support.database import Database
 
 
-async def test_a_value_written_before_encryption_is_still_read(tmp_path: Path) -> None:
+async def test_a_value_written_before_encryption_is_still_read(database: Database) -> None:
     """Migration safety: plain JSON in an encrypted column reads as it is; new writes are encrypted."""
-    url = f"sqlite+aiosqlite:///{tmp_path / 'db.sqlite'}"
-    engine, sessions = await open_database(url, os.urandom(32))
+    engine, sessions = database.engine, database.sessions
     async with engine.begin() as conn:  # as an older version wrote it: plain JSON
         await conn.exec_driver_sql(
             'INSERT INTO configs (id, name, "group", body, created_at) VALUES (?, ?, ?, ?, 0)',
@@ -37,7 +37,7 @@ async def test_a_value_written_before_encryption_is_still_read(tmp_path: Path) -
         raw = (await conn.exec_driver_sql("SELECT body FROM configs WHERE id = 'new'")).scalar_one()
     await engine.dispose()
     assert json.loads(raw)["anneal_enc"] == "v1" and "s3cr3t" not in raw
-    other, other_sessions = await open_database(url, os.urandom(32))
+    other, other_sessions = await open_database(async_url(database.url), os.urandom(32))
     try:
         async with other_sessions() as session:
             with pytest.raises(crypt.DataKeyError, match="data key"):

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import gc
-import os
-from pathlib import Path
 
 from sqlalchemy import event
 
 from control.engine.idle import all_waiting
-from control.store.db import open_database
 from control.store.orm import ServerRow
+from tests.support.database import Database
 
 DEP = "OS::Heat::SoftwareDeployment"
 GROUP = "OS::Heat::SoftwareDeploymentGroup"
@@ -34,20 +32,16 @@ def test_a_resource_to_start_fail_or_clean_up_needs_the_full_step() -> None:
     assert not all_waiting([("IN_PROGRESS", True, True, GROUP, 1)], 1)  # a group follows its members
 
 
-async def test_a_row_created_in_a_session_is_found_again_without_a_query(tmp_path: Path) -> None:
+async def test_a_row_created_in_a_session_is_found_again_without_a_query(database: Database) -> None:
     """Once flushed, a new row stays in the identity map even with no reference left to it."""
-    engine, sessions = await open_database(f"sqlite+aiosqlite:///{tmp_path}/a.db", os.urandom(32))
     statements: list[str] = []
-    event.listen(engine.sync_engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
-    try:
-        async with sessions() as session:
-            session.add(ServerRow(id="s1", name="one", status="NEW", created_at=0.0))
-            await session.flush()
-            gc.collect()  # the weak identity map would drop it here
-            before = len(statements)
-            found = await session.get(ServerRow, "s1")
-            assert found is not None
-            assert found.name == "one"
-            assert len(statements) == before  # answered from the session, no SELECT
-    finally:
-        await engine.dispose()
+    event.listen(database.engine.sync_engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    async with database.sessions() as session:
+        session.add(ServerRow(id="s1", name="one", status="NEW", created_at=0.0))
+        await session.flush()
+        gc.collect()  # the weak identity map would drop it here
+        before = len(statements)
+        found = await session.get(ServerRow, "s1")
+        assert found is not None
+        assert found.name == "one"
+        assert len(statements) == before  # answered from the session, no SELECT

@@ -8,30 +8,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent import envelope, wire
-
-NOW = 1_800_000_000.0
-
-
-def pub(key: Ed25519PrivateKey) -> bytes:
-    return envelope.public_raw(key.public_key())
-
-
-def document(serial: int = 7, server_id: str = "srv-a", expires: float = NOW + 3600) -> dict:
-    item = wire.DeploymentItem(
-        id=f"item-{serial}",
-        name="10_install",
-        group="script",
-        creation_time="2026-11-22T04:00:00Z",
-        config='#!/bin/sh\necho installing \u00e9t\u00e9 \\ "quoted"\nexit 0\n' + "x" * 2000,
-        inputs=(
-            wire.InputItem("foo", "bar"),
-            wire.InputItem("deploy_signal_id", "http://127.0.0.1:1/v1/signal/d/1?sig=ab"),
-        ),
-        outputs=(wire.OutputItem("result"),),
-    )
-    meta = {item.id: wire.ItemMeta("dep-1", serial, "sha256:00", "CREATE", 60.0)}
-    doc = wire.Document(server_id, serial, envelope.iso(NOW), (item,), meta, expires_at=envelope.iso(expires))
-    return doc.to_json()
+from tests.support.envelopes import NOW, document, pub, rotated
 
 
 def test_a_signed_document_verifies_and_reads_as_a_document() -> None:
@@ -128,12 +105,6 @@ def test_an_expired_document_is_rejected() -> None:
 
 
 # ------------------------------------------------------------------ R15: rotation matrix
-
-
-def rotated(n: int) -> tuple[list[Ed25519PrivateKey], list[envelope.Link]]:
-    keys = [Ed25519PrivateKey.generate() for _ in range(n)]
-    links = [envelope.make_link(keys[i], pub(keys[i + 1]), envelope.iso(NOW)) for i in range(n - 1)]
-    return keys, links
 
 
 @pytest.mark.parametrize(

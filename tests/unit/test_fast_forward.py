@@ -18,7 +18,7 @@ from agent import client, envelope
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError
 from agent.loop import Agent
-from tests.unit.test_envelope import NOW, document, pub, rotated
+from tests.support.envelopes import NOW, document, pub, rotated
 
 HIGH = 2**62
 

@@ -15,41 +15,33 @@ from typing import Any
 
 import pytest
 
-from control import keys
 from control.resources import groups
-from control.settings import async_url
-from control.store.db import open_database
 from control.store.orm import DeploymentRow
 from control.txn import Txn
+from tests.support.database import sqlite_database
 
 
 def busy(tmp_path: Path, statuses: dict[str, tuple[str, float]], state: dict[str, Any]) -> bool:
     """Store one member deployment per (status, seconds since it started) and ask `_batch_busy`."""
 
     async def run() -> bool:
-        engine, sessions = await open_database(
-            async_url(f"sqlite:///{tmp_path / 'g.db'}"), keys.load_or_create(tmp_path / "keys").data_key
-        )
-        try:
-            async with sessions() as session:
-                now = time.time()
-                for dep_id, (status, age) in statuses.items():
-                    session.add(
-                        DeploymentRow(
-                            id=dep_id,
-                            server_id="srv",
-                            status=status,
-                            timeout=60.0,
-                            started_at=now - age,
-                            created_at=now,
-                            updated_at=now,
-                        )
+        async with sqlite_database(tmp_path) as db, db.sessions() as session:
+            now = time.time()
+            for dep_id, (status, age) in statuses.items():
+                session.add(
+                    DeploymentRow(
+                        id=dep_id,
+                        server_id="srv",
+                        status=status,
+                        timeout=60.0,
+                        started_at=now - age,
+                        created_at=now,
+                        updated_at=now,
                     )
-                await session.commit()
-                # Txn's runtime is used only to publish documents; this reads.
-                return await groups._batch_busy(Txn(session, None), state)  # type: ignore[arg-type]
-        finally:
-            await engine.dispose()
+                )
+            await session.commit()
+            # Txn's runtime is used only to publish documents; this reads.
+            return await groups._batch_busy(Txn(session, None), state)  # type: ignore[arg-type]
 
     return asyncio.run(run())
 

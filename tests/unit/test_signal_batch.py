@@ -22,7 +22,6 @@ from sqlalchemy import event, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm.exc import StaleDataError
 
-from control import keys
 from control.documents.publish import HttpPublisher
 from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
@@ -33,8 +32,8 @@ from control.services import agents, stacks
 from control.settings import Settings
 from control.signals import batch
 from control.store import bulk
-from control.store.db import open_database
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
+from tests.support.database import Database
 
 DEPLOYMENTS = 6
 
@@ -119,25 +118,22 @@ class Plane:
 
 
 @pytest.fixture
-async def plane(tmp_path: Path) -> AsyncIterator[Plane]:
+async def plane(tmp_path: Path, database: Database) -> AsyncIterator[Plane]:
     settings = Settings(
         data_dir=tmp_path,
-        database_url=f"sqlite:///{tmp_path}/a.db",
+        database_url=database.url,
         provisioner="enrol",
         default_signal_transport="CFN_SIGNAL",
     )
-    secrets = keys.load_or_create(settings.data_dir)
-    db, sessions = await open_database(settings.db_url, secrets.data_key)
     publisher = HttpPublisher()
-    rt = Runtime(settings, secrets, sessions, publisher, EnrolProvisioner())
+    rt = Runtime(settings, database.keys, database.sessions, publisher, EnrolProvisioner())
     engine = Engine(rt, Definitions())
     await engine.resume()
     await stacks.create_stack(rt, engine.kick, {"name": "batch", "template": template()})
     try:
-        yield Plane(rt, engine, publisher, db)
+        yield Plane(rt, engine, publisher, database.engine)
     finally:
         await engine.close()
-        await db.dispose()
 
 
 async def test_signals_arriving_together_share_a_transaction_and_each_applies_once(plane: Plane) -> None:

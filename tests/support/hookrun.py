@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from agent import wire
+from tests.support.processes import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / ".venv" / "tools"
 #: Where ci/tools.d puts each tool, and the hook setting that points at it.
 TOOL_PATHS = {

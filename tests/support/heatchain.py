@@ -14,7 +14,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.processes import ROOT
+
 TOOLS = ROOT / ".venv" / "tools" / "heat-chain"
 VENV = TOOLS / "venv"
 SDIST = TOOLS / "sdist"

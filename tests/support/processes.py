@@ -1,0 +1,62 @@
+"""Where the installed commands and the examples are, free loopback ports, and stopping what a test started."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+#: The venv's console scripts (`anneal`, `anneal-agent`) sit next to this interpreter.
+BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def command(name: str) -> str:
+    """An installed console script: next to this interpreter (the venv) first, else on PATH."""
+    local = BIN / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        raise AssertionError(f"{name} is neither in {BIN} nor on PATH: run `make install`")
+    return found
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on right now, on *host*."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None, grace: float = 30) -> None:
+    """SIGTERM a process this run started (by its PID); SIGKILL it if it is still there after *grace* s."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def stop_all(procs: Sequence[subprocess.Popen[bytes]], grace: float = 20) -> None:
+    """SIGTERM every one of *procs* first (they stop side by side), then SIGKILL each still there after *grace* s.
+
+    One SIGTERM each: a second one tells an agent to stop at once, without its running hook.
+    """
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
