@@ -11,7 +11,8 @@ from control.hot.evaluation import Context, evaluate_condition, resolve
 from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls, references
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
-from control.hot.template import OutputDef, ResourceDef, Template, parse_template
+from control.hot.parser import parse_template
+from control.hot.template import OutputDef, ResourceDef, Template
 from control.hot.types import (
     TYPES,
     PropSpec,

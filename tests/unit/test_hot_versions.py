@@ -8,7 +8,7 @@ import pytest
 
 from control.hot import TemplateError, parse_template
 from control.hot.functions import CONDITION_ONLY, FUNCTIONS, SINCE
-from control.hot.template import _DATES
+from control.hot.versions import DATES
 
 # One well-formed call of each function that came after 2013-05-23.
 CALLS: dict[str, Any] = {
@@ -41,7 +41,7 @@ def with_call(version: str, name: str, where: str = "value") -> dict[str, Any]:
 
 
 def before(version: str) -> str:
-    return _DATES[_DATES.index(version) - 1]
+    return DATES[DATES.index(version) - 1]
 
 
 def test_every_later_function_has_a_call_here():
@@ -53,7 +53,7 @@ def test_every_later_function_has_a_call_here():
 def test_function_is_accepted_from_its_version_on(name: str):
     """From the version that introduced it, the call parses (and in every later one)."""
     where = "if" if name in CONDITION_ONLY else "value"  # equals & co. exist only in conditions
-    for version in _DATES[_DATES.index(SINCE[name]) :]:
+    for version in DATES[DATES.index(SINCE[name]) :]:
         parse_template(with_call(version, name, where))
 
 
