@@ -12,15 +12,9 @@ from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.parser import parse_template
+from control.hot.schema import PropSpec, TypeSpec, apply_defaults
 from control.hot.template import OutputDef, ResourceDef, Template
-from control.hot.types import (
-    TYPES,
-    PropSpec,
-    TypeSpec,
-    apply_defaults,
-    component_action_clash,
-    random_minimum,
-)
+from control.hot.types import TYPES, component_action_clash, random_minimum
 
 __all__ = [
     "CONDITION_FUNCTIONS",

@@ -19,8 +19,8 @@ from control.hot.functions import (
     is_unsupported,
 )
 from control.hot.parameters import PSEUDO_PARAMETERS
+from control.hot.schema import TypeSpec
 from control.hot.template import Template
-from control.hot.types import TypeSpec
 from control.hot.versions import CONDITIONS_SINCE, check_version
 
 

@@ -15,8 +15,9 @@ from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
 from control.hot.loader import check_document, load_yaml
 from control.hot.parameters import ParameterDef, parse_parameter_defs
+from control.hot.schema import TypeSpec, check_keys, check_properties, describe
 from control.hot.template import OutputDef, ResourceDef, Template
-from control.hot.types import ALIASES, TYPES, TypeSpec, check_keys, check_properties, describe
+from control.hot.types import ALIASES, TYPES
 from control.hot.versions import canonical_version
 
 SECTIONS = (
