@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from agent import wire
+from agent import wire_caps
 from agent.proctree import descendants, stat_fields
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class ToolResult:
 class Capture:
     """The bytes of one stream, at most *cap*: the head and the tail are kept, the middle cut."""
 
-    def __init__(self, cap: int = wire.MAX_STREAM_BYTES) -> None:
+    def __init__(self, cap: int = wire_caps.MAX_STREAM_BYTES) -> None:
         self.half = cap // 2
         self.head = bytearray()
         self.tail = bytearray()
@@ -243,6 +243,6 @@ def _result(code: int, out: Capture, err: Capture, note: str = "", *, timed_out:
     return ToolResult(
         returncode=code,
         stdout=out.text(),
-        stderr=wire.trim_stream(stderr),  # the tail, with the note, is kept
+        stderr=wire_caps.trim_stream(stderr),  # the tail, with the note, is kept
         timed_out=timed_out,
     )

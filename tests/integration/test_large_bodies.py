@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from agent import client, wire
+from agent import client, wire_caps
 from agent.relay import Relay
 from agent.transports import tempurl
 from tests.support.controlplane import ControlPlane
@@ -54,7 +54,7 @@ def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_pat
                 direct = await client.fetch_document(http, f"{up_url}/v1/agent/document", "c", "", 0)
                 relayed = await client.fetch_document(http, f"{relay_url}/v1/agent/document", "c", "", 0)
                 store = await tempurl.fetch(http, {"document_url": f"{up_url}/v1/agent/document"}, "", 0)
-                signal_body = BIG[: wire.MAX_SIGNAL_BYTES - 1]
+                signal_body = BIG[: wire_caps.MAX_SIGNAL_BYTES - 1]
                 status, _ = await client.send(http, "POST", f"{relay_url}/v1/signal/d/1", signal_body, {})
             assert [BIG] * 3 == [direct.body, relayed.body, store.body]
             assert 200 == status

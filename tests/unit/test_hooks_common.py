@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent import wire
+from agent import wire, wire_caps
 from agent.wire import DeploymentItem, OutputItem, Signal
 from hooks import common
 from hooks.common import (
@@ -164,7 +164,7 @@ def test_read_outputs_refuses_unsafe_names(tmp_path):
 def test_read_outputs_leaves_out_oversized_files(tmp_path):
     """An output file larger than a signal may carry is reported, not read."""
     prefix = tmp_path / "d1"
-    output_path(prefix, "big").write_bytes(b"x" * (wire.MAX_SIGNAL_BYTES + 1))
+    output_path(prefix, "big").write_bytes(b"x" * (wire_caps.MAX_SIGNAL_BYTES + 1))
     values, problems = read_outputs(prefix, [OutputItem("big")])
     assert values == {}
     assert "'big'" in problems[0]
@@ -267,7 +267,7 @@ def test_run_tool_replaces_undecodable_bytes(tmp_path):
 def test_run_tool_trims_huge_output(tmp_path):
     """Output beyond the stream cap keeps its head and tail."""
     result = sh("head -c 600000 /dev/zero | tr '\\0' x; echo END", tmp_path)
-    assert len(result.stdout.encode()) < wire.MAX_STREAM_BYTES + 100
+    assert len(result.stdout.encode()) < wire_caps.MAX_STREAM_BYTES + 100
     assert result.stdout.startswith("xxx")
     assert result.stdout.endswith("END\n")
 
@@ -367,7 +367,7 @@ def test_main_reports_an_invalid_options_timeout(workdir, monkeypatch, capsys):
 
 @pytest.mark.parametrize(
     "stdin",
-    [b"", b"not json", b"[1, 2]", b'{"config": "no id"}', b" " * (wire.MAX_DOCUMENT_BYTES + 1)],
+    [b"", b"not json", b"[1, 2]", b'{"config": "no id"}', b" " * (wire_caps.MAX_DOCUMENT_BYTES + 1)],
 )
 def test_main_exits_2_without_a_deployment(workdir, monkeypatch, capsys, stdin):
     """stdin without a readable deployment gives exit 2, a message on stderr, nothing on stdout."""
