@@ -60,7 +60,7 @@ def runs(work: Path) -> collections.Counter[str]:
     return collections.Counter(path.read_text().splitlines() if path.exists() else [])
 
 
-def test_r01_kill9_at_random_instants_loses_and_repeats_nothing(tmp_path: Path, db_args: list[str]):
+def test_r01_kill9_at_random_instants_loses_and_repeats_nothing(tmp_path: Path, db_args: list[str]) -> None:
     """R01: kill -9 the control plane KILLS times during create and update; nothing lost or run twice."""
     work = tmp_path / "work"
     work.mkdir()
@@ -106,7 +106,7 @@ def test_r01_kill9_at_random_instants_loses_and_repeats_nothing(tmp_path: Path, 
         stop_control_plane(cp)
 
 
-def test_several_processes_share_one_postgresql_and_any_may_die(tmp_path: Path, postgres: Postgres):
+def test_several_processes_share_one_postgresql_and_any_may_die(tmp_path: Path, postgres: Postgres) -> None:
     """Three `anneal serve` on one PostgreSQL behind one front; kill -9 one at random, restart it."""
     work = tmp_path / "work"
     work.mkdir()

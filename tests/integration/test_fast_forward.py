@@ -34,15 +34,22 @@ def agent_status(cp: ControlPlane) -> dict[str, Any]:
 
 
 def wait(check: Callable[[], bool], what: str, carry: Callable[[], None] = lambda: None) -> None:
-    """Wait for *check*, carrying between tries (check first: `or` calls *carry* only when it fails)."""
-    wait_until(lambda: check() or carry(), what, 120, interval=0.3)
+    """Wait for *check*, carrying between tries (check first: *carry* runs only when it fails)."""
+
+    def attempt() -> bool:
+        if check():
+            return True
+        carry()
+        return False
+
+    wait_until(attempt, what, 120, interval=0.3)
 
 
 def rejections(cp: ControlPlane, kind: str) -> int:
     return int(agent_status(cp)["rejections"]["counts"].get(kind, 0))
 
 
-def test_a_fast_forwarded_agent_recovers_after_key_rotation(tmp_path: Path):
+def test_a_fast_forwarded_agent_recovers_after_key_rotation(tmp_path: Path) -> None:
     local = Media.under(tmp_path)
     media = local.media
     cp = start_control_plane(tmp_path, *local.serve_args())

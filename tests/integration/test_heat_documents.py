@@ -144,7 +144,7 @@ def heat_document(base: str, marker: Path) -> dict[str, Any]:
     }
 
 
-async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: Path):
+async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: Path) -> None:
     heat = FakeHeat()
     await heat.server.start_server()
     try:
@@ -221,7 +221,7 @@ async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: P
         await heat.server.close()
 
 
-async def test_bad_os_collect_config_file_is_named(tmp_path: Path):
+async def test_bad_os_collect_config_file_is_named(tmp_path: Path) -> None:
     conf = tmp_path / "occ.conf"
     conf.write_text("[DEFAULT]\npolling_interval = soon\n")
     rc, _, err = await run_agent(

@@ -48,7 +48,7 @@ def ns() -> Iterator[Namespace]:
         yield namespace
 
 
-def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = Path(tempfile.mkdtemp(prefix="anneal-swift-"))
     swift = start_swift(root, host=ns.host)  # reachable from the namespace over the veth only
     procs: list[subprocess.Popen[bytes]] = []
@@ -107,7 +107,7 @@ def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: py
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_r10_relay_only_namespace(ns: Namespace, tmp_path: Path):
+def test_r10_relay_only_namespace(ns: Namespace, tmp_path: Path) -> None:
     cp = start_control_plane(tmp_path, "--provisioner=enrol", "--access-log")
     relay_port = free_port(ns.host)
     relay_url = f"http://{ns.host}:{relay_port}"

@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -51,7 +52,7 @@ def raw_public(key: Ed25519PrivateKey) -> str:
     return base64.b64encode(raw).decode()
 
 
-def signed_request(key: Ed25519PrivateKey, server_id: str, token: str, box: str) -> dict:
+def signed_request(key: Ed25519PrivateKey, server_id: str, token: str, box: str) -> dict[str, Any]:
     request = {
         "format": offline.REQUEST_FORMAT,
         "server_id": server_id,
@@ -74,7 +75,7 @@ def import_refused(cp: ControlPlane, tmp: Path, name: str, files: dict[str, byte
     return done.stderr
 
 
-def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
+def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path) -> None:
     published, media, outbox, state = (tmp_path / n for n in ("published", "media", "outbox", "agent"))
     cp = start_control_plane(
         tmp_path,

@@ -44,7 +44,7 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().split("\n")[:-1] if path.exists() else []
 
 
-def test_r03_agent_killed_mid_hook(tmp_path: Path):
+def test_r03_agent_killed_mid_hook(tmp_path: Path) -> None:
     rng = random.Random(os.environ.get("R03_SEED", "r03"))
     work = tmp_path / "work"
     work.mkdir()

@@ -74,7 +74,7 @@ class Host:
         self.log.close()
 
 
-def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
+def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
@@ -95,9 +95,9 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
             step = f"s{i}"
             assert 201 == cp.create(f"r04-{i}", TEMPLATE, params={"dir": str(work), "step": step}).status
             if i % 2:  # the control plane goes away while the hook runs: the signal stays queued
-                wait_until(lambda s=step: (work / f"starts-{s}").exists(), f"{step} never started", 60, 0.05)
+                wait_until((work / f"starts-{step}").exists, f"{step} never started", 60, 0.05)
                 cp.crash()
-                wait_until(lambda s=step: (work / f"ends-{s}").exists(), f"{step} never ended", 60, 0.05)
+                wait_until((work / f"ends-{step}").exists, f"{step} never ended", 60, 0.05)
                 wait_until(
                     lambda: len(agent_status(state)["queued_signals"]) >= 1, "signal never queued", 60, 0.05
                 )
@@ -127,7 +127,7 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
     assert 0 == figures["lost_signals"] and 0 == figures["reruns"] and 0 == figures["serial_regressions"]
 
 
-def test_lost_state_dir_is_detected_and_the_control_plane_reruns_everything(tmp_path: Path):
+def test_lost_state_dir_is_detected_and_the_control_plane_reruns_everything(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     cp: ControlPlane = start_control_plane(tmp_path, "--provisioner", "enrol")

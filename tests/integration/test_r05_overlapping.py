@@ -51,7 +51,7 @@ def cp(tmp_path: Path, db_args: list[str]) -> Iterator[ControlPlane]:
     stop_control_plane(plane)
 
 
-def test_r05_overlapping_updates_and_if_match_writers(cp: ControlPlane, tmp_path: Path):
+def test_r05_overlapping_updates_and_if_match_writers(cp: ControlPlane, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     text = template(SERVERS)

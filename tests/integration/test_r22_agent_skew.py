@@ -29,7 +29,7 @@ TEMPLATE = round_on_stores(list(SKEW_SERVERS), clock=True)
 @pytest.mark.parametrize("skew", ["-15m", "+15m"])
 def test_r22_agent_clock_fifteen_minutes_off_fails_no_signal(
     skew: str, swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     clock = shifted(skew)
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)
     monkeypatch.setenv("ANNEAL_S3_SECRET_KEY", swift_server.key)

@@ -21,6 +21,7 @@ import os
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from tests.support.disk import SIZE, fill, mount_tmpfs, unmount
 from tests.support.heat import FakeHeat, run_agent
@@ -35,7 +36,7 @@ SCRIPT = (
 )
 
 
-def _item(base: str, n: int, disk: Path) -> dict:
+def _item(base: str, n: int, disk: Path) -> dict[str, Any]:
     return {
         "id": f"00000000-0000-4000-8000-{n:012d}",
         "name": f"{n:04d}_write",
@@ -74,7 +75,7 @@ async def _once(*args: str) -> tuple[int, str]:
     return rc, err
 
 
-async def test_r24_full_disk(tmp_path: Path):
+async def test_r24_full_disk(tmp_path: Path) -> None:
     rng = random.Random(os.environ.get("R24_SEED", "r24"))
     disk = tmp_path / "disk"
     mount_tmpfs(disk)
@@ -118,7 +119,7 @@ async def test_r24_full_disk(tmp_path: Path):
             _check_state(state, problems, f"event {n} (space back)")
             figures["events"] += 1
         # Every deployment has exactly one result; a COMPLETE one really wrote its artefact.
-        by_dep: dict[str, list[dict]] = {}
+        by_dep: dict[str, list[dict[str, Any]]] = {}
         for _, path, body, _ in heat.signals:
             by_dep.setdefault(path.rsplit("/", 1)[1], []).append(body)
         for n in range(EVENTS):

@@ -37,7 +37,7 @@ def template() -> str:
 
 def test_r09_store_down_5s_and_60s_during_rollouts(
     swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)
     cp = start_control_plane(tmp_path, *swift_args(swift_server, "outage"))
     try:

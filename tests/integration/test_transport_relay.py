@@ -38,7 +38,7 @@ def agent_lines(cp: ControlPlane, start: int) -> list[str]:
     return [line for line in lines if "control.access" in line and AGENT_ROUTE.search(line)]
 
 
-def test_move_live_server_http_relay_http_mid_stack(tmp_path: Path):
+def test_move_live_server_http_relay_http_mid_stack(tmp_path: Path) -> None:
     relay_port = free_port()
     relay_url = f"http://127.0.0.1:{relay_port}"
     cp = start_control_plane(tmp_path, "--provisioner=enrol", "--access-log", f"--relay-url={relay_url}")

@@ -52,7 +52,9 @@ def swift_cp(swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     stop_control_plane(cp)
 
 
-def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: ControlPlane, swift_server: Swift):
+def test_swift_transport_runs_deployments_and_collects_signals(
+    swift_cp: ControlPlane, swift_server: Swift
+) -> None:
     cp = swift_cp
     assert 201 == cp.create("sw", TEMPLATE).status
     assert "CREATE_COMPLETE" == cp.wait_stack("sw")["status"]
@@ -89,7 +91,7 @@ def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: Control
     assert 401 == err.value.code
 
 
-def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_server: Swift):
+def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_server: Swift) -> None:
     cp = swift_cp
     template = said_stack("S3")
     assert 201 == cp.create("s3", template).status
@@ -119,7 +121,13 @@ def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_serve
     assert cp.log.read_text().count("S3: signal for deployment") >= 2
 
 
-def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPlane, tmp_path: Path):
+def agent_kind(cp: ControlPlane, server: str) -> str | None:
+    """The transport kind the agent of *server* follows (None before it stored one)."""
+    kind = json.loads(ledger_state(cp.agent_dir(server), "transport") or "{}").get("kind")
+    return None if kind is None else str(kind)
+
+
+def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPlane, tmp_path: Path) -> None:
     """SWIFT -> S3 -> RELAY -> SWIFT -> RELAY -> HTTP -> SWIFT -> HTTP, each switch in the same
     update as a new deployment generation."""
     cp = swift_cp
@@ -132,13 +140,7 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
         assert "UPDATE_COMPLETE" == cp.wait_stack("mv")["status"], cp.log.read_text()[-3000:]
         assert {"said": f"said m{step}"} == cp.outputs("mv")
         expected = {"POLL_SERVER_HEAT": "HTTP"}.get(kind, kind)
-        wait_until(
-            lambda expected=expected: (
-                json.loads(ledger_state(cp.agent_dir("mv-box"), "transport") or "{}").get("kind") == expected
-            ),
-            f"agent on {expected}",
-            90,
-        )
+        wait_until(lambda: agent_kind(cp, "mv-box") == expected, f"agent on {expected}", 90)  # noqa: B023 (waited for here)
         assert expected == cp.api("GET", "/v1/servers/mv-box").body["transport"]
     deployments = cp.api("GET", "/v1/deployments?stack=mv").body
     assert ["COMPLETE"] == [d["status"] for d in deployments]
@@ -152,7 +154,9 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
     assert [] == list((tmp_path / "relay" / "refused").iterdir())
 
 
-def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: ControlPlane, swift_server: Swift):
+def test_swift_signal_urls_are_scoped_and_replays_are_harmless(
+    swift_cp: ControlPlane, swift_server: Swift
+) -> None:
     """R07/R08 through the store: duplicates idempotent, stale generations refused, forged URLs 401."""
     cp = swift_cp
     slow = said_stack("POLL_TEMP_URL", before="sleep 4; ")
@@ -206,7 +210,7 @@ def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: Control
     assert {"said": "said two"} == cp.outputs("sc")
 
 
-async def test_swift_store_signal_url_and_collection(swift_server: Swift):
+async def test_swift_store_signal_url_and_collection(swift_server: Swift) -> None:
     """The store API in-process: a TEMP_URL_SIGNAL-style PUT URL, listing, import once, delete."""
     import asyncio
 

@@ -75,7 +75,7 @@ def test_unsigned_and_foreign_documents_are_rejected() -> None:
     key, other = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     with pytest.raises(envelope.UnsignedError):
         envelope.verify(wire.canonical_json(document()), pub(key), NOW)
-    heat_doc = {"deployments": [], "os-collect-config": {}}
+    heat_doc: dict[str, object] = {"deployments": [], "os-collect-config": {}}
     with pytest.raises(envelope.UnsignedError):
         envelope.verify(wire.canonical_json(heat_doc), pub(key), NOW)
     with pytest.raises(envelope.EnvelopeError, match="no valid chain link"):

@@ -195,7 +195,7 @@ def random(**props: Any) -> dict[str, Any]:
         ({"sequence": "hex"}, "resources.r.properties.sequence"),
     ],
 )
-def test_random_string_bad_properties_name_the_path(props: dict[str, Any], path: str):
+def test_random_string_bad_properties_name_the_path(props: dict[str, Any], path: str) -> None:
     """Each bad RandomString property is refused at its own path."""
     assert path == error(random(**props)).path
 

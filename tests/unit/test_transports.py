@@ -31,7 +31,8 @@ def test_heat_and_own_transport_names():
     with pytest.raises(BadRequestError) as err:
         normalize("ZAQAR_MESSAGE", "resources.box.properties.software_config_transport")
     assert "ZAQAR_MESSAGE" in str(err.value)
-    assert "software_config_transport" == err.value.where.split(".")[-1]
+    where = err.value.where
+    assert where is not None and "software_config_transport" == where.split(".")[-1]
 
 
 def test_signal_names_round_trip():
@@ -78,7 +79,7 @@ def test_relay_routing_rewrites_only_control_plane_urls():
     assert "http://127.0.0.1:8770/v1/signal/d/1" == via(direct, "http://127.0.0.1:8770/v1/signal/d/1")
 
 
-def test_enrolment_answer_with_a_bad_transport_is_refused(tmp_path: Path):
+def test_enrolment_answer_with_a_bad_transport_is_refused(tmp_path: Path) -> None:
     """An answer naming an unknown transport fails enrolment with a message naming the field."""
     ledger = Ledger(tmp_path)
     try:
@@ -107,7 +108,7 @@ def test_backoff_never_polls_a_failing_source_sooner_than_a_working_one():
     assert {60.0} == {backoff(f, 60.0, 30.0) for f in (1, 2, 50)}
 
 
-def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.MonkeyPatch):
+def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Flags win, keys come from the environment, floats are converted, unset ones stay out."""
     import argparse
 
@@ -130,7 +131,9 @@ def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.
         p.parse_args(["--store-clock-margin", "soon"])
 
 
-def test_relay_transport_routes_to_the_named_relay_and_gives_the_credential_only_there(tmp_path: Path):
+def test_relay_transport_routes_to_the_named_relay_and_gives_the_credential_only_there(
+    tmp_path: Path,
+) -> None:
     """RELAY: control-plane URLs go to the relay the document names; the bearer only to it or the plane."""
     cfg = agent_config("http://127.0.0.1:8770")
     ledger = Ledger(tmp_path)
@@ -160,7 +163,7 @@ def test_relay_is_a_transport_kind_only_where_configured():
     assert {"kind": "RELAY", "url": "http://r:1"} == RelayStore("http://r:1/").section("s", [], 0)
 
 
-def test_signed_signal_file_refuses_every_single_byte_change(tmp_path: Path):
+def test_signed_signal_file_refuses_every_single_byte_change(tmp_path: Path) -> None:
     """The envelope's signature covers server, deployment generation and result: any flip is caught."""
     publics = keys.ensure_keys(tmp_path)
     body = b'{"deploy_status_code": 0, "deploy_stdout": "ok", "anneal": {"generation": 3}}'
@@ -175,7 +178,7 @@ def test_signed_signal_file_refuses_every_single_byte_change(tmp_path: Path):
     assert not offline.verify(publics["sign"], "not base64!", message)
 
 
-def test_enrolment_request_signature_covers_every_field(tmp_path: Path):
+def test_enrolment_request_signature_covers_every_field(tmp_path: Path) -> None:
     bundle = {"server_id": "srv-1", "name": "n", "control_public_key": "k", "enrol_token": "t"}
     offline.enrol(tmp_path / "state", bundle, str(tmp_path), tmp_path / "out")
     request = json.loads((tmp_path / "out" / offline.request_file_name("srv-1")).read_bytes())
@@ -188,7 +191,7 @@ def test_enrolment_request_signature_covers_every_field(tmp_path: Path):
     assert not offline.verify(key, request["signature"], offline.request_message(box))
 
 
-def test_offline_agent_stays_on_its_media_when_a_document_moves_it_where_it_cannot_go(tmp_path: Path):
+def test_offline_agent_stays_on_its_media_when_a_document_moves_it_where_it_cannot_go(tmp_path: Path) -> None:
     """No URL, no credential: HTTP and RELAY would strand it; it stays on LOCAL and keeps writing files."""
     cfg = AgentConfig(
         **{
