@@ -1,4 +1,4 @@
-"""A full state dir under a running `anneal-agent run` (issue 6, item 5): it waits, never exits.
+"""A full state dir under a running `anneal-agent run`: it waits, never exits.
 
 The state dir is a small tmpfs (root only, like R24). While a deployment's hook runs the
 test fills the disk completely and lets the hook finish: the agent cannot record the result

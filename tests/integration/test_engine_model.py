@@ -10,7 +10,8 @@ Runtime and Engine start on the same SQLite database and port. The simulated
 agents read their deployments from the database (the document's source; the
 signed document transport is tested elsewhere).
 
-Invariants of docs/../reliability.md §0 checked on every step:
+The invariants of the reliability catalogue (../shared/reference/reliability.md §0), checked
+on every step:
 - I1: a server's serial never goes down; a deployment's generation never goes down;
 - a generation, once published, is never re-issued (its derived config id never changes)
   and no agent runs one twice;

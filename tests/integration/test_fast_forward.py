@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -49,7 +50,9 @@ def rejections(cp: ControlPlane, kind: str) -> int:
     return int(agent_status(cp)["rejections"]["counts"].get(kind, 0))
 
 
+@pytest.mark.catalogue("R15")
 def test_a_fast_forwarded_agent_recovers_after_key_rotation(tmp_path: Path) -> None:
+    """A document pushed to serial 2^62 with a stolen key locks the agent out until `anneal key rotate`."""
     local = Media.under(tmp_path)
     media = local.media
     cp = start_control_plane(tmp_path, *local.serve_args())

@@ -1,4 +1,4 @@
-"""Heat's own agent chain against our control plane (issue 6, item 1).
+"""Heat's own agent chain, unchanged, runs our control plane's deployments.
 
 The real os-collect-config -> os-refresh-config -> os-apply-config -> 55-heat-config ->
 script hook -> heat-config-notify, from PyPI and the heat-agents sdist (`make tools`),

@@ -1,4 +1,4 @@
-"""What a hook printed before the agent was killed reaches the FAILED signal (issue 6, items 3 and 5).
+"""What a hook printed before the agent was killed reaches the FAILED signal.
 
 The built-in script hook streams its program's stdout and stderr as they come; the agent tees
 them to its state dir, so after a kill -9 mid-hook the "interrupted by agent restart" result

@@ -26,6 +26,8 @@ from tests.support.swift import USER, start_swift
 from tests.support.templates import script_per_server
 from tests.support.waiting import wait_log
 
+pytestmark = pytest.mark.catalogue("R10")
+
 SERVERS = 3
 
 
@@ -48,7 +50,10 @@ def ns() -> Iterator[Namespace]:
         yield namespace
 
 
-def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_agents_that_reach_only_the_store_deploy_without_the_api(
+    ns: Namespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agents in a namespace that reaches only Swift complete every deployment without one API request."""
     root = Path(tempfile.mkdtemp(prefix="anneal-swift-"))
     swift = start_swift(root, host=ns.host)  # reachable from the namespace over the veth only
     procs: list[subprocess.Popen[bytes]] = []
@@ -107,7 +112,8 @@ def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: py
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_r10_relay_only_namespace(ns: Namespace, tmp_path: Path) -> None:
+def test_agents_that_reach_only_a_relay_deploy_through_it(ns: Namespace, tmp_path: Path) -> None:
+    """Agents with no route to the control plane enrol, poll and signal through a relay; all complete."""
     cp = start_control_plane(tmp_path, "--provisioner=enrol", "--access-log")
     relay_port = free_port(ns.host)
     relay_url = f"http://{ns.host}:{relay_port}"

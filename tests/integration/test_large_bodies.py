@@ -34,6 +34,7 @@ async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
 
 
 def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_path: Path) -> None:
+    """A 1 MiB document (direct, relayed, from a store URL) and a large relayed signal arrive whole."""
     received: list[bytes] = []
 
     async def document(request: web.Request) -> web.Response:

@@ -76,6 +76,7 @@ def import_refused(cp: ControlPlane, tmp: Path, name: str, files: dict[str, byte
 
 
 def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path) -> None:
+    """An agent with no network enrols from media, gets sealed secrets, signs its signals; forgeries fail."""
     published, media, outbox, state = (tmp_path / n for n in ("published", "media", "outbox", "agent"))
     cp = start_control_plane(
         tmp_path,

@@ -1,4 +1,4 @@
-"""The agent's Debian package (issue 6, item 6): build it, read it, run what it installs.
+"""The agent's Debian package: build it, read it, run what it installs.
 
 packaging/build.sh builds the wheel and the .deb with dpkg-deb; the test checks the
 package's contents and control data with `dpkg-deb -c` / `-I`; installs, upgrades, removes
@@ -57,6 +57,7 @@ def _deb(built: Path) -> Path:
 
 
 def test_wheel_and_deb_are_built(built: Path) -> None:
+    """packaging/build.sh builds a wheel and the anneal-agent .deb with its scripts, conffiles and version."""
     assert len(list(built.glob("anneal-*-py3-none-any.whl"))) == 1
     info = subprocess.run(
         ["dpkg-deb", "-I", str(_deb(built))], capture_output=True, text=True, check=True
@@ -79,7 +80,8 @@ def test_wheel_and_deb_are_built(built: Path) -> None:
     assert "Version: 0.1.0" in fields
 
 
-def test_deb_contents(built: Path, tmp_path: Path) -> None:
+def test_deb_installs_the_agent_alone_with_a_restarting_unit(built: Path, tmp_path: Path) -> None:
+    """The .deb holds the agent alone (no control plane), a restarting systemd unit and a 0600 env file."""
     listing = subprocess.run(
         ["dpkg-deb", "-c", str(_deb(built))], capture_output=True, text=True, check=True
     ).stdout
@@ -205,6 +207,7 @@ def cp(tmp_path: Path) -> Iterator[ControlPlane]:
 def test_packaged_agent_runs_against_a_real_control_plane(
     built: Path, tmp_path: Path, cp: ControlPlane
 ) -> None:
+    """The agent unpacked from the .deb (no SQLAlchemy) enrols and runs a real control plane's deployment."""
     unpack = tmp_path / "unpack"
     subprocess.run(["dpkg-deb", "-x", str(_deb(built)), str(unpack)], check=True)
     venv = unpack / "opt/anneal-agent"

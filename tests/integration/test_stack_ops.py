@@ -128,6 +128,7 @@ def test_update_reuses_a_superseded_result_that_is_still_valid(cp: ControlPlane,
 
 
 def test_if_match_gives_409_when_the_stack_changed(cp: ControlPlane, work: Path) -> None:
+    """An update naming an old version (body, If-Match header or `--if-match`) gets 409, changing nothing."""
     _create(cp, "ifmatch", work)
     version = cp.api("GET", "/v1/stacks/ifmatch").body["version"]
     (work / "go-first-r1").touch()
@@ -168,6 +169,7 @@ def _template_file(work: Path) -> Path:
 
 
 def test_cancel_fails_deployments_and_the_agent_stops_the_hook(cp: ControlPlane, work: Path) -> None:
+    """`stack cancel` fails the stack and its running deployment; the agent stops the hook before its end."""
     _create(cp, "cancel", work)
     wait_file(work / "started-first-r1")
     out = cp.cli("stack", "cancel", "cancel")
@@ -190,6 +192,7 @@ def test_cancel_fails_deployments_and_the_agent_stops_the_hook(cp: ControlPlane,
 
 
 def test_timeout_fails_the_deployment_with_its_reason(cp: ControlPlane, work: Path) -> None:
+    """A deployment past its timeout fails 'timed out after 2 s', and the stack's reason says so."""
     text = GATED.replace("name: 10-first, config:", "name: 10-first, timeout: 2, config:")
     body = {"name": "slow", "template": text, "parameters": {"dir": str(work), "server": "slow-box"}}
     assert 201 == cp.api("POST", "/v1/stacks", body).status
@@ -202,6 +205,7 @@ def test_timeout_fails_the_deployment_with_its_reason(cp: ControlPlane, work: Pa
 
 
 def test_rollback_returns_a_failed_update_to_the_previous_template(cp: ControlPlane, work: Path) -> None:
+    """A failed update with rollback returns the stack to its previous template and re-applies its inputs."""
     _create(cp, "rollback", work)
     for step in ("first", "second"):
         (work / f"go-{step}-r1").touch()
@@ -220,6 +224,7 @@ def test_rollback_returns_a_failed_update_to_the_previous_template(cp: ControlPl
 
 
 def test_rollback_of_a_failed_create_removes_what_it_made(cp: ControlPlane, work: Path) -> None:
+    """A failed create with rollback ends ROLLBACK_COMPLETE with no resource left."""
     (work / "go-first-r1").touch()
     (work / "fail-first-r1").touch()
     _create(cp, "rbcreate", work, rollback=True)
@@ -229,6 +234,7 @@ def test_rollback_of_a_failed_create_removes_what_it_made(cp: ControlPlane, work
 
 
 def test_check_reports_drift_and_converge_reapplies_it(cp: ControlPlane, work: Path) -> None:
+    """`stack check` reports a failed deployment as drift; `stack converge` re-applies only it."""
     (work / "go-first-r1").touch()
     (work / "go-second-r1").touch()
     (work / "fail-second-r1").touch()
@@ -250,6 +256,7 @@ def test_check_reports_drift_and_converge_reapplies_it(cp: ControlPlane, work: P
 
 
 def test_check_reports_a_silent_server(cp: ControlPlane, work: Path) -> None:
+    """`stack check` reports a server whose agent stopped sending heartbeats as silent."""
     (work / "go-first-r1").touch()
     (work / "go-second-r1").touch()
     _create(cp, "silent", work)
@@ -265,6 +272,7 @@ def test_check_reports_a_silent_server(cp: ControlPlane, work: Path) -> None:
 
 
 def test_events_carry_generations_follow_and_outlive_the_stack(cp: ControlPlane, work: Path) -> None:
+    """Events carry generations, `events --follow` ends with the stack, and events outlive its deletion."""
     for step in ("first", "second"):
         (work / f"go-{step}-r1").touch()
     _create(cp, "events", work)

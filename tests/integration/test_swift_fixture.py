@@ -25,7 +25,8 @@ def status_of(req: urllib.request.Request) -> int:
         return e.code
 
 
-def test_container_key_temp_urls(swift_server: Swift) -> None:
+def test_container_key_temp_urls_open_only_their_object(swift_server: Swift) -> None:
+    """A TempURL of the container's key opens its one object; a wrong key or another object gets 401."""
     _, storage = swift_server.auth()
     account_path = storage.removeprefix(swift_server.url)
     status, _, _ = swift_server.request("PUT", "/fx", headers={"X-Container-Meta-Temp-URL-Key": "k1"})

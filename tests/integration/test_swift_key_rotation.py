@@ -56,6 +56,7 @@ def mid_epoch() -> int:
 
 
 def test_tempurl_keys_rotate_without_any_agent_losing_access(cp: ControlPlane, swift_server: Swift) -> None:
+    """TempURL keys rotate under running updates; no agent URL is refused, and retired keys stop working."""
     assert 201 == cp.create("kr", TEMPLATE).status
     assert "CREATE_COMPLETE" == cp.wait_stack("kr", timeout=120)["status"]
     server_id = cp.api("GET", "/v1/servers/kr-box").body["id"]
@@ -92,6 +93,7 @@ def test_tempurl_keys_rotate_without_any_agent_losing_access(cp: ControlPlane, s
 
 
 def test_a_rotation_shorter_than_a_url_lifetime_is_refused(tmp_path: Path) -> None:
+    """`anneal serve` refuses a Swift key rotation shorter than a URL's lifetime: exit 2, naming both."""
     out = serve_once(
         tmp_path,
         "--swift-auth-url=http://127.0.0.1:1/auth/v1.0",

@@ -19,6 +19,7 @@ TEMPLATE = said_stack("LOCAL")
 
 
 def test_local_media_round_trip_and_signal_import(tmp_path: Path) -> None:
+    """LOCAL media carry documents out and signals back; re-import is idempotent, bad files are named."""
     local = Media.under(tmp_path)
     outbox = local.outbox
     cp = start_control_plane(tmp_path, *local.serve_args())

@@ -55,6 +55,7 @@ def swift_cp(swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_swift_transport_runs_deployments_and_collects_signals(
     swift_cp: ControlPlane, swift_server: Swift
 ) -> None:
+    """On SWIFT the agent polls a bounded read-only TempURL and its signals come back through Swift."""
     cp = swift_cp
     assert 201 == cp.create("sw", TEMPLATE).status
     assert "CREATE_COMPLETE" == cp.wait_stack("sw")["status"]
@@ -92,6 +93,7 @@ def test_swift_transport_runs_deployments_and_collects_signals(
 
 
 def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_server: Swift) -> None:
+    """On S3 the agent follows presigned URLs (at most 7 days; forged: 403) and signals through the store."""
     cp = swift_cp
     template = said_stack("S3")
     assert 201 == cp.create("s3", template).status
@@ -154,6 +156,8 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
     assert [] == list((tmp_path / "relay" / "refused").iterdir())
 
 
+@pytest.mark.catalogue("R07")
+@pytest.mark.catalogue("R08")
 def test_swift_signal_urls_are_scoped_and_replays_are_harmless(
     swift_cp: ControlPlane, swift_server: Swift
 ) -> None:

@@ -64,9 +64,10 @@ def plan(running: list[str], action: str = "CREATE") -> dict[str, Any]:
         ({"dep-a": ("COMPLETE", 1), "dep-c": ("IN_PROGRESS", 1)}, plan(["a"]), False),
     ],
 )
-def test_batch_busy(
+def test_a_batch_is_busy_only_while_a_member_runs_in_time(
     tmp_path: Path, statuses: dict[str, tuple[str, float]], state: dict[str, Any], expected: bool
 ) -> None:
+    """A rolling batch holds the group only while one of its members runs, none failed and none timed out."""
     assert expected == busy(tmp_path, statuses, state)
 
 

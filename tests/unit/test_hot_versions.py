@@ -69,6 +69,7 @@ def test_function_in_an_older_version_names_function_version_and_path(name: str)
 
 
 def test_release_name_is_given_with_the_version():
+    """A function newer than the template's version is refused naming the version it needs and its release."""
     with pytest.raises(TemplateError, match=r"if needs heat_template_version 2016-10-14 \(newton\)"):
         parse_template(with_call("2016-04-08", "if"))
 

@@ -1,4 +1,7 @@
-"""The issue-3 types: their static checks, RandomString generation, get_input, component picking."""
+"""SoftwareComponent, StructuredConfig/Deployment, SoftwareDeploymentGroup and RandomString.
+
+Their static checks, RandomString generation, get_input substitution, component picking.
+"""
 
 from __future__ import annotations
 

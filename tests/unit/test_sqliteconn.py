@@ -34,6 +34,7 @@ def test_close_with_a_pending_returning_statement_releases_the_write_lock(tmp_pa
 
 
 def test_close_outside_a_transaction_and_twice_is_quiet(tmp_path: Path) -> None:
+    """Closing a RollbackOnClose connection with no transaction open, and closing it again, raises nothing."""
     db = tmp_path / "t.db"
     _database(db)
     conn = sqlite3.connect(db, factory=RollbackOnClose)

@@ -1,4 +1,4 @@
-"""R24: the agent's state dir on a full disk (issue 6, item 5).
+"""The agent's state dir on a full disk, event after event (R24).
 
 The state dir is a small tmpfs the test mounts (root only: the test fails, naming why, if it
 cannot mount). Each event fills it to a random few bytes short of full, publishes a new
@@ -23,8 +23,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.disk import SIZE, fill, mount_tmpfs, unmount
 from tests.support.heat import FakeHeat, run_agent
+
+pytestmark = pytest.mark.catalogue("R24")
 
 EVENTS = int(os.environ.get("R24_EVENTS", "20"))
 ARTEFACT = 24 * 1024
@@ -75,7 +79,8 @@ async def _once(*args: str) -> tuple[int, str]:
     return rc, err
 
 
-async def test_r24_full_disk(tmp_path: Path) -> None:
+async def test_agent_on_a_full_disk_loses_nothing_and_resumes(tmp_path: Path) -> None:
+    """On a full disk the agent stops with one line, corrupts nothing, fakes no COMPLETE, recovers all."""
     rng = random.Random(os.environ.get("R24_SEED", "r24"))
     disk = tmp_path / "disk"
     mount_tmpfs(disk)

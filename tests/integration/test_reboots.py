@@ -1,4 +1,4 @@
-"""R04: simulated reboots of the agent's host (issue 6, item 4), and a rebuilt server.
+"""Simulated reboots of the agent's host lose no signal and re-run nothing (R04); a rebuilt server.
 
 A reboot: SIGKILL the agent, delete its /run-equivalent (its TMPDIR) and every cache in
 the state dir (hook work dirs, teed output, pid file), keep the ledger, start again. Half
@@ -20,6 +20,8 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.support.agents import agent_status, enrol_agent
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
@@ -74,7 +76,9 @@ class Host:
         self.log.close()
 
 
-def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path) -> None:
+@pytest.mark.catalogue("R04")
+def test_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path) -> None:
+    """Host reboots (agent killed, /run and caches wiped) lose no queued signal and run nothing again."""
     work = tmp_path / "work"
     work.mkdir()
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
@@ -128,6 +132,7 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path) -> None:
 
 
 def test_lost_state_dir_is_detected_and_the_control_plane_reruns_everything(tmp_path: Path) -> None:
+    """A re-imaged server (new keys) is detected at enrolment and its deployments re-run; same keys: not."""
     work = tmp_path / "work"
     work.mkdir()
     cp: ControlPlane = start_control_plane(tmp_path, "--provisioner", "enrol")
