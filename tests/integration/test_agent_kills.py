@@ -1,4 +1,4 @@
-"""The agent killed (SIGKILL) mid-hook, again and again: nothing runs twice, nothing hangs (R03).
+"""R03: SIGKILL of the agent mid-hook, again and again.
 
 Each trial deploys one script that records its start, sleeps, records its end; the agent
 (only its pid) is killed at a uniform random offset into the hook and started again.

@@ -1,4 +1,4 @@
-"""The agent's state dir on a full disk, event after event (R24).
+"""R24: the agent's state dir on a full disk.
 
 The state dir is a small tmpfs the test mounts (root only: the test fails, naming why, if it
 cannot mount). Each event fills it to a random few bytes short of full, publishes a new

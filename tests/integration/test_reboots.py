@@ -1,4 +1,4 @@
-"""Simulated reboots of the agent's host lose no signal and re-run nothing (R04); a rebuilt server.
+"""R04: simulated reboots of the agent's host, and a rebuilt server.
 
 A reboot: SIGKILL the agent, delete its /run-equivalent (its TMPDIR) and every cache in
 the state dir (hook work dirs, teed output, pid file), keep the ledger, start again. Half
@@ -132,7 +132,7 @@ def test_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path) -> None:
 
 
 def test_lost_state_dir_is_detected_and_the_control_plane_reruns_everything(tmp_path: Path) -> None:
-    """A re-imaged server (new keys) is detected at enrolment and its deployments re-run; same keys: not."""
+    """A server re-imaged with new keys is detected at enrolment and re-run; the same keys again are not."""
     work = tmp_path / "work"
     work.mkdir()
     cp: ControlPlane = start_control_plane(tmp_path, "--provisioner", "enrol")

@@ -40,7 +40,7 @@ def template() -> str:
 def test_store_down_5s_then_60s_during_rollouts_loses_no_generation(
     swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Swift down 5 s, then 60 s, during rollouts: every generation arrives, once; agents hold signals."""
+    """Swift down 5 s, then 60 s, during rollouts: each generation arrives once and agents hold signals."""
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)
     cp = start_control_plane(tmp_path, *swift_args(swift_server, "outage"))
     try:
