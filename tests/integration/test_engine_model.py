@@ -156,14 +156,13 @@ class Plane:
 
     async def serials(self) -> dict[str, int]:
         async with self.app[RUNTIME].sessions() as session:
-            return dict((await session.execute(select(ServerRow.id, ServerRow.serial))).tuples().all())
+            return dict((await session.execute(select(ServerRow.id, ServerRow.serial))).all())
 
 
 def _input(item: dict[str, Any], name: str) -> Any:
     return next((i.get("value") for i in item.get("inputs", []) if i["name"] == name), None)
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("slice_size", [None, 2], ids=["one-transaction-steps", "sliced-steps"])
 def test_engine_against_a_model(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, slice_size: int | None

@@ -86,14 +86,14 @@ def test_agents_that_reach_only_the_store_deploy_without_the_api(
             assert section["document_url"].startswith(f"http://{ns.host}:")
         mark = len(cp.log.read_text())
         for name in names:
-            log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115
-            procs.append(
-                subprocess.Popen(
-                    [*ns.wrap(), str(BIN / "anneal-agent"), "run", "--state-dir", str(dirs[name])],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
+            with open(tmp_path / f"{name}.log", "wb") as log:
+                procs.append(
+                    subprocess.Popen(
+                        [*ns.wrap(), str(BIN / "anneal-agent"), "run", "--state-dir", str(dirs[name])],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
                 )
-            )
         assert 201 == cp.create("iso", template(names)).status
         assert "CREATE_COMPLETE" == cp.wait_stack("iso", timeout=180)["status"]
         outputs = cp.outputs("iso")

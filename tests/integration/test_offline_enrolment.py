@@ -115,22 +115,22 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path) -> N
         )
         assert 0 != probe.returncode and "unreachable" in probe.stderr, (probe.stdout, probe.stderr)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANNEAL_")}
-        log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed with the process below
-        agent = subprocess.Popen(
-            [
-                *isolate,
-                str(BIN / "anneal-agent"),
-                "run",
-                "--state-dir",
-                str(state),
-                f"--media-dir={media}",
-                f"--signal-dir={outbox}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+        with open(tmp_path / "agent.log", "wb") as log:  # the agent keeps its own copy
+            agent = subprocess.Popen(
+                [
+                    *isolate,
+                    str(BIN / "anneal-agent"),
+                    "run",
+                    "--state-dir",
+                    str(state),
+                    f"--media-dir={media}",
+                    f"--signal-dir={outbox}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         request_file = outbox / offline.request_file_name(server_id)
         wait_until(request_file.exists, "the enrolment request in the outbox", 90)
         wait_until(

@@ -22,6 +22,7 @@ def status_of(req: urllib.request.Request) -> int:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as e:
+        e.close()  # its unread body holds the connection
         return e.code
 
 

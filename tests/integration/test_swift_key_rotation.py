@@ -45,6 +45,7 @@ def status_of(url: str) -> int:
         with urllib.request.urlopen(url, timeout=30) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as e:
+        e.close()  # its unread body holds the connection
         return int(e.code)
 
 

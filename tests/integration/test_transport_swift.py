@@ -89,6 +89,7 @@ def test_swift_transport_runs_deployments_and_collects_signals(
     put = urllib.request.Request(section["document_url"], data=b"{}", method="PUT")
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(put, timeout=30)
+    err.value.close()
     assert 401 == err.value.code
 
 
@@ -114,6 +115,7 @@ def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_serve
     forged = url.replace(sig, ("0" if sig[0] != "0" else "1") + sig[1:])
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(forged, timeout=30)
+    err.value.close()
     assert 403 == err.value.code
 
     body = {"template": template, "parameters": {"message": "two"}}
@@ -191,6 +193,7 @@ def test_swift_signal_urls_are_scoped_and_replays_are_harmless(
             ) as r:
                 return int(r.status)
         except urllib.error.HTTPError as e:
+            e.close()  # its unread body holds the connection
             return e.code
 
     signal = json.dumps({"deploy_status_code": 0, "said": "forged"}).encode()
@@ -241,7 +244,8 @@ async def test_swift_store_signal_url_and_collection(swift_server: Swift) -> Non
         assert 0 < expires - time.time() <= 1200 + 5
         body = b'{"deploy_status_code": 0}'
         req = urllib.request.Request(url, data=body, method="PUT")
-        await asyncio.to_thread(urllib.request.urlopen, req, None, 30)
+        response = await asyncio.to_thread(urllib.request.urlopen, req, None, 30)
+        response.close()
         got: list[tuple[str, str, int, bytes]] = []
 
         async def intake(kind: str, dep: str, gen: int, raw: bytes) -> None:
