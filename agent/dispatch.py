@@ -169,10 +169,14 @@ async def _communicate(
         await proc.stdin.drain()
     proc.stdin.close()
     out_tee, err_tee = tee if tee is not None else (None, None)
-    out, err = await asyncio.gather(
-        _read_capped(proc.stdout, MAX_HOOK_STDOUT, out_tee),
-        _read_head_and_tail(proc.stderr, MAX_HOOK_STDERR, _teeing(err_tee, on_stderr)),
-    )
+    err_sink = _open_tee(err_tee)
+    try:
+        out, err = await asyncio.gather(
+            _read_capped(proc.stdout, MAX_HOOK_STDOUT, out_tee),
+            _read_head_and_tail(proc.stderr, MAX_HOOK_STDERR, _teeing(err_sink, err_tee, on_stderr)),
+        )
+    finally:
+        _close_quietly(err_sink)
     await proc.wait()
     return out, err
 
@@ -220,11 +224,12 @@ def _close_quietly(sink: BinaryIO | None) -> None:
             sink.close()
 
 
-def _teeing(path: Path | None, then: Callable[[bytes], None] | None) -> Callable[[bytes], None] | None:
-    """A stderr chunk handler that also copies each chunk to *path* (closed at EOF by the GC)."""
-    if path is None:
+def _teeing(
+    sink: BinaryIO | None, path: Path | None, then: Callable[[bytes], None] | None
+) -> Callable[[bytes], None] | None:
+    """A stderr handler that also copies each chunk to *sink* (file *path*; the caller closes it)."""
+    if sink is None:
         return then
-    sink = _open_tee(path)
 
     def feed(chunk: bytes) -> None:
         nonlocal sink

@@ -129,8 +129,10 @@ def run_tool(
         finished = _pump(proc, {"out": out, "err": err}, deadline, echo)
     except BaseException:
         _stop_tree(proc)
+        _close(proc)
         raise
     if finished:
+        _close(proc)  # both at end of file: closed here, not left to the garbage collector
         return _result(proc.wait(), out, err)
     exited = proc.poll() is not None
     _stop_tree(proc)

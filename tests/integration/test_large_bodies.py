@@ -33,7 +33,8 @@ async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{port}"
 
 
-def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_path: Path):
+def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_path: Path) -> None:
+    """A 1 MiB document (direct, relayed, from a store URL) and a large relayed signal arrive whole."""
     received: list[bytes] = []
 
     async def document(request: web.Request) -> web.Response:
@@ -68,7 +69,7 @@ def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_pat
     asyncio.run(main())
 
 
-def test_an_agent_runs_a_document_of_several_hundred_kilobytes(control_plane: ControlPlane):
+def test_an_agent_runs_a_document_of_several_hundred_kilobytes(control_plane: ControlPlane) -> None:
     """A real agent takes a 300 KB document over HTTP and runs it (it refused it before)."""
     filler = "\n".join(f"# {i:06d} " + "x" * 90 for i in range(3000))  # ~300 KB of comments
     script = "#!/bin/sh\n" + filler + "\nprintf 'big and whole' > \"$heat_outputs_path.said\"\n"

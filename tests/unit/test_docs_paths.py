@@ -44,7 +44,7 @@ def _resolves(dotted: str) -> bool:
 
 
 @pytest.mark.parametrize("doc", [d.name for d in DOCS])
-def test_every_repository_path_a_doc_cites_exists(doc: str):
+def test_every_repository_path_a_doc_cites_exists(doc: str) -> None:
     """A path such as `control/engine/step.py` in a doc names a file or folder of this tree."""
     missing = [
         f"{where}: {path}"
@@ -57,7 +57,7 @@ def test_every_repository_path_a_doc_cites_exists(doc: str):
     assert [] == missing
 
 
-def test_every_dotted_name_the_docs_cite_imports():
+def test_every_dotted_name_the_docs_cite_imports() -> None:
     """A name such as `control.transports.store.Store` in backticks imports, attribute by attribute."""
     files = (".py", ".json", ".env", ".md", ".service", ".sls")
     missing = [f"{w}: {d}" for w, d in _cited(DOTTED) if not d.endswith(files) and not _resolves(d)]

@@ -7,7 +7,9 @@ import json
 import os
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -30,7 +32,7 @@ from hooks.common import (
 from hooks.errors import ConfigError, OptionError, ToolNotFoundError
 
 
-def item(**fields) -> DeploymentItem:
+def item(**fields: Any) -> DeploymentItem:
     fields.setdefault("id", "d1")
     return DeploymentItem(name="n", group="script", creation_time="", **fields)
 
@@ -240,7 +242,7 @@ def test_failure_reports_message_and_code():
 # ---------------------------------------------------------------- run_tool
 
 
-def sh(script: str, tmp_path: Path, **kwargs) -> common.ToolResult:
+def sh(script: str, tmp_path: Path, **kwargs: Any) -> common.ToolResult:
     env = {"PATH": os.environ.get("PATH", os.defpath), **kwargs.pop("env", {})}
     return run_tool(
         ["/bin/sh", "-c", script], env=env, cwd=tmp_path, timeout=kwargs.pop("timeout", 30), **kwargs
@@ -299,7 +301,12 @@ def test_run_tool_stops_a_tool_at_its_timeout(tmp_path):
 # ---------------------------------------------------------------- main
 
 
-def run_main(monkeypatch, capsys, stdin: bytes, run) -> tuple[int, str, str]:
+def run_main(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    stdin: bytes,
+    run: Callable[[DeploymentItem, common.HookContext], Signal],
+) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
     code = main(run, name="demo")
     out, err = capsys.readouterr()

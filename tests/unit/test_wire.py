@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from agent import wire, wire_caps
 
-HEAT_ITEM = {
+HEAT_ITEM: dict[str, Any] = {
     "id": "3d5ec2a8-7004-43b6-a7f6-542bdbe9d434",
     "name": "10_write_file",
     "group": "script",
@@ -27,7 +28,7 @@ HEAT_ITEM = {
 }
 
 
-def item(**changes):
+def item(**changes: object) -> wire.DeploymentItem:
     return wire.decode_item({**HEAT_ITEM, **changes})
 
 

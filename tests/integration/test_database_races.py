@@ -35,6 +35,8 @@ from control.store.orm import StackRow
 from control.store.workrow import WorkRow
 from tests.support.pg import Postgres
 
+pytestmark = pytest.mark.catalogue("R06")
+
 EXAMPLES, STEPS = 150, 100  # over 10,000 operations per backend (some rules are skipped)
 LEASE = 30.0
 STACK = "r06-stack"
@@ -69,7 +71,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
     loop.close()
 
 
-def test_r06_interleaved_writers_and_leases(backend: Backend) -> None:
+def test_interleaved_writers_and_leases_never_commit_a_stale_write(backend: Backend) -> None:
+    """Interleaved writers and lease holders never commit a stale write or a step without the lease."""
     b = backend
 
     class Races(RuleBasedStateMachine):
