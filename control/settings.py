@@ -15,6 +15,8 @@ class Settings:
     data_dir: Path
     database_url: str = ""
     listen: str = DEFAULT_LISTEN
+    #: HOST:PORT of Heat's Orchestration API v1 (docs/heat-api.md); "" leaves it off.
+    heat_listen: str = ""
     #: URL agents use to reach this control plane; defaults to http://<listen>.
     public_url: str = ""
     provisioner: str = "enrol"
@@ -87,8 +89,16 @@ class Settings:
         return (self.public_url or f"http://{self.listen}").rstrip("/")
 
     def host_port(self) -> tuple[str, int]:
-        host, _, port = self.listen.rpartition(":")
-        return host.strip("[]") or "127.0.0.1", int(port)
+        return split_host_port(self.listen)
+
+    def heat_host_port(self) -> tuple[str, int]:
+        return split_host_port(self.heat_listen)
+
+
+def split_host_port(listen: str) -> tuple[str, int]:
+    """HOST:PORT (an IPv6 host in brackets) as (host, port); the host defaults to loopback."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 def async_url(url: str) -> str:

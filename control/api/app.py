@@ -14,6 +14,7 @@ from sqlalchemy import select
 from control import keys
 from control.api import middleware
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
+from control.api.heat_v1 import app as heat_v1
 from control.api.routes import ROUTES
 from control.documents import reconcile
 from control.engine.stackdef import Definitions
@@ -73,6 +74,8 @@ def make_app(settings: Settings) -> web.Application:
         await engine_db.dispose()
 
     app.cleanup_ctx.append(lifetime)
+    if settings.heat_listen:  # after lifetime: it reads what lifetime made, and closes first
+        app.cleanup_ctx.append(lambda main: heat_v1.serve_heat(main, settings))
     return app
 
 

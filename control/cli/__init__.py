@@ -98,6 +98,12 @@ def _serve(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--db", default="", help="SQLAlchemy URL (default: SQLite in the data dir)")
     p.add_argument("--listen", default="127.0.0.1:8770", help="HOST:PORT (default 127.0.0.1:8770)")
+    p.add_argument(
+        "--heat-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="also serve Heat's Orchestration API v1 here, for the openstack CLI (off by default; docs/heat-api.md)",
+    )
     p.add_argument("--public-url", default="", help="URL agents use to reach this control plane")
     p.add_argument(
         "--provisioner",

@@ -21,6 +21,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         data_dir=args.data_dir.resolve(),
         database_url=args.db,
         listen=args.listen,
+        heat_listen=args.heat_listen,
         public_url=args.public_url,
         provisioner=args.provisioner,
         deployment_timeout=args.deployment_timeout,
@@ -52,6 +53,9 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
+    if settings.heat_listen:
+        heat_host, heat_port = settings.heat_host_port()
+        log.info("Heat's Orchestration API v1 on http://%s:%s/v1/<project>", heat_host, heat_port)
     try:
         web.run_app(
             make_app(settings),

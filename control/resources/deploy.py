@@ -18,7 +18,7 @@ from sqlalchemy import select
 from agent import wire
 from control.documents.render import iso
 from control.errors import BadRequestError, NotFoundError
-from control.store.orm import DeploymentRow, ServerRow
+from control.store.orm import DeploymentRow, ServerRow, StackRow
 from control.txn import Txn
 
 SUPPORTED_SIGNAL_TRANSPORTS = ("CFN_SIGNAL", "HTTP", "NO_SIGNAL")
@@ -60,6 +60,13 @@ def timeout_for(props: Mapping[str, Any], source: Source, default: float) -> flo
             except ValueError:
                 pass
     return default
+
+
+def stack_timeout(txn: Txn, stack: StackRow) -> float:
+    """The default timeout of a stack's deployments: its timeout_mins (Heat's), else the control plane's."""
+    if stack.timeout_mins:
+        return float(stack.timeout_mins) * 60.0
+    return txn.runtime.settings.deployment_timeout
 
 
 def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.InputItem]:

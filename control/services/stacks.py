@@ -14,10 +14,20 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from control import hot
 from control.engine import stackdef
+from control.engine.rollback import start_rollback
 from control.engine.settle import settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.resources.validate import check_definition
 from control.runtime import Runtime
+from control.services.stack_request import (
+    StackRequest,
+    check_options,
+    cleared_parameters,
+    parse_request,
+    rollback_wanted,
+    tags_given,
+    timeout_given,
+)
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
@@ -31,33 +41,6 @@ MASK = "******"
 STATE_ONLY = stackdef.without("files", *stackdef.DEFINITION_COLUMNS)
 
 
-def parse_request(
-    body: Mapping[str, Any], max_bytes: int
-) -> tuple[Any, dict[str, str], hot.Environment, dict[str, Any]]:
-    """Template source, files, merged environment and parameters from a create/update body.
-
-    The template's text and each environment's are capped at *max_bytes*.
-    """
-    template = body.get("template")
-    if isinstance(template, str):
-        template = hot.load_yaml(template, "template", max_bytes)
-    if not isinstance(template, Mapping):
-        raise BadRequestError("template: expected a HOT template (text or object)", where="template")
-    files = body.get("files") or {}
-    if not isinstance(files, Mapping) or not all(isinstance(v, str) for v in files.values()):
-        raise BadRequestError("files: expected an object of path -> text", where="files")
-    envs = body.get("environments") or []
-    if not isinstance(envs, list) or not all(isinstance(e, str) for e in envs):
-        raise BadRequestError("environments: expected a list of environment texts", where="environments")
-    merged = hot.merge_environments(
-        [hot.parse_environment(text, f"environments[{i}]", max_bytes) for i, text in enumerate(envs)]
-    )
-    params = body.get("parameters") or {}
-    if not isinstance(params, Mapping):
-        raise BadRequestError("parameters: expected an object", where="parameters")
-    return stackdef.plain(template), dict(files), merged, dict(params)
-
-
 async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any]) -> dict[str, Any]:
     name = body.get("name")
     if not isinstance(name, str) or not _STACK_NAME.match(name):
@@ -65,9 +48,12 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             "name: a stack name starts with a letter and has only letters, digits, '_', '-', '.'",
             where="name",
         )
-    template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
+    req = parse_request(body, rt.settings.max_template_bytes)
+    tags, timeout_mins, rollback = tags_given(body) or [], timeout_given(body), rollback_wanted(body)
     stack_id = str(uuid.uuid4())
-    defn = stackdef.build(template, files, env, params, stack_name=name, stack_id=stack_id)
+    defn = stackdef.build(
+        req.template, req.files, req.environment, req.parameters, stack_name=name, stack_id=stack_id
+    )
     check_definition(defn.template)
     async with rt.sessions() as session:
         txn = Txn(session, rt)
@@ -84,9 +70,11 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             updated_at=now,
             version=1,
             traversal=1,
+            tags=tags,
+            timeout_mins=timeout_mins,
         )
-        _store_definition(stack, template, files, env, params, defn)
-        stack.rollback = _rollback_wanted(body)
+        _store_definition(stack, req, defn)
+        stack.rollback = rollback
         session.add(stack)
         txn.event(stack_id, "", "CREATE", "IN_PROGRESS", "Stack CREATE started", traversal=1)
         txn.kicks.add(stack_id)
@@ -95,23 +83,51 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
 
 
 async def update_stack(
-    rt: Runtime, kick: Callable[[str], None], name: str, body: Mapping[str, Any]
+    rt: Runtime,
+    kick: Callable[[str], None],
+    name: str,
+    body: Mapping[str, Any],
+    *,
+    keep_rollback: bool = False,
 ) -> dict[str, Any]:
     """Accept a new definition at once, superseding a running update.
 
+    With ``existing`` (Heat's PATCH) the stack's parameters, files and environment are
+    kept and the body's are merged over them; without a template the stack keeps its own.
+    Tags and timeout_mins not given are kept; so is the rollback choice with
+    *keep_rollback* (Heat's rule; Anneal's own API asks for rollback per request).
     Two writers racing on one stack row (two updates, or an update and an engine
     step): its row_version column lets only one commit. The loser reads the stack
     again and retries; with ``if_match`` the re-read version decides, so an update
     that lost to another update answers 409 (the stack changed meanwhile).
     """
-    template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
+    existing = bool(body.get("existing"))
+    req = parse_request(body, rt.settings.max_template_bytes, template_optional=existing)
+    check_options(body)  # refused before anything is read
     for attempt in range(UPDATE_RETRIES):
         try:
-            return await _update_once(rt, kick, name, body, template, files, env, params)
+            return await _update_once(rt, kick, name, body, req, keep_rollback)
         except StaleDataError:
             if attempt == UPDATE_RETRIES - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def _merged_request(stack: StackRow, body: Mapping[str, Any], req: StackRequest) -> StackRequest:
+    """An update's request over the stack's own definition: Heat's PATCH (``existing``)."""
+    if not body.get("existing"):
+        return req
+    params = {**stack.params_given, **req.parameters}
+    for cleared in cleared_parameters(body):
+        params.pop(cleared, None)
+    return StackRequest(
+        template=stack.template if req.template is None else req.template,
+        files={**stack.files, **req.files},
+        environment=hot.merge_environments(
+            [stackdef.environment_from_json(stack.environment), req.environment]
+        ),
+        parameters=params,
+    )
 
 
 async def _update_once(
@@ -119,10 +135,8 @@ async def _update_once(
     kick: Callable[[str], None],
     name: str,
     body: Mapping[str, Any],
-    template: Any,
-    files: dict[str, str],
-    env: hot.Environment,
-    params: dict[str, Any],
+    given: StackRequest,
+    keep_rollback: bool,
 ) -> dict[str, Any]:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
@@ -136,9 +150,10 @@ async def _update_once(
             raise ConflictError(f"stack {name} is being deleted", where="name")
         if stack.action == "SUSPEND":  # Heat's rule: a suspended stack is resumed before it changes
             raise ConflictError(f"stack {name} is suspended; resume it before updating", where="name")
-        if body.get("existing"):
-            params = {**stack.params_given, **params}
-        defn = stackdef.build(template, files, env, params, stack_name=stack.name, stack_id=stack.id)
+        req = _merged_request(stack, body, given)
+        defn = stackdef.build(
+            req.template, req.files, req.environment, req.parameters, stack_name=stack.name, stack_id=stack.id
+        )
         check_definition(defn.template)
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.
@@ -146,8 +161,12 @@ async def _update_once(
             stack.previous = (
                 None if stack.action == "CREATE" and stack.status == "IN_PROGRESS" else _definition(stack)
             )
-        stack.rollback = _rollback_wanted(body)
-        _store_definition(stack, template, files, env, params, defn)
+        if not keep_rollback or "disable_rollback" in body or "rollback" in body:
+            stack.rollback = rollback_wanted(body)
+        tags = tags_given(body)
+        stack.tags = stack.tags if tags is None else tags
+        stack.timeout_mins = timeout_given(body) or stack.timeout_mins
+        _store_definition(stack, req, defn)
         stack.version += 1
         stack.traversal += 1
         stack.action, stack.status, stack.status_reason = "UPDATE", "IN_PROGRESS", "Stack UPDATE started"
@@ -176,19 +195,25 @@ async def delete_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
         return stack_view(stack)
 
 
-async def cancel_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> dict[str, Any]:
+async def cancel_stack(
+    rt: Runtime, kick: Callable[[str], None], name: str, *, only: Sequence[str] = (), rollback: bool = False
+) -> dict[str, Any]:
     """Fail every deployment in progress as cancelled and stop the stack's traversal.
 
     The cancelled generations are marked ``stop`` in their servers' documents: an
     agent running one stops its hook (SIGTERM, then SIGKILL), one not yet started
-    never starts it.
+    never starts it. *only* limits the actions that may be cancelled (Heat's
+    cancel_update: UPDATE); with *rollback* the stack then returns to its previous
+    definition, as Heat's cancel_update does.
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
-        if stack.status != "IN_PROGRESS":
+        if stack.status != "IN_PROGRESS" or (only and stack.action not in only):
             raise ConflictError(
-                f"stack {name} is {stack.action}_{stack.status}: nothing to cancel", where="name"
+                f"stack {name} is {stack.action}_{stack.status}: "
+                + (f"only {' or '.join(only)} in progress can be cancelled" if only else "nothing to cancel"),
+                where="name",
             )
         now = time.time()
         deps = await session.scalars(
@@ -206,6 +231,11 @@ async def cancel_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
             await settle(txn, dep)
         stack.status, stack.status_reason, stack.updated_at = "FAILED", f"Stack {stack.action} cancelled", now
         txn.event(stack.id, "", stack.action, "FAILED", stack.status_reason, traversal=stack.traversal)
+        if rollback:
+            rows = await session.scalars(
+                select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
+            )
+            await start_rollback(txn, stack, list(rows), stack.status_reason)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)
@@ -235,19 +265,6 @@ async def change_stack(rt: Runtime, kick: Callable[[str], None], name: str, acti
         return stack_view(stack)
 
 
-def _rollback_wanted(body: Mapping[str, Any]) -> bool:
-    """`rollback: true`, or Heat's `disable_rollback: false`."""
-    if "disable_rollback" in body:
-        value = body["disable_rollback"]
-        if not isinstance(value, bool):
-            raise BadRequestError("disable_rollback: expected true or false", where="disable_rollback")
-        return not value
-    value = body.get("rollback", False)
-    if not isinstance(value, bool):
-        raise BadRequestError("rollback: expected true or false", where="rollback")
-    return value
-
-
 def _definition(stack: StackRow) -> dict[str, Any]:
     return {
         "template": stack.template,
@@ -257,18 +274,11 @@ def _definition(stack: StackRow) -> dict[str, Any]:
     }
 
 
-def _store_definition(
-    stack: StackRow,
-    template: Any,
-    files: dict[str, str],
-    env: hot.Environment,
-    params: dict[str, Any],
-    defn: stackdef.Definition,
-) -> None:
-    stack.template = template
-    stack.files = files
-    stack.environment = stackdef.environment_to_json(env)
-    stack.params_given = params
+def _store_definition(stack: StackRow, req: StackRequest, defn: stackdef.Definition) -> None:
+    stack.template = req.template
+    stack.files = req.files
+    stack.environment = stackdef.environment_to_json(req.environment)
+    stack.params_given = req.parameters
     stack.parameters = stackdef.plain(dict(defn.params.values))
     stack.hidden = sorted(defn.params.hidden)
     stack.warnings = list(defn.template.warnings) + list(defn.params.warnings)
@@ -295,6 +305,8 @@ def stack_view(stack: StackRow) -> dict[str, Any]:
         "version": stack.version,
         "traversal": stack.traversal,
         "rollback": stack.rollback,
+        "tags": list(stack.tags or []),
+        "timeout_mins": stack.timeout_mins,
         "parameters": masked_parameters(stack),
         "warnings": list(stack.warnings),
         "created_at": stack.created_at,

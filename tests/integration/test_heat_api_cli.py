@@ -1,0 +1,270 @@
+"""Heat's Orchestration API v1: the real openstack CLI (admin_token auth) drives stacks on Anneal unchanged."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.openstack import OpenStack, require_openstack
+from tests.support.processes import free_port
+from tests.support.waiting import wait_until
+
+PROJECT = "ops-team"
+
+GREETER = """
+heat_template_version: 2018-08-31
+description: one script on one server
+parameters:
+  who: {type: string, default: world}
+  pause: {type: number, default: 0}
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: %(server)s}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: WHO}, {name: PAUSE}]
+      outputs: [{name: greeting}]
+      config: |
+        #!/bin/sh
+        sleep "$PAUSE"
+        echo "greeting $WHO"
+        printf 'hello %%s' "$WHO" > "$heat_outputs_path.greeting"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: box}
+      actions: [CREATE, UPDATE, SUSPEND, RESUME]
+      input_values: {WHO: {get_param: who}, PAUSE: {get_param: pause}}
+outputs:
+  greeting: {value: {get_attr: [dep, greeting]}, description: what the script said}
+"""
+
+BROKEN = """
+heat_template_version: 2018-08-31
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: broken-box}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      config: |
+        #!/bin/sh
+        echo "about to fail"
+        echo "boom: disk on fire" >&2
+        exit 4
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: cfg}, server: {get_resource: box}}
+"""
+
+
+@pytest.fixture(scope="module")
+def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    require_openstack()
+    plane = start_control_plane(
+        tmp_path_factory.mktemp("heat-api"), "--heat-listen", f"127.0.0.1:{free_port()}"
+    )
+    yield plane
+    stop_control_plane(plane)
+
+
+@pytest.fixture(scope="module")
+def heat_url(cp: ControlPlane) -> str:
+    """The Heat endpoint's root, read from the control plane's log line that announces it."""
+    line = wait_until(
+        lambda: next((x for x in cp.log.read_text().splitlines() if "Orchestration API v1 on" in x), None),
+        "the Heat API was not announced",
+    )
+    return line.split(" on ", 1)[1].split("/v1/", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def osc(cp: ControlPlane, heat_url: str) -> OpenStack:
+    return OpenStack(cp, f"{heat_url}/v1/{PROJECT}")
+
+
+def _template(work: Path, name: str, text: str) -> str:
+    path = work / name
+    path.write_text(text)
+    return str(path)
+
+
+def _show(osc: OpenStack, stack: str) -> dict[str, Any]:
+    found = osc.json("stack", "show", stack)
+    assert isinstance(found, dict)
+    return found
+
+
+def test_stack_create_wait_list_show_outputs_and_delete(osc: OpenStack, tmp_path: Path) -> None:
+    """`stack create --wait` runs the script; list, show and `output show --all` read its result; delete removes it."""
+    path = _template(tmp_path, "greeter.yaml", GREETER % {"server": "cli-one"})
+    created = osc.ok("stack", "create", "-t", path, "--parameter", "who=operator", "--wait", "one")
+    assert "CREATE_COMPLETE" in created
+    assert "[one.dep]: CREATE_COMPLETE" in created  # the events the wait printed
+    listed = osc.json("stack", "list")
+    row = next(s for s in listed if s["Stack Name"] == "one")
+    assert row["Stack Status"] == "CREATE_COMPLETE"
+    shown = _show(osc, "one")
+    assert shown["stack_status"] == "CREATE_COMPLETE"
+    assert shown["description"] == "one script on one server"
+    assert shown["parameters"]["who"] == "operator"
+    assert shown["parameters"]["OS::project_id"] == PROJECT
+    assert shown["links"][0]["href"].endswith(f"/v1/{PROJECT}/stacks/one/{shown['id']}")
+    outputs = osc.json("stack", "output", "show", "--all", "one")
+    greeting = outputs["greeting"]
+    greeting = json.loads(greeting) if isinstance(greeting, str) else greeting
+    assert greeting["output_value"] == "hello operator"
+    assert greeting["description"] == "what the script said"
+    osc.ok("stack", "delete", "--yes", "--wait", "one")
+    assert "one" not in [s["Stack Name"] for s in osc.json("stack", "list")]
+    gone = osc.run("stack", "show", "one")
+    assert gone.returncode != 0 and "Stack not found: one" in gone.stderr
+
+
+def test_update_existing_keeps_parameters_and_reruns_the_script(osc: OpenStack, tmp_path: Path) -> None:
+    """`stack update --existing --parameter` keeps the other parameters and template and re-runs with the new value."""
+    path = _template(tmp_path, "greeter.yaml", GREETER % {"server": "cli-two"})
+    osc.ok(
+        "stack", "create", "-t", path, "--parameter", "who=first", "--parameter", "pause=0", "--wait", "two"
+    )
+    updated = osc.ok("stack", "update", "--existing", "--parameter", "who=second", "--wait", "two")
+    assert "UPDATE_COMPLETE" in updated
+    shown = _show(osc, "two")
+    assert shown["parameters"]["who"] == "second" and shown["parameters"]["pause"] == "0"
+    value = osc.json("stack", "output", "show", "two", "greeting")
+    assert value["output_value"] == "hello second"
+    events = osc.ok("stack", "event", "list", "--nested-depth", "2", "two")
+    assert "[two]: UPDATE_COMPLETE" in events and "[two.dep]: UPDATE_COMPLETE" in events
+    resources = {r["resource_name"]: r for r in osc.json("stack", "resource", "list", "two")}
+    assert set(resources) == {"box", "cfg", "dep"}
+    assert resources["dep"]["resource_status"] == "UPDATE_COMPLETE"
+    assert resources["dep"]["resource_type"] == "OS::Heat::SoftwareDeployment"
+
+
+def test_resource_signal_completes_a_deployment_waiting_on_its_server(osc: OpenStack, tmp_path: Path) -> None:
+    """`stack resource signal` with outputs completes a deployment still running: the stack takes the signalled outputs."""
+    path = _template(tmp_path, "greeter.yaml", GREETER % {"server": "cli-three"})
+    osc.ok("stack", "create", "-t", path, "--parameter", "pause=60", "three")
+    wait_until(
+        lambda: (
+            osc.json("stack", "resource", "show", "three", "dep")["resource_status"] == "CREATE_IN_PROGRESS"
+        ),
+        "dep never started",
+        60,
+        interval=1,
+    )
+    data = json.dumps({"greeting": "by hand", "deploy_stdout": "signalled", "deploy_status_code": 0})
+    osc.ok("stack", "resource", "signal", "three", "dep", "--data", data)
+    stack = wait_until(
+        lambda: (s := _show(osc, "three"))["stack_status"] != "CREATE_IN_PROGRESS" and s,
+        "the signal did not settle the stack",
+        60,
+        interval=1,
+    )
+    assert stack["stack_status"] == "CREATE_COMPLETE"
+    assert osc.json("stack", "output", "show", "three", "greeting")["output_value"] == "by hand"
+    refused = osc.run("stack", "resource", "signal", "three", "box")
+    assert refused.returncode != 0 and "only software deployments take signals" in refused.stderr
+
+
+def test_failed_create_exits_nonzero_and_failures_list_names_the_resource(
+    osc: OpenStack, tmp_path: Path
+) -> None:
+    """A failing script: `stack create --wait` exits 1 on CREATE_FAILED; `stack failures list --long` names dep."""
+    path = _template(tmp_path, "broken.yaml", BROKEN)
+    failed = osc.run("stack", "create", "-t", path, "--wait", "broken")
+    assert failed.returncode != 0
+    assert "CREATE_FAILED" in failed.stdout + failed.stderr
+    report = osc.ok("stack", "failures", "list", "--long", "broken")
+    assert "broken.dep:" in report
+    assert "resource_type: OS::Heat::SoftwareDeployment" in report
+    assert "status: CREATE_FAILED" in report
+
+
+def test_a_stack_made_through_one_api_is_seen_through_the_other(
+    cp: ControlPlane, osc: OpenStack, tmp_path: Path
+) -> None:
+    """A stack created with `anneal`'s REST API shows in `openstack stack show`, and one created there in Anneal's API."""
+    cp.create_stack("native", GREETER % {"server": "cli-native"}, params={"who": "native"})
+    seen = _show(osc, "native")
+    assert seen["stack_status"] == "CREATE_COMPLETE"
+    assert seen["outputs"][0]["output_value"] == "hello native"
+    path = _template(tmp_path, "greeter.yaml", GREETER % {"server": "cli-heat"})
+    osc.ok(
+        "stack", "create", "-t", path, "--parameter", "who=heat", "--wait", "--tags", "blue,green", "viaheat"
+    )
+    stack = cp.api("GET", "/v1/stacks/viaheat").body
+    assert stack["status"] == "CREATE_COMPLETE" and stack["tags"] == ["blue", "green"]
+    assert cp.outputs("viaheat")["greeting"] == "hello heat"
+    tagged = osc.json("stack", "list", "--tags", "green")
+    assert [s["Stack Name"] for s in tagged] == ["viaheat"]
+
+
+def test_errors_carry_heats_error_body(cp: ControlPlane, heat_url: str) -> None:
+    """A missing stack, a missing token and a bad body answer Heat's error body with an empty traceback."""
+
+    def call(method: str, path: str, body: Any = None, token: str | None = cp.token) -> tuple[int, Any]:
+        headers = {"Content-Type": "application/json", **({"X-Auth-Token": token} if token else {})}
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            f"{heat_url}/v1/{PROJECT}{path}", data=data, method=method, headers=headers
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, json.loads(e.read())
+
+    status, body = call("GET", "/stacks/nope/0000")
+    assert status == 404
+    assert set(body) == {"code", "title", "explanation", "error"}
+    assert body["code"] == 404 and body["title"] == "Not Found"
+    assert body["error"]["type"] == "EntityNotFound" and body["error"]["traceback"] is None
+    assert "nope" in body["error"]["message"]
+    assert call("GET", "/stacks", token=None)[0] == 401
+    status, body = call(
+        "POST", "/stacks", {"stack_name": "x", "template_url": "http://example.invalid/t.yaml"}
+    )
+    assert status == 400 and "template_url is not supported" in body["error"]["message"]
+    status, body = call(
+        "POST",
+        "/stacks",
+        {
+            "stack_name": "x",
+            "template": {"heat_template_version": "2018-08-31", "resources": {"a": {"type": "OS::Nope"}}},
+        },
+    )
+    assert (
+        status == 400
+        and body["error"]["type"] == "StackValidationFailed"
+        and "resources.a" in body["error"]["message"]
+    )
+
+
+def test_suspend_resume_and_check_through_stack_actions(osc: OpenStack, tmp_path: Path) -> None:
+    """`stack suspend/resume/check --wait` end SUSPEND_COMPLETE, RESUME_COMPLETE, CHECK_COMPLETE; dep ran SUSPEND."""
+    path = _template(tmp_path, "greeter.yaml", GREETER % {"server": "cli-four"})
+    osc.ok("stack", "create", "-t", path, "--wait", "four")
+    for action, state in (
+        ("suspend", "SUSPEND_COMPLETE"),
+        ("resume", "RESUME_COMPLETE"),
+        ("check", "CHECK_COMPLETE"),
+    ):
+        out = osc.ok("stack", action, "--wait", "four", "-f", "json")
+        rows = json.loads(out[out.index("[\n") :])  # after the events the wait printed
+        assert [r["Stack Status"] for r in rows] == [state], action
+    events = osc.ok("stack", "event", "list", "four")
+    assert "[four.dep]: SUSPEND_COMPLETE" in events and "[four.dep]: RESUME_COMPLETE" in events
+    assert "[four]: CHECK_COMPLETE  Stack CHECK completed successfully" in events
+    refused = osc.run("stack", "resume", "four")
+    assert refused.returncode != 0 and "only a suspended stack resumes" in refused.stderr
