@@ -113,7 +113,7 @@ async def update_stack(
     raise AssertionError("unreachable")
 
 
-def _merged_request(stack: StackRow, body: Mapping[str, Any], req: StackRequest) -> StackRequest:
+def merged_request(stack: StackRow, body: Mapping[str, Any], req: StackRequest) -> StackRequest:
     """An update's request over the stack's own definition: Heat's PATCH (``existing``)."""
     if not body.get("existing"):
         return req
@@ -150,7 +150,7 @@ async def _update_once(
             raise ConflictError(f"stack {name} is being deleted", where="name")
         if stack.action == "SUSPEND":  # Heat's rule: a suspended stack is resumed before it changes
             raise ConflictError(f"stack {name} is suspended; resume it before updating", where="name")
-        req = _merged_request(stack, body, given)
+        req = merged_request(stack, body, given)
         defn = stackdef.build(
             req.template, req.files, req.environment, req.parameters, stack_name=stack.name, stack_id=stack.id
         )

@@ -179,7 +179,8 @@ def test_resource_signal_completes_a_deployment_waiting_on_its_server(osc: OpenS
 def test_failed_create_exits_nonzero_and_failures_list_names_the_resource(
     osc: OpenStack, tmp_path: Path
 ) -> None:
-    """A failing script: `stack create --wait` exits 1 on CREATE_FAILED; `stack failures list --long` names dep."""
+    """A failing script: `stack create --wait` exits 1 on CREATE_FAILED; `stack failures list --long` names dep
+    and prints its deployment's stdout and stderr."""
     path = _template(tmp_path, "broken.yaml", BROKEN)
     failed = osc.run("stack", "create", "-t", path, "--wait", "broken")
     assert failed.returncode != 0
@@ -188,6 +189,7 @@ def test_failed_create_exits_nonzero_and_failures_list_names_the_resource(
     assert "broken.dep:" in report
     assert "resource_type: OS::Heat::SoftwareDeployment" in report
     assert "status: CREATE_FAILED" in report
+    assert "about to fail" in report and "boom: disk on fire" in report
 
 
 def test_a_stack_made_through_one_api_is_seen_through_the_other(
@@ -268,3 +270,115 @@ def test_suspend_resume_and_check_through_stack_actions(osc: OpenStack, tmp_path
     assert "[four]: CHECK_COMPLETE  Stack CHECK completed successfully" in events
     refused = osc.run("stack", "resume", "four")
     assert refused.returncode != 0 and "only a suspended stack resumes" in refused.stderr
+
+
+SHOUT = """#!/bin/sh
+echo "standalone says $GREETING"
+printf '%s!' "$GREETING" > "$heat_outputs_path.shout"
+"""
+
+
+def test_software_config_and_deployment_outside_a_stack_run_on_the_servers_agent(
+    osc: OpenStack, tmp_path: Path
+) -> None:
+    """`software config create`, then `software deployment create` on a stack's server: its agent runs it and
+    `deployment output show` reads the outputs; list, show, metadata and delete behave as Heat's."""
+    path = _template(tmp_path, "greeter.yaml", GREETER % {"server": "cli-sw"})
+    osc.ok("stack", "create", "-t", path, "--wait", "host")
+    script = _template(tmp_path, "shout.sh", SHOUT)
+    definition = _template(tmp_path, "shout.yaml", "inputs: [{name: GREETING}]\noutputs: [{name: shout}]\n")
+    config = osc.json(
+        "software", "config", "create", "--group", "script", "--config-file", script,
+        "--definition-file", definition, "shouter",
+    )  # fmt: skip
+    assert config["group"] == "script" and config["inputs"] == [{"name": "GREETING"}]
+    assert osc.ok("software", "config", "show", config["id"], "--config-only").strip() == SHOUT.strip()
+    assert config["id"] in [c["id"] for c in osc.json("software", "config", "list")]
+    made = osc.json(
+        "software", "deployment", "create", "--config", config["id"], "--server", "cli-sw",
+        "--signal-transport", "NO_SIGNAL", "--input-value", "GREETING=hey", "shout-once",
+    )  # fmt: skip
+    assert made["status"] == "IN_PROGRESS" and made["action"] == "UPDATE"
+    done = wait_until(
+        lambda: (
+            (d := osc.json("software", "deployment", "show", made["id"], "--long"))["status"] != "IN_PROGRESS"
+            and d
+        ),
+        "the standalone deployment never finished",
+        60,
+        interval=1,
+    )
+    assert done["status"] == "COMPLETE", done
+    assert "shout: hey!" in osc.ok("software", "deployment", "output", "show", made["id"], "shout")
+    everything = osc.ok("software", "deployment", "output", "show", made["id"], "--all")
+    assert "standalone says hey" in everything and "deploy_status_code: 0" in everything
+    on_server = osc.json("software", "deployment", "list", "--server", made["server_id"])
+    assert made["id"] in [d["id"] for d in on_server]
+    metadata = json.loads(osc.ok("software", "deployment", "metadata", "show", made["server_id"]))
+    assert "shout-once" in [item["name"] for item in metadata]
+    in_use = osc.run("software", "config", "delete", made["config_id"])  # the config the client derived
+    assert in_use.returncode != 0 and "Unable to delete 1 of the 1 software configs" in in_use.stderr
+    osc.ok("software", "deployment", "delete", made["id"])
+    assert made["id"] not in [d["id"] for d in osc.json("software", "deployment", "list")]
+    metadata = json.loads(osc.ok("software", "deployment", "metadata", "show", made["server_id"]))
+    assert "shout-once" not in [item["name"] for item in metadata]
+    left = [c["id"] for c in osc.json("software", "config", "list")]
+    assert made["config_id"] not in left  # the CLI deletes the config it derived, as against Heat
+    osc.ok("software", "config", "delete", config["id"])
+    assert config["id"] not in [c["id"] for c in osc.json("software", "config", "list")]
+
+
+def test_update_dry_run_lists_what_would_change_and_changes_nothing(osc: OpenStack, tmp_path: Path) -> None:
+    """`stack update --dry-run` sorts the resources into Heat's categories; the stack is left as it was."""
+    path = _template(tmp_path, "greeter.yaml", GREETER % {"server": "cli-preview"})
+    osc.ok("stack", "create", "-t", path, "--wait", "preview")
+    before = _show(osc, "preview")
+    changed = GREETER.replace('echo "greeting $WHO"', 'echo "hi $WHO"') % {"server": "cli-preview"}
+    new = _template(
+        tmp_path,
+        "changed.yaml",
+        changed.replace("resources:\n", "resources:\n  extra: {type: OS::Heat::None}\n"),
+    )
+    found = osc.json("stack", "update", "--dry-run", "-t", new, "--parameter", "who=dry", "preview")
+    names = {kind: sorted(r["resource_name"] for r in json_list(found[kind])) for kind in found}
+    assert names["added"] == ["extra"]
+    assert names["replaced"] == ["cfg"]  # a config's text changed: a new config
+    assert names["updated"] == ["dep"]  # its input changed: it runs again in place
+    assert names["unchanged"] == ["box"] and names["deleted"] == []
+    after = _show(osc, "preview")
+    assert after["stack_status"] == "CREATE_COMPLETE" and after["parameters"]["who"] == "world"
+    assert after["updated_time"] == before["updated_time"]
+
+
+def json_list(value: Any) -> list[dict[str, Any]]:
+    """A `-f json` column holding a JSON list, as text or already parsed."""
+    return json.loads(value) if isinstance(value, str) else list(value)
+
+
+def test_template_catalogue_answers_what_heat_would(osc: OpenStack, tmp_path: Path) -> None:
+    """Template validate, resource types, template versions and functions, build info through the openstack CLI."""
+    path = _template(tmp_path, "greeter.yaml", GREETER % {"server": "cli-never"})
+    checked = json.loads(osc.ok("orchestration", "template", "validate", "-t", path, "-f", "json"))
+    assert checked["Description"] == "one script on one server"
+    assert (
+        checked["Parameters"]["who"]["Type"] == "String"
+        and checked["Parameters"]["who"]["Default"] == "world"
+    )
+    bad = _template(
+        tmp_path, "bad.yaml", "heat_template_version: 2018-08-31\nresources:\n  a: {type: OS::Nope}\n"
+    )
+    refused = osc.run("orchestration", "template", "validate", "-t", bad)
+    assert refused.returncode != 0 and "resources.a" in refused.stderr
+    types = [t["Resource Type"] for t in osc.json("orchestration", "resource", "type", "list")]
+    assert "OS::Heat::SoftwareDeployment" in types and "OS::Heat::DeployedServer" in types
+    schema = json.loads(
+        osc.ok("orchestration", "resource", "type", "show", "OS::Heat::SoftwareConfig", "-f", "json")
+    )
+    assert schema["properties"]["group"]["default"] == "Heat::Ungrouped"
+    versions = [v["Version"] for v in osc.json("orchestration", "template", "version", "list")]
+    assert "heat_template_version.2018-08-31" in versions
+    functions = osc.json("orchestration", "template", "function", "list", "heat_template_version.2013-05-23")
+    names = [f["Functions"] for f in functions]
+    assert "get_param" in names and "repeat" not in names  # repeat came with 2015-04-30
+    info = osc.json("orchestration", "build", "info")
+    assert "anneal" in json.dumps(info)

@@ -12,4 +12,6 @@ versions    the version document at the root, build_info
 stacks      stacks: list, create, look up (302), show, update, patch, delete, template, outputs
 resources   resources (list, show, metadata, signal, mark unhealthy) and events
 actions     suspend, resume, check, cancel_update, cancel_without_rollback
+catalogue   validate, resource types, template versions and their functions
+software    software configs and software deployments (outside stacks too), metadata/{server}
 """

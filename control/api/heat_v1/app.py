@@ -7,10 +7,17 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
-from control.api.heat_v1 import actions, middleware, resources, stacks, versions
+from control.api.heat_v1 import actions, catalogue, middleware, resources, software, stacks, versions
 from control.settings import Settings
 
-ROUTES: list[web.AbstractRouteDef] = [*versions.routes, *stacks.routes, *resources.routes, *actions.routes]
+ROUTES: list[web.AbstractRouteDef] = [
+    *versions.routes,
+    *stacks.routes,
+    *resources.routes,
+    *actions.routes,
+    *software.routes,
+    *catalogue.routes,
+]
 
 
 def heat_app(settings: Settings) -> web.Application:

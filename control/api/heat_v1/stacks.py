@@ -15,11 +15,12 @@ from control.api.heat_v1.middleware import (
     int_param,
     json_response,
     mixed_param,
+    scope,
     sort_dir,
 )
 from control.api.middleware import auth, read_object
 from control.errors import BadRequestError, NotFoundError
-from control.services import queries, stacks
+from control.services import preview, queries, stacks
 from control.services.stack_listing import FILTER_COLUMNS, StackQuery, count_stacks, list_stacks
 from control.services.stack_resources import identified_stack
 from control.store.orm import EventRow
@@ -247,6 +248,46 @@ async def _outputs(request: web.Request) -> list[dict[str, Any]]:
             session, request.match_info["stack_name"], request.match_info["stack_id"]
         )
         return await queries.stack_outputs(session, request.app[DEFS], stack.id)
+
+
+@routes.put(STACK + "/preview")
+@auth("project")
+async def preview_update(request: web.Request) -> web.Response:
+    return await _preview(request, existing=False)
+
+
+@routes.patch(STACK + "/preview")
+@auth("project")
+async def preview_patch(request: web.Request) -> web.Response:
+    return await _preview(request, existing=True)
+
+
+async def _preview(request: web.Request, *, existing: bool) -> web.Response:
+    """``{"resource_changes": {added, deleted, replaced, updated, unchanged}}``; nothing changes."""
+    bool_param(request, "show_nested")
+    body = translate.anneal_body(await read_object(request), existing=existing)
+    names = request.match_info["stack_name"], request.match_info["stack_id"]
+    found = await preview.preview_update(request.app[RUNTIME], *names, body)
+    project = scope(request).project
+    changes = {kind: [_changed(project, names, item) for item in items] for kind, items in found.items()}
+    return json_response({"resource_changes": changes})
+
+
+def _changed(project: str, names: tuple[str, str], item: dict[str, Any]) -> dict[str, Any]:
+    """A resource as Heat's preview lists it (format_stack_resource without detail)."""
+    row, stack = item["row"], {"tenant": project, "stack_name": names[0], "stack_id": names[1], "path": ""}
+    return {
+        "resource_name": item["name"],
+        "resource_type": item["type"],
+        "resource_action": row.action if row is not None else "INIT",
+        "resource_status": row.status if row is not None else "COMPLETE",
+        "resource_status_reason": row.status_reason if row is not None else "",
+        "physical_resource_id": (row.physical_id if row is not None else None) or "",
+        "resource_identity": {**stack, "path": f"/resources/{item['name']}"},
+        "stack_identity": stack,
+        "stack_name": names[0],
+        "required_by": [],
+    }
 
 
 @routes.route("*", STACK + "/{what:abandon|export|snapshots}")
