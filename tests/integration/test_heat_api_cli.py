@@ -130,12 +130,19 @@ def test_stack_create_wait_list_show_outputs_and_delete(osc: OpenStack, tmp_path
     assert gone.returncode != 0 and "Stack not found: one" in gone.stderr
 
 
-def test_update_existing_keeps_parameters_and_reruns_the_script(osc: OpenStack, tmp_path: Path) -> None:
-    """`stack update --existing --parameter` keeps the other parameters and template and re-runs with the new value."""
+def test_update_existing_keeps_parameters_and_replaces_a_resource_marked_unhealthy(
+    osc: OpenStack, tmp_path: Path
+) -> None:
+    """`resource mark unhealthy` leaves dep CHECK_FAILED; `stack update --existing --parameter` keeps the other
+    parameters and the template, replaces dep (a new deployment runs) and the output follows the new value."""
     path = _template(tmp_path, "greeter.yaml", GREETER % {"server": "cli-two"})
     osc.ok(
         "stack", "create", "-t", path, "--parameter", "who=first", "--parameter", "pause=0", "--wait", "two"
     )
+    before = osc.json("stack", "resource", "show", "two", "dep")
+    osc.ok("stack", "resource", "mark", "unhealthy", "two", "dep", "disk replaced")
+    marked = osc.json("stack", "resource", "show", "two", "dep")
+    assert marked["resource_status"] == "CHECK_FAILED" and marked["resource_status_reason"] == "disk replaced"
     updated = osc.ok("stack", "update", "--existing", "--parameter", "who=second", "--wait", "two")
     assert "UPDATE_COMPLETE" in updated
     shown = _show(osc, "two")
@@ -143,11 +150,25 @@ def test_update_existing_keeps_parameters_and_reruns_the_script(osc: OpenStack, 
     value = osc.json("stack", "output", "show", "two", "greeting")
     assert value["output_value"] == "hello second"
     events = osc.ok("stack", "event", "list", "--nested-depth", "2", "two")
-    assert "[two]: UPDATE_COMPLETE" in events and "[two.dep]: UPDATE_COMPLETE" in events
+    assert "[two.dep]: CHECK_FAILED  disk replaced" in events and "[two]: UPDATE_COMPLETE" in events
     resources = {r["resource_name"]: r for r in osc.json("stack", "resource", "list", "two")}
     assert set(resources) == {"box", "cfg", "dep"}
-    assert resources["dep"]["resource_status"] == "UPDATE_COMPLETE"
+    assert resources["dep"]["resource_status"] == "CREATE_COMPLETE"  # a new deployment, created in the update
+    assert resources["dep"]["physical_resource_id"] != before["physical_resource_id"]
     assert resources["dep"]["resource_type"] == "OS::Heat::SoftwareDeployment"
+
+
+def test_cancel_without_rollback_fails_a_create_in_progress(osc: OpenStack, tmp_path: Path) -> None:
+    """`stack cancel --no-rollback` on a create waiting for its script ends it CREATE_FAILED, cancelled."""
+    path = _template(tmp_path, "greeter.yaml", GREETER % {"server": "cli-cancel"})
+    osc.ok("stack", "create", "-t", path, "--parameter", "pause=60", "slow")
+    osc.ok("stack", "cancel", "--no-rollback", "slow")
+    shown = _show(osc, "slow")
+    assert (
+        shown["stack_status"] == "CREATE_FAILED" and shown["stack_status_reason"] == "Stack CREATE cancelled"
+    )
+    refused = osc.run("stack", "cancel", "slow")  # cancel_update: only an update in progress
+    assert refused.returncode != 0
 
 
 def test_resource_signal_completes_a_deployment_waiting_on_its_server(osc: OpenStack, tmp_path: Path) -> None:
@@ -211,46 +232,94 @@ def test_a_stack_made_through_one_api_is_seen_through_the_other(
     assert [s["Stack Name"] for s in tagged] == ["viaheat"]
 
 
+def _http(
+    cp: ControlPlane, heat_url: str, method: str, path: str, body: Any = None, token: str | None = "admin"
+) -> tuple[int, Any]:
+    """One request to the Heat endpoint of project PROJECT, as any HTTP client would send it."""
+    secret = cp.token if token == "admin" else token
+    headers = {"Content-Type": "application/json", **({"X-Auth-Token": secret} if secret else {})}
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"{heat_url}/v1/{PROJECT}{path}", data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as e:
+        with e:
+            return e.code, json.loads(e.read())
+
+
 def test_errors_carry_heats_error_body(cp: ControlPlane, heat_url: str) -> None:
     """A missing stack, a missing token and a bad body answer Heat's error body with an empty traceback."""
-
-    def call(method: str, path: str, body: Any = None, token: str | None = cp.token) -> tuple[int, Any]:
-        headers = {"Content-Type": "application/json", **({"X-Auth-Token": token} if token else {})}
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(
-            f"{heat_url}/v1/{PROJECT}{path}", data=data, method=method, headers=headers
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                return resp.status, json.loads(resp.read() or b"null")
-        except urllib.error.HTTPError as e:
-            with e:
-                return e.code, json.loads(e.read())
-
-    status, body = call("GET", "/stacks/nope/0000")
+    status, body = _http(cp, heat_url, "GET", "/stacks/nope/0000")
     assert status == 404
     assert set(body) == {"code", "title", "explanation", "error"}
     assert body["code"] == 404 and body["title"] == "Not Found"
     assert body["error"]["type"] == "EntityNotFound" and body["error"]["traceback"] is None
     assert "nope" in body["error"]["message"]
-    assert call("GET", "/stacks", token=None)[0] == 401
-    status, body = call(
-        "POST", "/stacks", {"stack_name": "x", "template_url": "http://example.invalid/t.yaml"}
+    assert _http(cp, heat_url, "GET", "/stacks", token=None)[0] == 401
+    assert _http(cp, heat_url, "GET", "/stacks", token="not-the-token")[0] == 401
+    status, body = _http(
+        cp, heat_url, "POST", "/stacks", {"stack_name": "x", "template_url": "http://example.invalid/t.yaml"}
     )
     assert status == 400 and "template_url is not supported" in body["error"]["message"]
-    status, body = call(
-        "POST",
-        "/stacks",
-        {
-            "stack_name": "x",
-            "template": {"heat_template_version": "2018-08-31", "resources": {"a": {"type": "OS::Nope"}}},
-        },
-    )
+    bad = {"heat_template_version": "2018-08-31", "resources": {"a": {"type": "OS::Nope"}}}
+    status, body = _http(cp, heat_url, "POST", "/stacks", {"stack_name": "x", "template": bad})
     assert (
         status == 400
         and body["error"]["type"] == "StackValidationFailed"
         and "resources.a" in body["error"]["message"]
     )
+    status, body = _http(cp, heat_url, "GET", "/stacks?limit=ten")
+    assert status == 400 and "limit" in body["error"]["message"]
+    status, body = _http(cp, heat_url, "DELETE", "/software_configs/no-such-config")
+    assert status == 404 and "no-such-config" in body["error"]["message"]
+
+
+def test_lists_page_sort_and_filter_as_heats_do(cp: ControlPlane, heat_url: str) -> None:
+    """Stacks page by limit and marker in the sort asked for; events filter by status and name and page by marker."""
+    for name in ("page-b", "page-a"):
+        cp.create_stack(name, GREETER % {"server": f"cli-{name}"})
+    status, body = _http(
+        cp, heat_url, "GET", "/stacks?sort_keys=stack_name&sort_dir=asc&limit=1&name=page-a&name=page-b"
+    )
+    assert status == 200 and [s["stack_name"] for s in body["stacks"]] == ["page-a"]
+    marker = body["stacks"][0]["id"]
+    assert body["links"][0]["rel"] == "next" and f"marker={marker}" in body["links"][0]["href"]
+    status, body = _http(
+        cp,
+        heat_url,
+        "GET",
+        f"/stacks?sort_keys=stack_name&sort_dir=asc&name=page-a&name=page-b&marker={marker}",
+    )
+    assert [s["stack_name"] for s in body["stacks"]] == ["page-b"]
+    status, body = _http(cp, heat_url, "GET", "/stacks?status=CREATE_COMPLETE&name=page-a&with_count=true")
+    assert body["count"] == 1
+    stack = f"/stacks/page-a/{marker}"
+    status, body = _http(cp, heat_url, "GET", f"{stack}/events?sort_dir=asc")
+    everything = [e["id"] for e in body["events"]]
+    assert len(everything) >= 5 and everything == sorted(everything, key=int)
+    status, body = _http(cp, heat_url, "GET", f"{stack}/events?sort_dir=asc&limit=2&marker={everything[1]}")
+    assert [e["id"] for e in body["events"]] == everything[2:4]
+    status, body = _http(
+        cp, heat_url, "GET", f"{stack}/events?resource_status=CREATE_COMPLETE&resource_name=dep"
+    )
+    assert [(e["resource_name"], e["resource_status"]) for e in body["events"]] == [
+        ("dep", "CREATE_COMPLETE")
+    ]
+    status, body = _http(cp, heat_url, "GET", f"{stack}/resources?type=OS::Heat::SoftwareConfig")
+    assert [r["resource_name"] for r in body["resources"]] == ["cfg"]
+    status, body = _http(cp, heat_url, "GET", f"{stack}/resources?with_detail=true&name=dep")
+    assert "deploy_stdout" in body["resources"][0]["attributes"]
+    status, body = _http(cp, heat_url, "GET", f"{stack}/resources/dep/events")
+    assert {e["resource_name"] for e in body["events"]} == {"dep"}
+    status, body = _http(cp, heat_url, "GET", f"{stack}/resources/box/metadata")
+    assert [d["name"] for d in body["metadata"]["deployments"]] == ["page-a-cfg"]
+    status, body = _http(cp, heat_url, "GET", f"{stack}/template")
+    assert body["description"] == "one script on one server"
+    status, body = _http(cp, heat_url, "GET", f"{stack}/environment")
+    assert set(body) >= {"parameters", "parameter_defaults", "resource_registry"}
+    status, body = _http(cp, heat_url, "GET", f"{stack}/resources?colour=red")
+    assert status == 400 and "colour" in body["error"]["message"]
 
 
 def test_suspend_resume_and_check_through_stack_actions(osc: OpenStack, tmp_path: Path) -> None:
