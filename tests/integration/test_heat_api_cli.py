@@ -271,6 +271,10 @@ def test_errors_carry_heats_error_body(cp: ControlPlane, heat_url: str) -> None:
     )
     status, body = _http(cp, heat_url, "GET", "/stacks?limit=ten")
     assert status == 400 and "limit" in body["error"]["message"]
+    status, body = _http(cp, heat_url, "PATCH", "/stacks")
+    assert status == 405 and body["title"] == "Method Not Allowed"
+    status, body = _http(cp, heat_url, "GET", "/no/such/route")
+    assert status == 404 and body["error"]["traceback"] is None
     status, body = _http(cp, heat_url, "DELETE", "/software_configs/no-such-config")
     assert status == 404 and "no-such-config" in body["error"]["message"]
 

@@ -54,7 +54,9 @@ async def list_stacks_route(request: web.Request) -> web.Response:
         found = [views.stack_summary(request, v) for v in await list_stacks(session, query)]
         body: dict[str, Any] = {"stacks": found}
         if query.limit and len(found) == query.limit:
-            params = {**request.query, "marker": found[-1]["id"]}
+            params = [(k, v) for k, v in request.query.items() if k != "marker"] + [
+                ("marker", found[-1]["id"])
+            ]
             body["links"] = [views.link(f"{request.url.with_query(None)}?{urlencode(params)}", "next")]
         if bool_param(request, "with_count"):
             body["count"] = await count_stacks(session, query)
@@ -83,6 +85,17 @@ async def create_stack(request: web.Request) -> web.Response:
     view = await stacks.create_stack(rt, engine.kick, converted)
     link = views.stack_link(request, view)
     return json_response({"stack": {"id": view["id"], "links": [link]}}, 201, {"Location": link["href"]})
+
+
+@routes.post(P + "/stacks/preview")
+@auth("project")
+async def preview_create(request: web.Request) -> web.Response:
+    """Named so `stack create --dry-run` learns it is not supported, not that no stack is called preview."""
+    raise BadRequestError(
+        "stack preview (stack create --dry-run) is not supported; "
+        "`openstack orchestration template validate` checks a template",
+        where="preview",
+    )
 
 
 @routes.route("*", P + "/stacks/{stack_name}")

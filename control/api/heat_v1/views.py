@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -87,8 +88,6 @@ def stack_detail(
 
 def _as_text(value: Any) -> str:
     """Heat shows every parameter as text (``parameters.map(str)``); lists and maps as JSON, which reads better."""
-    import json  # noqa: PLC0415 (only for the rare non-string parameter)
-
     if isinstance(value, bool):
         return str(value)
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
