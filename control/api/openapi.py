@@ -337,6 +337,7 @@ def _schemas() -> dict[str, Any]:
             environments={"type": "array", "items": STRING},
             parameters=OBJ,
             existing={"type": "boolean"},
+            clear_parameters={"type": "array", "items": STRING},
             if_match={"type": ["string", "integer"]},
             rollback={"type": "boolean"},
             disable_rollback={"type": "boolean"},
