@@ -16,10 +16,12 @@ from control.resources.software import (
     forget_deployment,
 )
 from control.resources.structured import StructuredConfig, StructuredDeployment
+from control.resources.testresource import TestResource
 
 HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::None": Nothing(),
     "OS::Heat::Value": Value(),
+    "OS::Heat::TestResource": TestResource(),
     "OS::Heat::SoftwareConfig": SoftwareConfig(),
     "OS::Heat::SoftwareComponent": SoftwareComponent(),
     "OS::Heat::StructuredConfig": StructuredConfig(),

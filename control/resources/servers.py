@@ -83,13 +83,15 @@ class Server:
         return done()
 
 
-async def create_server(txn: Txn, name: str, *, owner_stack_id: str | None) -> tuple[ServerRow, str]:
+async def create_server(
+    txn: Txn, name: str, *, owner_stack_id: str | None, server_id: str | None = None
+) -> tuple[ServerRow, str]:
     """A server awaiting enrolment and its one-time token; the provisioner gets it after commit."""
     settings = txn.runtime.settings
     token = new_token()
     now = time.time()
     server = ServerRow(
-        id=str(uuid.uuid4()),
+        id=server_id or str(uuid.uuid4()),
         name=name,
         status="AWAITING_ENROLMENT",
         owner_stack_id=owner_stack_id,

@@ -153,21 +153,22 @@ def type_template(type_name: str, template_type: str) -> dict[str, Any]:
     spec = _spec(type_name)
     names = sorted(spec.properties)
     attrs = sorted(spec.attributes or ())
+    res = type_name.rsplit("::", 1)[-1]  # Heat names the one resource after the type's last part
     if template_type == "hot":
         return {
             "heat_template_version": "2016-10-14",
             "description": f"Initial template of {type_name}",
             "parameters": {p: {"type": _param_type(spec, p), "description": p} for p in names},
-            "resources": {type_name: {"type": type_name, "properties": {p: {"get_param": p} for p in names}}},
-            "outputs": {a: {"description": a, "value": {"get_attr": [type_name, a]}} for a in attrs},
+            "resources": {res: {"type": type_name, "properties": {p: {"get_param": p} for p in names}}},
+            "outputs": {a: {"description": a, "value": {"get_attr": [res, a]}} for a in attrs},
         }
     if template_type == "cfn":
         return {
             "HeatTemplateFormatVersion": "2012-12-12",
             "Description": f"Initial template of {type_name}",
             "Parameters": {p: {"Type": _PARAM_TYPES[_param_type(spec, p)], "Description": p} for p in names},
-            "Resources": {type_name: {"Type": type_name, "Properties": {p: {"Ref": p} for p in names}}},
-            "Outputs": {a: {"Description": a, "Value": {"Fn::GetAtt": [type_name, a]}} for a in attrs},
+            "Resources": {res: {"Type": type_name, "Properties": {p: {"Ref": p} for p in names}}},
+            "Outputs": {a: {"Description": a, "Value": {"Fn::GetAtt": [res, a]}} for a in attrs},
         }
     raise BadRequestError(
         f"Template type is not supported: {template_type!r}; hot or cfn", where="template_type"

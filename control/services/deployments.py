@@ -12,6 +12,7 @@ change only through their stack.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -22,13 +23,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.documents.seal import secret_strings
 from control.errors import BadRequestError, ConflictError, NotFoundError
-from control.resources import deploy, forget_deployment
+from control.resources import create_server, deploy, forget_deployment
 from control.runtime import Runtime
 from control.services.stacks import MASK, mask
-from control.store.orm import ConfigRow, DeploymentRow
+from control.store.orm import ConfigRow, DeploymentRow, ServerRow
 from control.txn import Txn
 
-ACTIONS = ("CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME")
+#: Heat takes any action name for a deployment made through its API (its own tests use ACTION0);
+#: the agent runs the config whatever the name. Kept to a short word: it is a column and a hook input.
+_ACTION = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,15}$")
 STATUSES = ("IN_PROGRESS", "COMPLETE", "FAILED")
 #: Inputs a client-derived config carries for its own signal set-up: the control plane sets its own.
 DERIVED = frozenset(
@@ -78,6 +81,29 @@ def _choice(body: Mapping[str, Any], key: str, allowed: tuple[str, ...], default
     return str(value)
 
 
+def _action(body: Mapping[str, Any], default: str) -> str:
+    value = body.get("action") or default
+    if not isinstance(value, str) or not _ACTION.match(value):
+        raise BadRequestError(
+            f"action: {value!r} is not an action name (a letter, then up to 15 letters, digits or '_')",
+            where="action",
+        )
+    return value
+
+
+async def _server(txn: Txn, ref: Any) -> ServerRow:
+    """The server named or with id *ref*; an unknown one is made, awaiting its agent, with *ref* as id and name.
+
+    Heat keeps a deployment for any server id (the server may come later); here the server
+    waits for an agent as a stack's DeployedServer does (`anneal server token NAME`).
+    """
+    usable = isinstance(ref, str) and ref and len(ref) <= 64 and "/" not in ref
+    if usable and await txn.get(ServerRow, ref) is None and await deploy.server_named(txn, ref) is None:
+        server, _ = await create_server(txn, ref, owner_stack_id=None, server_id=ref)
+        return server
+    return await deploy.server_for(txn, ref, "server_id")
+
+
 def _values(body: Mapping[str, Any]) -> dict[str, Any] | None:
     given = body.get("input_values")
     if given is not None and not isinstance(given, Mapping):
@@ -109,12 +135,12 @@ async def create_deployment(rt: Runtime, body: Mapping[str, Any]) -> dict[str, A
     ``status`` IN_PROGRESS (the default) runs it on the server now; COMPLETE or FAILED
     records work done elsewhere and delivers nothing.
     """
-    action = _choice(body, "action", ACTIONS, "UPDATE")
+    action = _action(body, "UPDATE")
     status = _choice(body, "status", STATUSES, "IN_PROGRESS")
     given = _values(body) or {}
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        server = await deploy.server_for(txn, body.get("server_id"), "server_id")
+        server = await _server(txn, body.get("server_id"))
         row = await _config(session, body.get("config_id"))
         source, values, derived = _source(row, "")
         now = time.time()
@@ -162,14 +188,16 @@ async def update_deployment(rt: Runtime, dep_id: str, body: Mapping[str, Any]) -
         txn = Txn(session, rt)
         dep = await _standalone(session, dep_id)
         given = _values(body)
-        if any(body.get(k) is not None for k in ("config_id", "action")) or given is not None:
+        recorded = body.get("status") not in (None, "IN_PROGRESS")
+        if body.get("config_id") is not None or given is not None or (body.get("action") and not recorded):
             row = await _config(session, body.get("config_id") or dep.config_id)
             source, values, _ = _source(row, dep.name)
             base = dep.input_values if row.id == dep.config_id else values
-            action = _choice(body, "action", ACTIONS, dep.action)
+            action = _action(body, dep.action)
             dep.config_id, dep.actions, dep.input_values = row.id, [action], {**base, **(given or {})}
             deploy.start_generation(txn, dep, source, action, "")
         elif body.get("status") is not None:
+            dep.action = _action(body, dep.action)  # a result recorded for an action, as Heat's hooks send it
             _record(dep, body)
         await txn.commit()
         return deployment_view(dep, set())

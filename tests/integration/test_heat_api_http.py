@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from tests.support.controlplane import ControlPlane, stop_control_plane
-from tests.support.openstack import (
-    GREETER,
-    heat_request,
-    start_heat_plane,
-)
+from tests.support.openstack import GREETER, heat_request, start_heat_plane
+from tests.support.waiting import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +102,41 @@ def test_lists_page_sort_and_filter_as_heats_do(plane: tuple[ControlPlane, str])
     assert set(body) >= {"parameters", "parameter_defaults", "resource_registry"}
     status, body = heat_request(cp, heat_url, "GET", f"{stack}/resources?colour=red")
     assert status == 400 and "colour" in body["error"]["message"]
+
+
+def test_heats_test_resource_fails_when_told_and_replaces_on_update_replace(
+    plane: tuple[ControlPlane, str],
+) -> None:
+    """OS::Heat::TestResource: `fail: true` ends the create CREATE_FAILED naming it; `update_replace` makes a new one."""
+    cp, heat_url = plane
+
+    def stack(name: str, props: dict[str, object], method: str = "POST", path: str = "/stacks") -> str:
+        template = {
+            "heat_template_version": "2016-04-08",
+            "resources": {"t": {"type": "OS::Heat::TestResource", "properties": props}},
+        }
+        status, body = heat_request(cp, heat_url, method, path, {"stack_name": name, "template": template})
+        assert status in (201, 202), body
+        return f"/stacks/{name}"
+
+    def settled(path: str) -> dict[str, Any]:
+        def state() -> dict[str, Any] | None:
+            shown: dict[str, Any] = heat_request(cp, heat_url, "GET", path)[1]["stack"]
+            return None if shown["stack_status"].endswith("_IN_PROGRESS") else shown
+
+        return wait_until(state, f"{path} never settled")
+
+    failing = settled(stack("told-to-fail", {"fail": True}))
+    assert (
+        failing["stack_status"] == "CREATE_FAILED"
+        and "Test Resource failed t" in failing["stack_status_reason"]
+    )
+    path = stack("replaced", {"value": "one"})
+    first = settled(path)
+    assert first["stack_status"] == "CREATE_COMPLETE"
+    before = heat_request(cp, heat_url, "GET", f"{path}/{first['id']}/resources/t")[1]["resource"]
+    stack("replaced", {"value": "two", "update_replace": True}, "PUT", f"{path}/{first['id']}")
+    assert settled(path)["stack_status"] == "UPDATE_COMPLETE"
+    after = heat_request(cp, heat_url, "GET", f"{path}/{first['id']}/resources/t")[1]["resource"]
+    assert after["attributes"]["output"] == "two"
+    assert after["physical_resource_id"] != before["physical_resource_id"]

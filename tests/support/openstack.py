@@ -21,6 +21,8 @@ from tests.support.processes import ROOT, free_port
 from tests.support.waiting import wait_until
 
 OPENSTACK = ROOT / ".venv" / "tools" / "openstackclient" / "bin" / "openstack"
+#: gabbi's virtualenv with heat-tempest-plugin's gabbi files beside it (ci/tools.d/81-gabbi.sh).
+GABBI = ROOT / ".venv" / "tools" / "gabbi"
 #: The project id the tests put in the Heat endpoint's path.
 PROJECT = "ops-team"
 
@@ -130,3 +132,18 @@ class OpenStack:
     def json(self, *args: str, timeout: float = 240) -> Any:
         """Run with `-f json` and parse what it printed."""
         return json.loads(self.ok(*args, "-f", "json", timeout=timeout))
+
+
+def run_heat_gabbits(cp: ControlPlane, heat_url: str, prefix: str) -> dict[str, Any]:
+    """Heat's own API tests (heat-tempest-plugin's gabbi files) against *cp*'s Heat endpoint: each outcome."""
+    if not (GABBI / "gabbits").is_dir():
+        raise AssertionError(f"gabbi or Heat's gabbi files are missing ({GABBI}): run `make tools`")
+    done = subprocess.run(
+        [str(GABBI / "bin" / "python"), str(ROOT / "tests" / "support" / "heat_gabbi.py"),
+         f"{heat_url}/v1/{PROJECT}", str(GABBI / "gabbits")],
+        env={**os.environ, "OS_TOKEN": cp.token, "PREFIX": prefix},
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result

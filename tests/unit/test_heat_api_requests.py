@@ -134,7 +134,8 @@ def test_resource_type_schema_and_generated_template_name_every_property() -> No
     assert schema["properties"]["group"]["default"] == "Heat::Ungrouped"
     assert schema["attributes"] == {"config": {"description": ""}}
     hot = catalogue.type_template("OS::Heat::SoftwareConfig", "hot")
-    properties = hot["resources"]["OS::Heat::SoftwareConfig"]["properties"]
+    properties = hot["resources"]["SoftwareConfig"]["properties"]  # named after the type's last part, as Heat
+    assert hot["resources"]["SoftwareConfig"]["type"] == "OS::Heat::SoftwareConfig"
     assert properties["group"] == {"get_param": "group"} and "group" in hot["parameters"]
     with pytest.raises(NotFoundError):
         catalogue.resource_schema("OS::Nova::Flavor")

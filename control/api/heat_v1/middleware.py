@@ -10,6 +10,7 @@ it) or ``Authorization: Bearer``; the caller and the path's project go into
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -95,7 +96,7 @@ def heat_error(status: int, kind: str, message: str) -> web.Response:
         "explanation": explanation,
         "error": {"message": message, "type": kind, "traceback": None},
     }
-    return web.json_response(body, status=status)
+    return json_response(body, status=status)
 
 
 def error_type(e: ControlError) -> str:
@@ -217,4 +218,7 @@ def refuse_unknown(request: web.Request, allowed: Iterable[str]) -> None:
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    return web.json_response(data, status=status, headers=headers)
+    """A JSON body typed `application/json` with no charset parameter, as Heat sends it (clients compare)."""
+    return web.Response(
+        body=json.dumps(data).encode(), status=status, headers=headers, content_type="application/json"
+    )
