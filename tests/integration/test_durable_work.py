@@ -86,7 +86,7 @@ def test_r01_kill9_at_random_instants_loses_and_repeats_nothing(tmp_path: Path, 
                 cp.crash()
                 kills += 1
                 cp = start_control_plane(tmp_path, *db_args, *LEASE, port=port)
-            final = cp.wait_stack("r01", timeout=180)
+            final = cp.wait_stack("r01", timeout=300)
             assert f"{phase.upper()}_COMPLETE" == final["status"], final
         deps = cp.api("GET", "/v1/deployments?stack=r01").body
         counted = runs(work)

