@@ -25,7 +25,7 @@ errors                     ``errors`` (the ``AgentError`` tree)
 =========================  ==================================================================
 
 The protocol the control plane shares, imported by both sides: ``wire`` (documents and
-signals, standard library only), ``envelope`` (the signed document) and ``sealed`` (secrets
-sealed to one server's key); also ``transports.offline`` (enrolment bundles and signed signal
-files on media).
+signals, standard library only; its size caps in ``wire_caps``), ``envelope`` (the signed
+document) and ``sealed`` (secrets sealed to one server's key); also ``transports.offline``
+(enrolment bundles and signed signal files on media).
 """

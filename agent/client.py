@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 
-from agent import wire
+from agent import wire_caps
 from agent.errors import EnrolError, SourceNotAvailableError
 
 log = logging.getLogger(__name__)
@@ -73,9 +73,9 @@ async def fetch_document(
                 return Fetched(resp.headers.get("ETag", etag), None)
             if resp.status != 200:
                 raise SourceNotAvailableError(f"{url}: {resp.status} {_message(await resp.read())}")
-            body = await read_capped(resp.content, wire.MAX_DOCUMENT_BYTES)
-            if len(body) > wire.MAX_DOCUMENT_BYTES:
-                raise SourceNotAvailableError(f"{url}: document over {wire.MAX_DOCUMENT_BYTES} bytes")
+            body = await read_capped(resp.content, wire_caps.MAX_DOCUMENT_BYTES)
+            if len(body) > wire_caps.MAX_DOCUMENT_BYTES:
+                raise SourceNotAvailableError(f"{url}: document over {wire_caps.MAX_DOCUMENT_BYTES} bytes")
             return Fetched(resp.headers.get("ETag", ""), body)
     except (aiohttp.ClientError, TimeoutError) as e:
         raise SourceNotAvailableError(f"{url}: {e!r}") from e

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from agent import output, wire
+from agent import output, wire, wire_caps
 
 log = logging.getLogger(__name__)
 BUILTIN_HOOKS = frozenset({"script", "puppet", "ansible", "salt", "chef"})
@@ -28,9 +28,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 #: Grace between the hook's own timeout and the agent killing its process group.
 KILL_GRACE = 15.0
 #: The most of a hook's stdout the agent reads (a result bigger than a signal is useless).
-MAX_HOOK_STDOUT = 2 * wire.MAX_SIGNAL_BYTES
+MAX_HOOK_STDOUT = 2 * wire_caps.MAX_SIGNAL_BYTES
 #: The most of a hook's stderr the agent keeps (head and tail); all of it feeds progress.
-MAX_HOOK_STDERR = 4 * wire.MAX_STREAM_BYTES
+MAX_HOOK_STDERR = 4 * wire_caps.MAX_STREAM_BYTES
 
 
 def hook_argv(group: str, hook_dirs: Sequence[str]) -> list[str] | None:
@@ -169,10 +169,14 @@ async def _communicate(
         await proc.stdin.drain()
     proc.stdin.close()
     out_tee, err_tee = tee if tee is not None else (None, None)
-    out, err = await asyncio.gather(
-        _read_capped(proc.stdout, MAX_HOOK_STDOUT, out_tee),
-        _read_head_and_tail(proc.stderr, MAX_HOOK_STDERR, _teeing(err_tee, on_stderr)),
-    )
+    err_sink = _open_tee(err_tee)
+    try:
+        out, err = await asyncio.gather(
+            _read_capped(proc.stdout, MAX_HOOK_STDOUT, out_tee),
+            _read_head_and_tail(proc.stderr, MAX_HOOK_STDERR, _teeing(err_sink, err_tee, on_stderr)),
+        )
+    finally:
+        _close_quietly(err_sink)
     await proc.wait()
     return out, err
 
@@ -220,11 +224,12 @@ def _close_quietly(sink: BinaryIO | None) -> None:
             sink.close()
 
 
-def _teeing(path: Path | None, then: Callable[[bytes], None] | None) -> Callable[[bytes], None] | None:
-    """A stderr chunk handler that also copies each chunk to *path* (closed at EOF by the GC)."""
-    if path is None:
+def _teeing(
+    sink: BinaryIO | None, path: Path | None, then: Callable[[bytes], None] | None
+) -> Callable[[bytes], None] | None:
+    """A stderr handler that also copies each chunk to *sink* (file *path*; the caller closes it)."""
+    if sink is None:
         return then
-    sink = _open_tee(path)
 
     def feed(chunk: bytes) -> None:
         nonlocal sink
@@ -280,6 +285,6 @@ def result_from(rc: int, out: bytes, err: bytes, hook: str) -> wire.Signal:
     reason = "printed no result" if obj is None else "printed something other than a JSON object"
     return wire.Signal(
         status_code=rc or 1,
-        stdout=wire.trim_stream(out.decode("utf-8", "replace")),
-        stderr=wire.trim_stream(f"hook {hook} exited with code {rc} and {reason}\n{text_err}"),
+        stdout=wire_caps.trim_stream(out.decode("utf-8", "replace")),
+        stderr=wire_caps.trim_stream(f"hook {hook} exited with code {rc} and {reason}\n{text_err}"),
     )

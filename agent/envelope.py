@@ -29,7 +29,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from agent.wire import EXTRA_KEY, MAX_DOCUMENT_BYTES, canonical_json
+from agent.wire import EXTRA_KEY, canonical_json
+from agent.wire_caps import MAX_DOCUMENT_BYTES
 
 ALG = "ed25519"
 #: A longer chain than this is refused (TUF caps root rotations the same way).

@@ -35,7 +35,7 @@ from typing import Any
 
 import aiohttp
 
-from agent import client, wire
+from agent import client, wire, wire_caps
 from agent.config import AgentConfig
 from agent.errors import ConfigError, DocumentRejectedError, SourceNotAvailableError
 from agent.fsutil import write_atomic
@@ -204,7 +204,7 @@ def _read_json_file(path: Path) -> dict[str, Any] | None:
     except OSError as e:
         raise SourceNotAvailableError(f"{path}: {e}") from e
     try:
-        obj = wire.loads_capped(raw, wire.MAX_DOCUMENT_BYTES, str(path))
+        obj = wire.loads_capped(raw, wire_caps.MAX_DOCUMENT_BYTES, str(path))
     except wire.WireError as e:
         raise DocumentRejectedError(str(e)) from e
     if not isinstance(obj, dict):
@@ -278,12 +278,12 @@ class HeatAgent(Agent):
                     return None
                 if resp.status != 200:
                     raise SourceNotAvailableError(f"request collector: {resp.status} from the metadata URL")
-                body = await client.read_capped(resp.content, wire.MAX_DOCUMENT_BYTES)
+                body = await client.read_capped(resp.content, wire_caps.MAX_DOCUMENT_BYTES)
                 self._etag = resp.headers.get("ETag", "")
         except (aiohttp.ClientError, TimeoutError) as e:
             raise SourceNotAvailableError(f"request collector: {e!r}") from e
         try:
-            obj = wire.loads_capped(body, wire.MAX_DOCUMENT_BYTES, "metadata")
+            obj = wire.loads_capped(body, wire_caps.MAX_DOCUMENT_BYTES, "metadata")
         except wire.WireError as e:
             raise DocumentRejectedError(str(e)) from e
         if not isinstance(obj, dict):

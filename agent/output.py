@@ -11,7 +11,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from agent import proctree, wire
+from agent import proctree, wire_caps
 
 OUTPUT_DIR = "output"
 
@@ -42,11 +42,11 @@ def read_tail(path: Path) -> str:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
             size = f.tell()
-            f.seek(max(0, size - 2 * wire.MAX_STREAM_BYTES))
+            f.seek(max(0, size - 2 * wire_caps.MAX_STREAM_BYTES))
             data = f.read()
     except OSError:
         return ""
-    return wire.trim_stream(data.decode("utf-8", "replace"))
+    return wire_caps.trim_stream(data.decode("utf-8", "replace"))
 
 
 def hook_identity(pid: int) -> str:

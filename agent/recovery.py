@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent import proctree, wire
+from agent import proctree, wire, wire_caps
 from agent.ledger import Ledger
 from agent.output import output_paths, read_tail, stdout_copy_path
 
@@ -136,4 +136,4 @@ def _interrupted_signal(state_dir: Path, item_id: str, why: str) -> wire.Signal:
     stderr = f"{why}\n" + (f"--- stderr before the interruption ---\n{before}" if before else "")
     # The tool's own stdout when a built-in hook copied it, else whatever the hook printed.
     stdout = read_tail(stdout_copy_path(state_dir, item_id)) or read_tail(out_path)
-    return wire.Signal(status_code=INTERRUPTED_CODE, stdout=stdout, stderr=wire.trim_stream(stderr))
+    return wire.Signal(status_code=INTERRUPTED_CODE, stdout=stdout, stderr=wire_caps.trim_stream(stderr))

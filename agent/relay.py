@@ -32,7 +32,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from agent import wire
+from agent import wire_caps
 from agent.client import read_capped
 from agent.fsutil import private_dir, write_atomic
 
@@ -63,7 +63,7 @@ class Relay:
     # ---------------------------------------------------------------- app
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=wire.MAX_DOCUMENT_BYTES + 64 * 1024)
+        app = web.Application(client_max_size=wire_caps.MAX_DOCUMENT_BYTES + 64 * 1024)
         app.router.add_get("/v1/agent/document", self.document)
         app.router.add_post("/v1/agent/enrol", self.passthrough)
         app.router.add_post("/v1/agent/heartbeat", self.passthrough)
@@ -95,7 +95,7 @@ class Relay:
             headers={**headers, "Via": VIA},
             timeout=aiohttp.ClientTimeout(total=timeout),
         ) as resp:
-            data = await read_capped(resp.content, wire.MAX_DOCUMENT_BYTES)
+            data = await read_capped(resp.content, wire_caps.MAX_DOCUMENT_BYTES)
             keep = {h: resp.headers[h] for h in ("Content-Type", "ETag") if h in resp.headers}
             return resp.status, data, keep
 
@@ -149,9 +149,9 @@ class Relay:
         )
 
     async def signal(self, request: web.Request) -> web.Response:
-        body = await read_capped(request.content, wire.MAX_SIGNAL_BYTES)
-        if len(body) > wire.MAX_SIGNAL_BYTES:
-            return _error(413, f"relay: signal over {wire.MAX_SIGNAL_BYTES} bytes")
+        body = await read_capped(request.content, wire_caps.MAX_SIGNAL_BYTES)
+        if len(body) > wire_caps.MAX_SIGNAL_BYTES:
+            return _error(413, f"relay: signal over {wire_caps.MAX_SIGNAL_BYTES} bytes")
         headers = self._headers(request)
         if not self._pending():  # nothing queued before it: try at once, keeping the order
             try:

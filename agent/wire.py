@@ -1,6 +1,7 @@
 """The wire protocol shared by the control plane, the agent and the hooks.
 
-Imports only the standard library, so a server needs nothing heavy to read it.
+Imports only the standard library, so a server needs nothing heavy to read it; the size
+caps on what crosses, and the trimming of a hook's output to them, are in ``wire_caps``.
 The per-server document keeps Heat's shape (``deployments`` sorted by name,
 each item ``{id, name, group, creation_time, config, inputs, outputs,
 options}``); Anneal's own fields live under the top-level key ``anneal``,
@@ -20,11 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Caps on what crosses the wire (bytes). docs/protocol.md lists them.
-MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
-MAX_SIGNAL_BYTES = 1024 * 1024
-#: deploy_stdout and deploy_stderr are each trimmed to this many bytes (head and tail kept).
-MAX_STREAM_BYTES = 256 * 1024
+from agent.wire_caps import MAX_DOCUMENT_BYTES
 
 FORMAT = 1
 #: Keys of a Heat signal that are not outputs.
@@ -389,17 +386,6 @@ def decode_signal(obj: Any, path: str = "signal") -> Signal:
         raise WireError(f"{path}.{EXTRA_KEY}: expected an object, got {type(extra).__name__}")
     outputs = {k: v for k, v in obj.items() if k not in SIGNAL_KEYS and k != EXTRA_KEY}
     return Signal(status_code, stdout, stderr, outputs, dict(extra))
-
-
-def trim_stream(text: str, cap: int = MAX_STREAM_BYTES) -> str:
-    """Keep the head and the tail of *text* within *cap* UTF-8 bytes, marking the cut."""
-    raw = text.encode("utf-8", "replace")
-    if len(raw) <= cap:
-        return text
-    half = cap // 2
-    head = raw[:half].decode("utf-8", "ignore")
-    tail = raw[-half:].decode("utf-8", "ignore")
-    return f"{head}\n[... {len(raw) - 2 * half} bytes cut ...]\n{tail}"
 
 
 def sorted_items(items: Iterable[DeploymentItem]) -> list[DeploymentItem]:

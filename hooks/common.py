@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any
 
-from agent import wire
+from agent import wire, wire_caps
 from agent.wire import DeploymentItem, OutputItem, Signal
 from hooks.errors import ConfigError, HookError, OptionError, TerminatedError, ToolNotFoundError
 from hooks.process import (
@@ -84,10 +84,10 @@ def main(run: Callable[[DeploymentItem, HookContext], Signal], *, name: str) -> 
 
 
 def _read_deployment(stream: IO[bytes]) -> DeploymentItem:
-    raw = stream.read(wire.MAX_DOCUMENT_BYTES + 1)
-    if len(raw) > wire.MAX_DOCUMENT_BYTES:
-        raise wire.WireError(f"stdin: more than {wire.MAX_DOCUMENT_BYTES} bytes")
-    return wire.decode_item(wire.loads_capped(raw, wire.MAX_DOCUMENT_BYTES, "stdin"))
+    raw = stream.read(wire_caps.MAX_DOCUMENT_BYTES + 1)
+    if len(raw) > wire_caps.MAX_DOCUMENT_BYTES:
+        raise wire.WireError(f"stdin: more than {wire_caps.MAX_DOCUMENT_BYTES} bytes")
+    return wire.decode_item(wire.loads_capped(raw, wire_caps.MAX_DOCUMENT_BYTES, "stdin"))
 
 
 def _answer(
@@ -251,14 +251,14 @@ def read_outputs(prefix: Path, outputs: Sequence[OutputItem]) -> tuple[dict[str,
         path = output_path(prefix, output.name)
         try:
             with path.open("rb") as f:
-                raw = f.read(wire.MAX_SIGNAL_BYTES + 1)
+                raw = f.read(wire_caps.MAX_SIGNAL_BYTES + 1)
         except FileNotFoundError:
             continue
         except OSError as e:
             problems.append(f"output {output.name!r}: cannot read {path}: {e.strerror}")
             continue
-        if len(raw) > wire.MAX_SIGNAL_BYTES:
-            problems.append(f"output {output.name!r}: over {wire.MAX_SIGNAL_BYTES} bytes; left out")
+        if len(raw) > wire_caps.MAX_SIGNAL_BYTES:
+            problems.append(f"output {output.name!r}: over {wire_caps.MAX_SIGNAL_BYTES} bytes; left out")
             continue
         values[output.name] = raw.decode("utf-8", "replace")
     return values, problems

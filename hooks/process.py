@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from agent import wire
+from agent import wire_caps
 from agent.proctree import descendants, stat_fields
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class ToolResult:
 class Capture:
     """The bytes of one stream, at most *cap*: the head and the tail are kept, the middle cut."""
 
-    def __init__(self, cap: int = wire.MAX_STREAM_BYTES) -> None:
+    def __init__(self, cap: int = wire_caps.MAX_STREAM_BYTES) -> None:
         self.half = cap // 2
         self.head = bytearray()
         self.tail = bytearray()
@@ -129,8 +129,10 @@ def run_tool(
         finished = _pump(proc, {"out": out, "err": err}, deadline, echo)
     except BaseException:
         _stop_tree(proc)
+        _close(proc)
         raise
     if finished:
+        _close(proc)  # both at end of file: closed here, not left to the garbage collector
         return _result(proc.wait(), out, err)
     exited = proc.poll() is not None
     _stop_tree(proc)
@@ -243,6 +245,6 @@ def _result(code: int, out: Capture, err: Capture, note: str = "", *, timed_out:
     return ToolResult(
         returncode=code,
         stdout=out.text(),
-        stderr=wire.trim_stream(stderr),  # the tail, with the note, is kept
+        stderr=wire_caps.trim_stream(stderr),  # the tail, with the note, is kept
         timed_out=timed_out,
     )

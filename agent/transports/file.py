@@ -14,7 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from agent import client, wire
+from agent import client, wire, wire_caps
 from agent.config import AgentConfig
 from agent.errors import SourceNotAvailableError
 from agent.fsutil import write_atomic
@@ -47,9 +47,9 @@ async def fetch(config: AgentConfig, section: dict[str, Any], etag: str, wait: f
 
 def _read_capped(path: Path) -> bytes:
     with open(path, "rb") as f:
-        body = f.read(wire.MAX_DOCUMENT_BYTES + 1)
-    if len(body) > wire.MAX_DOCUMENT_BYTES:
-        raise OSError(f"over {wire.MAX_DOCUMENT_BYTES} bytes")
+        body = f.read(wire_caps.MAX_DOCUMENT_BYTES + 1)
+    if len(body) > wire_caps.MAX_DOCUMENT_BYTES:
+        raise OSError(f"over {wire_caps.MAX_DOCUMENT_BYTES} bytes")
     return body
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import aiohttp
 
-from agent import client, wire
+from agent import client, wire_caps
 from agent.errors import SourceExpiredError, SourceNotAvailableError
 
 #: Statuses of a store that mean "this URL no longer works" rather than "try again".
@@ -31,9 +31,9 @@ async def fetch(
             if resp.status == 304:
                 fetched = client.Fetched(etag, None)
             elif resp.status == 200:
-                body = await client.read_capped(resp.content, wire.MAX_DOCUMENT_BYTES)
-                if len(body) > wire.MAX_DOCUMENT_BYTES:
-                    raise SourceNotAvailableError(f"store document over {wire.MAX_DOCUMENT_BYTES} bytes")
+                body = await client.read_capped(resp.content, wire_caps.MAX_DOCUMENT_BYTES)
+                if len(body) > wire_caps.MAX_DOCUMENT_BYTES:
+                    raise SourceNotAvailableError(f"store document over {wire_caps.MAX_DOCUMENT_BYTES} bytes")
                 return client.Fetched(resp.headers.get("ETag", ""), body)
             elif resp.status in EXPIRED:
                 raise SourceExpiredError(f"store refused the document URL ({resp.status}): expired?")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PostgreSQL server binaries (initdb, pg_ctl) for the tests that run the control plane on
 # PostgreSQL. The tests start their own throw-away cluster in a temp dir on a free loopback
-# port (tests/pg.py); nothing here starts or configures a cluster.
+# port (tests/support/pg.py); nothing here starts or configures a cluster.
 set -euo pipefail
 if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive

@@ -2,7 +2,7 @@
 # OpenStack Swift (proxy/account/container/object servers with tempauth, tempurl and
 # s3api) in its own virtualenv, plus memcached (tempauth keeps its tokens there) and
 # faketime (clock-skew tests). Tests start an all-in-one from this install:
-# tests/fixtures/swift.py. Recipe: shared env notes, section 5.
+# tests/support/swift.py. Recipe: shared env notes, section 5.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 venv=.venv/tools/swift

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from agent import wire
+from agent import wire_caps
 from control.api.app_keys import ENGINE, RUNTIME
 from control.api.middleware import AUTH_SERVER, auth, ok, read_json, read_object, seconds_query
 from control.errors import BadRequestError
@@ -54,7 +54,7 @@ async def heartbeat(request: web.Request) -> web.Response:
 @routes.post("/v1/signal/{deployment_id}/{generation}")
 @auth("signal")  # the URL's signature, or the agent's own credential
 async def signal(request: web.Request) -> web.Response:
-    body = await read_json(request, wire.MAX_SIGNAL_BYTES)
+    body = await read_json(request, wire_caps.MAX_SIGNAL_BYTES)
     try:
         generation = int(request.match_info["generation"])
     except ValueError as e:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 from sqlalchemy import select
 
-from agent import wire
+from agent import wire_caps
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.api.middleware import (
     auth,
@@ -244,7 +244,7 @@ async def show_server(request: web.Request) -> web.Response:
 @auth("admin")
 async def import_signal(request: web.Request) -> web.Response:
     """A signal carried back on removable media (`anneal signal import DIR`)."""
-    body = await read_object(request, wire.MAX_SIGNAL_BYTES + 64 * 1024)
+    body = await read_object(request, wire_caps.MAX_SIGNAL_BYTES + 64 * 1024)
     name, signal = body.get("name"), body.get("signal")
     parsed = parse_signal_name(name) if isinstance(name, str) else None
     if parsed is None:

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agent import wire
+from agent import wire_caps
 from agent.fsutil import write_atomic
 from agent.transports import offline
 from control.cli.client import Client, ClientError
@@ -82,8 +82,8 @@ def import_dir(client: Client, directory: Path) -> tuple[list[dict[str, Any]], l
             continue
         try:
             raw = path.read_bytes()
-            if len(raw) > wire.MAX_SIGNAL_BYTES:
-                raise ClientError(f"{len(raw)} bytes is over the cap of {wire.MAX_SIGNAL_BYTES}")
+            if len(raw) > wire_caps.MAX_SIGNAL_BYTES:
+                raise ClientError(f"{len(raw)} bytes is over the cap of {wire_caps.MAX_SIGNAL_BYTES}")
             text = raw.decode("utf-8")
             result = client.call("POST", "/v1/signals/import", {"name": name, "signal": text})
         except UnicodeDecodeError as e:

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 async def behind(rt: Runtime) -> tuple[list[str], list[str]]:
     """(servers whose document is older than the database's serial, servers gone from the database)."""
     async with rt.sessions() as session:
-        serials = dict((await session.execute(select(ServerRow.id, ServerRow.serial))).tuples().all())
+        serials = dict((await session.execute(select(ServerRow.id, ServerRow.serial))).all())
     stale = [sid for sid, serial in serials.items() if rt.published.get(sid, -1) < serial]
     gone = [sid for sid in rt.published if sid not in serials]
     return stale, gone

@@ -235,7 +235,7 @@ class Step:
         nearest: float | None = None
         now = time.time()
         expired = []
-        for dep_id, started_at, timeout in found.tuples():
+        for dep_id, started_at, timeout in found:
             if dep_id not in waiting:
                 continue
             deadline = (started_at or now) + timeout

@@ -7,27 +7,14 @@ TemplateError whose ``path`` says where (``resources.web.properties.config``).
 from control.hot.binding import condition_values, resolve_parameters
 from control.hot.environment import Environment, map_type, merge_environments, parse_environment
 from control.hot.errors import TemplateError
-from control.hot.functions import (
-    CONDITION_FUNCTIONS,
-    FUNCTIONS,
-    Context,
-    call_of,
-    calls,
-    evaluate_condition,
-    references,
-    resolve,
-)
+from control.hot.evaluation import Context, evaluate_condition, resolve
+from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls, references
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
-from control.hot.template import OutputDef, ResourceDef, Template, parse_template
-from control.hot.types import (
-    TYPES,
-    PropSpec,
-    TypeSpec,
-    apply_defaults,
-    component_action_clash,
-    random_minimum,
-)
+from control.hot.parser import parse_template
+from control.hot.schema import PropSpec, TypeSpec, apply_defaults
+from control.hot.template import OutputDef, ResourceDef, Template
+from control.hot.types import TYPES, component_action_clash, random_minimum
 
 __all__ = [
     "CONDITION_FUNCTIONS",

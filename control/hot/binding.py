@@ -7,7 +7,7 @@ from typing import Any
 
 from control.hot.environment import Environment
 from control.hot.errors import TemplateError
-from control.hot.functions import evaluate_condition
+from control.hot.evaluation import evaluate_condition
 from control.hot.parameters import Parameters, check_constraints, convert
 from control.hot.template import Template
 

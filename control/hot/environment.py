@@ -9,7 +9,7 @@ from typing import Any
 
 from control.hot.errors import TemplateError, at
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
-from control.hot.types import describe
+from control.hot.schema import describe
 
 SECTIONS = ("parameters", "parameter_defaults", "resource_registry", "encrypted_param_names", "event_sinks")
 MAX_CHAIN = 10

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control.hot.errors import TemplateError, at
-from control.hot.types import describe
+from control.hot.schema import describe
 
 PARAMETER_TYPES = ("string", "number", "json", "comma_delimited_list", "boolean")
 PSEUDO_PARAMETERS = frozenset({"OS::stack_name", "OS::stack_id", "OS::project_id"})

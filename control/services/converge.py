@@ -27,7 +27,8 @@ from sqlalchemy import select
 
 from control.errors import ConflictError
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, Res
-from control.resources.groups import GROUP_TYPES, STATE, DeploymentGroup
+from control.resources.group_members import STATE
+from control.resources.groups import GROUP_TYPES, DeploymentGroup
 from control.resources.software import SoftwareDeployment
 from control.runtime import Runtime
 from control.services.stacks import get_stack, stack_view

@@ -14,7 +14,7 @@ from control import hot
 from control.documents.seal import secret_strings
 from control.engine import stackdef
 from control.errors import BadRequestError, NotFoundError
-from control.resources.groups import failed_member
+from control.resources.group_members import failed_member
 from control.runtime import Runtime
 from control.services.stacks import MASK, STATE_ONLY, get_stack, mask
 from control.settings import Settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agent import wire
+from agent import wire, wire_caps
 from control.signals.scope import check_generation
 from control.store.orm import DeploymentRow
 
@@ -31,8 +31,8 @@ def apply_signal(dep: DeploymentRow, generation: int, signal: wire.Signal) -> bo
     now = time.time()
     dep.status, dep.status_reason = status, reason
     dep.outputs = outputs
-    dep.stdout = wire.trim_stream(signal.stdout)
-    dep.stderr = wire.trim_stream(signal.stderr)
+    dep.stdout = wire_caps.trim_stream(signal.stdout)
+    dep.stderr = wire_caps.trim_stream(signal.stderr)
     dep.status_code = signal.status_code
     dep.signal_nonce = str(signal.extra.get("nonce") or "") or None
     dep.completed_at = dep.updated_at = now

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from agent import wire
+from agent import wire, wire_caps
 from agent.transports import offline
 from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from control.keys import new_token, token_hash
@@ -133,7 +133,7 @@ async def open_signal_file(
     """The signal inside a signed signal file, checked against *server_id*'s enrolled sign key."""
     where = f"signal {deployment_id}/{generation}"
     try:
-        envelope = wire.loads_capped(body, wire.MAX_SIGNAL_BYTES, where)
+        envelope = wire.loads_capped(body, wire_caps.MAX_SIGNAL_BYTES, where)
     except wire.WireError as e:
         raise BadRequestError(str(e), where="signal") from e
     if not isinstance(envelope, dict) or envelope.get("format") != offline.SIGNAL_FORMAT:

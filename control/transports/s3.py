@@ -20,7 +20,7 @@ import boto3
 from botocore.client import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from agent import wire
+from agent import wire_caps
 from control.transports.store import StoreError, Waiting, signal_name
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class S3Store:
             result = await asyncio.to_thread(
                 self._client.get_object, Bucket=self.config.bucket, Key=SIGNALS + name
             )
-            body: bytes = await asyncio.to_thread(result["Body"].read, wire.MAX_SIGNAL_BYTES + 1)
+            body: bytes = await asyncio.to_thread(result["Body"].read, wire_caps.MAX_SIGNAL_BYTES + 1)
             return body
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):

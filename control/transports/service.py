@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import or_, select
 
-from agent import wire
+from agent import wire, wire_caps
 from control.errors import ControlError, NotFoundError
 from control.runtime import Runtime
 from control.services import agents
@@ -130,7 +130,7 @@ async def import_signal(
     Duplicates are answered idempotently, stale generations refused.
     """
     try:
-        obj = wire.loads_capped(body, wire.MAX_SIGNAL_BYTES, f"signal {deployment_id}/{generation}")
+        obj = wire.loads_capped(body, wire_caps.MAX_SIGNAL_BYTES, f"signal {deployment_id}/{generation}")
     except wire.WireError as e:
         raise ControlError(str(e), where="signal") from e
     async with rt.sessions() as session:
@@ -141,7 +141,7 @@ async def import_signal(
         raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
     if via == "LOCAL":  # carried on media: only as signed by the server's own key
         inner = await offline.open_signal_file(rt, server_id, deployment_id, generation, body)
-        obj = wire.loads_capped(inner, wire.MAX_SIGNAL_BYTES, f"signal {deployment_id}/{generation}")
+        obj = wire.loads_capped(inner, wire_caps.MAX_SIGNAL_BYTES, f"signal {deployment_id}/{generation}")
     result = await agents.record_signal(
         rt, kick, deployment_id, generation, obj, sig=None, server_id=server_id
     )

@@ -33,7 +33,7 @@ from urllib.parse import quote, urlsplit
 
 import aiohttp
 
-from agent import wire
+from agent import wire_caps
 from agent.client import read_capped
 from control.transports.store import StoreError, Waiting, signal_name
 
@@ -188,7 +188,7 @@ class SwiftStore:
         data: bytes | None = None,
         headers: dict[str, str] | None = None,
         ok: tuple[int, ...] = (200, 201, 202, 204),
-        cap: int = wire.MAX_DOCUMENT_BYTES,
+        cap: int = wire_caps.MAX_DOCUMENT_BYTES,
     ) -> tuple[int, bytes]:
         assert self._http is not None
         for attempt in (1, 2):
@@ -257,7 +257,7 @@ class SwiftStore:
 
     async def get_signal(self, name: str) -> bytes | None:
         status, body = await self._request(
-            "GET", f"/{self.signals}/{quote(name)}", ok=(200, 404), cap=wire.MAX_SIGNAL_BYTES
+            "GET", f"/{self.signals}/{quote(name)}", ok=(200, 404), cap=wire_caps.MAX_SIGNAL_BYTES
         )
         return body if status == 200 else None
 

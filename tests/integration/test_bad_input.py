@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,8 @@ resources:
     properties: {config: {get_resource: cfg}, server: {get_resource: srv}}
 """
 
-CASES = {
+#: case -> (template, parameters, files, where the error must point)
+CASES: dict[str, tuple[str, dict[str, str], dict[str, str], str]] = {
     "malformed_yaml": (GOOD + "\n  broken: [unclosed\n", {}, {}, "template"),
     "unknown_parameter": (GOOD, {"nope": "1"}, {}, "parameters.nope"),
     "mistyped_parameter": (GOOD, {"port": "eighty"}, {}, "parameters.port"),
@@ -77,7 +79,7 @@ def empty_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPla
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_template_is_rejected_and_nothing_is_created(empty_plane: ControlPlane, case: str):
+def test_bad_template_is_rejected_and_nothing_is_created(empty_plane: ControlPlane, case: str) -> None:
     """Each malformed template or parameter gets 400 naming where; no stack or server appears."""
     control_plane = empty_plane
     template, params, files, where = CASES[case]
@@ -89,7 +91,7 @@ def test_bad_template_is_rejected_and_nothing_is_created(empty_plane: ControlPla
     assert [] == control_plane.api("GET", "/v1/servers").body
 
 
-def test_unsupported_type_suggests_resource_registry(control_plane: ControlPlane):
+def test_unsupported_type_suggests_resource_registry(control_plane: ControlPlane) -> None:
     """An infrastructure type is refused with a resource_registry hint; the hint works."""
     cp = control_plane
     template = GOOD + "  sg: {type: OS::Neutron::SecurityGroup, properties: {rules: []}}\n"
@@ -99,7 +101,7 @@ def test_unsupported_type_suggests_resource_registry(control_plane: ControlPlane
     assert 201 == cp.create("sg", template, environments=[env]).status
 
 
-def test_oversize_bodies_are_refused(control_plane: ControlPlane):
+def test_oversize_bodies_are_refused(control_plane: ControlPlane) -> None:
     """A template over 512 KiB and a request over the body cap are refused with a size error."""
     cp = control_plane
     big = GOOD + "\ndescription: " + "x" * (600 * 1024) + "\n"
@@ -111,7 +113,7 @@ def test_oversize_bodies_are_refused(control_plane: ControlPlane):
     assert [] == cp.api("GET", "/v1/stacks").body
 
 
-def test_request_errors(control_plane: ControlPlane):
+def test_request_errors(control_plane: ControlPlane) -> None:
     """Non-JSON bodies, bad names and duplicates are 4xx with a JSON error body."""
     cp = control_plane
     assert 400 == cp.api("POST", "/v1/stacks", raw=b"{not json").status
@@ -125,7 +127,7 @@ def test_request_errors(control_plane: ControlPlane):
     assert 404 == cp.api("GET", "/v1/no/such/route").status
 
 
-def test_every_operator_route_needs_the_admin_token(control_plane: ControlPlane):
+def test_every_operator_route_needs_the_admin_token(control_plane: ControlPlane) -> None:
     """Default deny: no token or a wrong token is 401; the public routes stay open."""
     cp = control_plane
     for method, path in [
@@ -145,7 +147,7 @@ def test_every_operator_route_needs_the_admin_token(control_plane: ControlPlane)
     assert 200 == cp.api("GET", "/v1/health", token=None).status
 
 
-def test_signals_are_scoped_and_checked(control_plane: ControlPlane):
+def test_signals_are_scoped_and_checked(control_plane: ControlPlane) -> None:
     """Unknown deployment 404; bad signature 403; another server's credential 403; stale 409."""
     cp = control_plane
     cp.create("sig", GOOD.replace('config: "#!/bin/sh\\n"', 'config: "#!/bin/sh\\nsleep 60\\n"'))
@@ -183,7 +185,7 @@ def test_signals_are_scoped_and_checked(control_plane: ControlPlane):
     assert (200, True) == (again.status, again.body["duplicate"])
 
 
-def test_cli_prints_errors_and_exits_non_zero(control_plane: ControlPlane, tmp_path):
+def test_cli_prints_errors_and_exits_non_zero(control_plane: ControlPlane, tmp_path: Path) -> None:
     """The CLI shows the API's error (what and where) and exits 1; a missing file is named."""
     cp = control_plane
     bad = tmp_path / "bad.yaml"

@@ -10,6 +10,7 @@ big stack costs the control plane little: `GET /v1/stacks/NAME?summary=true` and
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,14 +52,14 @@ def big_template(path: Path) -> int:
 
 
 @pytest.fixture
-def big_cp(tmp_path: Path):
+def big_cp(tmp_path: Path) -> Iterator[ControlPlane]:
     (tmp_path / "cp").mkdir()
     cp = start_control_plane(tmp_path / "cp", "--max-template-bytes", "3M")
     yield cp
     stop_control_plane(cp)
 
 
-def test_raised_caps_take_a_big_template_through_the_cli(big_cp: ControlPlane, tmp_path: Path):
+def test_raised_caps_take_a_big_template_through_the_cli(big_cp: ControlPlane, tmp_path: Path) -> None:
     """A 2.5 MB template (over the default 512 KiB and 2 MiB caps) is created with `stack create --wait`."""
     cp = big_cp
     size = big_template(tmp_path / "big.json")
@@ -71,7 +72,7 @@ def test_raised_caps_take_a_big_template_through_the_cli(big_cp: ControlPlane, t
     assert FILLERS + 3 == len(cp.api("GET", "/v1/stacks/big/resources").body)
 
 
-def test_caps_above_the_raised_ones_still_refuse_naming_them(big_cp: ControlPlane):
+def test_caps_above_the_raised_ones_still_refuse_naming_them(big_cp: ControlPlane) -> None:
     """Over the raised template cap: 400 naming 3 MiB; over the derived request cap: 413 naming 6 MiB."""
     cp = big_cp
     over = cp.create("over", "description: " + "x" * (3 * 1024 * 1024) + "\n")
@@ -83,7 +84,7 @@ def test_caps_above_the_raised_ones_still_refuse_naming_them(big_cp: ControlPlan
     assert [] == cp.api("GET", "/v1/stacks").body
 
 
-def test_default_caps_refuse_the_big_template(control_plane: ControlPlane, tmp_path: Path):
+def test_default_caps_refuse_the_big_template(control_plane: ControlPlane, tmp_path: Path) -> None:
     """The same template against a control plane with default caps: refused whole, nothing created."""
     cp = control_plane
     big_template(tmp_path / "big.json")
@@ -100,14 +101,14 @@ def test_default_caps_refuse_the_big_template(control_plane: ControlPlane, tmp_p
         (["--max-template-bytes", "12Q"], "expected bytes, e.g. 524288, 512K or 16M"),
     ],
 )
-def test_serve_refuses_caps_that_cannot_work(tmp_path: Path, args: list[str], message: str):
+def test_serve_refuses_caps_that_cannot_work(tmp_path: Path, args: list[str], message: str) -> None:
     """A request cap below the template cap, or a size it cannot read: exit 2 naming the option."""
     done = serve_once(tmp_path, *args)
     assert 2 == done.returncode
     assert message in done.stderr
 
 
-def test_summary_view_and_events_of_one_traversal(control_plane: ControlPlane):
+def test_summary_view_and_events_of_one_traversal(control_plane: ControlPlane) -> None:
     """`?summary=true` is the state alone; `?traversal=T&limit=1` is the event that started T."""
     cp = control_plane
     template = "heat_template_version: 2018-08-31\nresources:\n  a: {type: OS::Heat::None}\n"

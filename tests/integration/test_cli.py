@@ -267,7 +267,7 @@ def broken(cp: ControlPlane, project: Path, web: Web) -> subprocess.CompletedPro
 # ------------------------------------------------------------------ create, get_file, environments
 
 
-def test_create_wait_shows_live_progress_and_exits_0(web: Web):
+def test_create_wait_shows_live_progress_and_exits_0(web: Web) -> None:
     """`stack create --wait` prints each resource going CREATE_IN_PROGRESS then CREATE_COMPLETE."""
     out = ok(web.created)
     assert "stack web created (version 1)" in out
@@ -290,7 +290,7 @@ def test_create_wait_with_failing_deployment_exits_non_zero_with_stderr_tail(bro
     assert "about to fail" in broken.stdout.split("deploy_stdout (tail):", 1)[1]
 
 
-def test_get_file_is_sent_from_the_templates_directory(cp: ControlPlane, web: Web):
+def test_get_file_is_sent_from_the_templates_directory(cp: ControlPlane, web: Web) -> None:
     """`{get_file: scripts/x.sh}` is read next to the template (not the cwd) and the script runs."""
     assert not (Path.cwd() / "scripts" / "x.sh").exists()
     shown = as_json(cp, "deployment", "show", web.dep_id)
@@ -298,7 +298,7 @@ def test_get_file_is_sent_from_the_templates_directory(cp: ControlPlane, web: We
     assert cp.outputs("web")["result"] == "Hello, world! (blue)"
 
 
-def test_environment_files_give_parameters_defaults_and_registry(cp: ControlPlane, web: Web):
+def test_environment_files_give_parameters_defaults_and_registry(cp: ControlPlane, web: Web) -> None:
     """-e files: parameters and parameter_defaults fill parameters (-P wins); Net is mapped to None."""
     params = as_json(cp, "stack", "show", "web")["parameters"]
     assert {"greeting": "Hello", "who": "world", "colour": "blue"} == {
@@ -308,7 +308,9 @@ def test_environment_files_give_parameters_defaults_and_registry(cp: ControlPlan
     assert ("OS::Heat::None", "CREATE_COMPLETE") == (resources["net"]["type"], resources["net"]["status"])
 
 
-def test_template_needing_the_registry_is_refused_without_the_environment(cp: ControlPlane, project: Path):
+def test_template_needing_the_registry_is_refused_without_the_environment(
+    cp: ControlPlane, project: Path
+) -> None:
     """Without the -e file, OS::Neutron::Net is refused: exit 1 and the message suggests the mapping."""
     result = cp.cli(
         "stack",
@@ -328,7 +330,7 @@ def test_template_needing_the_registry_is_refused_without_the_environment(cp: Co
     assert "[HTTP 400]" in result.stderr
 
 
-def test_hidden_parameter_is_masked_in_stack_show_and_deployment_show(cp: ControlPlane, web: Web):
+def test_hidden_parameter_is_masked_in_stack_show_and_deployment_show(cp: ControlPlane, web: Web) -> None:
     """A hidden parameter shows as ****** in `stack show` and in `deployment show` inputs and output."""
     for fmt in ("table", "json", "yaml", "value"):
         stack_out = ok(cp.cli("stack", "show", "web", "-f", fmt))
@@ -557,7 +559,7 @@ def facts(cp: ControlPlane, web: Web, broken: subprocess.CompletedProcess[str]) 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml", "value", "table"])
 @pytest.mark.parametrize("case", list(READS))
-def test_read_command_in_each_format(cp: ControlPlane, facts: Facts, case: str, fmt: str):
+def test_read_command_in_each_format(cp: ControlPlane, facts: Facts, case: str, fmt: str) -> None:
     """Every list/show command prints the expected fields: json/yaml parse, value is bare, table names."""
     read = READS[case]
     fields = vars(facts)
@@ -579,7 +581,7 @@ def test_read_command_in_each_format(cp: ControlPlane, facts: Facts, case: str, 
 # ------------------------------------------------------------------ update, delete, follow
 
 
-def test_stack_update_existing_and_if_match(cp: ControlPlane, project: Path, web: Web):
+def test_stack_update_existing_and_if_match(cp: ControlPlane, project: Path, web: Web) -> None:
     """`update --existing` keeps earlier parameters; a wrong --if-match is refused with the 409 message."""
     template = str(project / "values.yaml")
     ok(
@@ -626,7 +628,7 @@ def test_stack_update_existing_and_if_match(cp: ControlPlane, project: Path, web
 
 def test_stack_delete_wait_shows_delete_actions_and_removes_the_stack(
     cp: ControlPlane, project: Path, web: Web
-):
+) -> None:
     """`stack delete --wait` shows a deployment's DELETE action running, exits 0 and the stack is gone."""
     ok(
         cp.cli(
@@ -654,7 +656,7 @@ def test_stack_delete_wait_shows_delete_actions_and_removes_the_stack(
     assert 404 == cp.api("GET", "/v1/stacks/gone").status
 
 
-def test_stack_without_deployments_completes_promptly(cp: ControlPlane, project: Path):
+def test_stack_without_deployments_completes_promptly(cp: ControlPlane, project: Path) -> None:
     """A stack whose resources all complete at once (OS::Heat::Value) is CREATE_COMPLETE within seconds."""
     result = cp.cli(
         "stack", "create", "instant", "-t", str(project / "only-values.yaml"), "--wait", "--timeout", "10"
@@ -663,7 +665,9 @@ def test_stack_without_deployments_completes_promptly(cp: ControlPlane, project:
     assert "stack instant: CREATE_COMPLETE" in result.stdout  # within --wait's 10 s bound
 
 
-def test_events_follow_prints_events_until_the_stack_settles(cp: ControlPlane, project: Path, web: Web):
+def test_events_follow_prints_events_until_the_stack_settles(
+    cp: ControlPlane, project: Path, web: Web
+) -> None:
     """`stack events --follow` on a running stack prints its events and returns 0 once it completes."""
     ok(
         cp.cli(
@@ -689,7 +693,7 @@ def test_events_follow_prints_events_until_the_stack_settles(cp: ControlPlane, p
 # ------------------------------------------------------------------ servers
 
 
-def test_server_id_given_as_parameter_runs_there(cp: ControlPlane, project: Path, tmp_path: Path):
+def test_server_id_given_as_parameter_runs_there(cp: ControlPlane, project: Path, tmp_path: Path) -> None:
     """`server: {get_param: server_id}` with the id of an existing server deploys to that server."""
     host = write(tmp_path / "host.yaml", served("OS::Heat::DeployedServer", "{name: pbox}"))
     ok(cp.cli("stack", "create", "hostonly", "-t", str(host), "--wait", "--timeout", "60"))
@@ -716,7 +720,7 @@ def test_server_id_given_as_parameter_runs_there(cp: ControlPlane, project: Path
 
 def test_nova_server_is_accepted_with_a_warning_and_works_like_deployed_server(
     cp: ControlPlane, tmp_path: Path
-):
+) -> None:
     """OS::Nova::Server with image/flavor: created with warnings in `stack show`, and its deployment runs."""
     template = write(
         tmp_path / "nova.yaml", served("OS::Nova::Server", "{name: nova-box, image: cirros, flavor: m1.tiny}")
@@ -735,7 +739,7 @@ def test_nova_server_is_accepted_with_a_warning_and_works_like_deployed_server(
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml", "value", "table"])
-def test_server_create_prints_a_one_time_token_in_each_format(enrol_cp: ControlPlane, fmt: str):
+def test_server_create_prints_a_one_time_token_in_each_format(enrol_cp: ControlPlane, fmt: str) -> None:
     """`server create` prints the server and its one-time enrolment token in every format."""
     name = f"fmt-{fmt}"
     out = ok(enrol_cp.cli("server", "create", name, "-f", fmt))
@@ -747,16 +751,20 @@ def test_server_create_prints_a_one_time_token_in_each_format(enrol_cp: ControlP
         (token,) = out.split()
     else:
         assert f"server {name} (" in out and "awaits enrolment" in out
-        token = re.search(r"one-time enrolment token: (\S+)", out).group(1)
+        found = re.search(r"one-time enrolment token: (\S+)", out)
+        assert found is not None, out
+        token = found.group(1)
     assert len(token) >= 20
     assert "AWAITING_ENROLMENT" == as_json(enrol_cp, "server", "show", name)["status"]
 
 
-def test_enrolled_agent_runs_a_stacks_deployment_with_once(enrol_cp: ControlPlane, tmp_path: Path):
+def test_enrolled_agent_runs_a_stacks_deployment_with_once(enrol_cp: ControlPlane, tmp_path: Path) -> None:
     """`server create` -> `anneal-agent enrol` -> a stack on that server -> `anneal-agent once` completes it."""
     cp = enrol_cp
     out = ok(cp.cli("server", "create", "edge"))
-    token = re.search(r"one-time enrolment token: (\S+)", out).group(1)
+    found = re.search(r"one-time enrolment token: (\S+)", out)
+    assert found is not None, out
+    token = found.group(1)
     state = tmp_path / "edge-state"
     enrolled = agent("enrol", "--url", cp.url, f"--token={token}", "--state-dir", str(state))
     assert 0 == enrolled.returncode, enrolled.stderr
@@ -776,7 +784,7 @@ def test_enrolled_agent_runs_a_stacks_deployment_with_once(enrol_cp: ControlPlan
     assert "ENROLLED" == as_json(cp, "server", "show", "edge")["status"]
 
 
-def test_used_enrolment_token_is_refused(enrol_cp: ControlPlane, tmp_path: Path):
+def test_used_enrolment_token_is_refused(enrol_cp: ControlPlane, tmp_path: Path) -> None:
     """A token enrols once: a second `anneal-agent enrol` with it fails and names the token."""
     token = ok(enrol_cp.cli("server", "create", "once-only", "-f", "value")).strip()
     first = agent("enrol", "--url", enrol_cp.url, f"--token={token}", "--state-dir", str(tmp_path / "a"))
@@ -794,7 +802,7 @@ def _bare_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def test_missing_token_exits_1_naming_anneal_token(tmp_path: Path):
+def test_missing_token_exits_1_naming_anneal_token(tmp_path: Path) -> None:
     """Without ANNEAL_TOKEN and without a config file the CLI exits 1 and says to set ANNEAL_TOKEN."""
     result = run_cli(
         "stack", "list", env=_bare_env(ANNEAL_CONFIG=str(tmp_path / "missing.json"), HOME=str(tmp_path))
@@ -804,7 +812,7 @@ def test_missing_token_exits_1_naming_anneal_token(tmp_path: Path):
     assert "Traceback" not in result.stderr
 
 
-def test_unreachable_url_exits_1_cannot_reach(tmp_path: Path):
+def test_unreachable_url_exits_1_cannot_reach(tmp_path: Path) -> None:
     """A URL nobody listens on: exit 1 with "cannot reach" and the URL."""
     url = f"http://127.0.0.1:{free_port()}"
     result = run_cli(
@@ -818,7 +826,7 @@ def test_unreachable_url_exits_1_cannot_reach(tmp_path: Path):
 
 
 @pytest.mark.parametrize("how", ["ANNEAL_CONFIG", "--config"])
-def test_config_file_gives_url_and_token(cp: ControlPlane, tmp_path: Path, how: str):
+def test_config_file_gives_url_and_token(cp: ControlPlane, tmp_path: Path, how: str) -> None:
     """A JSON file {"url", "token"} (ANNEAL_CONFIG or --config) works without ANNEAL_URL/ANNEAL_TOKEN."""
     config = write(tmp_path / "cli.json", json.dumps({"url": cp.url, "token": cp.token}))
     if how == "ANNEAL_CONFIG":
@@ -836,7 +844,7 @@ def test_config_file_gives_url_and_token(cp: ControlPlane, tmp_path: Path, how: 
     assert isinstance(json.loads(ok(result)), list)
 
 
-def test_wrong_token_exits_1_with_the_401_message(cp: ControlPlane, tmp_path: Path):
+def test_wrong_token_exits_1_with_the_401_message(cp: ControlPlane, tmp_path: Path) -> None:
     """A wrong admin token: exit 1 with the control plane's message and the status."""
     result = run_cli(
         "stack",
@@ -847,7 +855,7 @@ def test_wrong_token_exits_1_with_the_401_message(cp: ControlPlane, tmp_path: Pa
     assert "admin token" in result.stderr and "[HTTP 401]" in result.stderr
 
 
-def test_version_prints_the_installed_package_version(tmp_path: Path):
+def test_version_prints_the_installed_package_version(tmp_path: Path) -> None:
     """`anneal --version` prints the version pyproject.toml gives the installed package, and exits 0."""
     result = run_cli("--version", env=_bare_env(ANNEAL_CONFIG=str(tmp_path / "missing.json")))
     assert f"anneal {version('anneal')}\n" == ok(result)

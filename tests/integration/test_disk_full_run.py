@@ -1,4 +1,4 @@
-"""A full state dir under a running `anneal-agent run` (issue 6, item 5): it waits, never exits.
+"""A full state dir under a running `anneal-agent run`: it waits, never exits.
 
 The state dir is a small tmpfs (root only, like R24). While a deployment's hook runs the
 test fills the disk completely and lets the hook finish: the agent cannot record the result
@@ -44,7 +44,7 @@ def _reported(cp: ControlPlane) -> dict[str, Any] | None:
     return status.get("disk_full")
 
 
-def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
+def test_full_state_dir_is_waited_out_in_process(tmp_path: Path) -> None:
     """Disk filled mid-hook: the condition is shown and reported; once freed, both deployments complete, same pid."""
     disk = tmp_path / "disk"
     mount_tmpfs(disk)
@@ -111,7 +111,7 @@ def test_full_state_dir_is_waited_out_in_process(tmp_path: Path):
         unmount(disk)
 
 
-def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Path):
+def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Path) -> None:
     """`anneal-agent run` started on a full disk says so and waits (no exit, no restart); freed, it runs."""
     disk = tmp_path / "disk"
     mount_tmpfs(disk)
@@ -145,7 +145,7 @@ def test_agent_started_on_a_full_state_dir_waits_to_open_its_ledger(tmp_path: Pa
         unmount(disk)
 
 
-def test_ledger_write_on_a_full_disk_fails_whole_and_the_next_one_works(tmp_path: Path):
+def test_ledger_write_on_a_full_disk_fails_whole_and_the_next_one_works(tmp_path: Path) -> None:
     """A ledger write that finds the disk full is refused as a full disk and leaves no open transaction."""
     disk = tmp_path / "disk"
     mount_tmpfs(disk)

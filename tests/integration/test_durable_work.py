@@ -19,6 +19,8 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.pg import Postgres
 from tests.support.processes import free_port
@@ -65,7 +67,10 @@ def runs(work: Path) -> collections.Counter[str]:
     return collections.Counter(path.read_text().splitlines() if path.exists() else [])
 
 
-def test_r01_kill9_at_random_instants_loses_and_repeats_nothing(tmp_path: Path, db_args: list[str]):
+@pytest.mark.catalogue("R01")
+def test_control_plane_killed_at_random_instants_loses_and_repeats_nothing(
+    tmp_path: Path, db_args: list[str]
+) -> None:
     """R01: kill -9 the control plane KILLS times during create and update; nothing lost or run twice."""
     work = tmp_path / "work"
     work.mkdir()
@@ -111,7 +116,7 @@ def test_r01_kill9_at_random_instants_loses_and_repeats_nothing(tmp_path: Path, 
         stop_control_plane(cp)
 
 
-def test_several_processes_share_one_postgresql_and_any_may_die(tmp_path: Path, postgres: Postgres):
+def test_several_processes_share_one_postgresql_and_any_may_die(tmp_path: Path, postgres: Postgres) -> None:
     """Three `anneal serve` on one PostgreSQL behind one front; kill -9 one at random, restart it."""
     work = tmp_path / "work"
     work.mkdir()

@@ -30,7 +30,7 @@ def demo_files() -> dict[str, str]:
     return {f"scripts/{p.name}": p.read_text() for p in (EXAMPLES / "scripts").glob("*.sh")}
 
 
-def test_demo_stack_converges_and_blue_green_update_repoints_frontend(control_plane: ControlPlane):
+def test_demo_stack_converges_and_blue_green_update_repoints_frontend(control_plane: ControlPlane) -> None:
     """The demo stack: two servers converge; backend v2 replaces v1 and the frontend follows it."""
     cp = control_plane
     cp.create_stack("bg", EXAMPLES / "blue-green.yaml", files=demo_files())
@@ -100,7 +100,7 @@ outputs:
 """
 
 
-def test_dependency_chain_across_two_servers(control_plane: ControlPlane):
+def test_dependency_chain_across_two_servers(control_plane: ControlPlane) -> None:
     """Outputs flow a -> b -> c across two servers, each step running where it was told."""
     cp = control_plane
     cp.create_stack("chain", CHAIN)
@@ -136,7 +136,7 @@ resources:
 """
 
 
-def test_failing_deployment_fails_the_stack_with_its_output(control_plane: ControlPlane):
+def test_failing_deployment_fails_the_stack_with_its_output(control_plane: ControlPlane) -> None:
     """A non-zero exit fails the deployment and the stack; failures show the output's tail."""
     cp = control_plane
     cp.create("bad", FAILING)
@@ -171,7 +171,7 @@ resources:
 """
 
 
-def test_error_output_fails_the_deployment(control_plane: ControlPlane):
+def test_error_output_fails_the_deployment(control_plane: ControlPlane) -> None:
     """A set error_output fails the deployment with `name : value` as the reason."""
     cp = control_plane
     cp.create("errout", ERROR_OUTPUT)
@@ -193,7 +193,9 @@ def no_signal(server_name: str | None = None) -> str:
     )
 
 
-def test_no_signal_deployment_completes_at_once_and_still_runs(control_plane: ControlPlane, tmp_path: Path):
+def test_no_signal_deployment_completes_at_once_and_still_runs(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
     """NO_SIGNAL: the stack does not wait, and the agent still runs the config."""
     cp = control_plane
     mark = tmp_path / "ran"
@@ -242,7 +244,9 @@ def _agent_pid(cp: ControlPlane, name: str) -> int:
     return int(pid_file.read_text())
 
 
-def test_agent_killed_mid_hook_reports_interrupted_never_reruns(control_plane: ControlPlane, tmp_path: Path):
+def test_agent_killed_mid_hook_reports_interrupted_never_reruns(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
     """kill -9 of the agent during a hook: the deployment FAILS as interrupted; it never runs twice."""
     cp = control_plane
     cp.create("killed", SLOW, params={"dir": str(tmp_path)})
@@ -259,7 +263,7 @@ def test_agent_killed_mid_hook_reports_interrupted_never_reruns(control_plane: C
 
 def test_agent_restarted_between_deployments_converges_without_reruns(
     control_plane: ControlPlane, tmp_path: Path
-):
+) -> None:
     """An agent stopped after its first deployment and started again finishes the stack, once each."""
     cp = control_plane
     cp.create("restarted", SLOW, params={"dir": str(tmp_path)})
@@ -271,7 +275,7 @@ def test_agent_restarted_between_deployments_converges_without_reruns(
     assert _agent_pid(cp, "slowbox") != pid
 
 
-def test_document_is_heat_shaped_with_etag_and_long_poll(control_plane: ControlPlane):
+def test_document_is_heat_shaped_with_etag_and_long_poll(control_plane: ControlPlane) -> None:
     """An agent credential reads its document; If-None-Match gives 304; long-poll waits for a change."""
     cp = control_plane
     server = cp.api("POST", "/v1/servers", {"name": "manual"}).body
@@ -319,7 +323,7 @@ def test_document_is_heat_shaped_with_etag_and_long_poll(control_plane: ControlP
     assert json.loads(json.dumps(changed.body))  # plain JSON all the way
 
 
-def test_new_token_re_enrols_a_server_and_revokes_the_old_credential(control_plane: ControlPlane):
+def test_new_token_re_enrols_a_server_and_revokes_the_old_credential(control_plane: ControlPlane) -> None:
     """`server token` lets a rebuilt server enrol again; its old credential stops working."""
     cp = control_plane
     from agent.keys import ensure_keys
@@ -342,7 +346,7 @@ UNKNOWN_SERVER = one_script_deployment(
 )
 
 
-def test_deployment_to_an_unknown_server_fails_with_the_reason(control_plane: ControlPlane):
+def test_deployment_to_an_unknown_server_fails_with_the_reason(control_plane: ControlPlane) -> None:
     """A server id or name that does not exist fails the deployment, naming the server and the property."""
     cp = control_plane
     cp.create("ghost", UNKNOWN_SERVER, params={"server": "nosuch"})

@@ -10,7 +10,8 @@ Runtime and Engine start on the same SQLite database and port. The simulated
 agents read their deployments from the database (the document's source; the
 signed document transport is tested elsewhere).
 
-Invariants of docs/../reliability.md §0 checked on every step:
+The invariants of the reliability catalogue (../shared/reference/reliability.md §0), checked
+on every step:
 - I1: a server's serial never goes down; a deployment's generation never goes down;
 - a generation, once published, is never re-issued (its derived config id never changes)
   and no agent runs one twice;
@@ -155,14 +156,13 @@ class Plane:
 
     async def serials(self) -> dict[str, int]:
         async with self.app[RUNTIME].sessions() as session:
-            return dict((await session.execute(select(ServerRow.id, ServerRow.serial))).tuples().all())
+            return dict((await session.execute(select(ServerRow.id, ServerRow.serial))).all())
 
 
 def _input(item: dict[str, Any], name: str) -> Any:
     return next((i.get("value") for i in item.get("inputs", []) if i["name"] == name), None)
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize("slice_size", [None, 2], ids=["one-transaction-steps", "sliced-steps"])
 def test_engine_against_a_model(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, slice_size: int | None

@@ -8,16 +8,15 @@ The control plane's access log (`--access-log`) is the witness.
 
 from __future__ import annotations
 
-import json
 import re
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.agents import ledger_state
+from tests.support.agents import transport_section
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.processes import BIN
 from tests.support.swift import Swift
@@ -64,7 +63,7 @@ def enrol(cp: ControlPlane, name: str, transport: str, state: Path) -> str:
     return str(created.body["id"])
 
 
-def run_once_until_signalled(state: Path, *extra: str, courier=lambda: None) -> None:
+def run_once_until_signalled(state: Path, *extra: str, courier: Callable[[], None] = lambda: None) -> None:
     """`anneal-agent once` until the deployment's signal left the outbox (the store may lag a moment)."""
 
     def signalled() -> int:
@@ -87,12 +86,12 @@ def document_requests(cp: ControlPlane, mark: int) -> list[str]:
 
 def test_enrolled_over_http_first_document_comes_from_swift(
     cp: ControlPlane, swift_server: Swift, tmp_path: Path
-):
+) -> None:
     """The enrolment answer names the TempURL; the agent never polls the control plane for a document."""
     state = tmp_path / "agent-swift"
     mark = len(cp.log.read_text())
     server_id = enrol(cp, "en-swift", "SWIFT", state)
-    section = json.loads(ledger_state(state, "transport"))
+    section = transport_section(state)
     assert "SWIFT" == section["kind"]
     assert section["document_url"].startswith(swift_server.url + "/v1/AUTH_test/")
     assert server_id in section["document_url"]
@@ -104,13 +103,13 @@ def test_enrolled_over_http_first_document_comes_from_swift(
     assert "SWIFT: signal for deployment" in cp.log.read_text()[mark:]
 
 
-def test_enrolled_over_http_first_document_comes_from_media(cp: ControlPlane, tmp_path: Path):
+def test_enrolled_over_http_first_document_comes_from_media(cp: ControlPlane, tmp_path: Path) -> None:
     """LOCAL: the enrolment answer names the media; the document is read from the carried file."""
     state, media, outbox = tmp_path / "agent-local", tmp_path / "media", tmp_path / "outbox"
     media.mkdir()
     mark = len(cp.log.read_text())
     server_id = enrol(cp, "en-local", "LOCAL", state)
-    assert "LOCAL" == json.loads(ledger_state(state, "transport"))["kind"]
+    assert "LOCAL" == transport_section(state)["kind"]
     assert 201 == cp.create("enl", template("en-local")).status
     published = tmp_path / "published" / server_id / "document.json"
 

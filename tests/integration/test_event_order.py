@@ -26,7 +26,7 @@ from control.txn import Txn
 from tests.support.pg import Postgres
 
 
-def test_a_reader_waits_for_an_earlier_id_still_uncommitted(postgres: Postgres, tmp_path: Path):
+def test_a_reader_waits_for_an_earlier_id_still_uncommitted(postgres: Postgres, tmp_path: Path) -> None:
     """A commits id 1 after B commits id 2: a reader that started in between gets both, in order."""
 
     url = async_url(postgres.new_database())

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -34,15 +35,24 @@ def agent_status(cp: ControlPlane) -> dict[str, Any]:
 
 
 def wait(check: Callable[[], bool], what: str, carry: Callable[[], None] = lambda: None) -> None:
-    """Wait for *check*, carrying between tries (check first: `or` calls *carry* only when it fails)."""
-    wait_until(lambda: check() or carry(), what, 120, interval=0.3)
+    """Wait for *check*, carrying between tries (check first: *carry* runs only when it fails)."""
+
+    def attempt() -> bool:
+        if check():
+            return True
+        carry()
+        return False
+
+    wait_until(attempt, what, 120, interval=0.3)
 
 
 def rejections(cp: ControlPlane, kind: str) -> int:
     return int(agent_status(cp)["rejections"]["counts"].get(kind, 0))
 
 
-def test_a_fast_forwarded_agent_recovers_after_key_rotation(tmp_path: Path):
+@pytest.mark.catalogue("R15")
+def test_a_fast_forwarded_agent_recovers_after_key_rotation(tmp_path: Path) -> None:
+    """A document pushed to serial 2^62 with a stolen key locks the agent out until `anneal key rotate`."""
     local = Media.under(tmp_path)
     media = local.media
     cp = start_control_plane(tmp_path, *local.serve_args())

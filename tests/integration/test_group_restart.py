@@ -23,7 +23,7 @@ TEMPLATE = script_group(
 )
 
 
-def test_group_batches_resume_after_a_control_plane_crash(tmp_path: Path):
+def test_group_batches_resume_after_a_control_plane_crash(tmp_path: Path) -> None:
     """kill -9 while member a runs: after restart a's signal is taken, b starts, each ran once."""
     work = tmp_path / "work"
     work.mkdir()

@@ -1,4 +1,4 @@
-"""Heat's own agent chain against our control plane (issue 6, item 1).
+"""Heat's own agent chain, unchanged, runs our control plane's deployments.
 
 The real os-collect-config -> os-refresh-config -> os-apply-config -> 55-heat-config ->
 script hook -> heat-config-notify, from PyPI and the heat-agents sdist (`make tools`),
@@ -64,7 +64,7 @@ def _get(url: str) -> tuple[int, bytes, dict[str, str]]:
         return e.code, e.read(), dict(e.headers)
 
 
-def test_metadata_url_is_a_capability_for_one_server(cp: ControlPlane):
+def test_metadata_url_is_a_capability_for_one_server(cp: ControlPlane) -> None:
     """The URL reads its own server's document; a wrong or missing signature is refused."""
     one = cp.api("POST", "/v1/servers", {"name": "cap-one", "heat_compatible": True}).body
     two = cp.api("POST", "/v1/servers", {"name": "cap-two", "heat_compatible": True}).body
@@ -85,7 +85,7 @@ def test_metadata_url_is_a_capability_for_one_server(cp: ControlPlane):
     assert 400 == bad.status and bad.body["error"]["where"] == "heat_compatible"
 
 
-def test_heat_chain_runs_a_two_server_stack_to_complete(cp: ControlPlane, tmp_path: Path):
+def test_heat_chain_runs_a_two_server_stack_to_complete(cp: ControlPlane, tmp_path: Path) -> None:
     """Two chains in poll mode; the second server's deployment needs the first one's output."""
     servers = {}
     for name in ("hc-one", "hc-two"):

@@ -1,4 +1,4 @@
-"""Our agent on documents exactly as Heat writes them (issue 6, item 2).
+"""Our agent on documents exactly as Heat writes them: it runs them and signals as Heat expects.
 
 heat-engine cannot run here (it needs Keystone, a message bus and a database of its own),
 so a small real aiohttp server stands in for it (tests/support/heat.py): it serves a
@@ -144,7 +144,8 @@ def heat_document(base: str, marker: Path) -> dict[str, Any]:
     }
 
 
-async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: Path):
+async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: Path) -> None:
+    """Under --heat-compat the agent runs Heat's document once per config id and signals in Heat's format."""
     heat = FakeHeat()
     await heat.server.start_server()
     try:
@@ -221,7 +222,8 @@ async def test_agent_runs_heat_documents_and_signals_in_heats_format(tmp_path: P
         await heat.server.close()
 
 
-async def test_bad_os_collect_config_file_is_named(tmp_path: Path):
+async def test_bad_os_collect_config_file_is_named(tmp_path: Path) -> None:
+    """A bad or missing os-collect-config file stops the agent with exit 2, naming the file and setting."""
     conf = tmp_path / "occ.conf"
     conf.write_text("[DEFAULT]\npolling_interval = soon\n")
     rc, _, err = await run_agent(

@@ -35,7 +35,7 @@ TRAVERSAL = one_script_deployment(
 
 
 @pytest.fixture(scope="module")
-def heat_cp(tmp_path_factory) -> Iterator[ControlPlane]:
+def heat_cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A control plane whose agents find Heat's script hook, unchanged, in their hook dir."""
     source = require(HEAT_AGENTS / "heat-config-script" / "install.d" / "hook-script.py")
     tmp = tmp_path_factory.mktemp("heat-hooks")
@@ -48,7 +48,7 @@ def heat_cp(tmp_path_factory) -> Iterator[ControlPlane]:
     stop_control_plane(cp)
 
 
-def test_heat_script_hook_runs_unchanged(heat_cp: ControlPlane):
+def test_heat_script_hook_runs_unchanged(heat_cp: ControlPlane) -> None:
     """Heat's hook-script.py from the sdist is run for group script: input in, output back."""
     heat_cp.create_stack("heat-script", TEMPLATE)
     outputs = heat_cp.outputs("heat-script")
@@ -58,7 +58,7 @@ def test_heat_script_hook_runs_unchanged(heat_cp: ControlPlane):
     assert list(working.iterdir()), "Heat's hook did not write its script where HEAT_SCRIPT_WORKING says"
 
 
-def test_output_names_that_leave_the_outputs_dir_are_refused(heat_cp: ControlPlane):
+def test_output_names_that_leave_the_outputs_dir_are_refused(heat_cp: ControlPlane) -> None:
     """Heat's hooks open <heat_outputs_path>.<name> unchecked: such a deployment fails, unrun."""
     heat_cp.create("traversal", TRAVERSAL)
     assert heat_cp.wait_stack("traversal")["status"] == "CREATE_FAILED"

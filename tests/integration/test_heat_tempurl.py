@@ -31,7 +31,8 @@ def temp_url(storage_url: str, key: str, method: str, container: str, obj: str) 
     return f"{parts.scheme}://{parts.netloc}{path}?temp_url_sig={sig}&temp_url_expires={EXPIRES}"
 
 
-def test_temp_url_signal_put_to_real_swift(swift_server: Swift, tmp_path: Path):
+def test_temp_url_signal_put_to_real_swift(swift_server: Swift, tmp_path: Path) -> None:
+    """With TEMP_URL_SIGNAL the agent reads a Swift TempURL and PUTs its result into Heat's signal object."""
     key = secrets.token_hex(16)
     assert swift_server.request("POST", "", headers={"X-Account-Meta-Temp-Url-Key": key})[0] in (200, 204)
     _, storage = swift_server.auth()

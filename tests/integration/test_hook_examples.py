@@ -22,7 +22,7 @@ FAKE_CHEF = Path(__file__).resolve().parents[1] / "tools" / "fake_chef_client.py
 
 
 @pytest.fixture(scope="module")
-def tools_cp(tmp_path_factory) -> Iterator[tuple[ControlPlane, Path]]:
+def tools_cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, Path]]:
     """A control plane whose local agents find every tool (chef: the fake client)."""
     for path in TOOL_PATHS.values():
         require(path)

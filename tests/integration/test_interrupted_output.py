@@ -1,4 +1,4 @@
-"""What a hook printed before the agent was killed reaches the FAILED signal (issue 6, items 3 and 5).
+"""What a hook printed before the agent was killed reaches the FAILED signal.
 
 The built-in script hook streams its program's stdout and stderr as they come; the agent tees
 them to its state dir, so after a kill -9 mid-hook the "interrupted by agent restart" result
@@ -52,7 +52,7 @@ def _teed(state: Path) -> list[str]:
     ]
 
 
-def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Path):
+def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Path) -> None:
     """kill -9 of the agent while a script sleeps: FAILED 137 carries the lines it printed (sh and Python)."""
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
     argv = enrol_agent(cp, "killbox", tmp_path / "state")
@@ -82,7 +82,8 @@ def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Pat
             assert "line two on stderr" in detail["deploy_stderr"], (name, detail["deploy_stderr"])
             # The program (in a session of its own, below the hook) was stopped too, not left behind.
             program = Path("/proc") / (work / "pid").read_text().strip()
-            wait_until(lambda p=program: not p.exists(), f"{name}: the interrupted program still runs", 30)
+            gone = f"{name}: the interrupted program still runs"
+            wait_until(lambda: not program.exists(), gone, 30)  # noqa: B023 (called within this iteration)
     finally:
         stop_agent(agent)
         log.close()

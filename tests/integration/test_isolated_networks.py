@@ -26,6 +26,8 @@ from tests.support.swift import USER, start_swift
 from tests.support.templates import script_per_server
 from tests.support.waiting import wait_log
 
+pytestmark = pytest.mark.catalogue("R10")
+
 SERVERS = 3
 
 
@@ -48,7 +50,10 @@ def ns() -> Iterator[Namespace]:
         yield namespace
 
 
-def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_agents_that_reach_only_the_store_deploy_without_the_api(
+    ns: Namespace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agents in a namespace that reaches only Swift complete every deployment without one API request."""
     root = Path(tempfile.mkdtemp(prefix="anneal-swift-"))
     swift = start_swift(root, host=ns.host)  # reachable from the namespace over the veth only
     procs: list[subprocess.Popen[bytes]] = []
@@ -81,14 +86,14 @@ def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: py
             assert section["document_url"].startswith(f"http://{ns.host}:")
         mark = len(cp.log.read_text())
         for name in names:
-            log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115
-            procs.append(
-                subprocess.Popen(
-                    [*ns.wrap(), str(BIN / "anneal-agent"), "run", "--state-dir", str(dirs[name])],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
+            with open(tmp_path / f"{name}.log", "wb") as log:
+                procs.append(
+                    subprocess.Popen(
+                        [*ns.wrap(), str(BIN / "anneal-agent"), "run", "--state-dir", str(dirs[name])],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
                 )
-            )
         assert 201 == cp.create("iso", template(names)).status
         assert "CREATE_COMPLETE" == cp.wait_stack("iso", timeout=180)["status"]
         outputs = cp.outputs("iso")
@@ -107,7 +112,8 @@ def test_r10_store_only_namespace(ns: Namespace, tmp_path: Path, monkeypatch: py
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_r10_relay_only_namespace(ns: Namespace, tmp_path: Path):
+def test_agents_that_reach_only_a_relay_deploy_through_it(ns: Namespace, tmp_path: Path) -> None:
+    """Agents with no route to the control plane enrol, poll and signal through a relay; all complete."""
     cp = start_control_plane(tmp_path, "--provisioner=enrol", "--access-log")
     relay_port = free_port(ns.host)
     relay_url = f"http://{ns.host}:{relay_port}"

@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from agent import client, wire
+from agent import client, wire_caps
 from agent.relay import Relay
 from agent.transports import tempurl
 from tests.support.controlplane import ControlPlane
@@ -33,7 +33,8 @@ async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{port}"
 
 
-def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_path: Path):
+def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_path: Path) -> None:
+    """A 1 MiB document (direct, relayed, from a store URL) and a large relayed signal arrive whole."""
     received: list[bytes] = []
 
     async def document(request: web.Request) -> web.Response:
@@ -54,7 +55,7 @@ def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_pat
                 direct = await client.fetch_document(http, f"{up_url}/v1/agent/document", "c", "", 0)
                 relayed = await client.fetch_document(http, f"{relay_url}/v1/agent/document", "c", "", 0)
                 store = await tempurl.fetch(http, {"document_url": f"{up_url}/v1/agent/document"}, "", 0)
-                signal_body = BIG[: wire.MAX_SIGNAL_BYTES - 1]
+                signal_body = BIG[: wire_caps.MAX_SIGNAL_BYTES - 1]
                 status, _ = await client.send(http, "POST", f"{relay_url}/v1/signal/d/1", signal_body, {})
             assert [BIG] * 3 == [direct.body, relayed.body, store.body]
             assert 200 == status
@@ -68,7 +69,7 @@ def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_pat
     asyncio.run(main())
 
 
-def test_an_agent_runs_a_document_of_several_hundred_kilobytes(control_plane: ControlPlane):
+def test_an_agent_runs_a_document_of_several_hundred_kilobytes(control_plane: ControlPlane) -> None:
     """A real agent takes a 300 KB document over HTTP and runs it (it refused it before)."""
     filler = "\n".join(f"# {i:06d} " + "x" * 90 for i in range(3000))  # ~300 KB of comments
     script = "#!/bin/sh\n" + filler + "\nprintf 'big and whole' > \"$heat_outputs_path.said\"\n"

@@ -74,7 +74,7 @@ resources:
 )
 
 
-def test_deployments_run_only_for_the_actions_they_list(cp: ControlPlane, tmp_path: Path):
+def test_deployments_run_only_for_the_actions_they_list(cp: ControlPlane, tmp_path: Path) -> None:
     """create, suspend, resume, delete: each deployment runs exactly the actions it lists."""
     log = tmp_path / "runs.log"
     params = {"log": str(log), "script": RECORD}
@@ -102,7 +102,7 @@ def test_deployments_run_only_for_the_actions_they_list(cp: ControlPlane, tmp_pa
     assert ["DELETE every"] == runs(log)[7:]
 
 
-def test_update_runs_only_what_changed(cp: ControlPlane, tmp_path: Path):
+def test_update_runs_only_what_changed(cp: ControlPlane, tmp_path: Path) -> None:
     """A stack update re-runs the deployments whose inputs changed and no other."""
     log = tmp_path / "runs.log"
     params = {"log": str(log), "script": RECORD}
@@ -152,7 +152,7 @@ outputs:
 """
 
 
-def test_component_runs_the_config_for_each_action(cp: ControlPlane, tmp_path: Path):
+def test_component_runs_the_config_for_each_action(cp: ControlPlane, tmp_path: Path) -> None:
     """A component's configs decide: CREATE, UPDATE and DELETE each run their own config."""
     log = tmp_path / "runs.log"
     cp.create_stack("comp", COMPONENT, params={"log": str(log)})
@@ -172,7 +172,7 @@ def test_component_runs_the_config_for_each_action(cp: ControlPlane, tmp_path: P
     assert ["create 1 CREATE", "update-or-delete 2 UPDATE", "update-or-delete 2 DELETE"] == runs(log)
 
 
-def test_component_with_an_action_twice_is_refused_naming_the_entry(cp: ControlPlane):
+def test_component_with_an_action_twice_is_refused_naming_the_entry(cp: ControlPlane) -> None:
     """Two configs for UPDATE: 400 naming the second entry's actions; nothing is created."""
     bad = COMPONENT.replace("- actions: [UPDATE, DELETE]", "- actions: [DELETE, UPDATE, CREATE]")
     resp = cp.create("dup", bad, params={"log": "/dev/null"})
@@ -204,7 +204,7 @@ outputs:
 )
 
 
-def test_name_change_replaces_blue_green(cp: ControlPlane, tmp_path: Path):
+def test_name_change_replaces_blue_green(cp: ControlPlane, tmp_path: Path) -> None:
     """A new `name` replaces the deployment: new CREATE, dependents UPDATE, then old DELETE."""
     log = tmp_path / "runs.log"
     params = {"log": str(log), "script": RECORD}
@@ -230,7 +230,9 @@ resources:
 )
 
 
-def test_delete_only_deployment_runs_its_delete_config_though_it_never_ran(cp: ControlPlane, tmp_path: Path):
+def test_delete_only_deployment_runs_its_delete_config_though_it_never_ran(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
     """`actions: [DELETE]`: nothing runs at CREATE; removal from the template and stack delete run DELETE."""
     log = tmp_path / "runs.log"
     params = {"log": str(log), "script": RECORD}
@@ -249,7 +251,9 @@ def test_delete_only_deployment_runs_its_delete_config_though_it_never_ran(cp: C
     assert ["DELETE drain", "DELETE teardown"] == runs(log)
 
 
-def test_delete_only_deployment_on_a_server_that_never_enrolled_is_removed_without_running(tmp_path: Path):
+def test_delete_only_deployment_on_a_server_that_never_enrolled_is_removed_without_running(
+    tmp_path: Path,
+) -> None:
     """No agent ever enrolled: the stack delete removes DELETE-only deployments at once, saying why.
 
     Nothing of the stack ever reached that server (its agent never fetched a document),

@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -51,7 +52,7 @@ def raw_public(key: Ed25519PrivateKey) -> str:
     return base64.b64encode(raw).decode()
 
 
-def signed_request(key: Ed25519PrivateKey, server_id: str, token: str, box: str) -> dict:
+def signed_request(key: Ed25519PrivateKey, server_id: str, token: str, box: str) -> dict[str, Any]:
     request = {
         "format": offline.REQUEST_FORMAT,
         "server_id": server_id,
@@ -74,7 +75,8 @@ def import_refused(cp: ControlPlane, tmp: Path, name: str, files: dict[str, byte
     return done.stderr
 
 
-def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
+def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path) -> None:
+    """An agent with no network enrols from media, gets sealed secrets, signs its signals; forgeries fail."""
     published, media, outbox, state = (tmp_path / n for n in ("published", "media", "outbox", "agent"))
     cp = start_control_plane(
         tmp_path,
@@ -113,22 +115,22 @@ def test_offline_enrolment_sealed_secret_and_signed_signals(tmp_path: Path):
         )
         assert 0 != probe.returncode and "unreachable" in probe.stderr, (probe.stdout, probe.stderr)
         env = {k: v for k, v in os.environ.items() if not k.startswith("ANNEAL_")}
-        log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed with the process below
-        agent = subprocess.Popen(
-            [
-                *isolate,
-                str(BIN / "anneal-agent"),
-                "run",
-                "--state-dir",
-                str(state),
-                f"--media-dir={media}",
-                f"--signal-dir={outbox}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
+        with open(tmp_path / "agent.log", "wb") as log:  # the agent keeps its own copy
+            agent = subprocess.Popen(
+                [
+                    *isolate,
+                    str(BIN / "anneal-agent"),
+                    "run",
+                    "--state-dir",
+                    str(state),
+                    f"--media-dir={media}",
+                    f"--signal-dir={outbox}",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
         request_file = outbox / offline.request_file_name(server_id)
         wait_until(request_file.exists, "the enrolment request in the outbox", 90)
         wait_until(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from aiohttp import web
@@ -31,19 +32,19 @@ def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 
 
 @pytest.fixture(scope="module")
-def served(cp: ControlPlane) -> dict:
+def served(cp: ControlPlane) -> dict[str, Any]:
     resp = cp.api("GET", "/openapi.json", token=None)
     assert 200 == resp.status
     return dict(resp.body)
 
 
-def test_served_spec_is_valid_openapi_3_1(served: dict):
+def test_served_spec_is_valid_openapi_3_1(served: dict[str, Any]) -> None:
     """/openapi.json, fetched without a credential, passes the OpenAPI 3.1 validator."""
     assert served["openapi"].startswith("3.1.")
     assert list(OpenAPIV31SpecValidator(served).iter_errors()) == []
 
 
-def test_every_operation_has_a_summary_and_responses(served: dict):
+def test_every_operation_has_a_summary_and_responses(served: dict[str, Any]) -> None:
     """Each operation names what it does and its responses, with at least one 2xx or 304."""
     operations = [
         (path, m, op) for path, item in served["paths"].items() for m, op in item.items() if m in HTTP_METHODS
@@ -57,20 +58,20 @@ def test_every_operation_has_a_summary_and_responses(served: dict):
             assert response.get("description"), (method, path, code)
 
 
-def test_every_registered_route_is_in_the_spec_with_its_method(served: dict):
+def test_every_registered_route_is_in_the_spec_with_its_method(served: dict[str, Any]) -> None:
     """Each route of control.api.routes.ROUTES appears in the spec under the same path and method."""
     missing = [(m, p) for m, p, _ in ROUTES if m.lower() not in served["paths"].get(p, {})]
     assert [] == missing
 
 
-def test_every_spec_operation_is_a_registered_route(served: dict):
+def test_every_spec_operation_is_a_registered_route(served: dict[str, Any]) -> None:
     """The spec documents no operation the control plane does not serve."""
     registered = {(m.lower(), p) for m, p, _ in ROUTES}
     documented = {(m, p) for p, item in served["paths"].items() for m in item if m in HTTP_METHODS}
     assert set() == documented - registered
 
 
-def test_spec_security_matches_each_routes_policy(served: dict):
+def test_spec_security_matches_each_routes_policy(served: dict[str, Any]) -> None:
     """Public routes have no security requirement; the others name their policy's scheme."""
     schemes = served["components"]["securitySchemes"]
     for method, path, policy in ROUTES:
@@ -91,7 +92,7 @@ def _error_classes(base: type[ControlError]) -> list[type[ControlError]]:
     return [base, *(c for sub in base.__subclasses__() for c in _error_classes(sub))]
 
 
-def test_error_schema_names_every_error_code(served: dict):
+def test_error_schema_names_every_error_code(served: dict[str, Any]) -> None:
     """The Error body's code field lists each ControlError code and the middleware's own ones."""
     described = served["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]
     codes = {c.code for c in _error_classes(ControlError)} | {"invalid_template", "unavailable", "http"}
@@ -105,7 +106,7 @@ def _concrete(path: str) -> str:
 
 
 @pytest.mark.parametrize(("method", "path"), PROTECTED, ids=[f"{m} {p}" for m, p in PROTECTED])
-def test_protected_route_answers_401_without_a_token(cp: ControlPlane, method: str, path: str):
+def test_protected_route_answers_401_without_a_token(cp: ControlPlane, method: str, path: str) -> None:
     """Default deny: a route not marked public answers 401 with a JSON error when no token is sent."""
     body = {"deploy_status_code": 0} if method in ("POST", "PUT") else None
     resp = cp.api(method, _concrete(path), body, token=None)
@@ -113,12 +114,12 @@ def test_protected_route_answers_401_without_a_token(cp: ControlPlane, method: s
     assert "unauthorized" == resp.body["error"]["code"]
 
 
-def test_admin_routes_refuse_a_wrong_token(cp: ControlPlane):
+def test_admin_routes_refuse_a_wrong_token(cp: ControlPlane) -> None:
     """A wrong bearer token on an admin route is 401, the right one is 200."""
     assert 401 == cp.api("GET", "/v1/stacks", token="not-the-admin-token").status
     assert 200 == cp.api("GET", "/v1/stacks").status
 
 
-def test_served_spec_is_control_openapi_spec(served: dict):
+def test_served_spec_is_control_openapi_spec(served: dict[str, Any]) -> None:
     """What the server answers is control.api.openapi.spec(), the document these tests introspect."""
     assert spec() == served

@@ -1,4 +1,4 @@
-"""The agent's Debian package (issue 6, item 6): build it, read it, run what it installs.
+"""The agent's Debian package: build it, read it, run what it installs.
 
 packaging/build.sh builds the wheel and the .deb with dpkg-deb; the test checks the
 package's contents and control data with `dpkg-deb -c` / `-I`; installs, upgrades, removes
@@ -56,7 +56,8 @@ def _deb(built: Path) -> Path:
     return debs[0]
 
 
-def test_wheel_and_deb_are_built(built: Path):
+def test_wheel_and_deb_are_built(built: Path) -> None:
+    """packaging/build.sh builds a wheel and the anneal-agent .deb with its scripts, conffiles and version."""
     assert len(list(built.glob("anneal-*-py3-none-any.whl"))) == 1
     info = subprocess.run(
         ["dpkg-deb", "-I", str(_deb(built))], capture_output=True, text=True, check=True
@@ -79,7 +80,8 @@ def test_wheel_and_deb_are_built(built: Path):
     assert "Version: 0.1.0" in fields
 
 
-def test_deb_contents(built: Path, tmp_path: Path):
+def test_deb_installs_the_agent_alone_with_a_restarting_unit(built: Path, tmp_path: Path) -> None:
+    """The .deb holds the agent alone (no control plane), a restarting systemd unit and a 0600 env file."""
     listing = subprocess.run(
         ["dpkg-deb", "-c", str(_deb(built))], capture_output=True, text=True, check=True
     ).stdout
@@ -135,7 +137,9 @@ def _host_state() -> tuple[list[str], str]:
     return [p for p in HOST_PATHS if os.path.lexists(p)], known.stdout
 
 
-def test_deb_installs_upgrades_removes_and_purges_with_dpkg_in_a_scratch_root(built: Path, tmp_path: Path):
+def test_deb_installs_upgrades_removes_and_purges_with_dpkg_in_a_scratch_root(
+    built: Path, tmp_path: Path
+) -> None:
     """dpkg -i / -i again / -r / -P on a scratch root: maintainer scripts, conffile, state dir kept until purge."""
     host_before = _host_state()
     assert ([], "") == (host_before[0], host_before[1].replace("unknown ok not-installed", "")), host_before
@@ -200,7 +204,10 @@ def cp(tmp_path: Path) -> Iterator[ControlPlane]:
     stop_control_plane(plane)
 
 
-def test_packaged_agent_runs_against_a_real_control_plane(built: Path, tmp_path: Path, cp: ControlPlane):
+def test_packaged_agent_runs_against_a_real_control_plane(
+    built: Path, tmp_path: Path, cp: ControlPlane
+) -> None:
+    """The agent unpacked from the .deb (no SQLAlchemy) enrols and runs a real control plane's deployment."""
     unpack = tmp_path / "unpack"
     subprocess.run(["dpkg-deb", "-x", str(_deb(built)), str(unpack)], check=True)
     venv = unpack / "opt/anneal-agent"
@@ -267,7 +274,7 @@ def _schema(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_cloud_init_example_is_valid_cloud_config(tmp_path: Path):
+def test_cloud_init_example_is_valid_cloud_config(tmp_path: Path) -> None:
     """cloud-init's own `schema` command accepts packaging/cloud-init/user-data.yaml (and refuses a broken copy)."""
     example = ROOT / "packaging" / "cloud-init" / "user-data.yaml"
     checked = _schema(example)
@@ -281,7 +288,7 @@ def test_cloud_init_example_is_valid_cloud_config(tmp_path: Path):
     )
 
 
-def test_lintian_finds_no_errors_or_warnings(built: Path):
+def test_lintian_finds_no_errors_or_warnings(built: Path) -> None:
     """Debian's lintian passes the .deb (the overrides it ships name why /opt, 0600 agent.env, ...)."""
     assert shutil.which("lintian"), "lintian is missing: run `make tools` (ci/tools.d/71-lintian.sh)"
     checked = subprocess.run(

@@ -25,7 +25,7 @@ def template(steps: int = STEPS) -> str:
 TEMPLATE = template()
 
 
-def test_running_deployment_shows_progress_and_log_follows_it(control_plane: ControlPlane):
+def test_running_deployment_shows_progress_and_log_follows_it(control_plane: ControlPlane) -> None:
     """While the script runs, show has its output tail (status still IN_PROGRESS); log --follow
     prints every line once, live, and ends with the result."""
     cp = control_plane
@@ -64,7 +64,7 @@ def test_running_deployment_shows_progress_and_log_follows_it(control_plane: Con
     assert final["progress"]["output_bytes"] >= len("step 1 of 8\n") * STEPS
 
 
-def test_log_of_a_finished_deployment_prints_its_result(control_plane: ControlPlane):
+def test_log_of_a_finished_deployment_prints_its_result(control_plane: ControlPlane) -> None:
     """`deployment log` of a finished deployment prints its output and status, and exits."""
     cp = control_plane
     cp.create("done", template(1))

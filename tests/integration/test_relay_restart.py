@@ -34,7 +34,8 @@ def result_events(cp: ControlPlane) -> Counter[tuple[str, int]]:
     )
 
 
-def test_relay_killed_with_spooled_signals_delivers_each_once_after_restart(tmp_path: Path):
+def test_relay_killed_with_spooled_signals_delivers_each_once_after_restart(tmp_path: Path) -> None:
+    """A relay killed -9 holding spooled signals delivers each exactly once after its restart."""
     cp = start_control_plane(tmp_path, "--provisioner=enrol")
     front = Front([cp.port])
     port = free_port()

@@ -44,7 +44,7 @@ outputs:
 """
 
 
-def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path):
+def test_signal_survives_control_plane_outage_and_stack_resumes(tmp_path: Path) -> None:
     """The control plane dies mid-hook; the agent queues the signal, the restarted plane resumes."""
     work = tmp_path / "work"
     work.mkdir()
@@ -86,7 +86,7 @@ def _agent_processes(state: Path) -> list[int]:
     return pids
 
 
-def test_control_plane_killed_mid_stack_resumes_with_one_agent_per_server(tmp_path: Path):
+def test_control_plane_killed_mid_stack_resumes_with_one_agent_per_server(tmp_path: Path) -> None:
     """kill -9 of the control plane (local agents): the restart resumes the stack, one agent per dir."""
     work = tmp_path / "work"
     work.mkdir()
@@ -106,7 +106,7 @@ def test_control_plane_killed_mid_stack_resumes_with_one_agent_per_server(tmp_pa
         stop_control_plane(cp)
 
 
-def test_second_agent_on_one_state_dir_is_refused(control_plane: ControlPlane, tmp_path: Path):
+def test_second_agent_on_one_state_dir_is_refused(control_plane: ControlPlane, tmp_path: Path) -> None:
     """Two agents on one state dir would race on the ledger: the second exits with a clear error."""
     cp = control_plane
     state = tmp_path / "solo"
@@ -128,7 +128,7 @@ def test_second_agent_on_one_state_dir_is_refused(control_plane: ControlPlane, t
         stop_agent(first, 30)
 
 
-def test_sigterm_lets_the_running_hook_finish_and_signal(tmp_path: Path):
+def test_sigterm_lets_the_running_hook_finish_and_signal(tmp_path: Path) -> None:
     """SIGTERM mid-hook: the agent starts nothing new, lets the hook finish, signals it, then exits."""
     work = tmp_path / "work"
     work.mkdir()

@@ -30,6 +30,8 @@ import pytest
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.catalogue("R21")
+
 TEMPLATE = """
 heat_template_version: 2018-08-31
 parameters:

@@ -113,6 +113,7 @@ def events(cp: ControlPlane) -> int:
     return len(cp.api("GET", "/v1/stacks/scope/events").body)
 
 
+@pytest.mark.catalogue("R23")
 def test_a_captured_signal_url_does_one_thing_only(setup: tuple[ControlPlane, Server, Server]) -> None:
     """R23: the URL signals its own deployment generation; every other use is refused, B untouched."""
     cp, a, b = setup
@@ -195,6 +196,7 @@ def test_duplicates_are_idempotent_and_stale_generations_refused(
     json.dumps(stale.body)
 
 
+@pytest.mark.catalogue("R15")
 def test_a_re_enrolled_server_gets_secrets_sealed_to_its_new_key(
     setup: tuple[ControlPlane, Server, Server],
 ) -> None:
@@ -219,6 +221,7 @@ def test_a_re_enrolled_server_gets_secrets_sealed_to_its_new_key(
     a.credential, a.box = renewed.credential, renewed.box  # the next test goes on as the new agent
 
 
+@pytest.mark.catalogue("R23")
 def test_a_signal_url_of_a_deleted_deployment_is_gone(setup: tuple[ControlPlane, Server, Server]) -> None:
     """R23: once the deployment is deleted, its URL answers 410 and changes nothing."""
     cp, a, b = setup

@@ -129,6 +129,7 @@ async def test_a_signed_document_runs(setup: Any) -> None:
     assert runs(signer) == ["5"]
 
 
+@pytest.mark.catalogue("R12")
 async def test_rollback_to_an_older_signed_document_is_rejected(setup: Any) -> None:
     """R12: serials n-1 and n-5, validly signed, are refused, also once the held copy expired."""
     store, signer, make = setup
@@ -148,6 +149,7 @@ async def test_rollback_to_an_older_signed_document_is_rejected(setup: Any) -> N
     assert agent.ledger.rejections()["counts"]["rollback"] == 4
 
 
+@pytest.mark.catalogue("R13")
 async def test_a_frozen_document_is_reported_and_not_applied(setup: Any) -> None:
     """R13: when only an expired document is served, nothing runs and 'frozen' is reported."""
     store, signer, make = setup
@@ -170,6 +172,7 @@ async def test_a_frozen_document_is_reported_and_not_applied(setup: Any) -> None
     assert any("frozen" in r["reason"] for r in reported["last"])
 
 
+@pytest.mark.catalogue("R14")
 async def test_every_byte_flip_through_the_agent_is_rejected(setup: Any) -> None:
     """R14: the agent refuses each single-byte flip of a served document; no hook runs."""
     store, signer, make = setup
@@ -207,6 +210,7 @@ async def test_unsigned_documents_need_the_heat_compatible_policy(setup: Any) ->
         make("none")
 
 
+@pytest.mark.catalogue("R15")
 async def test_key_rotation_is_adopted_through_the_chain_and_the_old_key_revoked(setup: Any) -> None:
     """R15: after a rotation the agent follows the chain, pins the new key and refuses the old one."""
     store, signer, make = setup

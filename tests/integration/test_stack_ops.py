@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.controlplane import ControlPlane, Response, start_control_plane, stop_control_plane
 from tests.support.waiting import wait_file, wait_log, wait_until
 
 GATED = """
@@ -93,12 +93,12 @@ def _ledger_reported(cp: ControlPlane, *servers: str) -> None:
         wait_until(lambda s=server: reported(s), f"no ledger report from {server}; log: {cp.log}", 30, 0.1)
 
 
-def _update(cp: ControlPlane, name: str, work: Path, rev: str, **extra: object) -> object:
+def _update(cp: ControlPlane, name: str, work: Path, rev: str, **extra: object) -> Response:
     body = {"template": GATED, "parameters": {"dir": str(work), "server": f"{name}-box", "rev": rev}, **extra}
     return cp.api("PUT", f"/v1/stacks/{name}", body)
 
 
-def test_update_while_update_runs_supersedes_it(cp: ControlPlane, work: Path):
+def test_update_while_update_runs_supersedes_it(cp: ControlPlane, work: Path) -> None:
     """r2 is accepted while r1's first deployment runs: it finishes, r1's second never starts, r3 wins."""
     _create(cp, "overlap", work)
     (work / "go-first-r1").touch()
@@ -128,7 +128,7 @@ def test_update_while_update_runs_supersedes_it(cp: ControlPlane, work: Path):
     ] == runs
 
 
-def test_update_reuses_a_superseded_result_that_is_still_valid(cp: ControlPlane, work: Path):
+def test_update_reuses_a_superseded_result_that_is_still_valid(cp: ControlPlane, work: Path) -> None:
     """An update that does not change what a running deployment gets reuses its result."""
     _create(cp, "reuse", work)
     (work / "go-first-r1").touch()
@@ -141,7 +141,8 @@ def test_update_reuses_a_superseded_result_that_is_still_valid(cp: ControlPlane,
     assert ["first r1 CREATE", "second r1 CREATE"] == _runs(work)
 
 
-def test_if_match_gives_409_when_the_stack_changed(cp: ControlPlane, work: Path):
+def test_if_match_gives_409_when_the_stack_changed(cp: ControlPlane, work: Path) -> None:
+    """An update naming an old version (body, If-Match header or `--if-match`) gets 409, changing nothing."""
     _create(cp, "ifmatch", work)
     version = cp.api("GET", "/v1/stacks/ifmatch").body["version"]
     (work / "go-first-r1").touch()
@@ -181,7 +182,8 @@ def _template_file(work: Path) -> Path:
     return path
 
 
-def test_cancel_fails_deployments_and_the_agent_stops_the_hook(cp: ControlPlane, work: Path):
+def test_cancel_fails_deployments_and_the_agent_stops_the_hook(cp: ControlPlane, work: Path) -> None:
+    """`stack cancel` fails the stack and its running deployment; the agent stops the hook before its end."""
     _create(cp, "cancel", work)
     wait_file(work / "started-first-r1")
     out = cp.cli("stack", "cancel", "cancel")
@@ -203,7 +205,8 @@ def test_cancel_fails_deployments_and_the_agent_stops_the_hook(cp: ControlPlane,
     assert 409 == again.status
 
 
-def test_timeout_fails_the_deployment_with_its_reason(cp: ControlPlane, work: Path):
+def test_timeout_fails_the_deployment_with_its_reason(cp: ControlPlane, work: Path) -> None:
+    """A deployment past its timeout fails 'timed out after 2 s', and the stack's reason says so."""
     text = GATED.replace("name: 10-first, config:", "name: 10-first, timeout: 2, config:")
     body = {"name": "slow", "template": text, "parameters": {"dir": str(work), "server": "slow-box"}}
     assert 201 == cp.api("POST", "/v1/stacks", body).status
@@ -215,7 +218,8 @@ def test_timeout_fails_the_deployment_with_its_reason(cp: ControlPlane, work: Pa
     assert "timed out after 2 s" in final["status_reason"]
 
 
-def test_rollback_returns_a_failed_update_to_the_previous_template(cp: ControlPlane, work: Path):
+def test_rollback_returns_a_failed_update_to_the_previous_template(cp: ControlPlane, work: Path) -> None:
+    """A failed update with rollback returns the stack to its previous template and re-applies its inputs."""
     _create(cp, "rollback", work)
     for step in ("first", "second"):
         (work / f"go-{step}-r1").touch()
@@ -233,7 +237,8 @@ def test_rollback_returns_a_failed_update_to_the_previous_template(cp: ControlPl
     assert "first r1 UPDATE" in runs[4:]  # the previous inputs applied again
 
 
-def test_rollback_of_a_failed_create_removes_what_it_made(cp: ControlPlane, work: Path):
+def test_rollback_of_a_failed_create_removes_what_it_made(cp: ControlPlane, work: Path) -> None:
+    """A failed create with rollback ends ROLLBACK_COMPLETE with no resource left."""
     (work / "go-first-r1").touch()
     (work / "fail-first-r1").touch()
     _create(cp, "rbcreate", work, rollback=True)
@@ -242,7 +247,8 @@ def test_rollback_of_a_failed_create_removes_what_it_made(cp: ControlPlane, work
     assert [] == cp.api("GET", "/v1/stacks/rbcreate/resources").body
 
 
-def test_check_reports_drift_and_converge_reapplies_it(cp: ControlPlane, work: Path):
+def test_check_reports_drift_and_converge_reapplies_it(cp: ControlPlane, work: Path) -> None:
+    """`stack check` reports a failed deployment as drift; `stack converge` re-applies only it."""
     (work / "go-first-r1").touch()
     (work / "go-second-r1").touch()
     (work / "fail-second-r1").touch()
@@ -263,7 +269,8 @@ def test_check_reports_drift_and_converge_reapplies_it(cp: ControlPlane, work: P
     assert report["in_sync"], report
 
 
-def test_check_reports_a_silent_server(cp: ControlPlane, work: Path):
+def test_check_reports_a_silent_server(cp: ControlPlane, work: Path) -> None:
+    """`stack check` reports a server whose agent stopped sending heartbeats as silent."""
     (work / "go-first-r1").touch()
     (work / "go-second-r1").touch()
     _create(cp, "silent", work)
@@ -282,7 +289,8 @@ def test_check_reports_a_silent_server(cp: ControlPlane, work: Path):
         os.kill(pid, signal.SIGCONT)
 
 
-def test_events_carry_generations_follow_and_outlive_the_stack(cp: ControlPlane, work: Path):
+def test_events_carry_generations_follow_and_outlive_the_stack(cp: ControlPlane, work: Path) -> None:
+    """Events carry generations, `events --follow` ends with the stack, and events outlive its deletion."""
     for step in ("first", "second"):
         (work / f"go-{step}-r1").touch()
     _create(cp, "events", work)
@@ -333,7 +341,7 @@ outputs:
 """
 
 
-def test_converge_reapplies_a_failed_group_member_only(cp: ControlPlane, work: Path):
+def test_converge_reapplies_a_failed_group_member_only(cp: ControlPlane, work: Path) -> None:
     """A group member failed on its server: converge runs it again, leaves the healthy one alone."""
     (work / "fail-b").touch()
     resp = cp.api(
@@ -369,7 +377,7 @@ def test_converge_reapplies_a_failed_group_member_only(cp: ControlPlane, work: P
     assert report["in_sync"], report
 
 
-def test_converge_finishes_the_batches_a_failed_member_held_back(cp: ControlPlane, work: Path):
+def test_converge_finishes_the_batches_a_failed_member_held_back(cp: ControlPlane, work: Path) -> None:
     """batch_create 1: a fails, b never starts; converge re-runs a, then the group goes on to b."""
     batched = (
         GROUP.replace(

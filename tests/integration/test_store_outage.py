@@ -26,6 +26,8 @@ from tests.support.controlplane import start_control_plane, stop_control_plane
 from tests.support.swift import Swift, running_swift, swift_args
 from tests.support.templates import script_per_server
 
+pytestmark = pytest.mark.catalogue("R09")
+
 SERVERS = 4
 OUTAGE_LONG = float(os.environ.get("R09_OUTAGE_LONG", "20"))
 
@@ -49,9 +51,10 @@ def swift_server() -> Iterator[Swift]:
         yield swift
 
 
-def test_r09_store_down_5s_and_60s_during_rollouts(
+def test_store_down_5s_then_long_during_rollouts_loses_no_generation(
     swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
+    """Swift down 5 s, then R09_OUTAGE_LONG s (20; 60 in the catalogue), during rollouts: each generation arrives once and agents hold signals."""
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)
     cp = start_control_plane(tmp_path, *swift_args(swift_server, "outage"))
     try:

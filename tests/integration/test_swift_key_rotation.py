@@ -52,6 +52,7 @@ def status_of(url: str) -> int:
         with urllib.request.urlopen(url, timeout=30) as resp:
             return int(resp.status)
     except urllib.error.HTTPError as e:
+        e.close()  # its unread body holds the connection
         return int(e.code)
 
 
@@ -62,7 +63,8 @@ def mid_epoch() -> int:
     return int(time.time() // EPOCH)
 
 
-def test_tempurl_keys_rotate_without_any_agent_losing_access(cp: ControlPlane, swift_server: Swift):
+def test_tempurl_keys_rotate_without_any_agent_losing_access(cp: ControlPlane, swift_server: Swift) -> None:
+    """TempURL keys rotate under running updates; no agent URL is refused, and retired keys stop working."""
     assert 201 == cp.create("kr", TEMPLATE).status
     assert "CREATE_COMPLETE" == cp.wait_stack("kr", timeout=120)["status"]
     server_id = cp.api("GET", "/v1/servers/kr-box").body["id"]
@@ -98,7 +100,8 @@ def test_tempurl_keys_rotate_without_any_agent_losing_access(cp: ControlPlane, s
     assert "asking the control plane for fresh URLs" not in agent
 
 
-def test_a_rotation_shorter_than_a_url_lifetime_is_refused(tmp_path: Path):
+def test_a_rotation_shorter_than_a_url_lifetime_is_refused(tmp_path: Path) -> None:
+    """`anneal serve` refuses a Swift key rotation shorter than a URL's lifetime: exit 2, naming both."""
     out = serve_once(
         tmp_path,
         "--swift-auth-url=http://127.0.0.1:1/auth/v1.0",

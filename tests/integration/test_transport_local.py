@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.support.controlplane import start_control_plane, stop_control_plane
 from tests.support.courier import Media
@@ -17,7 +18,8 @@ from tests.support.waiting import wait_until
 TEMPLATE = said_stack("LOCAL")
 
 
-def test_local_media_round_trip_and_signal_import(tmp_path: Path):
+def test_local_media_round_trip_and_signal_import(tmp_path: Path) -> None:
+    """LOCAL media carry documents out and signals back; re-import is idempotent, bad files are named."""
     local = Media.under(tmp_path)
     outbox = local.outbox
     cp = start_control_plane(tmp_path, *local.serve_args())
@@ -28,10 +30,10 @@ def test_local_media_round_trip_and_signal_import(tmp_path: Path):
         assert "LOCAL" == server["transport"]
         doc_file = local.document(server["id"])
 
-        def courier(stack: str) -> dict:
+        def courier(stack: str) -> dict[str, Any]:
             """Carry documents out and signals back until the stack settles (bounded)."""
 
-            def settled() -> dict | None:
+            def settled() -> dict[str, Any] | None:
                 local.carry(cp, server["id"])
                 body = cp.api("GET", f"/v1/stacks/{stack}").body
                 return None if body["status"].endswith("IN_PROGRESS") else dict(body)

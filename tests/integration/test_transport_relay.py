@@ -38,7 +38,8 @@ def agent_lines(cp: ControlPlane, start: int) -> list[str]:
     return [line for line in lines if "control.access" in line and AGENT_ROUTE.search(line)]
 
 
-def test_move_live_server_http_relay_http_mid_stack(tmp_path: Path):
+def test_a_live_server_moved_http_relay_http_mid_hook_loses_nothing(tmp_path: Path) -> None:
+    """A server moved HTTP -> RELAY -> HTTP while its hooks run loses, repeats and refuses no signal."""
     relay_port = free_port()
     relay_url = f"http://127.0.0.1:{relay_port}"
     cp = start_control_plane(tmp_path, "--provisioner=enrol", "--access-log", f"--relay-url={relay_url}")

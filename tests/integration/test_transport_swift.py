@@ -52,7 +52,10 @@ def swift_cp(swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     stop_control_plane(cp)
 
 
-def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: ControlPlane, swift_server: Swift):
+def test_swift_transport_runs_deployments_and_collects_signals(
+    swift_cp: ControlPlane, swift_server: Swift
+) -> None:
+    """On SWIFT the agent polls a bounded read-only TempURL and its signals come back through Swift."""
     cp = swift_cp
     assert 201 == cp.create("sw", TEMPLATE).status
     assert "CREATE_COMPLETE" == cp.wait_stack("sw")["status"]
@@ -86,10 +89,12 @@ def test_swift_transport_runs_deployments_and_collects_signals(swift_cp: Control
     put = urllib.request.Request(section["document_url"], data=b"{}", method="PUT")
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(put, timeout=30)
+    err.value.close()
     assert 401 == err.value.code
 
 
-def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_server: Swift):
+def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_server: Swift) -> None:
+    """On S3 the agent follows presigned URLs (at most 7 days; forged: 403) and signals through the store."""
     cp = swift_cp
     template = said_stack("S3")
     assert 201 == cp.create("s3", template).status
@@ -110,6 +115,7 @@ def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_serve
     forged = url.replace(sig, ("0" if sig[0] != "0" else "1") + sig[1:])
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(forged, timeout=30)
+    err.value.close()
     assert 403 == err.value.code
 
     body = {"template": template, "parameters": {"message": "two"}}
@@ -119,7 +125,13 @@ def test_s3_transport_through_presigned_urls(swift_cp: ControlPlane, swift_serve
     assert cp.log.read_text().count("S3: signal for deployment") >= 2
 
 
-def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPlane, tmp_path: Path):
+def agent_kind(cp: ControlPlane, server: str) -> str | None:
+    """The transport kind the agent of *server* follows (None before it stored one)."""
+    kind = json.loads(ledger_state(cp.agent_dir(server), "transport") or "{}").get("kind")
+    return None if kind is None else str(kind)
+
+
+def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPlane, tmp_path: Path) -> None:
     """SWIFT -> S3 -> RELAY -> SWIFT -> RELAY -> HTTP -> SWIFT -> HTTP, each switch in the same
     update as a new deployment generation."""
     cp = swift_cp
@@ -132,13 +144,7 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
         assert "UPDATE_COMPLETE" == cp.wait_stack("mv")["status"], cp.log.read_text()[-3000:]
         assert {"said": f"said m{step}"} == cp.outputs("mv")
         expected = {"POLL_SERVER_HEAT": "HTTP"}.get(kind, kind)
-        wait_until(
-            lambda expected=expected: (
-                json.loads(ledger_state(cp.agent_dir("mv-box"), "transport") or "{}").get("kind") == expected
-            ),
-            f"agent on {expected}",
-            90,
-        )
+        wait_until(lambda: agent_kind(cp, "mv-box") == expected, f"agent on {expected}", 90)  # noqa: B023 (waited for here)
         assert expected == cp.api("GET", "/v1/servers/mv-box").body["transport"]
     deployments = cp.api("GET", "/v1/deployments?stack=mv").body
     assert ["COMPLETE"] == [d["status"] for d in deployments]
@@ -152,7 +158,11 @@ def test_switching_transport_on_a_live_server_loses_nothing(swift_cp: ControlPla
     assert [] == list((tmp_path / "relay" / "refused").iterdir())
 
 
-def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: ControlPlane, swift_server: Swift):
+@pytest.mark.catalogue("R07")
+@pytest.mark.catalogue("R08")
+def test_swift_signal_urls_are_scoped_and_replays_are_harmless(
+    swift_cp: ControlPlane, swift_server: Swift
+) -> None:
     """R07/R08 through the store: duplicates idempotent, stale generations refused, forged URLs 401."""
     cp = swift_cp
     slow = said_stack("POLL_TEMP_URL", before="sleep 4; ")
@@ -183,6 +193,7 @@ def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: Control
             ) as r:
                 return int(r.status)
         except urllib.error.HTTPError as e:
+            e.close()  # its unread body holds the connection
             return e.code
 
     signal = json.dumps({"deploy_status_code": 0, "said": "forged"}).encode()
@@ -206,7 +217,7 @@ def test_swift_signal_urls_are_scoped_and_replays_are_harmless(swift_cp: Control
     assert {"said": "said two"} == cp.outputs("sc")
 
 
-async def test_swift_store_signal_url_and_collection(swift_server: Swift):
+async def test_swift_store_signal_url_and_collection(swift_server: Swift) -> None:
     """The store API in-process: a TEMP_URL_SIGNAL-style PUT URL, listing, import once, delete."""
     import asyncio
 
@@ -233,7 +244,8 @@ async def test_swift_store_signal_url_and_collection(swift_server: Swift):
         assert 0 < expires - time.time() <= 1200 + 5
         body = b'{"deploy_status_code": 0}'
         req = urllib.request.Request(url, data=body, method="PUT")
-        await asyncio.to_thread(urllib.request.urlopen, req, None, 30)
+        response = await asyncio.to_thread(urllib.request.urlopen, req, None, 30)
+        response.close()
         got: list[tuple[str, str, int, bytes]] = []
 
         async def intake(kind: str, dep: str, gen: int, raw: bytes) -> None:

@@ -11,6 +11,7 @@ import itertools
 import json
 import sys
 from collections.abc import Iterator
+from email.message import Message
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,7 @@ outputs:
 """
 
 
-def test_structured_deployment_substitutes_inputs(cp: ControlPlane):
+def test_structured_deployment_substitutes_inputs(cp: ControlPlane) -> None:
     """get_input nodes become input values (deploy_* too); LAX leaves unknown names null."""
     cp.create_stack("structured", STRUCTURED)
     out = cp.outputs("structured")
@@ -95,7 +96,7 @@ def test_structured_deployment_substitutes_inputs(cp: ControlPlane):
     assert (1, {"get_input": "port"}) == (keyed["literal"], keyed["listen"])
 
 
-def test_structured_strict_fails_naming_the_missing_input(cp: ControlPlane):
+def test_structured_strict_fails_naming_the_missing_input(cp: ControlPlane) -> None:
     """STRICT: a get_input of an unknown name fails the deployment, naming the path and name."""
     assert 201 == cp.create("strict", STRUCTURED, params={"validate": "STRICT"}).status
     stack = cp.wait_stack("strict")
@@ -104,7 +105,7 @@ def test_structured_strict_fails_naming_the_missing_input(cp: ControlPlane):
     assert "'nowhere' is not an input" in stack["status_reason"]
 
 
-def test_structured_input_values_validate_is_checked(cp: ControlPlane):
+def test_structured_input_values_validate_is_checked(cp: ControlPlane) -> None:
     """input_values_validate other than LAX/STRICT is refused when the stack is created."""
     bad = STRUCTURED.replace("input_values_validate: {get_param: validate}", "input_values_validate: LOOSE")
     resp = cp.create("loose", bad)
@@ -177,7 +178,7 @@ def batches(lines: list[str], action: str) -> list[set[str]]:
     return out
 
 
-def test_group_creates_in_batches_and_rolls_updates(cp: ControlPlane, tmp_path: Path):
+def test_group_creates_in_batches_and_rolls_updates(cp: ControlPlane, tmp_path: Path) -> None:
     """batch_create 1: a, b, c one by one; rolling_update 2: {a, b} then {c}; attributes aggregate."""
     log = tmp_path / "runs.log"
     cp.create_stack("grp", GROUP, params={"log": str(log)}, timeout=180)
@@ -212,7 +213,7 @@ def test_group_creates_in_batches_and_rolls_updates(cp: ControlPlane, tmp_path: 
     assert {"DELETE a start", "DELETE a end", "DELETE b start", "DELETE b end"} == set(tail)
 
 
-def test_batch_create_pause_time_separates_batches(cp: ControlPlane, tmp_path: Path):
+def test_batch_create_pause_time_separates_batches(cp: ControlPlane, tmp_path: Path) -> None:
     """pause_time 3: each member starts at least 3 s after the one before it finished (event times)."""
     log = tmp_path / "runs.log"
     paused = GROUP.replace(
@@ -275,7 +276,7 @@ resources:
 """
 
 
-def test_group_replace_on_change_is_blue_green(cp: ControlPlane, tmp_path: Path):
+def test_group_replace_on_change_is_blue_green(cp: ControlPlane, tmp_path: Path) -> None:
     """A replace_on_change input: new members CREATE, the dependent UPDATEs, old members DELETE last."""
     log = tmp_path / "runs.log"
     cp.create_stack("grepl", GROUP_REPLACE, params={"log": str(log)}, timeout=180)
@@ -326,7 +327,7 @@ outputs:
 """
 
 
-def test_random_string_is_stable_until_its_properties_change(cp: ControlPlane, tmp_path: Path):
+def test_random_string_is_stable_until_its_properties_change(cp: ControlPlane, tmp_path: Path) -> None:
     """The value survives unrelated updates; a new length makes a new value meeting the minimums."""
     out = tmp_path / "pw"
     cp.create_stack("rand", RANDOM, params={"out": str(out)})
@@ -351,7 +352,7 @@ def test_random_string_is_stable_until_its_properties_change(cp: ControlPlane, t
     assert 40 == len(second) and second != first
 
 
-def test_random_string_too_short_for_its_minimums_is_refused(cp: ControlPlane):
+def test_random_string_too_short_for_its_minimums_is_refused(cp: ControlPlane) -> None:
     """length below the sum of the minimums: 400 naming resources.pw.properties.length."""
     resp = cp.create("short", RANDOM.replace("{get_param: length}", "5"), params={"out": "/nonexistent"})
     assert (400, "resources.pw.properties.length") == (resp.status, resp.body["error"]["where"])
@@ -384,7 +385,13 @@ outputs:
 """
 
 
-def test_cloud_config_and_multipart_mime(cp: ControlPlane):
+def _text(part: Message) -> str:
+    payload = part.get_payload(decode=True)
+    assert isinstance(payload, bytes), part
+    return payload.decode()
+
+
+def test_cloud_config_and_multipart_mime(cp: ControlPlane) -> None:
     """CloudConfig is #cloud-config YAML; MultipartMime holds each part, configs by reference."""
     cp.create_stack("boot", BOOT)
     out = cp.outputs("boot")
@@ -392,14 +399,14 @@ def test_cloud_config_and_multipart_mime(cp: ControlPlane):
     assert "packages:\n- nginx\n" in out["cloud"]
     message = email.message_from_string(out["mime"])
     parts = [p for p in message.walk() if not p.is_multipart()]
-    texts = [p.get_payload(decode=True).decode() for p in parts]
+    texts = [_text(p) for p in parts]
     assert texts[0] == out["cloud"]
     assert "#!/bin/sh\necho hi\n" == texts[1]
     assert ("x-shellscript", "run.sh") == (parts[1].get_content_subtype(), parts[1].get_filename())
     assert "inline text" == texts[2]
 
 
-def test_example_component_and_group_run_end_to_end(cp: ControlPlane):
+def test_example_component_and_group_run_end_to_end(cp: ControlPlane) -> None:
     """examples/component.yaml and examples/group.yaml converge, update and suspend as they say."""
     cp.create_stack("ex-comp", EXAMPLES / "component.yaml")
     assert "installed (hello)" == cp.outputs("ex-comp")["state"]
@@ -430,7 +437,7 @@ GROUP_NAMED = script_group(
 )
 
 
-def test_group_suspends_resumes_and_is_replaced_on_a_new_name(cp: ControlPlane, tmp_path: Path):
+def test_group_suspends_resumes_and_is_replaced_on_a_new_name(cp: ControlPlane, tmp_path: Path) -> None:
     """Every member runs SUSPEND and RESUME; a new `name` creates new members, then deletes the old."""
     log = tmp_path / "runs.log"
     cp.create_stack("gname", GROUP_NAMED, params={"log": str(log)})
@@ -459,7 +466,7 @@ GROUP_FAILING = script_group(
 )
 
 
-def test_failing_member_fails_the_group_and_shows_its_output(cp: ControlPlane):
+def test_failing_member_fails_the_group_and_shows_its_output(cp: ControlPlane) -> None:
     """Member b exits 4: the stack fails naming b; `failures` shows b's stdout and stderr."""
     assert 201 == cp.create("gfail", GROUP_FAILING).status
     stack = cp.wait_stack("gfail")

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,18 +27,21 @@ from tests.support.swift import Swift
 from tests.support.templates import round_on_stores
 from tests.support.waiting import wait_until
 
+pytestmark = pytest.mark.catalogue("R22")
+
 TEMPLATE = round_on_stores()
 SKEW_TEMPLATE = round_on_stores(list(SKEW_SERVERS))
 
 
-def section(cp: ControlPlane, name: str) -> dict:
+def section(cp: ControlPlane, name: str) -> dict[str, Any]:
     return transport_section(cp.agent_dir(name))
 
 
 @pytest.mark.parametrize("skew", ["-15m", "+15m"])
-def test_r22_fifteen_minutes_of_clock_skew_fail_no_signal(
+def test_control_plane_clock_fifteen_minutes_off_fails_no_signal(
     skew: str, swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
+    """With the control plane's clock 15 min off, on Swift and S3 no signal fails and no URL is refused."""
     clock = shifted(skew)
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)
     monkeypatch.setenv("ANNEAL_S3_SECRET_KEY", swift_server.key)
@@ -62,9 +66,10 @@ def test_r22_fifteen_minutes_of_clock_skew_fail_no_signal(
         stop_control_plane(cp)
 
 
-def test_r22_expired_urls_recover_in_one_poll(
+def test_expired_urls_recover_in_one_poll(
     swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
+    """Agents holding expired store URLs get fresh ones and take the next document within one poll."""
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)
     monkeypatch.setenv("ANNEAL_S3_SECRET_KEY", swift_server.key)
     cp = start_on_stores(swift_server, tmp_path, "--store-url-lifetime=8", "--store-clock-margin=0")

@@ -1,7 +1,7 @@
 """Clock skew for R22: libfaketime shifts one process's wall clock; the control plane and agents both R22 tests run.
 
 Swift stays on the real time; the tests shift the control plane (test_url_expiry) or the
-agents (test_r22_agent_skew) by preloading libfaketime into those processes only.
+agents (test_agent_clock_skew) by preloading libfaketime into those processes only.
 """
 
 from __future__ import annotations

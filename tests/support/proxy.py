@@ -39,6 +39,10 @@ class Front:
         self.port = self._server.sockets[0].getsockname()[1]
         ready.set()
         self._loop.run_forever()
+        # stop() cancelled the tasks: let them end, then close the loop (and its sockets).
+        pending = asyncio.all_tasks(self._loop)
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self._loop.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.blackholed:  # accepted, then never answered: the client waits for its own timeout

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,7 @@ FAKE = Path(__file__).with_name("fake_chef_client.py")
 
 
 @pytest.fixture
-def client(tmp_path) -> tuple[Path, Path]:
+def client(tmp_path: Path) -> tuple[Path, Path]:
     """The fake client installed as ``<tmp>/bin/chef-client``, and the file it records to."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -27,11 +28,13 @@ def client(tmp_path) -> tuple[Path, Path]:
     return bindir / "chef-client", tmp_path / "record.jsonl"
 
 
-def records(path: Path) -> list[dict]:
+def records(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def run_chef(tmp_path, client, item, **env):
+def run_chef(
+    tmp_path: Path, client: tuple[Path, Path], item: dict[str, Any], **env: str
+) -> tuple[dict[str, Any], str]:
     path, record = client
     env = {"ANNEAL_CHEF_CLIENT": str(path), "FAKE_CHEF_RECORD": str(record), **env}
     return run_hook("chef", tmp_path / "w", item, **env)

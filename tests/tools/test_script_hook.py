@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,7 +23,14 @@ BOUND = 60
 SECRET = "s3cr3t-Value-9f2c"
 
 
-def deployment(config, *, inputs=(), outputs=(), options=None, id="c1"):
+def deployment(
+    config: object,
+    *,
+    inputs: Iterable[tuple[str, object]] = (),
+    outputs: Iterable[str] = (),
+    options: dict[str, object] | None = None,
+    id: str = "c1",
+) -> dict[str, Any]:
     return {
         "id": id,
         "name": "deploy",
@@ -39,7 +48,7 @@ def hook_env(workdir: Path) -> dict[str, str]:
     return {**env, "ANNEAL_HOOK_WORKDIR": str(workdir), "PYTHONPATH": str(ROOT)}
 
 
-def run_hook(workdir: Path, stdin) -> subprocess.CompletedProcess[str]:
+def run_hook(workdir: Path, stdin: bytes | dict[str, Any]) -> subprocess.CompletedProcess[str]:
     data = stdin if isinstance(stdin, bytes) else json.dumps(stdin).encode()
     return subprocess.run(
         [sys.executable, "-m", "hooks.script"],
@@ -53,10 +62,10 @@ def run_hook(workdir: Path, stdin) -> subprocess.CompletedProcess[str]:
     )
 
 
-def signal_of(proc: subprocess.CompletedProcess[str]) -> dict:
+def signal_of(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     """The hook's stdout as one JSON object, checked against the wire schema."""
     assert proc.returncode == 0, proc.stderr
-    result = json.loads(proc.stdout)
+    result: dict[str, Any] = json.loads(proc.stdout)
     wire.decode_signal(result)
     return result
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 from agent import progress
 from agent.progress import Progress, progress_body
@@ -11,10 +12,10 @@ from agent.progress import Progress, progress_body
 
 class Recorder:
     def __init__(self) -> None:
-        self.payloads: list[dict] = []
+        self.payloads: list[dict[str, Any]] = []
         self.sent = asyncio.Event()
 
-    async def __call__(self, payload: dict) -> bool:
+    async def __call__(self, payload: dict[str, Any]) -> bool:
         self.payloads.append(payload)
         self.sent.set()
         return True
@@ -72,9 +73,9 @@ async def test_a_silent_hook_still_sends_heartbeats():
 
 async def test_a_failing_send_never_stops_the_reports():
     """A send that raises is logged and the next report still goes."""
-    calls: list[dict] = []
+    calls: list[dict[str, Any]] = []
 
-    async def flaky(payload: dict) -> bool:
+    async def flaky(payload: dict[str, Any]) -> bool:
         calls.append(payload)
         if len(calls) == 1:
             raise OSError("connection refused")

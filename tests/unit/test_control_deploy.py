@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent import wire
+from agent import wire, wire_caps
 from control.errors import StaleSignalError
 from control.resources.deploy import Source, declared_inputs, replace_on_change_differs
 from control.signals.result import apply_signal, result_status
@@ -145,7 +145,7 @@ def test_duplicate_signal_changes_nothing():
 def test_huge_streams_are_trimmed():
     """stdout over the cap is stored with its head and tail and a mark where it was cut."""
     dep = deployment()
-    big = "h" * wire.MAX_STREAM_BYTES + "TAIL"
+    big = "h" * wire_caps.MAX_STREAM_BYTES + "TAIL"
     apply_signal(dep, 1, wire.Signal(0, big, ""))
     assert len(dep.stdout.encode()) < len(big) + 100
     assert dep.stdout.startswith("hhh") and dep.stdout.endswith("TAIL") and "bytes cut" in dep.stdout

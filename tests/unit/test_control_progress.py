@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from control.signals.result import apply_signal
 from control.store.orm import DeploymentRow
 
 
-def body(seq: int, tail: str = "out", size: int = 3) -> dict:
+def body(seq: int, tail: str = "out", size: int = 3) -> dict[str, Any]:
     return {
         "deploy_stdout": tail,
         "anneal": {
@@ -35,6 +36,7 @@ def test_progress_is_recorded_without_changing_the_deployment():
     """A progress signal is kept as the last progress; status and result stay as they were."""
     dep = running()
     kept = apply_progress(dep, 2, body(1))
+    assert kept is not None
     assert (kept["seq"], kept["output_tail"], kept["generation"]) == (1, "out", 2)
     assert (dep.status, dep.progress) == ("IN_PROGRESS", None)  # stored by a plain UPDATE, not here
 
@@ -45,7 +47,8 @@ def test_repeated_or_older_progress_is_a_duplicate():
     dep.progress = apply_progress(dep, 2, body(5, "five"))
     assert apply_progress(dep, 2, body(5, "again")) is None
     assert apply_progress(dep, 2, body(4, "older")) is None
-    assert apply_progress(dep, 2, body(6, "newer"))["output_tail"] == "newer"
+    newer = apply_progress(dep, 2, body(6, "newer"))
+    assert newer is not None and newer["output_tail"] == "newer"
 
 
 def test_progress_after_the_result_is_dropped():

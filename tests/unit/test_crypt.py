@@ -100,6 +100,7 @@ def test_without_a_server_key_secrets_are_withheld_not_sent_in_clear() -> None:
 
 
 def test_nothing_secret_leaves_the_item_unchanged() -> None:
+    """An item with none of the secret names among its inputs comes back as it was, nothing sealed."""
     plain = wire.DeploymentItem(
         id="i", name="n", group="script", creation_time="", inputs=(wire.InputItem("A", "b"),)
     )

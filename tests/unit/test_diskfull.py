@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,11 +48,11 @@ def test_full_disk_errors_are_recognised_and_others_are_not():
     assert not diskfull.is_full(ValueError("no"))
 
 
-def test_retry_keeps_trying_until_the_write_goes_through(tmp_path: Path):
+def test_retry_keeps_trying_until_the_write_goes_through(tmp_path: Path) -> None:
     """Two writes fail with ENOSPC, the third succeeds: its result is returned and the condition clears."""
     changes: list[bool] = []
     watch = QuickWatch(tmp_path, on_change=lambda: changes.append(watch.condition is not None))
-    tries = iter([_enospc(), _enospc(), "written"])
+    tries: Iterator[OSError | str] = iter([_enospc(), _enospc(), "written"])
 
     def write() -> str:
         step = next(tries)
@@ -64,7 +65,7 @@ def test_retry_keeps_trying_until_the_write_goes_through(tmp_path: Path):
     assert [True, False] == changes  # reported when it began and when it ended
 
 
-def test_retry_lets_other_errors_through(tmp_path: Path):
+def test_retry_lets_other_errors_through(tmp_path: Path) -> None:
     """A write failing for another reason is not waited on: the error reaches the caller."""
 
     def write() -> None:
@@ -74,7 +75,7 @@ def test_retry_lets_other_errors_through(tmp_path: Path):
         asyncio.run(QuickWatch(tmp_path).retry("keep the document", write))
 
 
-def test_one_pass_gives_up_with_a_line_naming_the_state_dir_and_the_write(tmp_path: Path):
+def test_one_pass_gives_up_with_a_line_naming_the_state_dir_and_the_write(tmp_path: Path) -> None:
     """Without waiting (anneal-agent once) the first full-disk failure ends it with a clear message."""
     watch = QuickWatch(tmp_path, wait=False)
 
@@ -89,7 +90,7 @@ def test_one_pass_gives_up_with_a_line_naming_the_state_dir_and_the_write(tmp_pa
     assert text.endswith("could not record the result of deployment web (abc)")
 
 
-def test_condition_is_written_where_status_reads_it_and_cleared(tmp_path: Path):
+def test_condition_is_written_where_status_reads_it_and_cleared(tmp_path: Path) -> None:
     """The running agent's condition is in condition.json (fixed size); status reads it; cleared, it is gone."""
     watch = QuickWatch(tmp_path)
     watch.open()
@@ -104,7 +105,7 @@ def test_condition_is_written_where_status_reads_it_and_cleared(tmp_path: Path):
     watch.close()
 
 
-def test_condition_of_an_agent_that_is_gone_is_not_shown(tmp_path: Path):
+def test_condition_of_an_agent_that_is_gone_is_not_shown(tmp_path: Path) -> None:
     """condition.json left by a dead agent (its pid no longer runs) does not claim a full disk now."""
     dead = subprocess_pid_that_exited()
     old = {"pid": dead, "disk_full": {"message": "old", "since": 0, "tries": 1}}
@@ -112,7 +113,9 @@ def test_condition_of_an_agent_that_is_gone_is_not_shown(tmp_path: Path):
     assert diskfull.read_condition(tmp_path) is None
 
 
-def test_room_for_waits_while_less_than_the_minimum_is_free(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_room_for_waits_while_less_than_the_minimum_is_free(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No hook starts below MIN_FREE_BYTES free; it starts once space is back."""
     free = iter([1024, 2048, diskfull.MIN_FREE_BYTES])
     monkeypatch.setattr(diskfull, "free_bytes", lambda path: next(free))
@@ -132,7 +135,7 @@ def subprocess_pid_that_exited() -> int:
     return pid
 
 
-def test_give_up_turns_a_full_disk_into_one_clear_error_and_leaves_others(tmp_path: Path):
+def test_give_up_turns_a_full_disk_into_one_clear_error_and_leaves_others(tmp_path: Path) -> None:
     """For `once`: ENOSPC becomes DiskFullError naming the state dir; another error is not its business."""
     watch = QuickWatch(tmp_path, wait=False)
     assert watch.give_up(ValueError("bad document")) is None
@@ -141,7 +144,7 @@ def test_give_up_turns_a_full_disk_into_one_clear_error_and_leaves_others(tmp_pa
     assert watch.condition is not None  # noted, so the heartbeat sent before exiting carries it
 
 
-def test_unless_full_drops_only_a_write_that_finds_the_disk_full(tmp_path: Path):
+def test_unless_full_drops_only_a_write_that_finds_the_disk_full(tmp_path: Path) -> None:
     """A write that may be lost (a hook's pid) is dropped on ENOSPC, never on another error."""
     watch = QuickWatch(tmp_path)
 

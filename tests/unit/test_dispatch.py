@@ -52,5 +52,7 @@ def test_string_inputs_are_coerced_as_heat_does():
             {"name": "d", "type": "String", "value": None},
         ]
     }
-    values = [i["value"] for i in dispatch.coerce_inputs(item)["inputs"]]
+    inputs = dispatch.coerce_inputs(item)["inputs"]
+    assert isinstance(inputs, list)
+    values = [i["value"] for i in inputs]
     assert ["3", '{"k": 1}', {"k": 1}, None] == values

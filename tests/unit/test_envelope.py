@@ -22,6 +22,7 @@ def test_a_signed_document_verifies_and_reads_as_a_document() -> None:
     assert json.loads(raw)["anneal"]["signature"]["alg"] == "ed25519"
 
 
+@pytest.mark.catalogue("R14")
 @pytest.mark.parametrize("mask", [0x01, 0x20, 0xFF])
 def test_every_single_byte_flip_is_rejected(mask: int) -> None:
     """R14: each byte of a ~3 KB signed document, flipped, fails verification."""
@@ -40,6 +41,7 @@ def test_every_single_byte_flip_is_rejected(mask: int) -> None:
     assert accepted == []
 
 
+@pytest.mark.catalogue("R14")
 def test_a_signature_moved_to_another_servers_document_is_rejected() -> None:
     """R14: the signature of server A's document does not make server B's valid."""
     key = Ed25519PrivateKey.generate()
@@ -50,6 +52,7 @@ def test_a_signature_moved_to_another_servers_document_is_rejected() -> None:
         envelope.verify(wire.canonical_json(b), pub(key), NOW)
 
 
+@pytest.mark.catalogue("R14")
 def test_mix_and_match_of_two_serials_is_rejected() -> None:
     """R14: deployments of serial 5 under the signed header of serial 6 do not verify."""
     key = Ed25519PrivateKey.generate()
@@ -60,6 +63,7 @@ def test_mix_and_match_of_two_serials_is_rejected() -> None:
         envelope.verify(wire.canonical_json(new), pub(key), NOW)
 
 
+@pytest.mark.catalogue("R14")
 @pytest.mark.parametrize("alg", ["none", "hmac-sha256", "", None])
 def test_an_algorithm_downgrade_is_rejected(alg: object) -> None:
     """R14: a signature claiming another algorithm is refused before any check."""
@@ -75,7 +79,7 @@ def test_unsigned_and_foreign_documents_are_rejected() -> None:
     key, other = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     with pytest.raises(envelope.UnsignedError):
         envelope.verify(wire.canonical_json(document()), pub(key), NOW)
-    heat_doc = {"deployments": [], "os-collect-config": {}}
+    heat_doc: dict[str, object] = {"deployments": [], "os-collect-config": {}}
     with pytest.raises(envelope.UnsignedError):
         envelope.verify(wire.canonical_json(heat_doc), pub(key), NOW)
     with pytest.raises(envelope.EnvelopeError, match="no valid chain link"):
@@ -91,6 +95,7 @@ def test_a_re_encoded_document_is_rejected() -> None:
         envelope.verify(pretty, pub(key), NOW)
 
 
+@pytest.mark.catalogue("R13")
 def test_an_expired_document_is_rejected() -> None:
     """R13: past `expires_at` a correctly signed document is refused."""
     key = Ed25519PrivateKey.generate()
@@ -107,6 +112,7 @@ def test_an_expired_document_is_rejected() -> None:
 # ------------------------------------------------------------------ R15: rotation matrix
 
 
+@pytest.mark.catalogue("R15")
 @pytest.mark.parametrize(
     ("pinned", "signer", "chain", "accepted"),
     [
@@ -133,6 +139,7 @@ def test_key_rotation_matrix(pinned: int, signer: int, chain: list[int], accepte
             envelope.verify(raw, pub(keys[pinned]), NOW)
 
 
+@pytest.mark.catalogue("R15")
 def test_a_forged_chain_link_is_rejected() -> None:
     """R15: a link claiming to follow the pinned key but signed by another key is refused."""
     keys, _ = rotated(2)

@@ -11,6 +11,7 @@ import asyncio
 import base64
 from pathlib import Path
 
+import aiohttp
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -54,7 +55,7 @@ class Harness:
     def offer(self, raw: bytes) -> str:
         """'accepted', or the kind of the rejection."""
 
-        async def fetch(*_: object) -> client.Fetched:
+        async def fetch(session: aiohttp.ClientSession, etag: str, wait: float) -> client.Fetched:
             return client.Fetched(f'"{len(raw)}"', raw)
 
         self.agent.transport.fetch = fetch  # type: ignore[method-assign]

@@ -7,13 +7,15 @@ import json
 import os
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent import wire
+from agent import wire, wire_caps
 from agent.wire import DeploymentItem, OutputItem, Signal
 from hooks import common
 from hooks.common import (
@@ -30,7 +32,7 @@ from hooks.common import (
 from hooks.errors import ConfigError, OptionError, ToolNotFoundError
 
 
-def item(**fields) -> DeploymentItem:
+def item(**fields: Any) -> DeploymentItem:
     fields.setdefault("id", "d1")
     return DeploymentItem(name="n", group="script", creation_time="", **fields)
 
@@ -164,7 +166,7 @@ def test_read_outputs_refuses_unsafe_names(tmp_path):
 def test_read_outputs_leaves_out_oversized_files(tmp_path):
     """An output file larger than a signal may carry is reported, not read."""
     prefix = tmp_path / "d1"
-    output_path(prefix, "big").write_bytes(b"x" * (wire.MAX_SIGNAL_BYTES + 1))
+    output_path(prefix, "big").write_bytes(b"x" * (wire_caps.MAX_SIGNAL_BYTES + 1))
     values, problems = read_outputs(prefix, [OutputItem("big")])
     assert values == {}
     assert "'big'" in problems[0]
@@ -240,7 +242,7 @@ def test_failure_reports_message_and_code():
 # ---------------------------------------------------------------- run_tool
 
 
-def sh(script: str, tmp_path: Path, **kwargs) -> common.ToolResult:
+def sh(script: str, tmp_path: Path, **kwargs: Any) -> common.ToolResult:
     env = {"PATH": os.environ.get("PATH", os.defpath), **kwargs.pop("env", {})}
     return run_tool(
         ["/bin/sh", "-c", script], env=env, cwd=tmp_path, timeout=kwargs.pop("timeout", 30), **kwargs
@@ -267,7 +269,7 @@ def test_run_tool_replaces_undecodable_bytes(tmp_path):
 def test_run_tool_trims_huge_output(tmp_path):
     """Output beyond the stream cap keeps its head and tail."""
     result = sh("head -c 600000 /dev/zero | tr '\\0' x; echo END", tmp_path)
-    assert len(result.stdout.encode()) < wire.MAX_STREAM_BYTES + 100
+    assert len(result.stdout.encode()) < wire_caps.MAX_STREAM_BYTES + 100
     assert result.stdout.startswith("xxx")
     assert result.stdout.endswith("END\n")
 
@@ -299,7 +301,12 @@ def test_run_tool_stops_a_tool_at_its_timeout(tmp_path):
 # ---------------------------------------------------------------- main
 
 
-def run_main(monkeypatch, capsys, stdin: bytes, run) -> tuple[int, str, str]:
+def run_main(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    stdin: bytes,
+    run: Callable[[DeploymentItem, common.HookContext], Signal],
+) -> tuple[int, str, str]:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
     code = main(run, name="demo")
     out, err = capsys.readouterr()
@@ -367,7 +374,7 @@ def test_main_reports_an_invalid_options_timeout(workdir, monkeypatch, capsys):
 
 @pytest.mark.parametrize(
     "stdin",
-    [b"", b"not json", b"[1, 2]", b'{"config": "no id"}', b" " * (wire.MAX_DOCUMENT_BYTES + 1)],
+    [b"", b"not json", b"[1, 2]", b'{"config": "no id"}', b" " * (wire_caps.MAX_DOCUMENT_BYTES + 1)],
 )
 def test_main_exits_2_without_a_deployment(workdir, monkeypatch, capsys, stdin):
     """stdin without a readable deployment gives exit 2, a message on stderr, nothing on stdout."""

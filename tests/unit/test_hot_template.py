@@ -151,7 +151,8 @@ def test_load_yaml_refuses_alias_bomb_before_building_it():
     with pytest.raises(TemplateError, match=r"expands to more than .* \(line (\d+) column") as e:
         load_yaml("\n".join(lines), "template")
     # 9**7 nodes overflow the cap: refused on line 7 of 9, so the last lines are never expanded
-    assert re.search(r"\(line (\d+) ", str(e.value)).group(1) == "7"
+    line = re.search(r"\(line (\d+) ", str(e.value))
+    assert line is not None and line.group(1) == "7"
 
 
 def test_load_yaml_refuses_too_many_aliases():
@@ -174,8 +175,8 @@ def test_load_yaml_refuses_deep_nesting_without_reading_it_all():
     """
     with pytest.raises(TemplateError, match=r"deeper than 100|maximum nesting depth") as e:
         load_yaml("[" * 200_000 + "]" * 200_000, "template")
-    column = int(re.search(r"column (\d+)", str(e.value)).group(1))
-    assert column <= 1_001
+    column = re.search(r"column (\d+)", str(e.value))
+    assert column is not None and int(column.group(1)) <= 1_001
 
 
 def test_load_yaml_refuses_depth_built_from_aliases():
@@ -736,7 +737,7 @@ CONDITION_CALLS = {
 
 
 @pytest.mark.parametrize("name", sorted(CONDITION_CALLS))
-def test_condition_functions_are_accepted_where_a_condition_is_read(name: str):
+def test_condition_functions_are_accepted_where_a_condition_is_read(name: str) -> None:
     """equals/not/and/or: in the conditions section, a resource's and an output's condition, if's condition."""
     call = {name: CONDITION_CALLS[name]}
     t = parse_template(
@@ -767,7 +768,7 @@ def test_condition_functions_are_accepted_where_a_condition_is_read(name: str):
         ("if branch", "outputs.o.value.if[1]"),
     ],
 )
-def test_condition_functions_are_refused_elsewhere(name: str, place: str, path: str):
+def test_condition_functions_are_refused_elsewhere(name: str, place: str, path: str) -> None:
     """Outside a condition, equals/not/and/or are refused at their path, naming the function."""
     call = {name: CONDITION_CALLS[name]}
     resource: dict[str, Any] = {"type": "OS::Heat::Value", "properties": {"value": 1}}

@@ -8,7 +8,7 @@ import pytest
 
 from control.hot import TemplateError, parse_template
 from control.hot.functions import CONDITION_ONLY, FUNCTIONS, SINCE
-from control.hot.template import _DATES
+from control.hot.versions import DATES
 
 # One well-formed call of each function that came after 2013-05-23.
 CALLS: dict[str, Any] = {
@@ -41,7 +41,7 @@ def with_call(version: str, name: str, where: str = "value") -> dict[str, Any]:
 
 
 def before(version: str) -> str:
-    return _DATES[_DATES.index(version) - 1]
+    return DATES[DATES.index(version) - 1]
 
 
 def test_every_later_function_has_a_call_here():
@@ -50,15 +50,15 @@ def test_every_later_function_has_a_call_here():
 
 
 @pytest.mark.parametrize("name", sorted(SINCE))
-def test_function_is_accepted_from_its_version_on(name: str):
+def test_function_is_accepted_from_its_version_on(name: str) -> None:
     """From the version that introduced it, the call parses (and in every later one)."""
     where = "if" if name in CONDITION_ONLY else "value"  # equals & co. exist only in conditions
-    for version in _DATES[_DATES.index(SINCE[name]) :]:
+    for version in DATES[DATES.index(SINCE[name]) :]:
         parse_template(with_call(version, name, where))
 
 
 @pytest.mark.parametrize("name", sorted(SINCE))
-def test_function_in_an_older_version_names_function_version_and_path(name: str):
+def test_function_in_an_older_version_names_function_version_and_path(name: str) -> None:
     """One version too early: the error names the function, both versions and the resource path."""
     old = before(SINCE[name])
     with pytest.raises(TemplateError) as info:
@@ -69,6 +69,7 @@ def test_function_in_an_older_version_names_function_version_and_path(name: str)
 
 
 def test_release_name_is_given_with_the_version():
+    """A function newer than the template's version is refused naming the version it needs and its release."""
     with pytest.raises(TemplateError, match=r"if needs heat_template_version 2016-10-14 \(newton\)"):
         parse_template(with_call("2016-04-08", "if"))
 
@@ -115,7 +116,7 @@ def test_condition_function_in_conditions_is_checked_too():
         ({"outputs": {"o": {"value": 1, "condition": True}}}, "outputs.o.condition"),
     ],
 )
-def test_conditions_need_newton(section: dict[str, Any], path: str):
+def test_conditions_need_newton(section: dict[str, Any], path: str) -> None:
     """The conditions section and the `condition` keys came with 2016-10-14."""
     doc = {"heat_template_version": "2016-04-08", "resources": {}, **section}
     with pytest.raises(TemplateError) as info:

@@ -51,13 +51,13 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_cycle_finder_finds_a_cycle():
+def test_the_cycle_finder_finds_a_cycle() -> None:
     """The finder itself reports a two-module and a three-module cycle, and no acyclic chain."""
     edges = {"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}, "f": {"a"}}
     assert [["a", "b"], ["c", "d", "e"]] == sorted(_cycles(edges))
 
 
-def test_no_module_of_control_agent_or_hooks_imports_itself_back():
+def test_no_module_of_control_agent_or_hooks_imports_itself_back() -> None:
     """grimp's import graph of the three packages has no cycle of any length."""
     graph = grimp.build_graph("control", "agent", "hooks")
     edges = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}

@@ -5,6 +5,12 @@ from __future__ import annotations
 from agent.ledger import Ledger, Outgoing
 
 
+def _state(ledger: Ledger, item_id: str) -> str:
+    entry = ledger.entry(item_id)
+    assert entry is not None, f"{item_id} is not in the ledger"
+    return entry.state
+
+
 def test_generation_states_survive_reopen(tmp_path):
     """received -> started -> finished -> signalled, kept across a new Ledger (a restart)."""
     ledger = Ledger(tmp_path)
@@ -22,16 +28,16 @@ def test_generation_states_survive_reopen(tmp_path):
             }
         ],
     )
-    assert "received" == ledger.entry("i1").state
+    assert "received" == _state(ledger, "i1")
     ledger.mark_started("i1")
     ledger.mark_finished("i1", 0, Outgoing(0, "i1", "http://x/s", "POST", b"{}", 0))
     ledger.close()
     again = Ledger(tmp_path)
-    assert "finished" == again.entry("i1").state
+    assert "finished" == _state(again, "i1")
     assert "3" == again.get_state("serial")
     (out,) = again.due(now=10**12)
     again.delivered(out, "200")
-    assert "signalled" == again.entry("i1").state
+    assert "signalled" == _state(again, "i1")
     assert 0 == again.pending_count()
 
 

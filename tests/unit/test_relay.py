@@ -33,6 +33,7 @@ def upstream_app(seen: list[tuple[str, bytes, dict[str, str]]], answer: dict[str
 async def test_relay_carries_bytes_and_spools_signals_while_upstream_is_down(
     aiohttp_server: Any, aiohttp_client: Any, tmp_path: Path
 ) -> None:
+    """The relay forwards bytes unchanged, spools signals while upstream is down, delivers them in order."""
     seen: list[tuple[str, bytes, dict[str, str]]] = []
     answer = {"status": 200}
     upstream = await aiohttp_server(upstream_app(seen, answer))

@@ -1,4 +1,7 @@
-"""The issue-3 types: their static checks, RandomString generation, get_input, component picking."""
+"""SoftwareComponent, StructuredConfig/Deployment, SoftwareDeploymentGroup and RandomString.
+
+Their static checks, RandomString generation, get_input substitution, component picking.
+"""
 
 from __future__ import annotations
 
@@ -195,7 +198,7 @@ def random(**props: Any) -> dict[str, Any]:
         ({"sequence": "hex"}, "resources.r.properties.sequence"),
     ],
 )
-def test_random_string_bad_properties_name_the_path(props: dict[str, Any], path: str):
+def test_random_string_bad_properties_name_the_path(props: dict[str, Any], path: str) -> None:
     """Each bad RandomString property is refused at its own path."""
     assert path == error(random(**props)).path
 

@@ -235,8 +235,8 @@ async def test_a_batch_writes_its_results_in_one_update_per_table(plane: Plane) 
         event.remove(plane.db.sync_engine, "before_cursor_execute", seen)
     assert [a["duplicate"] for a in answers] == [False] * DEPLOYMENTS
     by_table: dict[str, list[int]] = {}
-    for table, rows in updates:
-        by_table.setdefault(table, []).append(rows)
+    for table, count in updates:
+        by_table.setdefault(table, []).append(count)
     # one statement per table and batch, carrying every row of the batch
     assert len(by_table["deployments"]) == queue.batches
     assert sum(by_table["deployments"]) == DEPLOYMENTS

@@ -16,7 +16,7 @@ def _database(path: Path) -> None:
     setup.close()
 
 
-def test_close_with_a_pending_returning_statement_releases_the_write_lock(tmp_path: Path):
+def test_close_with_a_pending_returning_statement_releases_the_write_lock(tmp_path: Path) -> None:
     """An UPDATE ... RETURNING read only in part, then close: the next writer gets the lock at once."""
     db = tmp_path / "t.db"
     _database(db)
@@ -33,7 +33,8 @@ def test_close_with_a_pending_returning_statement_releases_the_write_lock(tmp_pa
     del cursor
 
 
-def test_close_outside_a_transaction_and_twice_is_quiet(tmp_path: Path):
+def test_close_outside_a_transaction_and_twice_is_quiet(tmp_path: Path) -> None:
+    """Closing a RollbackOnClose connection with no transaction open, and closing it again, raises nothing."""
     db = tmp_path / "t.db"
     _database(db)
     conn = sqlite3.connect(db, factory=RollbackOnClose)

@@ -24,6 +24,7 @@ from control.transports.store import MAX_URL_LIFETIME, Lifetimes, parse_signal_n
 
 
 def test_heat_and_own_transport_names():
+    """Heat's transport names map to ours; an unsupported one is refused naming the field."""
     assert "HTTP" == normalize("POLL_SERVER_CFN", "t")
     assert "HTTP" == normalize("poll_server_heat", "t")
     assert "SWIFT" == normalize("POLL_TEMP_URL", "t")
@@ -31,10 +32,12 @@ def test_heat_and_own_transport_names():
     with pytest.raises(BadRequestError) as err:
         normalize("ZAQAR_MESSAGE", "resources.box.properties.software_config_transport")
     assert "ZAQAR_MESSAGE" in str(err.value)
-    assert "software_config_transport" == err.value.where.split(".")[-1]
+    where = err.value.where
+    assert where is not None and "software_config_transport" == where.split(".")[-1]
 
 
 def test_signal_names_round_trip():
+    """Signal object and file names round-trip; malformed or path-escaping names give None."""
     assert ("d-1", 3) == parse_signal_name(signal_name("d-1", 3))
     for bad in ("d-1", "d-1/x", "a/b/3", "/3", "d-1/"):
         assert parse_signal_name(bad) is None
@@ -45,6 +48,7 @@ def test_signal_names_round_trip():
 
 
 def test_lifetimes_are_bounded_and_refreshed_before_the_store_sees_them_expire():
+    """A URL lives need + skew margin (capped) and is refreshed before a store 15 min ahead sees it expire."""
     skewed = Lifetimes(need=300, margin=900)
     assert 1200 == skewed.total
     issued = 10_000.0
@@ -71,6 +75,7 @@ def agent_config(url: str) -> AgentConfig:
 
 
 def test_relay_routing_rewrites_only_control_plane_urls():
+    """With a relay, control-plane URLs go through it and store URLs stay direct; without one, none change."""
     cfg = agent_config("http://10.9.0.1:9000")
     assert "http://10.9.0.1:9000/v1/signal/d/1?sig=x" == via(cfg, "http://127.0.0.1:8770/v1/signal/d/1?sig=x")
     assert "http://swift:8080/v1/AUTH_t/c/o" == via(cfg, "http://swift:8080/v1/AUTH_t/c/o")
@@ -78,7 +83,7 @@ def test_relay_routing_rewrites_only_control_plane_urls():
     assert "http://127.0.0.1:8770/v1/signal/d/1" == via(direct, "http://127.0.0.1:8770/v1/signal/d/1")
 
 
-def test_enrolment_answer_with_a_bad_transport_is_refused(tmp_path: Path):
+def test_enrolment_answer_with_a_bad_transport_is_refused(tmp_path: Path) -> None:
     """An answer naming an unknown transport fails enrolment with a message naming the field."""
     ledger = Ledger(tmp_path)
     try:
@@ -90,6 +95,7 @@ def test_enrolment_answer_with_a_bad_transport_is_refused(tmp_path: Path):
         ledger.close()
 
 
+@pytest.mark.catalogue("R09")
 def test_backoff_doubles_with_jitter_then_holds_at_the_cap():
     """R09: below the cap 2 s doubling with jitter; at the cap exactly the cap (rate <= N / cap)."""
     for failures in range(1, 6):
@@ -98,6 +104,7 @@ def test_backoff_doubles_with_jitter_then_holds_at_the_cap():
     assert {60.0} == {backoff(f, 60.0) for f in (6, 7, 20, 10_000)}
 
 
+@pytest.mark.catalogue("R09")
 def test_backoff_never_polls_a_failing_source_sooner_than_a_working_one():
     """R09: with a poll interval the first wait is 1-2 intervals, then doubling, then the cap."""
     for failures in range(1, 4):
@@ -107,7 +114,7 @@ def test_backoff_never_polls_a_failing_source_sooner_than_a_working_one():
     assert {60.0} == {backoff(f, 60.0, 30.0) for f in (1, 2, 50)}
 
 
-def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.MonkeyPatch):
+def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Flags win, keys come from the environment, floats are converted, unset ones stay out."""
     import argparse
 
@@ -130,7 +137,9 @@ def test_serve_transport_options_read_flags_and_environment(monkeypatch: pytest.
         p.parse_args(["--store-clock-margin", "soon"])
 
 
-def test_relay_transport_routes_to_the_named_relay_and_gives_the_credential_only_there(tmp_path: Path):
+def test_relay_transport_routes_to_the_named_relay_and_gives_the_credential_only_there(
+    tmp_path: Path,
+) -> None:
     """RELAY: control-plane URLs go to the relay the document names; the bearer only to it or the plane."""
     cfg = agent_config("http://127.0.0.1:8770")
     ledger = Ledger(tmp_path)
@@ -151,6 +160,7 @@ def test_relay_transport_routes_to_the_named_relay_and_gives_the_credential_only
 
 
 def test_relay_is_a_transport_kind_only_where_configured():
+    """RELAY is a transport name, refused unless a relay is configured; its section names the relay's URL."""
     assert "RELAY" == normalize("relay", "t")
     assert "RELAY" in CONFIG_TRANSPORTS
     lifetimes = Lifetimes(3600.0, 60.0)
@@ -160,7 +170,7 @@ def test_relay_is_a_transport_kind_only_where_configured():
     assert {"kind": "RELAY", "url": "http://r:1"} == RelayStore("http://r:1/").section("s", [], 0)
 
 
-def test_signed_signal_file_refuses_every_single_byte_change(tmp_path: Path):
+def test_signed_signal_file_refuses_every_single_byte_change(tmp_path: Path) -> None:
     """The envelope's signature covers server, deployment generation and result: any flip is caught."""
     publics = keys.ensure_keys(tmp_path)
     body = b'{"deploy_status_code": 0, "deploy_stdout": "ok", "anneal": {"generation": 3}}'
@@ -175,7 +185,8 @@ def test_signed_signal_file_refuses_every_single_byte_change(tmp_path: Path):
     assert not offline.verify(publics["sign"], "not base64!", message)
 
 
-def test_enrolment_request_signature_covers_every_field(tmp_path: Path):
+def test_enrolment_request_signature_covers_every_field(tmp_path: Path) -> None:
+    """An offline enrolment request's signature breaks when its server, token, hostname or box key changes."""
     bundle = {"server_id": "srv-1", "name": "n", "control_public_key": "k", "enrol_token": "t"}
     offline.enrol(tmp_path / "state", bundle, str(tmp_path), tmp_path / "out")
     request = json.loads((tmp_path / "out" / offline.request_file_name("srv-1")).read_bytes())
@@ -188,7 +199,7 @@ def test_enrolment_request_signature_covers_every_field(tmp_path: Path):
     assert not offline.verify(key, request["signature"], offline.request_message(box))
 
 
-def test_offline_agent_stays_on_its_media_when_a_document_moves_it_where_it_cannot_go(tmp_path: Path):
+def test_offline_agent_stays_on_its_media_when_a_document_moves_it_where_it_cannot_go(tmp_path: Path) -> None:
     """No URL, no credential: HTTP and RELAY would strand it; it stays on LOCAL and keeps writing files."""
     cfg = AgentConfig(
         **{

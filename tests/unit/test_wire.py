@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent import wire
+from agent import wire, wire_caps
 
-HEAT_ITEM = {
+HEAT_ITEM: dict[str, Any] = {
     "id": "3d5ec2a8-7004-43b6-a7f6-542bdbe9d434",
     "name": "10_write_file",
     "group": "script",
@@ -27,7 +28,7 @@ HEAT_ITEM = {
 }
 
 
-def item(**changes):
+def item(**changes: object) -> wire.DeploymentItem:
     return wire.decode_item({**HEAT_ITEM, **changes})
 
 
@@ -79,7 +80,7 @@ def test_malformed_document_names_the_path(mutate, where):
 def test_document_over_cap_is_refused():
     """A document over MAX_DOCUMENT_BYTES is refused before parsing."""
     with pytest.raises(wire.WireError, match="over the cap"):
-        wire.decode_document(b" " * (wire.MAX_DOCUMENT_BYTES + 1))
+        wire.decode_document(b" " * (wire_caps.MAX_DOCUMENT_BYTES + 1))
 
 
 def test_duplicate_item_ids_are_refused():
@@ -132,13 +133,13 @@ def test_hash_ignores_ids_times_and_credentials():
 @given(st.text())
 def test_trim_stream_keeps_short_text(text):
     """Text within the cap is returned unchanged."""
-    assert text == wire.trim_stream(text, cap=10**6)
+    assert text == wire_caps.trim_stream(text, cap=10**6)
 
 
 @given(st.text(min_size=1), st.integers(min_value=16, max_value=200))
 def test_trim_stream_bounds_size(text, cap):
     """Trimmed text keeps head and tail and stays near the cap."""
-    out = wire.trim_stream(text * 50, cap)
+    out = wire_caps.trim_stream(text * 50, cap)
     assert len(out.encode()) <= cap + 64
 
 

@@ -1,4 +1,4 @@
-"""R03: SIGKILL of the agent mid-hook, again and again (issue 6, item 3).
+"""R03: SIGKILL of the agent mid-hook, again and again.
 
 Each trial deploys one script that records its start, sleeps, records its end; the agent
 (only its pid) is killed at a uniform random offset into the hook and started again.
@@ -18,10 +18,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.agents import enrol_agent, stop_agent
 from tests.support.controlplane import start_control_plane, stop_control_plane
 from tests.support.templates import one_script_deployment
 from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.catalogue("R03")
 
 KILLS = int(os.environ.get("R03_KILLS", "6"))
 HOOK_SECONDS = 2.0
@@ -44,7 +48,8 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().split("\n")[:-1] if path.exists() else []
 
 
-def test_r03_agent_killed_mid_hook(tmp_path: Path):
+def test_agent_killed_mid_hook_runs_nothing_twice_and_never_hangs(tmp_path: Path) -> None:
+    """Killed mid-hook, the agent never runs a config twice nor hangs; rerun ones rerun with the same key."""
     rng = random.Random(os.environ.get("R03_SEED", "r03"))
     work = tmp_path / "work"
     work.mkdir()

@@ -21,15 +21,18 @@ from tests.support.processes import stop_process
 from tests.support.swift import Swift
 from tests.support.templates import round_on_stores
 
+pytestmark = pytest.mark.catalogue("R22")
+
 WEEK = 7 * 24 * 3600
 #: The hooks also report their own clock (`date +%s`): the skew reaches them.
 TEMPLATE = round_on_stores(list(SKEW_SERVERS), clock=True)
 
 
 @pytest.mark.parametrize("skew", ["-15m", "+15m"])
-def test_r22_agent_clock_fifteen_minutes_off_fails_no_signal(
+def test_agent_clock_fifteen_minutes_off_fails_no_signal(
     skew: str, swift_server: Swift, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
+    """With the agents' clocks 15 min off, on Swift and S3 no signal fails and no URL is refused."""
     clock = shifted(skew)
     monkeypatch.setenv("ANNEAL_SWIFT_KEY", swift_server.key)
     monkeypatch.setenv("ANNEAL_S3_SECRET_KEY", swift_server.key)

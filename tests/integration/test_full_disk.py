@@ -1,4 +1,4 @@
-"""R24: the agent's state dir on a full disk (issue 6, item 5).
+"""R24: the agent's state dir on a full disk.
 
 The state dir is a small tmpfs the test mounts (root only: the test fails, naming why, if it
 cannot mount). Each event fills it to a random few bytes short of full, publishes a new
@@ -21,9 +21,14 @@ import os
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.support.disk import SIZE, fill, mount_tmpfs, unmount
 from tests.support.heat import FakeHeat, run_agent
+
+pytestmark = pytest.mark.catalogue("R24")
 
 EVENTS = int(os.environ.get("R24_EVENTS", "20"))
 ARTEFACT = 24 * 1024
@@ -35,7 +40,7 @@ SCRIPT = (
 )
 
 
-def _item(base: str, n: int, disk: Path) -> dict:
+def _item(base: str, n: int, disk: Path) -> dict[str, Any]:
     return {
         "id": f"00000000-0000-4000-8000-{n:012d}",
         "name": f"{n:04d}_write",
@@ -74,7 +79,8 @@ async def _once(*args: str) -> tuple[int, str]:
     return rc, err
 
 
-async def test_r24_full_disk(tmp_path: Path):
+async def test_agent_on_a_full_disk_loses_nothing_and_resumes(tmp_path: Path) -> None:
+    """On a full disk the agent stops with one line, corrupts nothing, fakes no COMPLETE, recovers all."""
     rng = random.Random(os.environ.get("R24_SEED", "r24"))
     disk = tmp_path / "disk"
     mount_tmpfs(disk)
@@ -118,7 +124,7 @@ async def test_r24_full_disk(tmp_path: Path):
             _check_state(state, problems, f"event {n} (space back)")
             figures["events"] += 1
         # Every deployment has exactly one result; a COMPLETE one really wrote its artefact.
-        by_dep: dict[str, list[dict]] = {}
+        by_dep: dict[str, list[dict[str, Any]]] = {}
         for _, path, body, _ in heat.signals:
             by_dep.setdefault(path.rsplit("/", 1)[1], []).append(body)
         for n in range(EVENTS):

@@ -12,7 +12,7 @@ finds, and compares each outcome with a model:
 
 R06_EXAMPLES sets the number of interleavings tried per backend, each of up to 100 steps:
 30 in CI (over 1,000 operations per backend), 150 for the catalogue's figure (over 10,000):
-`R06_EXAMPLES=150 .venv/bin/pytest -s tests/integration/test_r06_races.py`.
+`R06_EXAMPLES=150 .venv/bin/pytest -s tests/integration/test_database_races.py`.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ from control.store.db import open_database
 from control.store.orm import StackRow
 from control.store.workrow import WorkRow
 from tests.support.pg import Postgres
+
+pytestmark = pytest.mark.catalogue("R06")
 
 EXAMPLES, STEPS = int(os.environ.get("R06_EXAMPLES", "30")), 100
 #: Operations a run must reach (some rules are skipped): 10,000 at the catalogue's size; below it a
@@ -77,7 +79,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
     loop.close()
 
 
-def test_r06_interleaved_writers_and_leases(backend: Backend) -> None:
+def test_interleaved_writers_and_leases_never_commit_a_stale_write(backend: Backend) -> None:
+    """Interleaved writers and lease holders never commit a stale write or a step without the lease."""
     b = backend
 
     class Races(RuleBasedStateMachine):

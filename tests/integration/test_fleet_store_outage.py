@@ -22,13 +22,18 @@ import asyncio
 import math
 import os
 
+import pytest
+
 from bench import r09
+
+pytestmark = pytest.mark.catalogue("R09")
 
 AGENTS = int(os.environ.get("R09_AGENTS", "25"))
 CAP = 8.0
 
 
-def test_r09_store_blackholed_during_a_rollout_loses_no_generation():
+def test_store_blackholed_during_a_rollout_loses_no_generation():
+    """Simulated agents lose no generation while the store is blackholed, and poll it at most N / cap."""
     args = r09.parse(["--agents", str(AGENTS), "--outages", "5", "--interval", "2", "--cap", f"{CAP:g}"])
     results = asyncio.run(r09.run(args))
     (figures,) = results["outages"]

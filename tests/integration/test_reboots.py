@@ -1,4 +1,4 @@
-"""R04: simulated reboots of the agent's host (issue 6, item 4), and a rebuilt server.
+"""R04: simulated reboots of the agent's host, and a rebuilt server.
 
 A reboot: SIGKILL the agent, delete its /run-equivalent (its TMPDIR) and every cache in
 the state dir (hook work dirs, teed output, pid file), keep the ledger, start again. Half
@@ -20,6 +20,8 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.support.agents import agent_status, enrol_agent
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
@@ -74,7 +76,9 @@ class Host:
         self.log.close()
 
 
-def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
+@pytest.mark.catalogue("R04")
+def test_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path) -> None:
+    """Host reboots (agent killed, /run and caches wiped) lose no queued signal and run nothing again."""
     work = tmp_path / "work"
     work.mkdir()
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
@@ -95,9 +99,9 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
             step = f"s{i}"
             assert 201 == cp.create(f"r04-{i}", TEMPLATE, params={"dir": str(work), "step": step}).status
             if i % 2:  # the control plane goes away while the hook runs: the signal stays queued
-                wait_until(lambda s=step: (work / f"starts-{s}").exists(), f"{step} never started", 60, 0.05)
+                wait_until((work / f"starts-{step}").exists, f"{step} never started", 60, 0.05)
                 cp.crash()
-                wait_until(lambda s=step: (work / f"ends-{s}").exists(), f"{step} never ended", 60, 0.05)
+                wait_until((work / f"ends-{step}").exists, f"{step} never ended", 60, 0.05)
                 wait_until(
                     lambda: len(agent_status(state)["queued_signals"]) >= 1, "signal never queued", 60, 0.05
                 )
@@ -127,7 +131,8 @@ def test_r04_reboots_lose_no_signal_and_rerun_nothing(tmp_path: Path):
     assert 0 == figures["lost_signals"] and 0 == figures["reruns"] and 0 == figures["serial_regressions"]
 
 
-def test_lost_state_dir_is_detected_and_the_control_plane_reruns_everything(tmp_path: Path):
+def test_lost_state_dir_is_detected_and_the_control_plane_reruns_everything(tmp_path: Path) -> None:
+    """A server re-imaged with new keys is detected at enrolment and re-run; the same keys again are not."""
     work = tmp_path / "work"
     work.mkdir()
     cp: ControlPlane = start_control_plane(tmp_path, "--provisioner", "enrol")

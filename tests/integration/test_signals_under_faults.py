@@ -211,7 +211,8 @@ async def r07(cp: ControlPlane) -> dict[str, Any]:
     return {"n": n, "proxy": proxy, "outputs": outputs, "events": events, "elapsed": elapsed}
 
 
-def test_r07_duplicated_reordered_replayed_signals_at_scale(cp: ControlPlane):
+@pytest.mark.catalogue("R07")
+def test_duplicated_reordered_and_replayed_signals_give_the_reference_outputs(cp: ControlPlane) -> None:
     """R07: 100 % reference outputs, 0 stale signals accepted, one event per unique signal."""
     got = asyncio.run(r07(cp))
     n, proxy = got["n"], got["proxy"]
@@ -342,7 +343,8 @@ async def r08(cp: ControlPlane) -> dict[str, Any]:
     }
 
 
-def test_r08_forged_signals_and_url_guesses_are_refused(cp: ControlPlane):
+@pytest.mark.catalogue("R08")
+def test_forged_signals_and_url_guesses_are_refused(cp: ControlPlane) -> None:
     """R08: A's credential or URL on B's deployments is 403 with an audit line; guesses never hit."""
     got = asyncio.run(r08(cp))
     print(

@@ -1,0 +1,234 @@
+"""Parsing a HOT template: each section read and checked into a Template.
+
+``parse_template`` either returns a Template that the engine can build without meeting a
+structural problem, or raises TemplateError naming the first problem's path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from control.hot.checker import Checker
+from control.hot.environment import Environment, map_type
+from control.hot.errors import TemplateError, at
+from control.hot.loader import check_document, load_yaml
+from control.hot.parameters import ParameterDef, parse_parameter_defs
+from control.hot.schema import TypeSpec, check_keys, check_properties, describe
+from control.hot.template import OutputDef, ResourceDef, Template
+from control.hot.types import ALIASES, TYPES
+from control.hot.versions import canonical_version
+
+SECTIONS = (
+    "heat_template_version",
+    "description",
+    "parameter_groups",
+    "parameters",
+    "resources",
+    "outputs",
+    "conditions",
+)
+RESOURCE_KEYS = (
+    "type",
+    "properties",
+    "metadata",
+    "depends_on",
+    "update_policy",
+    "deletion_policy",
+    "condition",
+    "external_id",
+)
+DELETION_POLICIES = {"delete": "Delete", "retain": "Retain", "snapshot": "Snapshot"}
+INFRASTRUCTURE = (
+    "OS::Neutron::",
+    "OS::Cinder::",
+    "OS::Nova::",
+    "OS::Glance::",
+    "OS::Keystone::",
+    "OS::Swift::",
+    "OS::Octavia::",
+    "OS::Designate::",
+    "AWS::",
+)
+_RESOURCE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def parse_template(
+    source: str | Mapping[str, Any],
+    *,
+    files: Mapping[str, str] | None = None,
+    environment: Environment | None = None,
+    types: Mapping[str, TypeSpec] = TYPES,
+) -> Template:
+    """Parse and validate a HOT template; raises TemplateError at the first problem."""
+    data = _document(source)
+    version = canonical_version(data.get("heat_template_version"))
+    description = data.get("description") or ""
+    if not isinstance(description, str):
+        raise TemplateError("description", f"expected a string, got {describe(description)}")
+    warnings: list[str] = []
+    parameters = parse_parameter_defs(data.get("parameters"), warnings)
+    _check_groups(data.get("parameter_groups"), parameters)
+    resources = _resources(data.get("resources"), environment or Environment(), types, warnings)
+    template = Template(
+        version=version,
+        description=description,
+        parameters=parameters,
+        resources=resources,
+        outputs=_outputs(data.get("outputs")),
+        conditions=_names_map(data.get("conditions"), "conditions"),
+        files=dict(files or {}),
+        warnings=tuple(warnings),
+    )
+    Checker(template, types).run()
+    return template
+
+
+def _document(source: Any) -> Mapping[str, Any]:
+    if isinstance(source, str):
+        data = load_yaml(source, "template")
+    elif isinstance(source, Mapping):
+        check_document(source, "template")
+        data = source
+    else:
+        raise TemplateError("template", f"expected YAML text or a map, got {describe(source)}")
+    if not isinstance(data, Mapping):
+        raise TemplateError("template", f"expected a map of sections, got {describe(data)}")
+    for key in data:
+        if key in ("AWSTemplateFormatVersion", "HeatTemplateFormatVersion"):
+            raise TemplateError(str(key), "CloudFormation-format templates are not supported; use HOT")
+        if key not in SECTIONS:
+            raise TemplateError(str(key), f"unknown section; allowed: {', '.join(SECTIONS)}")
+    return data
+
+
+def _names_map(section: Any, path: str) -> dict[str, Any]:
+    """A section that maps names to definitions, checked to be one."""
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise TemplateError(path, f"expected a map of name -> definition, got {describe(section)}")
+    for name in section:
+        if not isinstance(name, str) or not name:
+            raise TemplateError(path, f"names must be non-empty strings, not {name!r}")
+    return dict(section)
+
+
+def _check_groups(groups: Any, parameters: Mapping[str, ParameterDef]) -> None:
+    if groups is None:
+        return
+    if not isinstance(groups, list):
+        raise TemplateError("parameter_groups", f"expected a list, got {describe(groups)}")
+    seen: set[str] = set()
+    for i, group in enumerate(groups):
+        path = at("parameter_groups", i)
+        if not isinstance(group, Mapping) or set(group) - {"label", "description", "parameters"}:
+            raise TemplateError(path, "expected a map with label, description and parameters")
+        names = group.get("parameters") or []
+        if not isinstance(names, list):
+            raise TemplateError(at(path, "parameters"), "expected a list of parameter names")
+        for j, name in enumerate(names):
+            if not isinstance(name, str) or name not in parameters:
+                raise TemplateError(at(at(path, "parameters"), j), f"{name!r} is not a declared parameter")
+            if name in seen:
+                raise TemplateError(at(at(path, "parameters"), j), f"{name!r} is in more than one group")
+            seen.add(name)
+
+
+def _resources(
+    section: Any, env: Environment, types: Mapping[str, TypeSpec], warnings: list[str]
+) -> dict[str, ResourceDef]:
+    return {
+        name: _resource(name, body, env, types, warnings)
+        for name, body in _names_map(section, "resources").items()
+    }
+
+
+def _mapping(body: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
+    value = body.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TemplateError(at(path, key), f"expected a map, got {describe(value)}")
+    return dict(value)
+
+
+def _resource(
+    name: str, body: Any, env: Environment, types: Mapping[str, TypeSpec], warnings: list[str]
+) -> ResourceDef:
+    path = f"resources.{name}"
+    if not _RESOURCE_NAME.fullmatch(name):
+        raise TemplateError(path, "a resource name has only letters, digits, '_', '-' and '.'")
+    if not isinstance(body, Mapping):
+        raise TemplateError(path, f"expected a map with at least 'type', got {describe(body)}")
+    for key in body:
+        if key == "external_id":
+            raise TemplateError(at(path, key), "external resources are not supported")
+        if key not in RESOURCE_KEYS:
+            raise TemplateError(at(path, key), f"unknown key; allowed: {', '.join(RESOURCE_KEYS[:-1])}")
+    original = body.get("type")
+    if not isinstance(original, str) or not original:
+        raise TemplateError(at(path, "type"), "is required: the name of a resource type")
+    rtype = map_type(env, original)
+    rtype = ALIASES.get(rtype, rtype)
+    if rtype not in types:
+        raise _unsupported_type(at(path, "type"), original, rtype, types)
+    properties = _mapping(body, "properties", path)
+    check_properties(types[rtype], properties, at(path, "properties"), warnings)
+    update_policy = _mapping(body, "update_policy", path)
+    if types[rtype].update_policy is not None:
+        check_keys(types[rtype].update_policy or {}, update_policy, at(path, "update_policy"))
+    return ResourceDef(
+        name=name,
+        type=rtype,
+        original_type=original,
+        properties=properties,
+        depends_on=_depends_on(body.get("depends_on"), at(path, "depends_on")),
+        metadata=_mapping(body, "metadata", path),
+        deletion_policy=_deletion_policy(body.get("deletion_policy"), at(path, "deletion_policy")),
+        update_policy=update_policy,
+        condition=body.get("condition"),
+    )
+
+
+def _unsupported_type(path: str, original: str, rtype: str, types: Mapping[str, TypeSpec]) -> TemplateError:
+    mapped = f" (mapped from {original!r} by the environment)" if rtype != original else ""
+    reason = f"type {rtype!r}{mapped} is not supported; supported types: {', '.join(sorted(types))}"
+    if rtype.startswith(INFRASTRUCTURE):
+        reason += (
+            "; Anneal creates no infrastructure: to skip this resource, map its type in an "
+            f'environment\'s resource_registry, e.g. resource_registry: {{"{rtype}": OS::Heat::None}}'
+        )
+    return TemplateError(path, reason)
+
+
+def _depends_on(value: Any, path: str) -> tuple[str, ...]:
+    names = [] if value is None else [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise TemplateError(path, "expected a resource name or a list of resource names")
+    return tuple(dict.fromkeys(names))
+
+
+def _deletion_policy(value: Any, path: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.lower() not in DELETION_POLICIES:
+        raise TemplateError(path, f"{value!r} is not one of Delete, Retain, Snapshot")
+    return DELETION_POLICIES[value.lower()]
+
+
+def _outputs(section: Any) -> dict[str, OutputDef]:
+    outputs = {}
+    for name, body in _names_map(section, "outputs").items():
+        path = f"outputs.{name}"
+        if not isinstance(body, Mapping) or "value" not in body:
+            raise TemplateError(path, "expected a map with a value")
+        for key in body:
+            if key not in ("value", "description", "condition"):
+                raise TemplateError(at(path, key), "unknown key; allowed: value, description, condition")
+        description = body.get("description")
+        if description is not None and not isinstance(description, str):
+            raise TemplateError(at(path, "description"), f"expected a string, got {describe(description)}")
+        outputs[name] = OutputDef(name, body["value"], description, body.get("condition"))
+    return outputs
