@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def _ledger_reported(cp: ControlPlane, *servers: str) -> None:
         return status.get("reported_at", 0) > since and all(i[2] in ("finished", "signalled") for i in items)
 
     for server in servers:
-        wait_until(lambda s=server: reported(s), f"no ledger report from {server}; log: {cp.log}", 30, 0.1)
+        wait_until(partial(reported, server), f"no ledger report from {server}; log: {cp.log}", 30, 0.1)
 
 
 def _update(cp: ControlPlane, name: str, work: Path, rev: str, **extra: object) -> Response:
