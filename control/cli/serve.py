@@ -10,6 +10,7 @@ from aiohttp import web
 
 from control.api.app import make_app
 from control.cli import transport_options
+from control.cli.db import upgrade_command
 from control.settings import Settings
 from control.store.db import SchemaError
 
@@ -62,7 +63,16 @@ def serve(args: argparse.Namespace) -> int:
             access_log_format='%a "%r" %s via=%{Via}i',
             shutdown_timeout=5,
         )
-    except (SchemaError, OSError, ValueError) as e:
+    except SchemaError as e:
+        print(f"anneal serve: {e}", file=sys.stderr)
+        if e.upgradable:
+            print(
+                "back the database up, stop every control plane that uses it, then run:\n"
+                f"  {upgrade_command(args)}",
+                file=sys.stderr,
+            )
+        return 2
+    except (OSError, ValueError) as e:
         print(f"anneal serve: {e}", file=sys.stderr)
         return 2
     return 0
