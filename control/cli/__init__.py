@@ -4,7 +4,7 @@ This module parses the command line. commands: the COMMANDS table and its handle
 output: tables, json, yaml; client: the REST client; stack_request, signal_import, log:
 the longer commands' parts; serve: `anneal serve`, imported only when it runs, so the
 operator commands never load SQLAlchemy; db: `anneal db`, imported the same way;
-transport_options: serve's store options.
+background: `anneal serve --background` and `--stop`; transport_options: serve's store options.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from control.cli import commands, transport_options
+from control.cli import background, commands, transport_options
 from control.cli.client import ClientError
 
 FORMATS = ("table", "json", "yaml", "value")
@@ -159,6 +159,17 @@ def _serve(p: argparse.ArgumentParser) -> None:
         help="cap on any request body (default: twice the template cap, at least 2M)",
     )
     p.add_argument("--log-level", default="INFO")
+    run = p.add_mutually_exclusive_group()
+    run.add_argument(
+        "--background",
+        action="store_true",
+        help="run detached (log in DATA_DIR/serve.log); return once it listens",
+    )
+    run.add_argument("--stop", action="store_true", help="stop the control plane --background started")
+    p.add_argument(
+        "--pid-file",
+        help="write the PID here once listening, removed at exit (--background: DATA_DIR/serve.pid)",
+    )
     p.add_argument(
         "--access-log", action="store_true", help="log every request: peer address, request line, status"
     )
@@ -227,16 +238,10 @@ def _fmt(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.group == "serve":
-        # The server's imports (SQLAlchemy, the engine) stay out of the operator commands' path.
-        from control.cli.serve import serve  # noqa: PLC0415
-
-        return serve(args)
-    if args.group == "db":
-        from control.cli.db import db  # noqa: PLC0415 (opens the database: SQLAlchemy, Alembic)
-
-        return db(args)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(given)
+    if args.group in ("serve", "db"):
+        return _on_this_machine(args, given)
     try:
         return commands.run(args)
     except ClientError as e:
@@ -244,3 +249,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _on_this_machine(args: argparse.Namespace, given: list[str]) -> int:
+    """`anneal serve` and `anneal db`: they work on the data dir and the database, not over REST."""
+    # Their imports (SQLAlchemy, Alembic, the engine) stay out of the operator commands' path.
+    if args.group == "db":
+        from control.cli.db import db  # noqa: PLC0415
+
+        return db(args)
+    if args.stop:
+        return background.stop(args)
+    if args.background:
+        return background.start(args, given)
+    from control.cli.serve import serve  # noqa: PLC0415
+
+    return serve(args)

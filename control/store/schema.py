@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from control.store.sqliteconn import RollbackOnClose
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The revision of release 36f815b's schema, and the ``anneal_meta`` value that marks it.
@@ -92,6 +95,7 @@ def _prepare(conn: Connection) -> None:
     found = version_of(conn)
     if found.current is None:
         run_revisions(conn, found)
+        log.info("a new database: its schema is made at revision %s", found.head)
     elif found.current != found.head:
         raise SchemaError(
             f"the database is at schema revision {found.current}; this control plane needs "
