@@ -173,11 +173,11 @@ def run_revisions(conn: Connection, found: Version) -> None:
 
 def offline_sql(dialect: str, found: Version) -> str:
     """The SQL an upgrade from *found* runs on *dialect*, as Alembic's offline mode prints it."""
+    if found.current == found.head:
+        return ""
     out = io.StringIO()
     cfg = alembic_config(dialect=dialect)
     cfg.output_buffer = out
-    if found.current == found.head:
-        return ""
     if found.legacy:
         out.write("-- release 36f815b kept no alembic_version table: it is made at the baseline first\n")
         command.stamp(cfg, BASELINE, sql=True)
