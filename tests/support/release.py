@@ -4,6 +4,10 @@ Copies of its data dir and agents' state dirs for a test to upgrade, and the sam
 loaded into PostgreSQL: that release's own DDL for PostgreSQL (``schema-postgresql.sql``,
 what its ``create_all`` issued there) run on an empty database, then every row of its
 SQLite database copied across, serial counters moved past the copied ids.
+
+Every copy is aged to now: each timestamp in it (a float of seconds since the epoch) moves
+forward by the time since the fixture was made, so deadlines it holds (a running deployment's
+timeout, an enrolment token's expiry, a signal's next try) are as far off as when it was made.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import json
 import os
 import shutil
 import sqlite3
+import time
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +33,8 @@ from control.store.orm import Base
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "release_36f815b"
 #: Tables with an autoincrement id, whose PostgreSQL sequence must follow the copied rows.
 _SERIAL = ("events", "resources")
+#: Floats in this range are timestamps (2001-09 to 2286-11); durations such as `timeout` are far below.
+_EPOCH = (1e9, 1e10)
 
 
 def expected() -> dict[str, Any]:
@@ -38,6 +46,7 @@ def data_dir(dest: Path) -> Path:
     """A copy of the control plane's data dir (database, keys, admin token) at *dest*, modes as made."""
     shutil.copytree(FIXTURE / "data", dest)
     _private(dest)
+    _age_sqlite(dest / "anneal.db")
     return dest
 
 
@@ -58,6 +67,7 @@ def agent_state(name: str, dest: Path, url: str) -> Path:
         db.commit()
     finally:
         db.close()
+    _age_sqlite(dest / "ledger.sqlite")
     return dest
 
 
@@ -71,7 +81,8 @@ async def load_into_postgres(url: str) -> None:
             column.type.none_as_null = True
     with source.connect() as conn:
         rows = {
-            name: [dict(r._mapping) for r in conn.execute(t.select())] for name, t in tables.tables.items()
+            name: [{k: _aged(v) for k, v in r._mapping.items()} for r in conn.execute(t.select())]
+            for name, t in tables.tables.items()
         }
     source.dispose()
     engine = create_async_engine(async_url(url))
@@ -103,6 +114,41 @@ async def differences(url: str) -> list[Any]:
             return await conn.run_sync(compare)
     finally:
         await engine.dispose()
+
+
+@cache
+def _age() -> float:
+    """Seconds between the fixture's making (its last event) and the first copy in this process."""
+    db = sqlite3.connect(f"file:{FIXTURE / 'data' / 'anneal.db'}?mode=ro", uri=True)
+    try:
+        (made,) = db.execute("SELECT max(timestamp) FROM events").fetchone()
+    finally:
+        db.close()
+    return time.time() - float(made)
+
+
+def _aged(value: Any) -> Any:
+    """*value* moved forward by the fixture's age if it is a timestamp, else unchanged."""
+    if isinstance(value, float) and _EPOCH[0] < value < _EPOCH[1]:
+        return value + _age()
+    return value
+
+
+def _age_sqlite(path: Path) -> None:
+    """Move every timestamp in the SQLite database at *path* forward by the fixture's age."""
+    db = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:
+            for column in (r[1] for r in db.execute(f'PRAGMA table_info("{table}")')):
+                db.execute(
+                    f'UPDATE "{table}" SET "{column}" = "{column}" + ? '
+                    f'WHERE typeof("{column}") = \'real\' AND "{column}" > ? AND "{column}" < ?',
+                    (_age(), *_EPOCH),
+                )
+        db.commit()
+    finally:
+        db.close()
 
 
 def _private(root: Path) -> None:
