@@ -71,7 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     relay.add_argument("--upstream", required=True, help="the control plane's URL")
     sub.choices["status"].add_argument("--json", action="store_true", help="print JSON")
     for p in sub.choices.values():
-        p.add_argument("--state-dir", required=True, type=Path, help="the agent's state directory")
+        # Absolute: hooks run in their own working directories and are given paths inside it.
+        p.add_argument(
+            "--state-dir",
+            required=True,
+            type=lambda text: Path(text).absolute(),
+            help="the agent's state directory",
+        )
     return parser
 
 
