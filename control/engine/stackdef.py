@@ -15,6 +15,8 @@ from control.store.orm import StackRow
 #: The stack row's big columns a Definition is parsed from (plus the one a rollback returns
 #: to); ``files`` is not among them: expressions read it while resources act (``get_file``).
 DEFINITION_COLUMNS = ("template", "environment", "params_given", "previous")
+#: An attribute that stands for the resource in get_resource (an AWS wait handle's signed URL).
+REFERENCE = "anneal:ref"
 
 
 def without(*columns: str) -> list[Any]:
@@ -95,8 +97,9 @@ class StackContext:
         return self._defn.params.values[name]
 
     def resource_id(self, name: str) -> Any:
+        """What get_resource gives: the physical id, or the reference a handler set (a URL)."""
         row = self._rows.get(name)
-        return row.physical_id if row is not None else None
+        return (row.attributes.get(REFERENCE) or row.physical_id) if row is not None else None
 
     def attribute(self, name: str, attribute: str) -> Any:
         row = self._rows.get(name)

@@ -78,6 +78,28 @@ _SERVER = {
 }
 
 
+HANDLE_TRANSPORTS = (
+    "CFN_SIGNAL",
+    "TEMP_URL_SIGNAL",
+    "HEAT_SIGNAL",
+    "NO_SIGNAL",
+    "ZAQAR_SIGNAL",
+    "TOKEN_SIGNAL",
+)
+
+
+def _check_wait(props: Mapping[Any, Any], path: str) -> None:
+    """Heat's ranges: a timeout of 1..43200 seconds, a count of at least 1."""
+    timeout = props.get("timeout", props.get("Timeout"))
+    count = props.get("count", props.get("Count", 1))
+    if call_of(timeout) is None and timeout is not None and not 1 <= float(timeout) <= 43200:
+        raise TemplateError(
+            at(path, "timeout" if "timeout" in props else "Timeout"), f"{timeout} is not in 1..43200"
+        )
+    if call_of(count) is None and count is not None and float(count) < 1:
+        raise TemplateError(at(path, "count" if "count" in props else "Count"), f"{count} is less than 1")
+
+
 def component_action_clash(configs: Any) -> tuple[int, str] | None:
     """(index, problem) when an action is in more than one of a component's configs."""
     seen: dict[Any, int] = {}
@@ -273,6 +295,32 @@ TYPES: Mapping[str, TypeSpec] = {
                 **{name: PropSpec("any", ignored=True) for name in COMPUTE_PROPERTIES},
             },
             SERVER_ATTRIBUTES | {"first_address", "instance_name", "show"},
+        ),
+        TypeSpec(
+            "OS::Heat::WaitConditionHandle",
+            {"signal_transport": _s(default="TOKEN_SIGNAL", allowed=HANDLE_TRANSPORTS, update="replace")},
+            frozenset({"token", "endpoint", "curl_cli", "signal"}),
+        ),
+        TypeSpec(
+            "OS::Heat::WaitCondition",
+            {
+                "handle": _s(required=True),
+                "timeout": PropSpec("number", required=True),
+                "count": PropSpec("integer", default=1),
+            },
+            frozenset({"data"}),
+            check=_check_wait,
+        ),
+        TypeSpec("AWS::CloudFormation::WaitConditionHandle", {}, frozenset()),
+        TypeSpec(
+            "AWS::CloudFormation::WaitCondition",
+            {
+                "Handle": _s(required=True),
+                "Timeout": PropSpec("number", required=True),
+                "Count": PropSpec("number", default=1),
+            },
+            frozenset({"Data"}),
+            check=_check_wait,
         ),
         TypeSpec("OS::Heat::None", {}, None, open_properties=True),
         TypeSpec(

@@ -56,6 +56,11 @@ class Res:
         return f"resources.{self.name}"
 
 
+def warn(txn: Txn, res: Res, message: str, action: str = "CREATE") -> None:
+    """A WARNING event on *res*: what Heat would do that Anneal does another way, or not at all."""
+    txn.event(res.stack.id, res.name, action, "WARNING", message, traversal=res.stack.traversal)
+
+
 class Handler(Protocol):
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome: ...
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome: ...

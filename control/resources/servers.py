@@ -9,11 +9,12 @@ from typing import Any
 
 from sqlalchemy import select
 
+from control.documents import heat
 from control.keys import new_token, token_hash
 from control.resources import deploy
-from control.resources.base import REPLACE, Outcome, Res, done
+from control.resources.base import REPLACE, Outcome, Res, done, warn
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow
-from control.transports.publisher import assign
+from control.transports.publisher import assign, nearest_kind
 from control.txn import Txn
 
 
@@ -57,8 +58,8 @@ class Server:
                     f"server {name} awaits its agent: `anneal server token {name}` gives it a token",
                     traversal=res.stack.traversal,
                 )
-        _config_transport(txn, res, server, props)
-        return done(server.id, **_server_attributes(server))
+        _config_transport(txn, res, server, props, "CREATE")
+        return done(server.id, **_server_attributes(txn, res, server, props))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
         old_name = (row.properties or {}).get("name") or f"{res.stack.name}-{res.name}"
@@ -67,8 +68,8 @@ class Server:
         server = await txn.get(ServerRow, row.physical_id or "")
         if server is None:
             return REPLACE
-        _config_transport(txn, res, server, props)
-        return done(server.id, **_server_attributes(server))
+        _config_transport(txn, res, server, props, "UPDATE")
+        return done(server.id, **_server_attributes(txn, res, server, props))
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         server = await txn.get(ServerRow, row.physical_id or "")
@@ -133,17 +134,24 @@ async def remove_server(txn: Txn, server: ServerRow) -> None:
     txn.later.append(release)
 
 
-def _config_transport(txn: Txn, res: Res, server: ServerRow, props: Mapping[str, Any]) -> None:
+def _config_transport(txn: Txn, res: Res, server: ServerRow, props: Mapping[str, Any], action: str) -> None:
     """software_config_transport chooses the server's transport; a change moves its agent."""
     value = props.get("software_config_transport")
-    if value is not None:
-        assign(txn, server, value, f"{res.where}.properties.software_config_transport")
+    if value is None:
+        return
+    where = f"{res.where}.properties.software_config_transport"
+    kind, note = nearest_kind(txn.runtime.publisher, value, where)
+    if note:
+        warn(txn, res, note, action)
+    assign(txn, server, kind, where)
 
 
-def _server_attributes(server: ServerRow) -> dict[str, Any]:
+def _server_attributes(txn: Txn, res: Res, server: ServerRow, props: Mapping[str, Any]) -> dict[str, Any]:
+    transport = str(props.get("software_config_transport") or heat.DEFAULT_TRANSPORT).upper()
+    place = heat.Placement(res.stack.name, res.stack.id, res.name, transport, res.type == "OS::Nova::Server")
     return {
         "name": server.name,
-        "os_collect_config": {},
+        "os_collect_config": heat.os_collect_config(txn.runtime, server.id, place),
         "networks": {},
         "addresses": {},
         "accessIPv4": "",
