@@ -68,7 +68,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
     template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
     stack_id = str(uuid.uuid4())
     defn = stackdef.build(template, files, env, params, stack_name=name, stack_id=stack_id)
-    check_definition(defn.template)
+    warnings = check_definition(defn.template)
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
@@ -85,10 +85,11 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             version=1,
             traversal=1,
         )
-        _store_definition(stack, template, files, env, params, defn)
+        _store_definition(stack, template, files, env, params, defn, warnings)
         stack.rollback = _rollback_wanted(body)
         session.add(stack)
         txn.event(stack_id, "", "CREATE", "IN_PROGRESS", "Stack CREATE started", traversal=1)
+        warning_events(txn, stack)
         txn.kicks.add(stack_id)
         await txn.commit(kick)
         return stack_view(stack)
@@ -139,7 +140,7 @@ async def _update_once(
         if body.get("existing"):
             params = {**stack.params_given, **params}
         defn = stackdef.build(template, files, env, params, stack_name=stack.name, stack_id=stack.id)
-        check_definition(defn.template)
+        warnings = check_definition(defn.template)
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.
         if not (stack.status == "IN_PROGRESS" and stack.previous is not None):
@@ -147,13 +148,14 @@ async def _update_once(
                 None if stack.action == "CREATE" and stack.status == "IN_PROGRESS" else _definition(stack)
             )
         stack.rollback = _rollback_wanted(body)
-        _store_definition(stack, template, files, env, params, defn)
+        _store_definition(stack, template, files, env, params, defn, warnings)
         stack.version += 1
         stack.traversal += 1
         stack.action, stack.status, stack.status_reason = "UPDATE", "IN_PROGRESS", "Stack UPDATE started"
         stack.updated_at = time.time()
         await _retire(session, stack.id, set(defn.order()))
         txn.event(stack.id, "", "UPDATE", "IN_PROGRESS", "Stack UPDATE started", traversal=stack.traversal)
+        warning_events(txn, stack)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)
@@ -264,6 +266,7 @@ def _store_definition(
     env: hot.Environment,
     params: dict[str, Any],
     defn: stackdef.Definition,
+    warnings: list[str],
 ) -> None:
     stack.template = template
     stack.files = files
@@ -271,7 +274,15 @@ def _store_definition(
     stack.params_given = params
     stack.parameters = stackdef.plain(dict(defn.params.values))
     stack.hidden = sorted(defn.params.hidden)
-    stack.warnings = list(defn.template.warnings) + list(defn.params.warnings)
+    stack.warnings = list(defn.template.warnings) + list(defn.params.warnings) + warnings
+
+
+def warning_events(txn: Txn, stack: StackRow) -> None:
+    """One WARNING event per warning of the definition, on the resource its path names."""
+    for warning in stack.warnings:
+        path = str(warning).partition(":")[0]
+        resource = path.split(".")[1] if path.startswith("resources.") and path.count(".") >= 1 else ""
+        txn.event(stack.id, resource, stack.action, "WARNING", str(warning), traversal=stack.traversal)
 
 
 async def get_stack(session: AsyncSession, ref: str, *options: Any) -> StackRow:
