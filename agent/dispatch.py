@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from agent import output, wire, wire_caps
+from agent import output, wire, wire_caps, wire_files
 
 log = logging.getLogger(__name__)
 BUILTIN_HOOKS = frozenset({"script", "puppet", "ansible", "salt", "chef"})
@@ -72,13 +72,22 @@ def unsafe_names(item: wire.DeploymentItem) -> wire.Signal | None:
 
 
 def coerce_inputs(item: Mapping[str, object]) -> dict[str, object]:
-    """Heat's agent turns String inputs that are not strings into strings; so do we (as JSON)."""
+    """Heat's agent turns String inputs that are not strings into strings; so do we (as JSON).
+
+    A binary file's envelope (agent/wire_files.py) stays one: the hook opens it into its bytes.
+    """
     out = dict(item)
     inputs = []
     for i in item.get("inputs") or []:  # type: ignore[attr-defined]
         entry = dict(i)
         value = entry.get("value")
-        if entry.get("type", "String") == "String" and value is not None and not isinstance(value, str):
+        binary = wire_files.opened(value) is not None
+        if (
+            entry.get("type", "String") == "String"
+            and value is not None
+            and not isinstance(value, str)
+            and not binary
+        ):
             entry["value"] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
         inputs.append(entry)
     out["inputs"] = inputs

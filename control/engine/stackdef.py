@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.orm import defer
 
+from agent import wire_files
 from control import hot
 from control.store.orm import StackRow
 
@@ -105,8 +106,12 @@ class StackContext:
         row = self._rows.get(name)
         return row.attributes.get(attribute) if row is not None else None
 
-    def file(self, path: str) -> str:
-        return str(self._stack.files[path])
+    def file(self, path: str) -> Any:
+        """A get_file: the file's text, its binary envelope, or a directory's map of those."""
+        value = self._stack.files[path]
+        if isinstance(value, Mapping) and list(value) == [wire_files.DIRECTORY_KEY]:
+            return dict(value[wire_files.DIRECTORY_KEY])
+        return value
 
     def condition(self, name: str) -> bool:
         return self._defn.conditions.get(name, False)
@@ -130,7 +135,7 @@ def environment_from_json(obj: Mapping[str, Any]) -> hot.Environment:
 
 def build(
     source: Mapping[str, Any],
-    files: Mapping[str, str],
+    files: Mapping[str, Any],
     environment: hot.Environment,
     given: Mapping[str, Any],
     *,

@@ -45,7 +45,7 @@ class Template:
     resources: Mapping[str, ResourceDef]
     outputs: Mapping[str, OutputDef]
     conditions: Mapping[str, Any]
-    files: Mapping[str, str]
+    files: Mapping[str, Any]  # text, or a binary or directory envelope (agent/wire_files.py)
     warnings: tuple[str, ...]
 
     def dependencies(self, name: str) -> frozenset[str]:

@@ -12,6 +12,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
+from agent import wire_files
 from control import hot
 from control.engine import stackdef
 from control.engine.settle import settle
@@ -33,7 +34,7 @@ STATE_ONLY = stackdef.without("files", *stackdef.DEFINITION_COLUMNS)
 
 def parse_request(
     body: Mapping[str, Any], max_bytes: int
-) -> tuple[Any, dict[str, str], hot.Environment, dict[str, Any]]:
+) -> tuple[Any, dict[str, Any], hot.Environment, dict[str, Any]]:
     """Template source, files, merged environment and parameters from a create/update body.
 
     The template's text and each environment's are capped at *max_bytes*.
@@ -44,8 +45,10 @@ def parse_request(
     if not isinstance(template, Mapping):
         raise BadRequestError("template: expected a HOT template (text or object)", where="template")
     files = body.get("files") or {}
-    if not isinstance(files, Mapping) or not all(isinstance(v, str) for v in files.values()):
+    if not isinstance(files, Mapping):
         raise BadRequestError("files: expected an object of path -> text", where="files")
+    for ref, value in files.items():
+        _check_file(value, f"files.{ref}", directory=True)
     envs = body.get("environments") or []
     if not isinstance(envs, list) or not all(isinstance(e, str) for e in envs):
         raise BadRequestError("environments: expected a list of environment texts", where="environments")
@@ -56,6 +59,22 @@ def parse_request(
     if not isinstance(params, Mapping):
         raise BadRequestError("parameters: expected an object", where="parameters")
     return stackdef.plain(template), dict(files), merged, dict(params)
+
+
+def _check_file(value: Any, where: str, *, directory: bool) -> None:
+    """A ``files`` entry: text, a binary envelope, or (at the top) a directory of those."""
+    if isinstance(value, str) or wire_files.opened(value) is not None:
+        return
+    inner = value.get(wire_files.DIRECTORY_KEY) if isinstance(value, Mapping) and len(value) == 1 else None
+    if directory and isinstance(inner, Mapping):
+        for name, entry in inner.items():
+            _check_file(entry, f"{where}.{name}", directory=False)
+        return
+    raise BadRequestError(
+        f"{where}: expected text, {{{wire_files.BINARY_KEY!r}: base64}}"
+        + (f" or {{{wire_files.DIRECTORY_KEY!r}: {{path: file}}}}" if directory else ""),
+        where=where,
+    )
 
 
 async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any]) -> dict[str, Any]:
@@ -121,7 +140,7 @@ async def _update_once(
     name: str,
     body: Mapping[str, Any],
     template: Any,
-    files: dict[str, str],
+    files: dict[str, Any],
     env: hot.Environment,
     params: dict[str, Any],
 ) -> dict[str, Any]:
@@ -262,7 +281,7 @@ def _definition(stack: StackRow) -> dict[str, Any]:
 def _store_definition(
     stack: StackRow,
     template: Any,
-    files: dict[str, str],
+    files: dict[str, Any],
     env: hot.Environment,
     params: dict[str, Any],
     defn: stackdef.Definition,

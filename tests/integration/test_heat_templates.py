@@ -5,7 +5,11 @@ Real control plane, real local agents running the scripts.
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +97,80 @@ def test_deployment_group_answers_the_singular_names_with_a_map_per_member(cp: C
     assert outputs["stderr"] == {"a": "err of a\n", "b": "err of b\n"}
     assert outputs["codes"] == {"a": 0, "b": 0}
     assert outputs["stdouts"] == outputs["stdout"]
+
+
+FILES = """
+heat_template_version: 2018-08-31
+resources:
+  box: {type: OS::Heat::DeployedServer}
+  program:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      outputs: [{name: self_sha}]
+      config: {get_file: files/program.sh}
+  uses:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: BLOB}, {name: TREE, type: Json}]
+      outputs: [{name: blob_sha}, {name: tree_keys}]
+      config: |
+        #!/bin/sh
+        sha256sum "$BLOB" | cut -d' ' -f1 | tr -d '\\n' > "$heat_outputs_path.blob_sha"
+        printf '%s' "$TREE" > "$heat_outputs_path.tree_keys"
+  run_program:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: program}, server: {get_resource: box}}
+  run_uses:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: uses}
+      server: {get_resource: box}
+      input_values: {BLOB: {get_file: files/blob.bin}, TREE: {get_file: files/tree}}
+outputs:
+  self_sha: {value: {get_attr: [run_program, self_sha]}}
+  blob_sha: {value: {get_attr: [run_uses, blob_sha]}}
+  tree: {value: {get_attr: [run_uses, tree_keys]}}
+"""
+
+
+def test_get_file_of_binary_files_and_a_directory_reaches_the_hook_byte_for_byte(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
+    """A non-UTF-8 program runs as its exact bytes; a binary input is a file of its bytes; a directory is a map."""
+    files = tmp_path / "files"
+    (files / "tree" / "sub").mkdir(parents=True)
+    # A script with bytes that are not UTF-8 (a Latin-1 comment and raw high bytes): it hashes itself.
+    program = b'#!/bin/sh\n# caf\xe9 \xff\xfe\x00\nsha256sum "$0" | cut -d" " -f1 | tr -d "\\n" > "$heat_outputs_path.self_sha"\n'
+    (files / "program.sh").write_bytes(program)
+    blob = bytes(range(256)) * 64
+    (files / "blob.bin").write_bytes(blob)
+    (files / "tree" / "a.txt").write_text("alpha\n")
+    (files / "tree" / "sub" / "b.bin").write_bytes(b"\x00\x01\xff")
+    (tmp_path / "stack.yaml").write_text(FILES)
+    out = cp.cli("stack", "create", "files", "-t", str(tmp_path / "stack.yaml"), "--wait", "--timeout", "120")
+    assert out.returncode == 0, out.stdout + out.stderr
+    outputs = cp.outputs("files")
+    assert outputs["self_sha"] == hashlib.sha256(program).hexdigest()
+    assert outputs["blob_sha"] == hashlib.sha256(blob).hexdigest()
+    tree = json.loads(outputs["tree"])
+    assert tree == {
+        "a.txt": "alpha\n",
+        "sub/b.bin": {"anneal:base64": base64.b64encode(b"\x00\x01\xff").decode()},
+    }
+
+
+def test_a_binary_template_is_a_clear_cli_error_not_a_traceback(cp: ControlPlane, tmp_path: Path) -> None:
+    """`stack create` of a template that is not UTF-8 names the file; no UnicodeDecodeError traceback."""
+    (tmp_path / "bad.yaml").write_bytes(b"heat_template_version: 2018-08-31\n# \xff\xfe\n")
+    out = cp.cli("stack", "create", "bad", "-t", str(tmp_path / "bad.yaml"))
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert "is not UTF-8 text" in out.stderr and "bad.yaml" in out.stderr
+
+
+def test_a_malformed_files_entry_is_refused_naming_it(cp: ControlPlane) -> None:
+    """A files entry that is neither text, a base64 envelope nor a directory is a 400 naming files.<path>."""
+    bad = {"x.bin": {"anneal:base64": 12}}
+    resp = cp.api("POST", "/v1/stacks", {"name": "badfiles", "template": UNDECLARED, "files": bad})
+    assert resp.status == 400 and resp.body["error"]["where"] == "files.x.bin"
