@@ -64,7 +64,6 @@ COMPUTE_PROPERTIES = (
     "image_update_policy",
     "reservation_id",
     "user_data_update_policy",
-    "deployment_swift_data",
     "tags",
 )
 SERVER_ATTRIBUTES = frozenset(
@@ -73,8 +72,9 @@ SERVER_ATTRIBUTES = frozenset(
 
 _SERVER = {
     "name": _s(),
-    "metadata": PropSpec("map"),
+    "metadata": PropSpec("map", ignored=True),  # Nova's key/value metadata (not the resource's section)
     "software_config_transport": _s(allowed=CONFIG_TRANSPORTS),
+    "deployment_swift_data": PropSpec("map", ignored=True),
 }
 
 
@@ -280,10 +280,7 @@ TYPES: Mapping[str, TypeSpec] = {
         ),
         TypeSpec(
             "OS::Heat::DeployedServer",
-            {
-                **_SERVER,
-                "deployment_swift_data": PropSpec("map"),
-            },
+            _SERVER,
             SERVER_ATTRIBUTES,
         ),
         TypeSpec(
@@ -291,7 +288,7 @@ TYPES: Mapping[str, TypeSpec] = {
             {
                 **_SERVER,
                 "user_data_format": _s(allowed=("HEAT_CFNTOOLS", "RAW", "SOFTWARE_CONFIG"), update="replace"),
-                "user_data": PropSpec("any", update="replace"),
+                "user_data": PropSpec("any", ignored=True),
                 **{name: PropSpec("any", ignored=True) for name in COMPUTE_PROPERTIES},
             },
             SERVER_ATTRIBUTES | {"first_address", "instance_name", "show"},

@@ -46,6 +46,8 @@ class Res:
     type: str
     #: The resource's ``update_policy`` as written in the template (create and update only).
     update_policy: Mapping[str, Any] = field(default_factory=dict)
+    #: The attributes of it other resources and outputs read with get_attr (create and update only).
+    reads: frozenset[str] = frozenset()
 
     @property
     def stack_path(self) -> str:

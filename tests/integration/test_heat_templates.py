@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -174,3 +175,64 @@ def test_a_malformed_files_entry_is_refused_naming_it(cp: ControlPlane) -> None:
     bad = {"x.bin": {"anneal:base64": 12}}
     resp = cp.api("POST", "/v1/stacks", {"name": "badfiles", "template": UNDECLARED, "files": bad})
     assert resp.status == 400 and resp.body["error"]["where"] == "files.x.bin"
+
+
+ADDRESSES = """
+heat_template_version: 2018-08-31
+resources:
+  db: {type: OS::Nova::Server, properties: {image: debian, flavor: m1.small, networks: [{network: private}]}}
+  web: {type: OS::Heat::DeployedServer}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: DB_HOST}]
+      outputs: [{name: seen}]
+      config: |
+        #!/bin/sh
+        printf '%s' "$DB_HOST" > "$heat_outputs_path.seen"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: cfg}, server: {get_resource: web},
+                 input_values: {DB_HOST: {get_attr: [db, first_address]}}}
+outputs:
+  seen: {value: {get_attr: [dep, seen]}}
+  networks: {value: {get_attr: [db, networks]}}
+  addresses: {value: {get_attr: [db, addresses]}}
+  v4: {value: {get_attr: [db, accessIPv4]}}
+  v6: {value: {get_attr: [db, accessIPv6]}}
+"""
+
+
+def _host_addresses() -> list[tuple[str, str, int]]:
+    """(interface, address, version) of every global address here, as `ip -j addr` lists them."""
+    links = json.loads(subprocess.run(["ip", "-j", "addr"], capture_output=True, check=True).stdout)
+    return [
+        (link["ifname"], a["local"], 4 if a["family"] == "inet" else 6)
+        for link in links
+        if "LOOPBACK" not in link.get("flags", [])
+        for a in link.get("addr_info", [])
+        if a.get("scope") == "global"
+    ]
+
+
+def test_a_servers_reported_address_reaches_another_servers_config(cp: ControlPlane) -> None:
+    """first_address, networks, addresses, accessIPv4/6 come from the agent's report; a peer's config gets it."""
+    found = _host_addresses()
+    if not found:
+        pytest.skip("this machine has no global address for the agents to report")
+    cp.create_stack("addresses", ADDRESSES, timeout=180)
+    outputs = cp.outputs("addresses")
+    v4 = [a for _, a, v in found if v == 4]
+    v6 = [a for _, a, v in found if v == 6]
+    assert outputs["seen"] == (v4 or v6)[0]
+    assert outputs["v4"] == (v4 or [""])[0] and outputs["v6"] == (v6 or [""])[0]
+    expected: dict[str, list[str]] = {}
+    for interface, addr, _ in found:
+        expected.setdefault(interface, []).append(addr)
+    assert outputs["networks"] == expected
+    first_if = found[0][0]
+    assert outputs["addresses"][first_if][0]["addr"] == found[0][1]
+    assert outputs["addresses"][first_if][0]["OS-EXT-IPS:type"] == "fixed"
+    warned = " ".join(e["reason"] for e in warnings_of(cp, "addresses"))
+    assert "resources.db.properties.image" in warned and "resources.db.properties.networks" in warned
