@@ -236,3 +236,37 @@ def test_a_servers_reported_address_reaches_another_servers_config(cp: ControlPl
     assert outputs["addresses"][first_if][0]["OS-EXT-IPS:type"] == "fixed"
     warned = " ".join(e["reason"] for e in warnings_of(cp, "addresses"))
     assert "resources.db.properties.image" in warned and "resources.db.properties.networks" in warned
+
+
+WALLABY = """
+heat_template_version: wallaby
+parameters:
+  sizes: {type: json, default: [3, 2, 1]}
+  extra: {type: boolean, default: false}
+conditions:
+  with_extra: {get_param: extra}
+resources:
+  total:
+    type: OS::Heat::Value
+    properties:
+      value: {yaql: {expression: "$.data.sizes.sum()", data: {sizes: {get_param: sizes}}}}
+  picked:
+    type: OS::Heat::Value
+    properties:
+      value: [base, {if: [with_extra, extra]}]
+outputs:
+  total: {value: {get_attr: [total, value]}}
+  picked: {value: {get_attr: [picked, value]}}
+"""
+
+
+def test_a_wallaby_template_with_yaql_and_two_argument_if(cp: ControlPlane) -> None:
+    """heat_template_version wallaby: yaql evaluates, a false two-argument if drops its list item."""
+    cp.create_stack("wallaby", WALLABY)
+    assert cp.outputs("wallaby") == {"total": 6, "picked": ["base"]}
+    bad = WALLABY.replace("$.data.sizes.sum()", "$.data.sizes.(")
+    resp = cp.create("wallaby-bad", bad)
+    assert (
+        resp.status == 400
+        and resp.body["error"]["where"] == "resources.total.properties.value.yaql.expression"
+    )
