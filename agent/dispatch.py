@@ -23,7 +23,10 @@ from typing import BinaryIO
 from agent import output, wire, wire_caps, wire_files
 
 log = logging.getLogger(__name__)
-BUILTIN_HOOKS = frozenset({"script", "puppet", "ansible", "salt", "chef"})
+BUILTIN_HOOKS = frozenset({"script", "puppet", "ansible", "salt", "chef", "docker-compose"})
+#: Groups Heat's agent skips when no hook is installed for them (55-heat-config's whitelist, and
+#: heat-agents' apply-config, whose os-apply-config this agent does not run): they complete.
+SKIPPED_GROUPS = frozenset({"os-apply-config", "apply-config"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 #: Grace between the hook's own timeout and the agent killing its process group.
 KILL_GRACE = 15.0
@@ -43,11 +46,19 @@ def hook_argv(group: str, hook_dirs: Sequence[str]) -> list[str] | None:
         if path.is_file() and os.access(path, os.X_OK):
             return [str(path)]
     if name in BUILTIN_HOOKS:
-        return [sys.executable, "-m", f"hooks.{name}"]
+        return [sys.executable, "-m", f"hooks.{name.replace('-', '_')}"]
     return None
 
 
 def missing_hook(group: str, hook_dirs: Sequence[str]) -> wire.Signal:
+    """A group without a hook fails, naming the dirs searched; Heat's skipped groups complete."""
+    if group in SKIPPED_GROUPS:
+        return wire.Signal(
+            stderr=(
+                f"group {group!r} skipped, as Heat's agent skips it: its config is data for "
+                f"os-apply-config, which this agent does not run (no hook in {list(hook_dirs)})"
+            )
+        )
     return wire.Signal(
         status_code=127,
         stderr=(

@@ -270,3 +270,34 @@ def test_a_wallaby_template_with_yaql_and_two_argument_if(cp: ControlPlane) -> N
         resp.status == 400
         and resp.body["error"]["where"] == "resources.total.properties.value.yaql.expression"
     )
+
+
+SKIPPED = """
+heat_template_version: 2018-08-31
+resources:
+  box: {type: OS::Heat::DeployedServer}
+  hiera:
+    type: OS::Heat::StructuredConfig
+    properties: {group: os-apply-config, config: {hieradata: {role: web}}}
+  applied:
+    type: OS::Heat::StructuredConfig
+    properties: {group: apply-config, config: {}}
+  data:
+    type: OS::Heat::StructuredDeployment
+    properties: {config: {get_resource: hiera}, server: {get_resource: box}}
+  apply:
+    type: OS::Heat::StructuredDeployment
+    properties: {config: {get_resource: applied}, server: {get_resource: box}}
+outputs:
+  data_code: {value: {get_attr: [data, deploy_status_code]}}
+  data_note: {value: {get_attr: [data, deploy_stderr]}}
+  apply_code: {value: {get_attr: [apply, deploy_status_code]}}
+"""
+
+
+def test_groups_heats_agent_skips_complete_with_a_note(cp: ControlPlane) -> None:
+    """os-apply-config and apply-config deployments complete (status 0), their stderr saying they were skipped."""
+    cp.create_stack("skipped", SKIPPED)
+    outputs = cp.outputs("skipped")
+    assert outputs["data_code"] == 0 and outputs["apply_code"] == 0
+    assert "group 'os-apply-config' skipped, as Heat's agent skips it" in outputs["data_note"]
