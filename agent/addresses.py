@@ -74,9 +74,13 @@ class Addresses:
         self._last: list[dict[str, Any]] | None = None
         self._beats = 0
 
-    async def beat(self) -> tuple[list[dict[str, Any]], bool]:
+    async def fields(self, *, fresh: bool) -> dict[str, Any]:
+        """``addresses`` and ``addresses_changed`` for a heartbeat: looked up anew when *fresh*,
+        else the last ones (every heartbeat replaces what the control plane shows of the agent)."""
+        if not fresh:
+            return {} if self._last is None else {"addresses": self._last, "addresses_changed": False}
         found = await discover()
         self._beats += 1
         news = found != self._last or self._beats % REASSERT == 0
         self._last = found
-        return found, news
+        return {"addresses": found, "addresses_changed": news}

@@ -369,7 +369,7 @@ class Agent:
         if report:
             payload["ledger"] = orders.ledger_report(self.ledger, self.document())
             payload["transport"] = self.transport.kind
-            payload["addresses"], payload["addresses_changed"] = await self.addresses.beat()
+        payload.update(await self.addresses.fields(fresh=report))
         await self.heartbeat.send(self._http, url, payload)
 
     async def drain(self, grace: float) -> None:

@@ -112,6 +112,7 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
         raise BadRequestError("public_keys: expected an object with sign and box keys", where="public_keys")
     for kind in KEY_KINDS:
         _check_key(keys.get(kind), f"public_keys.{kind}")
+    found = read_addresses(body.get("addresses", []), "addresses")
     async with rt.sessions() as session:
         server = await session.scalar(
             select(ServerRow).where(ServerRow.enrol_token_hash == token_hash(token))
@@ -134,7 +135,6 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
         server.enrol_token_hash, server.enrol_expires = None, None
         server.public_keys = {k: keys[k] for k in KEY_KINDS}
         server.status, server.enrolled_at, server.last_seen = "ENROLLED", time.time(), time.time()
-        found = read_addresses(body.get("addresses", []), "addresses")
         server.agent_status = {**(server.agent_status or {}), "addresses": found}
         txn = Txn(session, rt)
         await refresh_addresses(txn, server.id, found)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
-from agent.addresses import parse
+from agent.addresses import Addresses, parse
 
 IP_J_ADDR = [
     {
@@ -39,3 +40,15 @@ def test_output_that_is_not_ip_json_reports_nothing() -> None:
     """Garbage, an object or entries of the wrong shape give no addresses instead of an error."""
     for text in ("", "not json", "{}", '[1, "x", {"addr_info": [{"family": "inet"}]}]'):
         assert parse(text) == []
+
+
+def test_heartbeats_between_reports_carry_the_last_addresses_unflagged() -> None:
+    """Nothing before the first report; a report flags news; a beat between reports repeats it unflagged."""
+    tracker = Addresses()
+    assert asyncio.run(tracker.fields(fresh=False)) == {}
+    first = asyncio.run(tracker.fields(fresh=True))
+    assert first["addresses_changed"] is True
+    assert asyncio.run(tracker.fields(fresh=False)) == {
+        "addresses": first["addresses"],
+        "addresses_changed": False,
+    }
