@@ -17,7 +17,7 @@ from pathlib import Path
 
 import aiohttp
 
-from agent import client, config, diskfull, heatcompat, keys, status
+from agent import addresses, client, config, diskfull, heatcompat, keys, status
 from agent.errors import AgentError, ConfigError
 from agent.fsutil import lock_state_dir, write_atomic
 from agent.ledger import Ledger
@@ -183,7 +183,8 @@ async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentCon
         raise ConfigError("an enrolment token is required (--token or ANNEAL_ENROL_TOKEN)")
     publics = keys.ensure_keys(state_dir)
     async with aiohttp.ClientSession() as http:
-        result = await client.enrol(http, url, token, publics, socket.gethostname())
+        found = await addresses.discover()
+        result = await client.enrol(http, url, token, publics, socket.gethostname(), found)
     cfg = config.AgentConfig(
         url=url.rstrip("/"),
         server_id=result["server_id"],

@@ -205,15 +205,16 @@ def json_kind(value: Any) -> str:
 # ---------------------------------------------------------------- files
 
 
-def write_private(path: Path, text: str, mode: int = 0o600) -> Path:
-    """Write *text* to *path* created with *mode*, atomically replacing any old file."""
+def write_private(path: Path, text: str | bytes, mode: int = 0o600) -> Path:
+    """Write *text* (or bytes, as they are) to *path* created with *mode*, atomically replacing any old file."""
     tmp = path.with_name(f".{secrets.token_hex(8)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, mode)
+    data = text.encode("utf-8") if isinstance(text, str) else text
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)  # the umask may have taken bits away
-            f.write(text)
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
