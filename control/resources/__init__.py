@@ -17,6 +17,7 @@ from control.resources.software import (
 )
 from control.resources.structured import StructuredConfig, StructuredDeployment
 from control.resources.testresource import TestResource
+from control.resources.waits import WaitCondition, WaitConditionHandle
 
 HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::None": Nothing(),
@@ -34,6 +35,10 @@ HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::RandomString": RandomString(),
     "OS::Heat::DeployedServer": Server(),
     "OS::Nova::Server": Server(),
+    "OS::Heat::WaitConditionHandle": WaitConditionHandle(),
+    "OS::Heat::WaitCondition": WaitCondition(),
+    "AWS::CloudFormation::WaitConditionHandle": WaitConditionHandle(),
+    "AWS::CloudFormation::WaitCondition": WaitCondition(aws=True),
 }
 #: Types whose resource row is one deployment (its physical id is the deployment's id).
 DEPLOYMENT_TYPES = frozenset({"OS::Heat::SoftwareDeployment", "OS::Heat::StructuredDeployment"})

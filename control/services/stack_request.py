@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent import wire_files
 from control import hot
 from control.engine import stackdef
 from control.errors import BadRequestError
@@ -23,7 +24,7 @@ class StackRequest:
     """A parsed body; ``template`` is None only when an update keeps the stack's own."""
 
     template: Any
-    files: dict[str, str]
+    files: dict[str, Any]
     environment: hot.Environment
     parameters: dict[str, Any]
 
@@ -43,8 +44,10 @@ def parse_request(
     elif not isinstance(template, Mapping):
         raise BadRequestError("template: expected a HOT template (text or object)", where="template")
     files = body.get("files") or {}
-    if not isinstance(files, Mapping) or not all(isinstance(v, str) for v in files.values()):
+    if not isinstance(files, Mapping):
         raise BadRequestError("files: expected an object of path -> text", where="files")
+    for ref, value in files.items():
+        _check_file(value, f"files.{ref}", directory=True)
     envs = body.get("environments") or []
     if not isinstance(envs, list) or not all(isinstance(e, str) for e in envs):
         raise BadRequestError("environments: expected a list of environment texts", where="environments")
@@ -56,6 +59,22 @@ def parse_request(
         raise BadRequestError("parameters: expected an object", where="parameters")
     source = None if template is None else stackdef.plain(template)
     return StackRequest(source, dict(files), merged, dict(params))
+
+
+def _check_file(value: Any, where: str, *, directory: bool) -> None:
+    """A ``files`` entry: text, a binary envelope, or (at the top) a directory of those."""
+    if isinstance(value, str) or wire_files.opened(value) is not None:
+        return
+    inner = value.get(wire_files.DIRECTORY_KEY) if isinstance(value, Mapping) and len(value) == 1 else None
+    if directory and isinstance(inner, Mapping):
+        for name, entry in inner.items():
+            _check_file(entry, f"{where}.{name}", directory=False)
+        return
+    raise BadRequestError(
+        f"{where}: expected text, {{{wire_files.BINARY_KEY!r}: base64}}"
+        + (f" or {{{wire_files.DIRECTORY_KEY!r}: {{path: file}}}}" if directory else ""),
+        where=where,
+    )
 
 
 def rollback_wanted(body: Mapping[str, Any]) -> bool:

@@ -54,7 +54,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
     defn = stackdef.build(
         req.template, req.files, req.environment, req.parameters, stack_name=name, stack_id=stack_id
     )
-    check_definition(defn.template)
+    warnings = check_definition(defn.template)
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
@@ -73,10 +73,11 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             tags=tags,
             timeout_mins=timeout_mins,
         )
-        _store_definition(stack, req, defn)
+        _store_definition(stack, req, defn, warnings)
         stack.rollback = rollback
         session.add(stack)
         txn.event(stack_id, "", "CREATE", "IN_PROGRESS", "Stack CREATE started", traversal=1)
+        warning_events(txn, stack)
         txn.kicks.add(stack_id)
         await txn.commit(kick)
         return stack_view(stack)
@@ -154,7 +155,7 @@ async def _update_once(
         defn = stackdef.build(
             req.template, req.files, req.environment, req.parameters, stack_name=stack.name, stack_id=stack.id
         )
-        check_definition(defn.template)
+        warnings = check_definition(defn.template)
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.
         if not (stack.status == "IN_PROGRESS" and stack.previous is not None):
@@ -166,13 +167,14 @@ async def _update_once(
         tags = tags_given(body)
         stack.tags = stack.tags if tags is None else tags
         stack.timeout_mins = timeout_given(body) or stack.timeout_mins
-        _store_definition(stack, req, defn)
+        _store_definition(stack, req, defn, warnings)
         stack.version += 1
         stack.traversal += 1
         stack.action, stack.status, stack.status_reason = "UPDATE", "IN_PROGRESS", "Stack UPDATE started"
         stack.updated_at = time.time()
         await _retire(session, stack.id, set(defn.order()))
         txn.event(stack.id, "", "UPDATE", "IN_PROGRESS", "Stack UPDATE started", traversal=stack.traversal)
+        warning_events(txn, stack)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)
@@ -274,14 +276,24 @@ def _definition(stack: StackRow) -> dict[str, Any]:
     }
 
 
-def _store_definition(stack: StackRow, req: StackRequest, defn: stackdef.Definition) -> None:
+def _store_definition(
+    stack: StackRow, req: StackRequest, defn: stackdef.Definition, warnings: list[str]
+) -> None:
     stack.template = req.template
     stack.files = req.files
     stack.environment = stackdef.environment_to_json(req.environment)
     stack.params_given = req.parameters
     stack.parameters = stackdef.plain(dict(defn.params.values))
     stack.hidden = sorted(defn.params.hidden)
-    stack.warnings = list(defn.template.warnings) + list(defn.params.warnings)
+    stack.warnings = list(defn.template.warnings) + list(defn.params.warnings) + warnings
+
+
+def warning_events(txn: Txn, stack: StackRow) -> None:
+    """One WARNING event per warning of the definition, on the resource its path names."""
+    for warning in stack.warnings:
+        path = str(warning).partition(":")[0]
+        resource = path.split(".")[1] if path.startswith("resources.") and path.count(".") >= 1 else ""
+        txn.event(stack.id, resource, stack.action, "WARNING", str(warning), traversal=stack.traversal)
 
 
 async def get_stack(session: AsyncSession, ref: str, *options: Any) -> StackRow:
