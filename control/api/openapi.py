@@ -58,6 +58,20 @@ def _stack_paths() -> dict[str, Any]:
             ),
             "delete": _op("Delete a stack", ADMIN, {"202": stack, **_errors(401, 404)}),
         },
+        "/v1/stacks/{name}/abandon": _on_stack(
+            "post",
+            "Remove the stack running nothing (its servers and deployments stay, in no stack): "
+            "Heat's abandon data, which `/v1/stacks/adopt` takes back",
+            {"200": _json(OBJ), **_errors(401, 404, 409)},
+        ),
+        "/v1/stacks/adopt": {
+            "post": _op(
+                "A stack again from its abandon data: ADOPT_COMPLETE at once, its deployments re-attached, nothing run",
+                ADMIN,
+                {"201": stack, **_errors(400, 401, 409)},
+                requestBody=_body(_json_schema_adopt()),
+            )
+        },
         "/v1/stacks/{name}/suspend": _on_stack(
             "post",
             "Suspend a stack: deployments that list SUSPEND run it, dependents first",
@@ -340,5 +354,17 @@ def spec() -> dict[str, Any]:
                     "description": "a signal URL's signature, or the agent's bearer credential",
                 },
             },
+        },
+    }
+
+
+def _json_schema_adopt() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["name", "adopt_stack_data"],
+        "properties": {
+            "name": {"type": "string"},
+            "adopt_stack_data": {"type": "object", "description": "what /v1/stacks/{name}/abandon answered"},
+            "parameters": OBJ,
         },
     }

@@ -215,6 +215,12 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.add_argument("name")
         p.add_argument("--wait", action="store_true")
         p.add_argument("--timeout", type=float, default=3600.0)
+    p = sub.add_parser("abandon", help="remove a stack, running nothing; print its data for `stack adopt`")
+    p.add_argument("name")
+    p.add_argument("--output-file", type=Path, help="write the abandon data here instead of printing it")
+    p = _fmt(sub.add_parser("adopt", help="a stack again from `stack abandon`'s data; nothing runs"))
+    p.add_argument("name")
+    p.add_argument("--adopt-file", type=Path, required=True, help="the data `stack abandon` wrote")
     _fmt(sub.add_parser("list", help="list stacks"))
     _fmt(
         sub.add_parser("cancel", help="fail deployments in progress as cancelled; agents stop their hooks")

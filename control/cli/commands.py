@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -61,6 +62,21 @@ def _stack_update(client: Client, args: argparse.Namespace) -> int:
 def _stack_delete(client: Client, args: argparse.Namespace) -> int:
     stack = client.call("DELETE", f"/v1/stacks/{args.name}")
     return _after_change(client, args, stack, "delete started")
+
+
+def _stack_abandon(client: Client, args: argparse.Namespace) -> int:
+    text = json.dumps(client.call("POST", f"/v1/stacks/{args.name}/abandon"), indent=2)
+    if args.output_file:
+        args.output_file.write_text(text)
+    else:
+        print(text)
+    return 0
+
+
+def _stack_adopt(client: Client, args: argparse.Namespace) -> int:
+    body = {"name": args.name, "adopt_stack_data": json.loads(args.adopt_file.read_text())}
+    show(client.call("POST", "/v1/stacks/adopt", body), args.format)
+    return 0
 
 
 def _stack_suspend(client: Client, args: argparse.Namespace) -> int:
@@ -342,6 +358,8 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("stack", "create"): _stack_create,
     ("stack", "update"): _stack_update,
     ("stack", "delete"): _stack_delete,
+    ("stack", "abandon"): _stack_abandon,
+    ("stack", "adopt"): _stack_adopt,
     ("stack", "suspend"): _stack_suspend,
     ("stack", "resume"): _stack_resume,
     ("stack", "list"): _stack_list,

@@ -41,13 +41,17 @@ MASK = "******"
 STATE_ONLY = stackdef.without("files", *stackdef.DEFINITION_COLUMNS)
 
 
-async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any]) -> dict[str, Any]:
-    name = body.get("name")
+def check_stack_name(name: Any) -> str:
     if not isinstance(name, str) or not _STACK_NAME.match(name):
         raise BadRequestError(
             "name: a stack name starts with a letter and has only letters, digits, '_', '-', '.'",
             where="name",
         )
+    return name
+
+
+async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any]) -> dict[str, Any]:
+    name = check_stack_name(body.get("name"))
     req = parse_request(body, rt.settings.max_template_bytes)
     tags, timeout_mins, rollback = tags_given(body) or [], timeout_given(body), rollback_wanted(body)
     stack_id = str(uuid.uuid4())
@@ -73,7 +77,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             tags=tags,
             timeout_mins=timeout_mins,
         )
-        _store_definition(stack, req, defn, warnings)
+        store_definition(stack, req, defn, warnings)
         stack.rollback = rollback
         session.add(stack)
         txn.event(stack_id, "", "CREATE", "IN_PROGRESS", "Stack CREATE started", traversal=1)
@@ -167,7 +171,7 @@ async def _update_once(
         tags = tags_given(body)
         stack.tags = stack.tags if tags is None else tags
         stack.timeout_mins = timeout_given(body) or stack.timeout_mins
-        _store_definition(stack, req, defn, warnings)
+        store_definition(stack, req, defn, warnings)
         stack.version += 1
         stack.traversal += 1
         stack.action, stack.status, stack.status_reason = "UPDATE", "IN_PROGRESS", "Stack UPDATE started"
@@ -276,7 +280,7 @@ def _definition(stack: StackRow) -> dict[str, Any]:
     }
 
 
-def _store_definition(
+def store_definition(
     stack: StackRow, req: StackRequest, defn: stackdef.Definition, warnings: list[str]
 ) -> None:
     stack.template = req.template

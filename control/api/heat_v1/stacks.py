@@ -1,4 +1,4 @@
-"""Heat's stack routes: list, create, look up (302), show, update, patch, delete, template, outputs."""
+"""Heat's stack routes: list, create (and adopt), look up (302), show, update, patch, delete, abandon, template, outputs."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from control.api.heat_v1.middleware import (
 )
 from control.api.middleware import auth, read_object
 from control.errors import BadRequestError, NotFoundError
-from control.services import preview, queries, stacks
+from control.services import abandon, preview, queries, stacks
 from control.services.stack_listing import FILTER_COLUMNS, StackQuery, count_stacks, list_stacks
 from control.services.stack_resources import identified_stack
 from control.store.orm import EventRow
@@ -80,9 +80,15 @@ async def list_stacks_detail(request: web.Request) -> web.Response:
 async def create_stack(request: web.Request) -> web.Response:
     """201 with the new stack's id and link, and its URL in Location."""
     body = await read_object(request)
-    converted = {"name": translate.stack_name(body), **translate.anneal_body(body)}
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    view = await stacks.create_stack(rt, engine.kick, converted)
+    if body.get("adopt_stack_data"):  # `stack adopt`: the template comes with the data
+        given = translate.anneal_body({**body, "adopt_stack_data": None}, existing=True)
+        given.pop("existing")
+        adopted = {"name": translate.stack_name(body), "adopt_stack_data": body["adopt_stack_data"], **given}
+        view = await abandon.adopt_stack(rt, adopted)
+    else:
+        converted = {"name": translate.stack_name(body), **translate.anneal_body(body)}
+        view = await stacks.create_stack(rt, engine.kick, converted)
     link = views.stack_link(request, view)
     return json_response({"stack": {"id": view["id"], "links": [link]}}, 201, {"Location": link["href"]})
 
@@ -303,7 +309,15 @@ def _changed(project: str, names: tuple[str, str], item: dict[str, Any]) -> dict
     }
 
 
-@routes.route("*", STACK + "/{what:abandon|export|snapshots}")
+@routes.delete(STACK + "/abandon")
+@auth("project")
+async def abandon_stack(request: web.Request) -> web.Response:
+    """Heat's abandon data; the stack is removed and nothing runs on its servers (control/services/abandon.py)."""
+    stack_id = await _identify(request)
+    return json_response(await abandon.abandon_stack(request.app[RUNTIME], stack_id))
+
+
+@routes.route("*", STACK + "/{what:export|snapshots}")
 @auth("project")
 async def not_supported(request: web.Request) -> web.Response:
     """Named here so the answer says what is missing instead of a bare 404."""

@@ -20,7 +20,6 @@ REFUSED = {
     "(`openstack stack create -t FILE` reads the file and sends it)",
     "files_container": "files_container is not supported: send the files in `files` "
     "(`openstack stack create` does so for the files a template names)",
-    "adopt_stack_data": "stack adopt is not supported yet",
 }
 #: Heat's body fields that are options rather than the definition.
 OPTIONS = ("timeout_mins", "disable_rollback", "tags", "clear_parameters", "converge")
