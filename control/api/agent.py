@@ -6,7 +6,8 @@ from aiohttp import web
 
 from agent import wire_caps
 from control.api.app_keys import ENGINE, RUNTIME
-from control.api.middleware import AUTH_SERVER, auth, ok, read_json, read_object, seconds_query
+from control.api.body import read_json, read_object
+from control.api.middleware import AUTH_SERVER, MAX_INT, auth, ok, seconds_query
 from control.errors import BadRequestError
 from control.services import agents
 from control.transports.publisher import http_publisher
@@ -54,19 +55,16 @@ async def heartbeat(request: web.Request) -> web.Response:
 @routes.post("/v1/signal/{deployment_id}/{generation}")
 @auth("signal")  # the URL's signature, or the agent's own credential
 async def signal(request: web.Request) -> web.Response:
-    body = await read_json(request, wire_caps.MAX_SIGNAL_BYTES)
-    try:
-        generation = int(request.match_info["generation"])
-    except ValueError as e:
-        raise BadRequestError("generation: expected an integer", where="generation") from e
+    """A deployment's result; the credential is checked before a byte of the body is read."""
+    deployment_id, raw = request.match_info["deployment_id"], request.match_info["generation"]
+    generation = int(raw) if raw.isdigit() and raw.isascii() and len(raw) < 12 else -1
+    if not 0 <= generation <= MAX_INT:
+        raise BadRequestError(f"generation: expected an integer from 0 to {MAX_INT}", where="generation")
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    sig, server_id = request.query.get("sig"), request.get(AUTH_SERVER)
+    agents.check_signal_credential(rt, deployment_id, generation, sig, server_id)
+    body = await read_json(request, wire_caps.MAX_SIGNAL_BYTES)
     result = await agents.record_signal(
-        rt,
-        engine.kick,
-        request.match_info["deployment_id"],
-        generation,
-        body,
-        sig=request.query.get("sig"),
-        server_id=request.get(AUTH_SERVER),
+        rt, engine.kick, deployment_id, generation, body, sig=sig, server_id=server_id
     )
     return ok(result)

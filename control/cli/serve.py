@@ -6,14 +6,14 @@ import argparse
 import logging
 import sys
 
-from aiohttp import web
-
+from agent import loglimit, serving
 from control.api.app import make_app
 from control.cli import transport_options
 from control.settings import Settings
 from control.store.db import SchemaError
 
 log = logging.getLogger("control")
+ACCESS_LOG = "control.access"
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -30,6 +30,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
         heartbeat_lease=args.heartbeat_lease,
         max_template_bytes=args.max_template_bytes,
         max_request_bytes=args.max_request_bytes,
+        max_agents=args.max_agents,
+        idle_timeout=args.idle_timeout,
+        body_timeout=args.body_timeout,
         **transport_options.settings(args),
     )
 
@@ -40,6 +43,8 @@ def serve(args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # A line repeated many times a second is logged once per window, with the count (the access log is not).
+    loglimit.install(exempt=[ACCESS_LOG])
     # aiosqlite logs every statement with its parameters at DEBUG: never, whatever the level.
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
     settings = settings_from(args)
@@ -52,13 +57,15 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
+    limits = serving.Limits(max_agents=settings.max_agents, idle_timeout=settings.idle_timeout)
     try:
-        web.run_app(
+        serving.run(
             make_app(settings),
-            host=host,
-            port=port,
-            print=None,
-            access_log=logging.getLogger("control.access") if args.access_log else None,
+            host,
+            port,
+            limits,
+            f"--max-agents {settings.max_agents}",
+            access_log=logging.getLogger(ACCESS_LOG) if args.access_log else None,
             access_log_format='%a "%r" %s via=%{Via}i',
             shutdown_timeout=5,
         )

@@ -59,7 +59,7 @@ def heat_view(rt: Runtime, server: ServerRow) -> dict[str, Any]:
 
 async def metadata(rt: Runtime, server_id: str, sig: str | None) -> tuple[bytes, str, str]:
     """The document of a Heat-compatible server: (body, ETag, Last-Modified)."""
-    if not sig or not hmac.compare_digest(metadata_signature(rt, server_id), sig):
+    if not sig or not sig.isascii() or not hmac.compare_digest(metadata_signature(rt, server_id), sig):
         raise ForbiddenError("metadata URL signature does not match this server", where="sig")
     async with rt.sessions() as session:
         server = await session.get(ServerRow, server_id)
