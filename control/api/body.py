@@ -117,7 +117,8 @@ def check_json(value: Any, root: str) -> None:
         if not isinstance(node, dict | list):
             continue
         if depth >= MAX_BODY_DEPTH:
-            raise BadRequestError(f"{path}: nests deeper than {MAX_BODY_DEPTH} levels", where=path)
+            shown = path if len(path) < 80 else f"{path[:60]}...{path[-10:]}"
+            raise BadRequestError(f"{shown}: nests deeper than {MAX_BODY_DEPTH} levels", where=root)
         if isinstance(node, list):
             stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(node))
             continue

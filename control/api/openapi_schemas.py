@@ -188,6 +188,10 @@ def schemas() -> dict[str, Any]:
                     ],
                     "description": "out of range: the deployment fails with that reason and the signal gets 400",
                 },
+                anneal={
+                    "type": "object",
+                    "description": "Anneal's own fields: generation, nonce, config_id, status (protocol.md)",
+                },
             ),
             "additionalProperties": True,
         },

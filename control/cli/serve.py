@@ -55,6 +55,11 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if settings.max_agents < 1 or settings.idle_timeout <= 0 or settings.body_timeout <= 0:
+        print(
+            "anneal serve: --max-agents, --idle-timeout and --body-timeout must be above 0", file=sys.stderr
+        )
+        return 2
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
     limits = serving.Limits(max_agents=settings.max_agents, idle_timeout=settings.idle_timeout)
