@@ -37,7 +37,10 @@ class RepeatFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.name in self.exempt:
             return True
-        key = (record.name, record.levelno, record.getMessage())
+        try:
+            key = (record.name, record.levelno, record.getMessage())
+        except Exception:  # a malformed call: let the handler report it as it always does
+            return True
         now = self.clock()
         entry = self._seen.get(key)
         if entry is not None and now - entry[0] < self.window:

@@ -7,8 +7,8 @@
   length (411) and at most UNAUTHENTICATED_BODIES are read at once; the others wait, within the
   same deadline, and get 503 when it passes. Nothing else is read before its credential is checked.
 * The JSON may nest at most MAX_BODY_DEPTH levels and hold only valid Unicode text: NaN,
-  Infinity and lone surrogates (``"\\ud800"``) are refused naming the path, before anything
-  else sees the value.
+  Infinity, a key given twice in one object and lone surrogates (``"\\ud800"``) are refused,
+  naming the path where it can be known, before anything else sees the value.
 """
 
 from __future__ import annotations
@@ -86,13 +86,22 @@ def parse_json(raw: bytes) -> Any:
     if not raw:
         raise BadRequestError("body: a JSON object is required", where="body")
     try:
-        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite)
+        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique)
     except RecursionError as e:
         raise BadRequestError(f"body: nests deeper than {MAX_BODY_DEPTH} levels", where="body") from e
     except (ValueError, UnicodeDecodeError) as e:
         raise BadRequestError(f"body: not JSON: {e}", where="body") from e
     check_json(value, "body")
     return value
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        keys = [k for k, _ in pairs]
+        twice = next(k for i, k in enumerate(keys) if k in keys[:i])
+        raise ValueError(f"the key {twice!r} appears twice in one object")
+    return obj
 
 
 def _no_constant(name: str) -> Any:

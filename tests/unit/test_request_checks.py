@@ -87,3 +87,9 @@ def test_an_integral_float_status_code_is_that_integer():
     assert 3 == wire.decode_signal({"deploy_status_code": 3.0}).status_code
     with pytest.raises(wire.WireError, match="deploy_status_code"):
         wire.decode_signal({"deploy_status_code": 2.5})
+
+
+def test_a_key_given_twice_in_a_body_is_refused_naming_it():
+    """{"name": "a", "name": "b"} is refused (which one was meant?), naming the key."""
+    with pytest.raises(BadRequestError, match="'name' appears twice"):
+        parse_json(b'{"name": "a", "template": {"resources": {}}, "name": "b"}')
