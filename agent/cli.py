@@ -81,7 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.choices["status"].add_argument("--json", action="store_true", help="print JSON")
     for p in sub.choices.values():
-        p.add_argument("--state-dir", required=True, type=Path, help="the agent's state directory")
+        # Absolute: hooks run in their own working directories and are given paths inside it.
+        p.add_argument(
+            "--state-dir",
+            required=True,
+            type=lambda text: Path(text).absolute(),
+            help="the agent's state directory",
+        )
     return parser
 
 

@@ -23,6 +23,7 @@ import logging
 import resource
 import signal
 from asyncio import selector_events
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,8 +210,16 @@ class QuietBadRequests(logging.Filter):
         return True
 
 
-def run(app: web.Application, host: str, port: int, limits: Limits, what: str, **runner_args: Any) -> None:
-    """Serve *app* on host:port until SIGTERM or SIGINT, within the descriptor limit."""
+def run(
+    app: web.Application,
+    host: str,
+    port: int,
+    limits: Limits,
+    what: str,
+    ready: Callable[[], None] | None = None,
+    **runner_args: Any,
+) -> None:
+    """Serve *app* on host:port until SIGTERM or SIGINT, within the descriptor limit; *ready* once it listens."""
     # asyncio reads up to 256 KiB per socket per turn of the loop, before any handler can refuse
     # the request: 200 uploads refused at their headers still held 50 MB. READ_SIZE bounds that.
     transport_class = getattr(selector_events, "_SelectorSocketTransport", None)  # absent elsewhere: no cap
@@ -219,11 +228,16 @@ def run(app: web.Application, host: str, port: int, limits: Limits, what: str, *
     raise_fd_limit()
     check_fd_limit(limits.max_agents, what)
     logging.getLogger("aiohttp.server").addFilter(QuietBadRequests())
-    asyncio.run(_serve(app, host, port, limits, runner_args))
+    asyncio.run(_serve(app, host, port, limits, ready, runner_args))
 
 
 async def _serve(
-    app: web.Application, host: str, port: int, limits: Limits, runner_args: dict[str, Any]
+    app: web.Application,
+    host: str,
+    port: int,
+    limits: Limits,
+    ready: Callable[[], None] | None,
+    runner_args: dict[str, Any],
 ) -> None:
     loop = asyncio.get_running_loop()
     runner = web.AppRunner(app, keepalive_timeout=limits.idle_timeout, lingering_time=0, **runner_args)
@@ -239,6 +253,8 @@ async def _serve(
     except BaseException:
         await runner.cleanup()
         raise
+    if ready is not None:
+        ready()
     try:
         await stop.wait()
     finally:

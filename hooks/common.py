@@ -54,6 +54,7 @@ __all__ = [
     "read_outputs",
     "run_tool",
     "take_outputs",
+    "tools_dir",
     "write_private",
 ]
 
@@ -312,8 +313,17 @@ def nothing_to_run(deployment: DeploymentItem, text: str, what: str) -> bool:
 # ---------------------------------------------------------------- tools
 
 
+def tools_dir() -> Path:
+    """Where `make tools` puts the tools' virtualenvs: ``tools/`` in this interpreter's environment.
+
+    The hooks run on the agent's interpreter, so that is the project's ``.venv/tools`` in a
+    checkout and ``/opt/anneal-agent/tools`` for the packaged agent.
+    """
+    return Path(sys.prefix) / "tools"
+
+
 def find_tool(program: str, *, setting: str, install: str, env: Mapping[str, str]) -> str:
-    """The path of *program*: ``$<setting>`` when set, else the first on ``PATH``.
+    """The path of *program*: ``$<setting>`` when set, else the first on ``PATH``, else in ``tools_dir()``.
 
     Raises ToolNotFoundError naming the tool, where it was looked for and how to install it.
     """
@@ -327,8 +337,13 @@ def find_tool(program: str, *, setting: str, install: str, env: Mapping[str, str
         )
     found = shutil.which(program, path=env.get("PATH", os.defpath))
     if found is None:
+        found = next(
+            (str(p) for p in sorted(tools_dir().glob(f"*/bin/{program}")) if os.access(p, os.X_OK)), None
+        )
+    if found is None:
         raise ToolNotFoundError(
-            f"{program} not found on PATH (or set ${setting} to its path); install it with: {install}"
+            f"{program} not found on PATH nor in {tools_dir()}/*/bin (or set ${setting} to its path); "
+            f"install it with: {install}"
         )
     return found
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from agent import loglimit, serving
 from control.api.app import make_app
-from control.cli import transport_options
+from control.cli import background, transport_options
+from control.cli.db import upgrade_command
 from control.settings import Settings
 from control.store.db import SchemaError
 
@@ -47,6 +49,8 @@ def serve(args: argparse.Namespace) -> int:
     loglimit.install(exempt=[ACCESS_LOG])
     # aiosqlite logs every statement with its parameters at DEBUG: never, whatever the level.
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
+    # Alembic names its context at INFO on every start; the schema module says what it did.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
     settings = settings_from(args)
     if settings.request_cap < settings.max_template_bytes:
         print(
@@ -63,6 +67,7 @@ def serve(args: argparse.Namespace) -> int:
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
     limits = serving.Limits(max_agents=settings.max_agents, idle_timeout=settings.idle_timeout)
+    ready = background.announce(Path(args.pid_file).resolve()) if args.pid_file else None
     try:
         serving.run(
             make_app(settings),
@@ -70,11 +75,24 @@ def serve(args: argparse.Namespace) -> int:
             port,
             limits,
             f"--max-agents {settings.max_agents}",
+            ready,
             access_log=logging.getLogger(ACCESS_LOG) if args.access_log else None,
             access_log_format='%a "%r" %s via=%{Via}i',
             shutdown_timeout=5,
         )
-    except (SchemaError, OSError, ValueError) as e:
+    except SchemaError as e:
+        print(f"anneal serve: {e}", file=sys.stderr)
+        if e.upgradable:
+            print(
+                "back the database up, stop every control plane that uses it, then run:\n"
+                f"  {upgrade_command(args)}",
+                file=sys.stderr,
+            )
+        return 2
+    except (OSError, ValueError) as e:
         print(f"anneal serve: {e}", file=sys.stderr)
         return 2
+    finally:
+        if args.pid_file:
+            background.forget(Path(args.pid_file).resolve())
     return 0
