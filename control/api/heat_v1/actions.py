@@ -6,9 +6,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from control.api.app_keys import ENGINE, RUNTIME
+from control.api.body import read_json
 from control.api.heat_v1.resources import stack_identity
 from control.api.heat_v1.stacks import STACK
-from control.api.middleware import auth, read_json
+from control.api.middleware import auth
 from control.errors import BadRequestError
 from control.services import converge, stacks
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from control.api.app_keys import RUNTIME
+from control.api.body import read_object
 from control.api.heat_v1 import translate
 from control.api.heat_v1.middleware import bool_param, json_response
-from control.api.middleware import auth, read_object
+from control.api.middleware import auth
 from control.services import catalogue
 
 P = "/v1/{project_id}"

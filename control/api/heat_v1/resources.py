@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from control.api.app_keys import ENGINE, RUNTIME
+from control.api.body import read_object
 from control.api.heat_v1 import views
 from control.api.heat_v1.middleware import (
     bool_param,
@@ -19,7 +20,7 @@ from control.api.heat_v1.middleware import (
     sort_dir,
 )
 from control.api.heat_v1.stacks import STACK
-from control.api.middleware import auth, read_object
+from control.api.middleware import auth
 from control.errors import BadRequestError, NotFoundError
 from control.services import stack_events, stack_resources
 from control.services.stack_resources import RESOURCE_FILTERS, identified_stack

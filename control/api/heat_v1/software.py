@@ -7,9 +7,10 @@ from typing import Any
 from aiohttp import web
 
 from control.api.app_keys import RUNTIME
+from control.api.body import read_object
 from control.api.heat_v1.middleware import bool_param, int_param, json_response
 from control.api.heat_v1.views import isotime
-from control.api.middleware import auth, read_object
+from control.api.middleware import auth
 from control.errors import NotFoundError
 from control.services import configs, deployments
 from control.services.queries import get_server

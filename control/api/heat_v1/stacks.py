@@ -9,6 +9,7 @@ from aiohttp import web
 from sqlalchemy import select
 
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
+from control.api.body import read_object
 from control.api.heat_v1 import translate, views
 from control.api.heat_v1.middleware import (
     bool_param,
@@ -18,7 +19,7 @@ from control.api.heat_v1.middleware import (
     scope,
     sort_dir,
 )
-from control.api.middleware import auth, read_object
+from control.api.middleware import auth
 from control.errors import BadRequestError, NotFoundError
 from control.services import abandon, preview, queries, stacks
 from control.services.stack_listing import FILTER_COLUMNS, StackQuery, count_stacks, list_stacks
