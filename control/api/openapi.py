@@ -73,10 +73,10 @@ def _stack_paths() -> dict[str, Any]:
         "/v1/stacks/{name}/abandon": _on_stack(
             "post",
             "Remove the stack running nothing (its servers and deployments stay, in no stack): "
-            "Heat's abandon data, which `/v1/stacks/adopt` takes back",
+            "Heat's abandon data, which `/v1/adopt` takes back",
             {"200": json_body(OBJ), **errors(401, 404, 409)},
         ),
-        "/v1/stacks/adopt": {
+        "/v1/adopt": {
             "post": op(
                 "A stack again from its abandon data: ADOPT_COMPLETE at once, its deployments re-attached, nothing run",
                 ADMIN,
@@ -345,6 +345,9 @@ def _adopt_request() -> dict[str, Any]:
         "name",
         "adopt_stack_data",
         name=STRING,
-        adopt_stack_data={**OBJ, "description": "what /v1/stacks/{name}/abandon answered"},
+        adopt_stack_data={
+            **obj("template", "resources", template=OBJ, resources=OBJ),
+            "description": "what /v1/stacks/{name}/abandon answered",
+        },
         parameters=OBJ,
     )

@@ -97,7 +97,7 @@ async def abandon_stack(request: web.Request) -> web.Response:
     return ok(await abandon.abandon_stack(request.app[RUNTIME], request.match_info["name"]))
 
 
-@routes.post("/v1/stacks/adopt")
+@routes.post("/v1/adopt")
 @auth("admin")
 async def adopt_stack(request: web.Request) -> web.Response:
     """`{name, adopt_stack_data}`: the abandoned stack again, ADOPT_COMPLETE, nothing run."""

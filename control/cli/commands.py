@@ -75,7 +75,7 @@ def _stack_abandon(client: Client, args: argparse.Namespace) -> int:
 
 def _stack_adopt(client: Client, args: argparse.Namespace) -> int:
     body = {"name": args.name, "adopt_stack_data": json.loads(args.adopt_file.read_text())}
-    show(client.call("POST", "/v1/stacks/adopt", body), args.format)
+    show(client.call("POST", "/v1/adopt", body), args.format)
     return 0
 
 
