@@ -5,8 +5,8 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
-OBJ: dict[str, Any] = {"type": "object"}
-STRING = {"type": "string"}
+from control.api.openapi_schemas import OBJ, STRING, object_schema, ref, schemas, strings
+
 ADMIN = "admin"
 _ERRORS = {
     400: "Invalid input",
@@ -19,18 +19,7 @@ _ERRORS = {
     503: "unavailable: the database is busy or the request raced a concurrent change; retry later",
 }
 _INVALID_TEMPLATE = "Invalid input; invalid_template: the template, an environment or a parameter is wrong"
-# The Error body's `code`: every code the error middleware answers (ControlError's and its own).
-_CODES = (
-    "bad_request, invalid_template (a template, environment or parameter; where: its path) 400; "
-    "unauthorized 401; forbidden 403; not_found 404; conflict, stale_signal 409; gone 410; too_large 413; "
-    "unavailable 503 (the database is busy: retry after Retry-After); internal 500 (a bug); "
-    "http: refused before any route ran, e.g. an unknown path or method (where: the path)"
-)
 _RETRY_AFTER = {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
@@ -40,9 +29,9 @@ def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
 def _errors(*codes: int, busy: bool = True, template: bool = False) -> dict[str, Any]:
     """Error responses; *busy*: the operation uses the database, *template*: it parses a template."""
     text = {**_ERRORS, 400: _INVALID_TEMPLATE} if template else _ERRORS
-    responses = {str(c): _json(_ref("Error"), text[c]) for c in codes}
+    responses = {str(c): _json(ref("Error"), text[c]) for c in codes}
     if busy:
-        responses["503"] = {**_json(_ref("Error"), text[503]), "headers": _RETRY_AFTER}
+        responses["503"] = {**_json(ref("Error"), text[503]), "headers": _RETRY_AFTER}
     return responses
 
 
@@ -66,18 +55,10 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
     return {"required": True, "content": {"application/json": {"schema": schema}}}
 
 
-def _object(*required: str, **properties: Any) -> dict[str, Any]:
-    """An object schema with these properties, the *required* ones listed."""
-    return {"type": "object", **({"required": list(required)} if required else {}), "properties": properties}
-
-
-def _strings(*names: str) -> dict[str, Any]:
-    """String properties, for _object."""
-    return dict.fromkeys(names, STRING)
-
-
 STACK = _path_param("name", "stack name or id")
 SERVER = _path_param("name", "server name or id")
+NESTED_DEPTH = _query("nested_depth", "include nested stacks this many levels down (default 0)", "integer")
+NESTED = _query("nested", "true: nested stacks too (each names its parent)", "boolean")
 
 
 def _on_stack(method: str, summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -86,7 +67,7 @@ def _on_stack(method: str, summary: str, responses: dict[str, Any], **extra: Any
 
 
 def _stack_paths() -> dict[str, Any]:
-    stack, listing = _json(_ref("Stack")), {"type": "array", "items": _ref("Stack")}
+    stack, listing = _json(ref("Stack")), {"type": "array", "items": ref("Stack")}
     rows = _json({"type": "array", "items": OBJ})
     return {
         "/v1/stacks": {
@@ -94,9 +75,11 @@ def _stack_paths() -> dict[str, Any]:
                 "Create a stack",
                 ADMIN,
                 {"201": stack, **_errors(400, 401, 409, 413, template=True)},
-                requestBody=_body(_ref("StackRequest")),
+                requestBody=_body(ref("StackRequest")),
             ),
-            "get": _op("List stacks", ADMIN, {"200": _json(listing), **_errors(401)}),
+            "get": _op(
+                "List stacks", ADMIN, {"200": _json(listing), **_errors(400, 401)}, parameters=[NESTED]
+            ),
         },
         "/v1/stacks/{name}": {
             "parameters": [STACK],
@@ -112,7 +95,7 @@ def _stack_paths() -> dict[str, Any]:
                 "Update a stack (If-Match: version gives 409 when it changed)",
                 ADMIN,
                 {"202": stack, **_errors(400, 401, 404, 409, 413, template=True)},
-                requestBody=_body(_ref("StackRequest")),
+                requestBody=_body(ref("StackRequest")),
             ),
             "delete": _op("Delete a stack", ADMIN, {"202": stack, **_errors(401, 404)}),
         },
@@ -129,21 +112,22 @@ def _stack_paths() -> dict[str, Any]:
         "/v1/stacks/{name}/outputs": _on_stack(
             "get",
             "Stack outputs",
-            {"200": _json({"type": "array", "items": _ref("Output")}), **_errors(401, 404)},
+            {"200": _json({"type": "array", "items": ref("Output")}), **_errors(401, 404)},
         ),
         "/v1/stacks/{name}/events": _on_stack(
             "get",
             "Stack events in order",
-            {"200": _json({"type": "array", "items": _ref("Event")}), **_errors(400, 401, 404)},
+            {"200": _json({"type": "array", "items": ref("Event")}), **_errors(400, 401, 404)},
             parameters=[
                 _query("after", "only events with a greater id", "integer"),
                 _query("wait", "seconds to wait for a newer event (long-poll, at most 30)", "number"),
                 _query("traversal", "only events of this traversal (the stack's `traversal`)", "integer"),
                 _query("limit", "at most this many events (1 or more), oldest first", "integer"),
+                NESTED_DEPTH,
             ],
         ),
         "/v1/stacks/{name}/resources": _on_stack(
-            "get", "Stack resources", {"200": rows, **_errors(401, 404)}
+            "get", "Stack resources", {"200": rows, **_errors(400, 401, 404)}, parameters=[NESTED_DEPTH]
         ),
         "/v1/stacks/{name}/cancel": _on_stack(
             "post",
@@ -176,7 +160,7 @@ def _operator_paths() -> dict[str, Any]:
             "get": _op(
                 "List deployments",
                 ADMIN,
-                {"200": _json({"type": "array", "items": _ref("Deployment")}), **_errors(400, 401, 404)},
+                {"200": _json({"type": "array", "items": ref("Deployment")}), **_errors(400, 401, 404)},
                 parameters=[
                     _query("stack", "stack name or id"),
                     _query("server", "server name or id"),
@@ -189,7 +173,7 @@ def _operator_paths() -> dict[str, Any]:
             "get": _op(
                 "Show a deployment: inputs, outputs, stdout, stderr",
                 ADMIN,
-                {"200": _json(_ref("Deployment")), **_errors(401, 404)},
+                {"200": _json(ref("Deployment")), **_errors(401, 404)},
             ),
         },
         "/v1/servers": {
@@ -197,7 +181,7 @@ def _operator_paths() -> dict[str, Any]:
                 "Create a server awaiting enrolment; returns its one-time token",
                 ADMIN,
                 {"201": _json(OBJ), **_errors(400, 401, 409)},
-                requestBody=_body(_object("name", name=STRING, transport=STRING)),
+                requestBody=_body(object_schema("name", name=STRING, transport=STRING)),
             ),
             "get": _op(
                 "List servers", ADMIN, {"200": _json({"type": "array", "items": OBJ}), **_errors(401)}
@@ -226,7 +210,7 @@ def _operator_paths() -> dict[str, Any]:
                 "Move a server to another transport (HTTP, SWIFT, S3, LOCAL, RELAY, Heat's POLL_*)",
                 ADMIN,
                 {"200": _json(OBJ), **_errors(400, 401, 404)},
-                requestBody=_body(_object("transport", transport=STRING)),
+                requestBody=_body(object_schema("transport", transport=STRING)),
             ),
         },
         "/v1/keys": {
@@ -248,7 +232,7 @@ def _operator_paths() -> dict[str, Any]:
 
 def _media_paths() -> dict[str, Any]:
     required = ("format", "server_id", "enrol_token", "public_keys", "signature")
-    enrolment = _object(*required, **_strings(*required, "hostname") | {"public_keys": OBJ})
+    enrolment = object_schema(*required, **strings(*required, "hostname") | {"public_keys": OBJ})
     return {
         "/v1/enrolments/import": {
             "post": _op(
@@ -263,7 +247,7 @@ def _media_paths() -> dict[str, Any]:
                 "Import a signal carried back on media (<deployment id>/<generation> and the file's text)",
                 ADMIN,
                 {"200": _json(OBJ), **_errors(400, 401, 403, 404, 409, 413)},
-                requestBody=_body(_object("name", "signal", name=STRING, signal=STRING)),
+                requestBody=_body(object_schema("name", "signal", name=STRING, signal=STRING)),
             ),
         },
     }
@@ -277,7 +261,7 @@ def _agent_paths() -> dict[str, Any]:
                 "Enrol an agent with its one-time token and public keys",
                 "public",
                 {"201": _json(OBJ), **_errors(400, 401, 413)},
-                requestBody=_body(_object("token", "public_keys", token=STRING, public_keys=OBJ)),
+                requestBody=_body(object_schema("token", "public_keys", token=STRING, public_keys=OBJ)),
             )
         },
         "/v1/agent/document": {
@@ -306,7 +290,7 @@ def _agent_paths() -> dict[str, Any]:
                 "signal",
                 {"200": _json(OBJ), **_errors(400, 401, 403, 404, 409, 410, 413)},
                 parameters=[_query("sig", "the URL's capability (CFN_SIGNAL)")],
-                requestBody=_body(_ref("Signal")),
+                requestBody=_body(ref("Signal")),
             ),
         },
         "/v1/heat/metadata/{server_id}": {
@@ -325,63 +309,13 @@ def _agent_paths() -> dict[str, Any]:
     }
 
 
-def _schemas() -> dict[str, Any]:
-    integer, nullable = {"type": "integer"}, {"type": ["string", "null"]}
-    code = {"type": "string", "description": _CODES}
-    return {
-        "Error": _object("error", error=_object(code=code, message=STRING, where=nullable)),
-        "StackRequest": _object(
-            name=STRING,
-            template={"oneOf": [STRING, OBJ]},
-            files={"type": "object", "additionalProperties": STRING},
-            environments={"type": "array", "items": STRING},
-            parameters=OBJ,
-            existing={"type": "boolean"},
-            if_match={"type": ["string", "integer"]},
-            rollback={"type": "boolean"},
-            disable_rollback={"type": "boolean"},
-        ),
-        "Stack": _object(
-            **_strings("id", "name", "status", "status_reason"),
-            version=integer,
-            traversal=integer,
-            rollback={"type": "boolean"},
-            parameters=OBJ,
-        ),
-        "Output": _object(output_key=STRING, output_value={}, description=STRING),
-        "Event": _object(
-            id=integer,
-            timestamp={"type": "number"},
-            **_strings("resource_name", "action", "status", "reason"),
-            deployment_id=nullable,
-            generation={"type": ["integer", "null"]},
-            traversal=integer,
-        ),
-        "Deployment": _object(
-            **_strings("id", "name", "server_id", "action", "status", "status_reason"),
-            generation=integer,
-            progress={
-                "type": ["object", "null"],
-                "description": "the last progress signal: seq, output_tail, output_bytes, elapsed, at",
-            },
-        ),
-        "Signal": {
-            **_object(
-                **_strings("deploy_stdout", "deploy_stderr"),
-                deploy_status_code={"type": ["integer", "string"]},
-            ),
-            "additionalProperties": True,
-        },
-    }
-
-
 def spec() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "Anneal control plane", "version": version("anneal")},
         "paths": {**_stack_paths(), **_operator_paths(), **_media_paths(), **_agent_paths()},
         "components": {
-            "schemas": _schemas(),
+            "schemas": schemas(),
             "securitySchemes": {
                 "admin": {"type": "http", "scheme": "bearer", "description": "the admin token"},
                 "agent": {"type": "http", "scheme": "bearer", "description": "an agent's credential"},

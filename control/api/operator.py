@@ -25,7 +25,7 @@ from control.api.openapi import spec
 from control.documents import heat
 from control.errors import BadRequestError
 from control.services import agents, converge, queries, signing, stacks
-from control.store.orm import ServerRow, StackRow
+from control.store.orm import ServerRow
 from control.transports import offline as offline_enrolment
 from control.transports import service as transport_service
 from control.transports.store import parse_signal_name
@@ -61,9 +61,9 @@ async def create_stack(request: web.Request) -> web.Response:
 @routes.get("/v1/stacks")
 @auth("admin")
 async def list_stacks(request: web.Request) -> web.Response:
+    """Top-level stacks; ``nested=true`` lists the stacks nested in them too."""
     async with request.app[RUNTIME].sessions() as session:
-        rows = await session.scalars(select(StackRow).order_by(StackRow.created_at))
-        return ok([stacks.stack_view(s) for s in rows])
+        return ok(await queries.list_stacks(session, bool_query(request, "nested")))
 
 
 @routes.get("/v1/stacks/{name}")
@@ -127,8 +127,16 @@ async def stack_events(request: web.Request) -> web.Response:
     traversal, limit = optional_int_query(request, "traversal"), optional_int_query(request, "limit")
     if limit is not None and limit < 1:
         raise BadRequestError(f"limit: expected 1 or more, got {limit}", where="limit")
-    name = request.match_info["name"]
-    return ok(await queries.wait_events(request.app[RUNTIME], name, after, wait, traversal, limit))
+    name, depth = request.match_info["name"], _nested_depth(request)
+    return ok(await queries.wait_events(request.app[RUNTIME], name, after, wait, traversal, limit, depth))
+
+
+def _nested_depth(request: web.Request) -> int:
+    """``nested_depth=N``: how many levels of nested stacks to include (0: none)."""
+    depth = int_query(request, "nested_depth", 0)
+    if depth < 0:
+        raise BadRequestError(f"nested_depth: expected 0 or more, got {depth}", where="nested_depth")
+    return depth
 
 
 @routes.post("/v1/stacks/{name}/cancel")
@@ -154,8 +162,9 @@ async def converge_stack(request: web.Request) -> web.Response:
 @routes.get("/v1/stacks/{name}/resources")
 @auth("admin")
 async def stack_resources(request: web.Request) -> web.Response:
+    depth = _nested_depth(request)
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.stack_resources(session, request.match_info["name"]))
+        return ok(await queries.stack_resources(session, request.match_info["name"], depth))
 
 
 @routes.get("/v1/stacks/{name}/failures")

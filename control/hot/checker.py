@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from control.hot.errors import TemplateError, at
+from control.hot.files import lookup
 from control.hot.functions import (
     CONDITION_FUNCTIONS,
     CONDITION_ONLY,
@@ -18,6 +19,7 @@ from control.hot.functions import (
     check_shape,
     is_unsupported,
 )
+from control.hot.nesting import check_attribute
 from control.hot.parameters import PSEUDO_PARAMETERS
 from control.hot.schema import TypeSpec
 from control.hot.template import Template
@@ -135,7 +137,11 @@ class Checker:
             return
         if not isinstance(attribute, str):
             raise TemplateError(path, "get_attr: the attribute name must be a string")
-        rtype = self.t.resources[target].type
+        rdef = self.t.resources[target]
+        if rdef.nested is not None:
+            check_attribute(rdef.nested, rdef.type, attribute, path)
+            return
+        rtype = rdef.type
         known = self.types[rtype].attributes
         if known is not None and attribute not in known:
             raise TemplateError(
@@ -145,7 +151,7 @@ class Checker:
             )
 
     def _get_file(self, args: Any, path: str) -> None:
-        if args not in self.t.files:
+        if lookup(self.t.files, args) is None:
             raise TemplateError(path, f"get_file: file {args!r} was not provided")
 
 
