@@ -14,6 +14,7 @@ from control.hot.checker import Checker
 from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
 from control.hot.files import is_template_ref
+from control.hot.groups import MEMBER_PROPERTY, check_member
 from control.hot.loader import check_document, load_yaml
 from control.hot.nesting import Nesting, parse_nested
 from control.hot.nesting import check_properties as check_nested_properties
@@ -194,6 +195,9 @@ class _Scope:
         nested = None
         if rtype in self.types:
             check_properties(self.types[rtype], properties, at(path, "properties"), self.warnings)
+            if rtype in MEMBER_PROPERTY:
+                scope = (self.files, self.env, self.types, self.nesting, self.warnings)
+                check_member(name, rtype, properties, at(path, "properties"), scope, self._parse)
         elif is_template_ref(rtype, self.files):
             rtype, nested = parse_nested(
                 name, rtype, at(path, "type"), self.files, self.env, self.nesting, self._parse

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from control import hot
-from control.resources import provider
+from control.resources import provider, resource_group
 from control.resources.base import REPLACE, Checked, Composite, Handler, Nest, Outcome, Res, Suspendable, done
 from control.resources.cloudconfig import CloudConfig, MultipartMime
 from control.resources.groups import DeploymentGroup
@@ -35,6 +35,7 @@ HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::RandomString": RandomString(),
     "OS::Heat::DeployedServer": Server(),
     "OS::Nova::Server": Server(),
+    resource_group.RESOURCE_GROUP: resource_group.ResourceGroup(),
 }
 #: Types whose resource row is one deployment (its physical id is the deployment's id).
 DEPLOYMENT_TYPES = frozenset({"OS::Heat::SoftwareDeployment", "OS::Heat::StructuredDeployment"})
@@ -69,6 +70,8 @@ def read_attribute(type_name: str, attributes: Mapping[str, Any], name: str, pat
     """``get_attr: [resource, name, *path]`` of a resource of *type_name* with these attributes."""
     if type_name not in HANDLERS:
         return provider.read(attributes, name, path)
+    if type_name == resource_group.RESOURCE_GROUP:
+        return resource_group.read(attributes, name, path)
     return hot.select(attributes.get(name), path)
 
 

@@ -156,3 +156,39 @@ def test_closure_is_what_a_nested_template_reaches():
         "other.sh": "unrelated",
     }
     assert set(closure(files, ["lib/mid.yaml"], load_yaml)) == {"lib/mid.yaml", "lib/leaf.yaml", "lib/v.txt"}
+
+
+def _group(member: str, extra: str = "") -> str:
+    return (
+        HEAD
+        + f"resources:\n  g:\n    type: OS::Heat::ResourceGroup\n    properties:\n      count: 2\n{extra}      resource_def: {member}\n"
+    )
+
+
+def test_a_groups_member_definition_is_checked_as_a_resource():
+    """resource_def's type and properties are checked as a member's, %index% replaced."""
+    parse(_group("{type: child.yaml, properties: {size: 3, label: 'n-%index%'}}"), {"child.yaml": CHILD})
+    e = error(_group("{type: child.yaml, properties: {size: 3, colour: red}}"), {"child.yaml": CHILD})
+    assert e.path == "resources.g.properties.resource_def.properties.colour"
+    e = error(_group("{type: OS::Heat::Value, properties: {valeu: 1}}"), {})
+    assert e.path == "resources.g.properties.resource_def.properties.valeu"
+    e = error(_group("{type: OS::Nope::Thing}"), {})
+    assert e.path == "resources.g.properties.resource_def.type"
+
+
+def test_group_members_count_towards_the_depth_cap():
+    """A group's member template is one level below the group's own nested stack."""
+    files = {"child.yaml": CHILD}
+    parse(_group("{type: child.yaml, properties: {size: 3}}"), files, depth=2)
+    e = error(_group("{type: child.yaml, properties: {size: 3}}"), files, depth=1)
+    assert "more than the limit of 1" in e.reason
+
+
+def test_a_negative_count_is_refused():
+    """count must not be negative."""
+    e = error(
+        HEAD
+        + "resources:\n  g: {type: OS::Heat::ResourceGroup, properties: {count: -1, resource_def: {type: OS::Heat::None}}}\n",
+        {},
+    )
+    assert e.path == "resources.g.properties.count"
