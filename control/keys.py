@@ -58,6 +58,12 @@ class Keys:
     def check_signal_signature(self, deployment_id: str, generation: int, sig: str) -> bool:
         return hmac.compare_digest(self.signal_signature(deployment_id, generation), sig)
 
+    def resource_signature(self, stack_id: str, resource: str, physical_id: str) -> str:
+        """The capability that lets a URL holder signal one resource (a scaling policy); a
+        replaced or deleted resource's URLs stop working with it."""
+        msg = f"resource:{stack_id}:{resource}:{physical_id}".encode()
+        return hmac.new(self.signal_key, msg, hashlib.sha256).hexdigest()
+
 
 def load_or_create(data_dir: Path) -> Keys:
     """Read the data dir's secrets, creating any that are missing."""

@@ -118,6 +118,22 @@ async def read_object(request: web.Request, cap: int | None = None) -> dict[str,
     return body
 
 
+async def read_details(request: web.Request, cap: int = 64 * 1024) -> dict[str, Any]:
+    """A signal's optional body: nothing, or a JSON object (an alarm's details)."""
+    raw = await request.read()
+    if len(raw) > cap:
+        raise TooLargeError(f"body is {len(raw)} bytes, over the cap of {cap} bytes", where="body")
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadRequestError(f"body: not JSON: {e}", where="body") from e
+    if not isinstance(body, dict):
+        raise BadRequestError("body: expected an object", where="body")
+    return body
+
+
 def ok(data: Any, status: int = 200) -> web.Response:
     return web.json_response(data, status=status)
 

@@ -129,6 +129,15 @@ def _stack_paths() -> dict[str, Any]:
         "/v1/stacks/{name}/resources": _on_stack(
             "get", "Stack resources", {"200": rows, **_errors(400, 401, 404)}, parameters=[NESTED_DEPTH]
         ),
+        "/v1/stacks/{name}/resources/{resource}/signal": {
+            "parameters": [STACK, _path_param("resource", "the resource's name")],
+            "post": _op(
+                "Signal a resource (Heat's resource signal): a scaling policy adjusts its group",
+                ADMIN,
+                {"200": _json(OBJ), **_errors(400, 401, 404, 409)},
+                requestBody={"required": False, "content": {"application/json": {"schema": OBJ}}},
+            ),
+        },
         "/v1/stacks/{name}/cancel": _on_stack(
             "post",
             "Cancel the stack's action: deployments in progress fail as cancelled, agents stop their hooks",
@@ -291,6 +300,18 @@ def _agent_paths() -> dict[str, Any]:
                 {"200": _json(OBJ), **_errors(400, 401, 403, 404, 409, 410, 413)},
                 parameters=[_query("sig", "the URL's capability (CFN_SIGNAL)")],
                 requestBody=_body(ref("Signal")),
+            ),
+        },
+        "/v1/resource-signal/{stack_id}/{resource}": {
+            "parameters": [
+                _path_param("stack_id", "the stack's id"),
+                _path_param("resource", "the resource's name"),
+            ],
+            "post": _op(
+                "Signal a resource by its URL (a scaling policy's signal_url or alarm_url); an optional JSON body",
+                "signal",
+                {"200": _json(OBJ), **_errors(400, 403, 404, 409, 413)},
+                parameters=[_query("sig", "the URL's capability for that resource")],
             ),
         },
         "/v1/heat/metadata/{server_id}": {

@@ -17,6 +17,7 @@ from control.api.middleware import (
     int_query,
     ok,
     optional_int_query,
+    read_details,
     read_json,
     read_object,
     seconds_query,
@@ -24,7 +25,7 @@ from control.api.middleware import (
 from control.api.openapi import spec
 from control.documents import heat
 from control.errors import BadRequestError
-from control.services import agents, converge, queries, signing, stacks
+from control.services import agents, converge, queries, resource_signals, signing, stacks
 from control.store.orm import ServerRow
 from control.transports import offline as offline_enrolment
 from control.transports import service as transport_service
@@ -165,6 +166,16 @@ async def stack_resources(request: web.Request) -> web.Response:
     depth = _nested_depth(request)
     async with request.app[RUNTIME].sessions() as session:
         return ok(await queries.stack_resources(session, request.match_info["name"], depth))
+
+
+@routes.post("/v1/stacks/{name}/resources/{resource}/signal")
+@auth("admin")
+async def signal_resource(request: web.Request) -> web.Response:
+    """Signal one resource of the stack (Heat's resource signal): a scaling policy adjusts its group."""
+    details = await read_details(request)
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    name, resource = request.match_info["name"], request.match_info["resource"]
+    return ok(await resource_signals.signal_resource(rt, engine.kick, name, resource, details))
 
 
 @routes.get("/v1/stacks/{name}/failures")

@@ -216,6 +216,13 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--nested-depth", type=int, default=0, metavar="N", help="and its nested stacks' N levels down"
     )
+    res = sub.add_parser("resource", help="one resource of a stack").add_subparsers(
+        dest="resource_command", required=True
+    )
+    p = _fmt(res.add_parser("signal", help="signal a resource (a scaling policy adjusts its group)"))
+    p.add_argument("name", help="the stack")
+    p.add_argument("resource")
+    p.add_argument("--data", default="", help="the signal's details, a JSON object (optional)")
     p = _fmt(sub.add_parser("events", help="the stack's events"))
     p.add_argument("name")
     p.add_argument(

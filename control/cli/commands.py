@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -242,6 +243,21 @@ def _stack_events(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def _stack_resource(client: Client, args: argparse.Namespace) -> int:
+    """`stack resource signal STACK RESOURCE [--data JSON]`."""
+    try:
+        details = json.loads(args.data) if args.data else {}
+    except ValueError as e:
+        raise ClientError(f"--data: not JSON: {e}") from e
+    path = f"/v1/stacks/{args.name}/resources/{args.resource}/signal"
+    result = client.call("POST", path, details)
+    if args.format == "table":
+        print(f"{result['stack']}/{result['resource']}: {result['result']}")
+        return 0
+    show(result, args.format)
+    return 0
+
+
 # ------------------------------------------------------------------ deployments, servers
 
 
@@ -362,6 +378,7 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("stack", "check"): _stack_check,
     ("stack", "converge"): _stack_converge,
     ("stack", "events"): _stack_events,
+    ("stack", "resource"): _stack_resource,
     ("deployment", "list"): _deployment_list,
     ("deployment", "show"): _deployment_show,
     ("deployment", "log"): _deployment_log,

@@ -53,8 +53,10 @@ async def step_stack(
         bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow))
         txn = Txn(session, rt)
         stack = await session.get(StackRow, claim.stack_id, options=_STACK_WITHOUT_DEFINITION)
-        if stack is None or stack.status != "IN_PROGRESS":
+        if stack is None:
             return True, None
+        if stack.status != "IN_PROGRESS":
+            return await _between_actions(txn, stack, defs, claim, lease, kick)
         defined = 0  # resources in the definition (a stack being deleted needs none)
         if stack.action != "DELETE":
             if defs.cached(stack.id, stack.version) is None:
@@ -75,6 +77,31 @@ async def step_stack(
         await txn.commit(kick)
         del keep_alive
     return finished, deadline
+
+
+async def _between_actions(
+    txn: Txn,
+    stack: StackRow,
+    defs: stackdef.Definitions,
+    claim: work.Claim,
+    lease: float,
+    kick: Callable[[str], None],
+) -> tuple[bool, float | None]:
+    """A settled stack whose resource acts on its own (a scaling group resizing on its policy's
+    signal, as in Heat): follow that resource; the stack's status does not change."""
+    rows = list(
+        await txn.session.scalars(
+            select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.status == "IN_PROGRESS")
+        )
+    )
+    acting = [r for r in rows if checker_for(r.type) is not None]
+    if not acting:
+        return True, None
+    slices = Slices(txn, stack, len(acting), claim=claim, lease=lease, kick=kick)
+    deadline = await Step(txn, stack, defs, slices, list(acting)).check()
+    await work.fence(txn.session, claim, lease)
+    await txn.commit(kick)
+    return not any(r.status == "IN_PROGRESS" for r in acting), deadline
 
 
 class Step:

@@ -142,8 +142,9 @@ class Checker:
             check_attribute(rdef.nested, rdef.type, attribute, path)
             return
         rtype = rdef.type
-        known = self.types[rtype].attributes
-        if known is not None and attribute not in known:
+        spec = self.types[rtype]
+        known = spec.attributes
+        if known is not None and attribute not in known and not attribute.startswith(spec.attribute_prefixes):
             raise TemplateError(
                 path,
                 f"get_attr: {target} ({rtype}) has no attribute {attribute!r}; "

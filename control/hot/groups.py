@@ -1,4 +1,5 @@
-"""Groups of one member definition: OS::Heat::ResourceGroup.
+"""Groups of one member definition: OS::Heat::ResourceGroup, OS::Heat::AutoScalingGroup and its
+OS::Heat::ScalingPolicy.
 
 Their property schemas, and the parse-time check of the member definition: the member
 type (a type or a template, after the registry) and its properties are checked as a
@@ -19,6 +20,9 @@ from control.hot.nesting import check_properties as check_nested_properties
 from control.hot.schema import PropSpec, TypeSpec, check_properties, is_integer
 
 RESOURCE_GROUP = "OS::Heat::ResourceGroup"
+AUTO_SCALING_GROUP = "OS::Heat::AutoScalingGroup"
+SCALING_POLICY = "OS::Heat::ScalingPolicy"
+ADJUSTMENT_TYPES = ("change_in_capacity", "exact_capacity", "percent_change_in_capacity")
 #: Member definitions: a resource as it would be written in a template.
 MEMBER = {
     "type": PropSpec("string", required=True),
@@ -41,6 +45,29 @@ def _check_group(props: Mapping[Any, Any], path: str) -> None:
         raise TemplateError(at(path, "index_var"), "must be at least 3 characters (Heat's rule)")
 
 
+def _literal(props: Mapping[Any, Any], key: str) -> int | None:
+    value = props.get(key)
+    return int(value) if value is not None and is_integer(value) else None
+
+
+def _check_scaling(props: Mapping[Any, Any], path: str) -> None:
+    low, high, desired = (_literal(props, k) for k in ("min_size", "max_size", "desired_capacity"))
+    if low is not None and low < 0:
+        raise TemplateError(at(path, "min_size"), f"{low} is negative")
+    if low is not None and high is not None and high < low:
+        raise TemplateError(at(path, "max_size"), f"{high} is below min_size {low}")
+    if desired is not None and ((low is not None and desired < low) or (high is not None and desired > high)):
+        raise TemplateError(at(path, "desired_capacity"), f"{desired} is not within min_size .. max_size")
+
+
+def _check_policy(props: Mapping[Any, Any], path: str) -> None:
+    step = props.get("min_adjustment_step")
+    if step is not None and props.get("adjustment_type") != "percent_change_in_capacity":
+        raise TemplateError(
+            at(path, "min_adjustment_step"), "applies only with adjustment_type percent_change_in_capacity"
+        )
+
+
 GROUP_TYPES: Mapping[str, TypeSpec] = {
     RESOURCE_GROUP: TypeSpec(
         RESOURCE_GROUP,
@@ -58,9 +85,36 @@ GROUP_TYPES: Mapping[str, TypeSpec] = {
             "batch_create": PropSpec("map", schema={k: ROLLING[k] for k in ("max_batch_size", "pause_time")}),
         },
     ),
+    AUTO_SCALING_GROUP: TypeSpec(
+        AUTO_SCALING_GROUP,
+        {
+            "resource": PropSpec("map", required=True, schema=MEMBER),
+            "min_size": PropSpec("integer", required=True),
+            "max_size": PropSpec("integer", required=True),
+            "desired_capacity": PropSpec("integer"),
+            "cooldown": PropSpec("integer"),
+            "rolling_updates": PropSpec("map", schema=ROLLING),
+        },
+        frozenset({"outputs", "outputs_list", "current_size", "refs", "refs_map"}),
+        check=_check_scaling,
+        update_policy={},
+        attribute_prefixes=("resource.",),
+    ),
+    SCALING_POLICY: TypeSpec(
+        SCALING_POLICY,
+        {
+            "auto_scaling_group_id": PropSpec("string", required=True),
+            "scaling_adjustment": PropSpec("number", required=True),
+            "adjustment_type": PropSpec("string", required=True, allowed=ADJUSTMENT_TYPES),
+            "cooldown": PropSpec("number"),
+            "min_adjustment_step": PropSpec("integer"),
+        },
+        frozenset({"alarm_url", "signal_url"}),
+        check=_check_policy,
+    ),
 }
 #: Which property holds a group type's member definition.
-MEMBER_PROPERTY = {RESOURCE_GROUP: "resource_def"}
+MEMBER_PROPERTY = {RESOURCE_GROUP: "resource_def", AUTO_SCALING_GROUP: "resource"}
 
 
 def check_member(

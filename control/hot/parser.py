@@ -177,15 +177,7 @@ class _Scope:
 
     def resource(self, name: str, body: Any) -> ResourceDef:
         path = f"resources.{name}"
-        if not _RESOURCE_NAME.fullmatch(name):
-            raise TemplateError(path, "a resource name has only letters, digits, '_', '-' and '.'")
-        if not isinstance(body, Mapping):
-            raise TemplateError(path, f"expected a map with at least 'type', got {describe(body)}")
-        for key in body:
-            if key == "external_id":
-                raise TemplateError(at(path, key), "external resources are not supported")
-            if key not in RESOURCE_KEYS:
-                raise TemplateError(at(path, key), f"unknown key; allowed: {', '.join(RESOURCE_KEYS[:-1])}")
+        _check_keys(name, body, path)
         original = body.get("type")
         if not isinstance(original, str) or not original:
             raise TemplateError(at(path, "type"), "is required: the name of a resource type")
@@ -221,6 +213,18 @@ class _Scope:
             condition=body.get("condition"),
             nested=nested,
         )
+
+
+def _check_keys(name: str, body: Any, path: str) -> None:
+    if not _RESOURCE_NAME.fullmatch(name):
+        raise TemplateError(path, "a resource name has only letters, digits, '_', '-' and '.'")
+    if not isinstance(body, Mapping):
+        raise TemplateError(path, f"expected a map with at least 'type', got {describe(body)}")
+    for key in body:
+        if key == "external_id":
+            raise TemplateError(at(path, key), "external resources are not supported")
+        if key not in RESOURCE_KEYS:
+            raise TemplateError(at(path, key), f"unknown key; allowed: {', '.join(RESOURCE_KEYS[:-1])}")
 
 
 def _unsupported_type(path: str, original: str, rtype: str, types: Mapping[str, TypeSpec]) -> TemplateError:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from control import hot
-from control.resources import provider, resource_group
+from control.resources import provider, resource_group, scaling
 from control.resources.base import REPLACE, Checked, Composite, Handler, Nest, Outcome, Res, Suspendable, done
 from control.resources.cloudconfig import CloudConfig, MultipartMime
 from control.resources.groups import DeploymentGroup
@@ -36,6 +36,8 @@ HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::DeployedServer": Server(),
     "OS::Nova::Server": Server(),
     resource_group.RESOURCE_GROUP: resource_group.ResourceGroup(),
+    scaling.AUTO_SCALING_GROUP: scaling.AutoScalingGroup(),
+    scaling.SCALING_POLICY: scaling.ScalingPolicy(),
 }
 #: Types whose resource row is one deployment (its physical id is the deployment's id).
 DEPLOYMENT_TYPES = frozenset({"OS::Heat::SoftwareDeployment", "OS::Heat::StructuredDeployment"})
@@ -72,6 +74,8 @@ def read_attribute(type_name: str, attributes: Mapping[str, Any], name: str, pat
         return provider.read(attributes, name, path)
     if type_name == resource_group.RESOURCE_GROUP:
         return resource_group.read(attributes, name, path)
+    if type_name == scaling.AUTO_SCALING_GROUP:
+        return scaling.read(attributes, name, path)
     return hot.select(attributes.get(name), path)
 
 

@@ -96,6 +96,13 @@ class Composite(Protocol):
 
 
 @runtime_checkable
+class Signalled(Protocol):
+    """A handler that takes signals (Heat's resource signal): a scaling policy adjusts its group."""
+
+    async def signal(self, txn: Txn, res: Res, row: ResourceRow, details: Mapping[str, Any]) -> str: ...
+
+
+@runtime_checkable
 class Suspendable(Protocol):
     """A handler that acts on the stack's SUSPEND and RESUME (others are done at once)."""
 

@@ -95,23 +95,7 @@ async def stack_events(
     (the traversal filter applies to the stack's own events). A deleted stack's events stay
     queryable by its name or id.
     """
-    try:
-        stack = await get_stack(session, ref, *STATE_ONLY)
-        stack_id, name = stack.id, stack.name
-    except NotFoundError:
-        found = (
-            await session.execute(
-                select(EventRow.stack_id, EventRow.stack_name)
-                .where(
-                    (EventRow.stack_name == ref) | ((EventRow.stack_id == ref) & (EventRow.stack_name != ""))
-                )
-                .order_by(EventRow.id.desc())
-                .limit(1)
-            )
-        ).first()
-        if found is None:
-            raise
-        stack_id, name = found
+    stack_id, name = await _events_of(session, ref)
     names = {stack_id: name, **(await nested_stacks(session, stack_id, nested_depth))}
     await lock_event_streams(session, names, shared=False)  # every smaller id committed first
     own = EventRow.stack_id == stack_id
@@ -135,6 +119,27 @@ async def stack_events(
         }
         for e in rows
     ]
+
+
+async def _events_of(session: AsyncSession, ref: str) -> tuple[str, str]:
+    """(id, name) of the stack *ref* names, or of a deleted one whose events are kept."""
+    try:
+        stack = await get_stack(session, ref, *STATE_ONLY)
+        return stack.id, stack.name
+    except NotFoundError:
+        found = (
+            await session.execute(
+                select(EventRow.stack_id, EventRow.stack_name)
+                .where(
+                    (EventRow.stack_name == ref) | ((EventRow.stack_id == ref) & (EventRow.stack_name != ""))
+                )
+                .order_by(EventRow.id.desc())
+                .limit(1)
+            )
+        ).first()
+        if found is None:
+            raise
+        return str(found[0]), str(found[1])
 
 
 async def wait_events(

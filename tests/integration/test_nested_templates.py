@@ -276,3 +276,83 @@ def test_a_nested_failure_is_shown_at_the_top_with_its_output(cp: ControlPlane, 
     assert "CREATE_FAILED" in done.stdout
     assert "mid/leaf/leaf_dep:" in done.stdout and "leaf refuses bad" in done.stdout, done.stdout
     cp.delete_stack("broken")
+
+
+BLUE_GREEN = """
+heat_template_version: 2018-08-31
+parameters:
+  server: {type: string}
+  log: {type: string}
+  ver: {type: string}
+  nap: {type: number}
+resources:
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: VER, replace_on_change: true}, {name: LOG}]
+      config: |
+        #!/bin/sh
+        echo "$deploy_resource_name $deploy_action $VER" >> "$LOG"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_param: server}
+      actions: [CREATE, UPDATE, DELETE]
+      input_values: {VER: {get_param: ver}, LOG: {get_param: log}}
+  grp:
+    type: OS::Heat::SoftwareDeploymentGroup
+    properties:
+      config: {get_resource: cfg}
+      servers: {member: {get_param: server}}
+      input_values: {VER: group, LOG: {get_param: log}}
+  nap_cfg:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, inputs: [{name: NAP}], config: "#!/bin/sh\\nsleep $NAP\\n"}
+  slow:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: nap_cfg}, server: {get_param: server}, timeout: 3, input_values: {NAP: {get_param: nap}}}
+"""
+
+BLUE_GREEN_TOP = """
+heat_template_version: 2018-08-31
+parameters:
+  log: {type: string}
+  ver: {type: string}
+  nap: {type: number, default: 0}
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: bg-box}}
+  inner:
+    type: bg.yaml
+    properties: {server: {get_resource: box}, log: {get_param: log}, ver: {get_param: ver}, nap: {get_param: nap}}
+"""
+
+
+def test_nested_deployments_behave_as_top_level_ones(cp: ControlPlane, tmp_path: Path) -> None:
+    """In a nested stack: a replace_on_change input replaces blue/green (new CREATE before old
+    DELETE), a deployment group runs its member, and a deployment past its timeout fails the top."""
+    (tmp_path / "bg.yaml").write_text(BLUE_GREEN)
+    (tmp_path / "top.yaml").write_text(BLUE_GREEN_TOP)
+    log, top = tmp_path / "runs.log", str(tmp_path / "top.yaml")
+    _cli_ok(cp, "stack", "create", "bluegreen", "-t", top, "-P", f"log={log}", "-P", "ver=v1", "--wait")
+    assert ["dep CREATE v1", "member CREATE group"] == sorted(_lines(log))
+    _cli_ok(cp, "stack", "update", "bluegreen", "-t", top, "-P", f"log={log}", "-P", "ver=v2", "--wait")
+    assert ["dep CREATE v2", "dep DELETE v1"] == _lines(log)[2:]
+    done = cp.cli(
+        "stack",
+        "update",
+        "bluegreen",
+        "-t",
+        top,
+        "-P",
+        f"log={log}",
+        "-P",
+        "ver=v2",
+        "-P",
+        "nap=60",
+        "--wait",
+    )
+    assert 1 == done.returncode, done.stdout
+    assert "inner/slow: timed out after 3 s" in done.stdout, done.stdout
+    cp.delete_stack("bluegreen")

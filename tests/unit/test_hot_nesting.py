@@ -192,3 +192,36 @@ def test_a_negative_count_is_refused():
         {},
     )
     assert e.path == "resources.g.properties.count"
+
+
+ASG = (
+    HEAD + "resources:\n  asg:\n    type: OS::Heat::AutoScalingGroup\n    properties:\n"
+    "      min_size: {low}\n      max_size: 3\n      desired_capacity: {want}\n"
+    "      resource: {{type: child.yaml, properties: {{size: 2}}}}\n"
+)
+
+
+def test_scaling_group_sizes_and_attributes_are_checked():
+    """min_size <= desired_capacity <= max_size; its attributes are Heat's and resource.<i>.<attr>."""
+    files = {"child.yaml": CHILD}
+    ok = ASG.format(low=1, want=2)
+    parse(
+        ok
+        + "outputs:\n  a: {value: {get_attr: [asg, resource.0.doubled]}}\n  b: {value: {get_attr: [asg, current_size]}}\n",
+        files,
+    )
+    assert error(ASG.format(low=1, want=5), files).path == "resources.asg.properties.desired_capacity"
+    assert error(ASG.format(low=4, want=4), files).path == "resources.asg.properties.max_size"
+    e = error(ok + "outputs:\n  a: {value: {get_attr: [asg, doubled]}}\n", files)
+    assert "has no attribute 'doubled'" in e.reason
+
+
+def test_min_adjustment_step_needs_a_percent_adjustment():
+    """min_adjustment_step is refused unless adjustment_type is percent_change_in_capacity."""
+    policy = (
+        ASG.format(low=1, want=1) + "  up:\n    type: OS::Heat::ScalingPolicy\n    properties:\n"
+        "      {auto_scaling_group_id: {get_resource: asg}, adjustment_type: change_in_capacity,"
+        " scaling_adjustment: 1, min_adjustment_step: 2}\n"
+    )
+    e = error(policy, {"child.yaml": CHILD})
+    assert e.path == "resources.up.properties.min_adjustment_step"

@@ -487,7 +487,7 @@ def test_unsupported_infrastructure_type_suggests_registry():
 
 def test_unsupported_other_type_has_no_registry_suggestion():
     """A non-infrastructure unsupported type lists the supported types only."""
-    e = error(doc({"r": {"type": "OS::Heat::AutoScalingGroup"}}))
+    e = error(doc({"r": {"type": "OS::Heat::SwiftSignal"}}))
     assert "supported types" in e.reason and "resource_registry" not in e.reason
 
 
