@@ -22,8 +22,12 @@ tools: install
 demo: install
 	$(PY) examples/demo.py
 
+# The suite mostly waits on the processes it starts: WORKERS xdist workers share a 2-core
+# machine. Whole modules go to workers, longest first (FIRST in tests/conftest.py).
+WORKERS ?= 4
+
 test: install tools lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The inner loop: the unit tier alone (about 20 s), and lint + unit before a commit.
 unit: install

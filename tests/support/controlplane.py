@@ -1,7 +1,7 @@
 """A real control plane: `anneal serve` as a subprocess on loopback, and a client for its API and CLI.
 
 Tests, `bench/` and `examples/demo.py` start it the same way; only the defaults differ
-(tests: local agents that long-poll 5 s and beat every 2 s).
+(tests: local agents that long-poll 2 s and beat every 2 s).
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from tests.support.processes import command, free_port, stop_process
 from tests.support.waiting import wait_until
 
 #: What the tests run with unless they say otherwise: local agents, quick to poll and to beat.
+#: A short long-poll also makes the stop quick: `anneal serve` lets the polls under way end first.
 TEST_DEFAULTS = (
     "--provisioner",
     "local",
-    "--agent-arg=--poll-wait=5",
+    "--agent-arg=--poll-wait=2",
     "--agent-arg=--heartbeat-interval=2",
 )
 
