@@ -285,6 +285,7 @@ parameters:
   log: {type: string}
   ver: {type: string}
   nap: {type: number}
+  limit: {type: number}
 resources:
   cfg:
     type: OS::Heat::SoftwareConfig
@@ -312,7 +313,11 @@ resources:
     properties: {group: script, inputs: [{name: NAP}], config: "#!/bin/sh\\nsleep $NAP\\n"}
   slow:
     type: OS::Heat::SoftwareDeployment
-    properties: {config: {get_resource: nap_cfg}, server: {get_param: server}, timeout: 3, input_values: {NAP: {get_param: nap}}}
+    properties:
+      config: {get_resource: nap_cfg}
+      server: {get_param: server}
+      timeout: {get_param: limit}
+      input_values: {NAP: {get_param: nap}}
 """
 
 BLUE_GREEN_TOP = """
@@ -321,11 +326,17 @@ parameters:
   log: {type: string}
   ver: {type: string}
   nap: {type: number, default: 0}
+  limit: {type: number, default: 120}
 resources:
   box: {type: OS::Heat::DeployedServer, properties: {name: bg-box}}
   inner:
     type: bg.yaml
-    properties: {server: {get_resource: box}, log: {get_param: log}, ver: {get_param: ver}, nap: {get_param: nap}}
+    properties:
+      server: {get_resource: box}
+      log: {get_param: log}
+      ver: {get_param: ver}
+      nap: {get_param: nap}
+      limit: {get_param: limit}
 """
 
 
@@ -351,6 +362,8 @@ def test_nested_deployments_behave_as_top_level_ones(cp: ControlPlane, tmp_path:
         "ver=v2",
         "-P",
         "nap=60",
+        "-P",
+        "limit=3",  # only here: a 3 s limit at create would race the new agent's start on a loaded machine
         "--wait",
     )
     assert 1 == done.returncode, done.stdout
