@@ -53,6 +53,7 @@ INFRASTRUCTURE = (
     "OS::Swift::",
     "OS::Octavia::",
     "OS::Designate::",
+    "OS::Aodh::",  # alarms: no alarm service here; a scaling policy is signalled by its URL
     "AWS::",
 )
 _RESOURCE_NAME = re.compile(r"[A-Za-z0-9_.-]+")

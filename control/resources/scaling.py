@@ -210,6 +210,11 @@ class ScalingPolicy:
 
     async def signal(self, txn: Txn, res: Res, row: ResourceRow, details: Mapping[str, Any]) -> str:
         """Adjust the policy's group; what happened (also when nothing did)."""
+        # An alarm service notifies every state change (Aodh's body: current, previous, reason);
+        # as in Heat, only a signal saying "alarm" (or saying nothing) scales.
+        state = str(details.get("current", details.get("state", "alarm")))
+        if state.lower() != "alarm":
+            return f"no change: the alarm's state is {state!r}, not 'alarm'"
         props = row.properties or {}
         target = str(props.get("auto_scaling_group_id") or "")
         group = await _group(txn, res, target)

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm.exc import StaleDataError
 
-from control.errors import BadRequestError, ForbiddenError, NotFoundError
+from control.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from control.resources import Res, handler_for
 from control.resources.base import Signalled
 from control.runtime import Runtime
@@ -56,6 +56,9 @@ async def _signal_once(
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, stack_ref, *STATE_ONLY)
+        if stack.action in ("DELETE", "SUSPEND"):  # as Heat: no signal while it goes away or sleeps
+            state = f"{stack.action} {stack.status}"
+            raise ConflictError(f"stack {stack.name} is {state}: it takes no signals now", where="stack")
         row = await session.scalar(
             select(ResourceRow).where(
                 ResourceRow.stack_id == stack.id, ResourceRow.name == resource, ResourceRow.current.is_(True)

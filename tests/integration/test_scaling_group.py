@@ -97,14 +97,14 @@ def _curl(url: str, body: str = "") -> dict[str, Any]:
     return answer
 
 
-def _scaled(cp: ControlPlane, size: int) -> dict[str, Any]:
+def _scaled(cp: ControlPlane, size: int, stack: str = "auto") -> dict[str, Any]:
     """Wait until the group is COMPLETE again at *size* members; the stack's outputs."""
 
     def settled() -> dict[str, Any] | None:
-        rows = {r["name"]: r for r in cp.api("GET", "/v1/stacks/auto/resources").body}
+        rows = {r["name"]: r for r in cp.api("GET", f"/v1/stacks/{stack}/resources").body}
         if rows["asg"]["status"].endswith("IN_PROGRESS"):
             return None
-        out = cp.outputs("auto")
+        out = cp.outputs(stack)
         return out if out["size"] == size else None
 
     return wait_until(settled, f"group not at {size} members; log: {cp.log}", 180)
@@ -174,3 +174,45 @@ def test_policy_urls_scale_the_group_up_and_down(cp: ControlPlane, tmp_path: Pat
     done = cp.cli("stack", "delete", "auto", "--wait")
     assert 0 == done.returncode, done.stdout + done.stderr
     assert 3 == len([line for line in _lines(log)[before:] if line.endswith("DELETE")])
+
+
+def test_an_update_right_after_a_signal_keeps_the_new_member_and_a_suspended_stack_refuses(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
+    """A stack update sent while the group is scaling waits for it and keeps the new member (no
+    hook runs twice); an alarm's "ok" notification changes nothing; a suspended stack's policy
+    answers 409 and the group stays as it was."""
+    (tmp_path / "member.yaml").write_text(MEMBER)
+    (tmp_path / "scaling.yaml").write_text(SCALING)
+    log = tmp_path / "runs.log"
+    create = ["stack", "create", "busy", "-t", str(tmp_path / "scaling.yaml"), "-P", f"log={log}", "--wait"]
+    done = cp.cli(*create)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    up_url = cp.outputs("busy")["up_url"]
+
+    assert "scaling from 1 to 2" in _curl(up_url)["result"]
+    # Set in the signal's own transaction; it ends only after a new agent has started and run a hook.
+    rows = {r["name"]: r for r in cp.api("GET", "/v1/stacks/busy/resources").body}
+    assert "UPDATE_IN_PROGRESS" == rows["asg"]["status"], rows["asg"]
+    update = ["stack", "update", "busy", "-t", str(tmp_path / "scaling.yaml"), "-P", f"log={log}", "--wait"]
+    done = cp.cli(*update)
+    assert 0 == done.returncode, done.stdout + done.stderr
+    out = _scaled(cp, 2, "busy")
+    assert sorted(f"{who} CREATE" for who in out["said"]) == sorted(_lines(log))
+    assert "UPDATE_COMPLETE" == cp.api("GET", "/v1/stacks/busy?summary=true").body["status"]
+
+    assert "not 'alarm'" in _curl(up_url, '{"current": "ok", "previous": "alarm"}')["result"]
+    assert 2 == cp.outputs("busy")["size"]
+
+    done = cp.cli("stack", "suspend", "busy", "--wait")
+    assert 0 == done.returncode, done.stdout + done.stderr
+    refused = _curl(up_url)
+    assert "takes no signals" in json.dumps(refused), refused
+    assert 409 == cp.api("POST", "/v1/stacks/busy/resources/up/signal", {}).status
+    assert 2 == cp.outputs("busy")["size"]
+    done = cp.cli("stack", "resume", "busy", "--wait")
+    assert 0 == done.returncode, done.stdout + done.stderr
+    assert "scaling from 2 to 3" in _curl(up_url)["result"]
+    assert 3 == len(_scaled(cp, 3, "busy")["said"])
+    cp.delete_stack("busy")
+    assert 3 == len([line for line in _lines(log) if line.endswith("DELETE")])
