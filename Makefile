@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SOURCES := agent control hooks tests examples bench
 
-.PHONY: install tools demo test unit check fmt lint bench clean package
+.PHONY: install tools demo test unit check fmt lint bench clean package revision
 
 install: $(STAMP)
 
@@ -44,6 +44,11 @@ lint: install
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/mypy
+
+# A draft schema revision for what changed in control/store/orm.py: make revision m="what changed"
+# (control/store/migrations/README.md says what to check in it).
+revision: install
+	$(PY) -m control.store.migrations "$(m)"
 
 # The agent's wheel and Debian package (packaging/build.sh; docs/operations.md) into dist/.
 package: install

@@ -58,11 +58,13 @@ class Keys:
     def check_signal_signature(self, deployment_id: str, generation: int, sig: str) -> bool:
         return hmac.compare_digest(self.signal_signature(deployment_id, generation), sig)
 
-    def resource_signature(self, stack_id: str, resource: str, physical_id: str) -> str:
-        """The capability that lets a URL holder signal one resource (a scaling policy); a
-        replaced or deleted resource's URLs stop working with it."""
-        msg = f"resource:{stack_id}:{resource}:{physical_id}".encode()
+    def capability(self, purpose: str, subject: str) -> str:
+        """An HMAC binding one *purpose* to one *subject*: a credential that opens nothing else."""
+        msg = f"{purpose}:{subject}".encode()
         return hmac.new(self.signal_key, msg, hashlib.sha256).hexdigest()
+
+    def check_capability(self, purpose: str, subject: str, given: str) -> bool:
+        return hmac.compare_digest(self.capability(purpose, subject), given)
 
 
 def load_or_create(data_dir: Path) -> Keys:

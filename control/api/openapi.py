@@ -5,55 +5,18 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
-from control.api.openapi_schemas import OBJ, STRING, object_schema, ref, schemas, strings
-
-ADMIN = "admin"
-_ERRORS = {
-    400: "Invalid input",
-    401: "No or wrong credential",
-    403: "Credential out of scope",
-    404: "Not found",
-    409: "Conflict with the current state",
-    410: "What the credential was for no longer exists",
-    413: "Over a size cap",
-    503: "unavailable: the database is busy or the request raced a concurrent change; retry later",
-}
-_INVALID_TEMPLATE = "Invalid input; invalid_template: the template, an environment or a parameter is wrong"
-_RETRY_AFTER = {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}
-
-
-def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _errors(*codes: int, busy: bool = True, template: bool = False) -> dict[str, Any]:
-    """Error responses; *busy*: the operation uses the database, *template*: it parses a template."""
-    text = {**_ERRORS, 400: _INVALID_TEMPLATE} if template else _ERRORS
-    responses = {str(c): _json(ref("Error"), text[c]) for c in codes}
-    if busy:
-        responses["503"] = {**_json(ref("Error"), text[503]), "headers": _RETRY_AFTER}
-    return responses
-
-
-def _op(summary: str, security: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    op: dict[str, Any] = {"summary": summary, "responses": responses}
-    op["security"] = [] if security == "public" else [{security: []}]
-    op.update(extra)
-    return op
-
-
-def _path_param(name: str, description: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "description": description, "schema": STRING}
-
-
-def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
-    schema = {"type": type_}
-    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
-
-
-def _body(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"required": True, "content": {"application/json": {"schema": schema}}}
-
+from control.api.openapi_heat import heat_paths
+from control.api.openapi_parts import ADMIN, OBJ, STRING
+from control.api.openapi_parts import body as _body
+from control.api.openapi_parts import errors as _errors
+from control.api.openapi_parts import json_of as _json
+from control.api.openapi_parts import obj as _object
+from control.api.openapi_parts import op as _op
+from control.api.openapi_parts import path_param as _path_param
+from control.api.openapi_parts import query as _query
+from control.api.openapi_parts import ref as _ref
+from control.api.openapi_parts import strings as _strings
+from control.api.openapi_schemas import schemas
 
 STACK = _path_param("name", "stack name or id")
 SERVER = _path_param("name", "server name or id")
@@ -67,7 +30,7 @@ def _on_stack(method: str, summary: str, responses: dict[str, Any], **extra: Any
 
 
 def _stack_paths() -> dict[str, Any]:
-    stack, listing = _json(ref("Stack")), {"type": "array", "items": ref("Stack")}
+    stack, listing = _json(_ref("Stack")), {"type": "array", "items": _ref("Stack")}
     rows = _json({"type": "array", "items": OBJ})
     return {
         "/v1/stacks": {
@@ -75,7 +38,7 @@ def _stack_paths() -> dict[str, Any]:
                 "Create a stack",
                 ADMIN,
                 {"201": stack, **_errors(400, 401, 409, 413, template=True)},
-                requestBody=_body(ref("StackRequest")),
+                requestBody=_body(_ref("StackRequest")),
             ),
             "get": _op(
                 "List stacks", ADMIN, {"200": _json(listing), **_errors(400, 401)}, parameters=[NESTED]
@@ -95,7 +58,7 @@ def _stack_paths() -> dict[str, Any]:
                 "Update a stack (If-Match: version gives 409 when it changed)",
                 ADMIN,
                 {"202": stack, **_errors(400, 401, 404, 409, 413, template=True)},
-                requestBody=_body(ref("StackRequest")),
+                requestBody=_body(_ref("StackRequest")),
             ),
             "delete": _op("Delete a stack", ADMIN, {"202": stack, **_errors(401, 404)}),
         },
@@ -112,12 +75,12 @@ def _stack_paths() -> dict[str, Any]:
         "/v1/stacks/{name}/outputs": _on_stack(
             "get",
             "Stack outputs",
-            {"200": _json({"type": "array", "items": ref("Output")}), **_errors(401, 404)},
+            {"200": _json({"type": "array", "items": _ref("Output")}), **_errors(401, 404)},
         ),
         "/v1/stacks/{name}/events": _on_stack(
             "get",
             "Stack events in order",
-            {"200": _json({"type": "array", "items": ref("Event")}), **_errors(400, 401, 404)},
+            {"200": _json({"type": "array", "items": _ref("Event")}), **_errors(400, 401, 404)},
             parameters=[
                 _query("after", "only events with a greater id", "integer"),
                 _query("wait", "seconds to wait for a newer event (long-poll, at most 30)", "number"),
@@ -169,7 +132,7 @@ def _operator_paths() -> dict[str, Any]:
             "get": _op(
                 "List deployments",
                 ADMIN,
-                {"200": _json({"type": "array", "items": ref("Deployment")}), **_errors(400, 401, 404)},
+                {"200": _json({"type": "array", "items": _ref("Deployment")}), **_errors(400, 401, 404)},
                 parameters=[
                     _query("stack", "stack name or id"),
                     _query("server", "server name or id"),
@@ -182,7 +145,7 @@ def _operator_paths() -> dict[str, Any]:
             "get": _op(
                 "Show a deployment: inputs, outputs, stdout, stderr",
                 ADMIN,
-                {"200": _json(ref("Deployment")), **_errors(401, 404)},
+                {"200": _json(_ref("Deployment")), **_errors(401, 404)},
             ),
         },
         "/v1/servers": {
@@ -190,7 +153,7 @@ def _operator_paths() -> dict[str, Any]:
                 "Create a server awaiting enrolment; returns its one-time token",
                 ADMIN,
                 {"201": _json(OBJ), **_errors(400, 401, 409)},
-                requestBody=_body(object_schema("name", name=STRING, transport=STRING)),
+                requestBody=_body(_object("name", name=STRING, transport=STRING)),
             ),
             "get": _op(
                 "List servers", ADMIN, {"200": _json({"type": "array", "items": OBJ}), **_errors(401)}
@@ -219,7 +182,7 @@ def _operator_paths() -> dict[str, Any]:
                 "Move a server to another transport (HTTP, SWIFT, S3, LOCAL, RELAY, Heat's POLL_*)",
                 ADMIN,
                 {"200": _json(OBJ), **_errors(400, 401, 404)},
-                requestBody=_body(object_schema("transport", transport=STRING)),
+                requestBody=_body(_object("transport", transport=STRING)),
             ),
         },
         "/v1/keys": {
@@ -241,7 +204,7 @@ def _operator_paths() -> dict[str, Any]:
 
 def _media_paths() -> dict[str, Any]:
     required = ("format", "server_id", "enrol_token", "public_keys", "signature")
-    enrolment = object_schema(*required, **strings(*required, "hostname") | {"public_keys": OBJ})
+    enrolment = _object(*required, **_strings(*required, "hostname") | {"public_keys": OBJ})
     return {
         "/v1/enrolments/import": {
             "post": _op(
@@ -256,7 +219,7 @@ def _media_paths() -> dict[str, Any]:
                 "Import a signal carried back on media (<deployment id>/<generation> and the file's text)",
                 ADMIN,
                 {"200": _json(OBJ), **_errors(400, 401, 403, 404, 409, 413)},
-                requestBody=_body(object_schema("name", "signal", name=STRING, signal=STRING)),
+                requestBody=_body(_object("name", "signal", name=STRING, signal=STRING)),
             ),
         },
     }
@@ -270,7 +233,7 @@ def _agent_paths() -> dict[str, Any]:
                 "Enrol an agent with its one-time token and public keys",
                 "public",
                 {"201": _json(OBJ), **_errors(400, 401, 413)},
-                requestBody=_body(object_schema("token", "public_keys", token=STRING, public_keys=OBJ)),
+                requestBody=_body(_object("token", "public_keys", token=STRING, public_keys=OBJ)),
             )
         },
         "/v1/agent/document": {
@@ -294,13 +257,11 @@ def _agent_paths() -> dict[str, Any]:
                 _path_param("deployment_id", "deployment id"),
                 _path_param("generation", "the generation the signal answers"),
             ],
-            "post": _op(
-                "Signal a deployment's result (Heat's flat form)",
-                "signal",
-                {"200": _json(OBJ), **_errors(400, 401, 403, 404, 409, 410, 413)},
-                parameters=[_query("sig", "the URL's capability (CFN_SIGNAL)")],
-                requestBody=_body(ref("Signal")),
-            ),
+            "post": _signal_op("Signal a deployment's result (Heat's flat form)"),
+            "put": {
+                **_signal_op("Signal a deployment's result, as TEMP_URL_SIGNAL PUTs it (its own sig)"),
+                "security": [],
+            },
         },
         "/v1/resource-signal/{stack_id}/{resource}": {
             "parameters": [
@@ -314,27 +275,30 @@ def _agent_paths() -> dict[str, Any]:
                 parameters=[_query("sig", "the URL's capability for that resource")],
             ),
         },
-        "/v1/heat/metadata/{server_id}": {
-            "parameters": [_path_param("server_id", "a Heat-compatible server's id")],
-            "get": _op(
-                "A Heat-compatible server's document, for os-collect-config's request collector",
-                "signal",
-                {
-                    "200": _json(OBJ, "The per-server document with its os-collect-config section"),
-                    "304": unchanged,
-                    **_errors(401, 403, 404),
-                },
-                parameters=[_query("sig", "the URL's capability for this server")],
-            ),
-        },
     }
+
+
+def _signal_op(summary: str) -> dict[str, Any]:
+    return _op(
+        summary,
+        "signal",
+        {"200": _json(OBJ), **_errors(400, 401, 403, 404, 409, 410, 413)},
+        parameters=[_query("sig", "the URL's capability (CFN_SIGNAL; for PUT, TEMP_URL_SIGNAL's)")],
+        requestBody=_body(_ref("Signal")),
+    )
 
 
 def spec() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "Anneal control plane", "version": version("anneal")},
-        "paths": {**_stack_paths(), **_operator_paths(), **_media_paths(), **_agent_paths()},
+        "paths": {
+            **_stack_paths(),
+            **_operator_paths(),
+            **_media_paths(),
+            **_agent_paths(),
+            **heat_paths(),
+        },
         "components": {
             "schemas": schemas(),
             "securitySchemes": {

@@ -4,29 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-OBJ: dict[str, Any] = {"type": "object"}
-STRING = {"type": "string"}
-# The Error body's `code`: every code the error middleware answers (ControlError's and its own).
-_CODES = (
-    "bad_request, invalid_template (a template, environment or parameter; where: its path) 400; "
-    "unauthorized 401; forbidden 403; not_found 404; conflict, stale_signal 409; gone 410; too_large 413; "
-    "unavailable 503 (the database is busy: retry after Retry-After); internal 500 (a bug); "
-    "http: refused before any route ran, e.g. an unknown path or method (where: the path)"
-)
-
-
-def ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def object_schema(*required: str, **properties: Any) -> dict[str, Any]:
-    """An object schema with these properties, the *required* ones listed."""
-    return {"type": "object", **({"required": list(required)} if required else {}), "properties": properties}
-
-
-def strings(*names: str) -> dict[str, Any]:
-    """String properties, for object_schema."""
-    return dict.fromkeys(names, STRING)
+from control.api.openapi_parts import CODES as _CODES
+from control.api.openapi_parts import OBJ, STRING, strings
+from control.api.openapi_parts import obj as object_schema
 
 
 def schemas() -> dict[str, Any]:
@@ -37,7 +17,7 @@ def schemas() -> dict[str, Any]:
         "StackRequest": object_schema(
             name=STRING,
             template={"oneOf": [STRING, OBJ]},
-            files={"type": "object", "additionalProperties": STRING},
+            files={"type": "object", "additionalProperties": {"oneOf": [STRING, OBJ]}},
             environments={"type": "array", "items": STRING},
             parameters=OBJ,
             existing={"type": "boolean"},

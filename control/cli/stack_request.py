@@ -18,10 +18,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from agent import wire_files
 from control.cli.client import ClientError
 from control.hot import files as hotfiles
 from control.hot.errors import TemplateError
 from control.hot.loader import load_yaml
+
+#: Files get_file of one directory may carry.
+MAX_DIRECTORY_FILES = 1000
 
 
 def stack_request(args: argparse.Namespace) -> dict[str, Any]:
@@ -50,7 +54,7 @@ class _Files:
 
     def __init__(self, top: Path) -> None:
         self.top = top
-        self.files: dict[str, str] = {}
+        self.files: dict[str, Any] = {}
 
     def template(self, source: Any, key: str, what: str) -> None:
         """Read what the template at *key* ("" for the top one) names, recursively."""
@@ -66,9 +70,12 @@ class _Files:
     def _add(self, kind: str, key: str, what: str) -> None:
         if key in self.files:
             return
-        self.files[key] = _read(self._path(key), what)
-        if kind == "template":
-            self.template(_load(self.files[key], key), key, key)
+        if kind != "template":
+            self.files[key] = _file(self._path(key), what)
+            return
+        text = _read(self._path(key), what)
+        self.files[key] = text
+        self.template(_load(text, key), key, key)
 
     def _path(self, key: str) -> Path:
         if key.startswith("file://"):
@@ -117,8 +124,28 @@ def _load(text: str, what: str) -> Any:
         raise ClientError(str(e)) from e
 
 
-def _read(path: Path, what: str) -> str:
+def _file(path: Path, what: str) -> Any:
+    """A get_file target as ``files`` carries it: text, a binary envelope, or a directory's files."""
+    if not path.is_dir():
+        return wire_files.carried(_read_bytes(path, what))
+    found = sorted(p for p in path.rglob("*") if p.is_file())
+    if len(found) > MAX_DIRECTORY_FILES:
+        raise ClientError(
+            f"{what}: {path} holds {len(found)} files, over the {MAX_DIRECTORY_FILES} get_file takes"
+        )
+    entries = {p.relative_to(path).as_posix(): wire_files.carried(_read_bytes(p, what)) for p in found}
+    return {wire_files.DIRECTORY_KEY: entries}
+
+
+def _read_bytes(path: Path, what: str) -> bytes:
     try:
-        return path.read_text()
+        return path.read_bytes()
     except OSError as e:
         raise ClientError(f"{what}: cannot read {path}: {e.strerror}") from e
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return _read_bytes(path, what).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ClientError(f"{what}: {path} is not UTF-8 text (byte {e.start})") from e

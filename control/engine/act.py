@@ -40,7 +40,12 @@ class Actor:
         try:
             ctx = stackdef.StackContext(stack, self.defn, current)
             res = Res(
-                stack, name, rdef.type, rdef.update_policy, self._nest(rdef, ctx) if composite else None
+                stack,
+                name,
+                rdef.type,
+                rdef.update_policy,
+                self._nest(rdef, ctx) if composite else None,
+                self.defn.template.reads(name),
             )
             props = _with_defaults(
                 rdef.type, stackdef.plain(hot.resolve(rdef.properties, ctx, f"resources.{name}.properties"))

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.orm import defer
 
+from agent import wire_files
 from control import hot
 from control.hot.definition import Definition, build, plain
 from control.resources import read_attribute
@@ -17,6 +18,8 @@ __all__ = ["Definition", "Definitions", "StackContext", "build", "plain", "witho
 #: The stack row's big columns a Definition is parsed from (plus the one a rollback returns
 #: to); ``files`` is not among them: expressions read it while resources act (``get_file``).
 DEFINITION_COLUMNS = ("template", "environment", "params_given", "previous")
+#: An attribute that stands for the resource in get_resource (an AWS wait handle's signed URL).
+REFERENCE = "anneal:ref"
 
 
 def without(*columns: str) -> list[Any]:
@@ -52,18 +55,23 @@ class StackContext:
         return self._defn.params.values[name]
 
     def resource_id(self, name: str) -> Any:
+        """What get_resource gives: the physical id, or the reference a handler set (a URL)."""
         row = self._rows.get(name)
-        return row.physical_id if row is not None else None
+        return (row.attributes.get(REFERENCE) or row.physical_id) if row is not None else None
 
     def attribute(self, name: str, attribute: str, path: list[Any]) -> Any:
         row = self._rows.get(name)
         return read_attribute(row.type, row.attributes, attribute, path) if row is not None else None
 
-    def file(self, path: str) -> str:
+    def file(self, path: str) -> Any:
+        """A get_file: the file's text, its binary envelope, or a directory's map of those."""
         key = hot.lookup_file(self._stack.files, path)
         if key is None:  # the parser checked every name: a stack stored before that check
             raise hot.TemplateError(path, "get_file: file was not provided")
-        return str(self._stack.files[key])
+        value = self._stack.files[key]
+        if isinstance(value, Mapping) and list(value) == [wire_files.DIRECTORY_KEY]:
+            return dict(value[wire_files.DIRECTORY_KEY])
+        return value
 
     def condition(self, name: str) -> bool:
         return self._defn.conditions.get(name, False)

@@ -47,7 +47,7 @@ class Template:
     resources: Mapping[str, ResourceDef]
     outputs: Mapping[str, OutputDef]
     conditions: Mapping[str, Any]
-    files: Mapping[str, str]
+    files: Mapping[str, Any]  # text, or a binary or directory envelope (agent/wire_files.py)
     warnings: tuple[str, ...]
 
     def dependencies(self, name: str) -> frozenset[str]:
@@ -101,6 +101,22 @@ class Template:
                 else:
                     paths.add(tuple(args[1:]))
         return {k: None if v is None else frozenset(v) for k, v in found.items()}
+
+    def reads(self, name: str) -> frozenset[str]:
+        """The attributes of resource *name* that get_attr reads anywhere in the template."""
+        return self._reads.get(name, frozenset())
+
+    @cached_property
+    def _reads(self) -> dict[str, frozenset[str]]:
+        found: dict[str, set[str]] = {}
+        nodes = [r.properties for r in self.resources.values()] + [
+            r.metadata for r in self.resources.values()
+        ]
+        for node in [*nodes, *(o.value for o in self.outputs.values())]:
+            for _, fn, args in calls(node):
+                if fn == "get_attr" and isinstance(args, list) and len(args) > 1 and isinstance(args[1], str):
+                    found.setdefault(str(args[0]), set()).add(args[1])
+        return {k: frozenset(v) for k, v in found.items()}
 
     @cached_property
     def _graph(self) -> dict[str, frozenset[str]]:

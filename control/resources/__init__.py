@@ -19,6 +19,7 @@ from control.resources.software import (
     forget_deployment,
 )
 from control.resources.structured import StructuredConfig, StructuredDeployment
+from control.resources.waits import WaitCondition, WaitConditionHandle
 
 HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::None": Nothing(),
@@ -38,6 +39,10 @@ HANDLERS: Mapping[str, Handler] = {
     resource_group.RESOURCE_GROUP: resource_group.ResourceGroup(),
     scaling.AUTO_SCALING_GROUP: scaling.AutoScalingGroup(),
     scaling.SCALING_POLICY: scaling.ScalingPolicy(),
+    "OS::Heat::WaitConditionHandle": WaitConditionHandle(),
+    "OS::Heat::WaitCondition": WaitCondition(),
+    "AWS::CloudFormation::WaitConditionHandle": WaitConditionHandle(),
+    "AWS::CloudFormation::WaitCondition": WaitCondition(aws=True),
 }
 #: Types whose resource row is one deployment (its physical id is the deployment's id).
 DEPLOYMENT_TYPES = frozenset({"OS::Heat::SoftwareDeployment", "OS::Heat::StructuredDeployment"})

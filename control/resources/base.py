@@ -63,6 +63,8 @@ class Res:
     update_policy: Mapping[str, Any] = field(default_factory=dict)
     #: What a resource that makes a nested stack passes down (create and update only).
     nest: Nest | None = None
+    #: The attributes of it other resources and outputs read with get_attr (create and update only).
+    reads: frozenset[str] = frozenset()
 
     @property
     def stack_path(self) -> str:
@@ -71,6 +73,11 @@ class Res:
     @property
     def where(self) -> str:
         return f"resources.{self.name}"
+
+
+def warn(txn: Txn, res: Res, message: str, action: str = "CREATE") -> None:
+    """A WARNING event on *res*: what Heat would do that Anneal does another way, or not at all."""
+    txn.event(res.stack.id, res.name, action, "WARNING", message, traversal=res.stack.traversal)
 
 
 class Handler(Protocol):

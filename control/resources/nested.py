@@ -52,19 +52,29 @@ def digest(*parts: Any) -> str:
 def store_definition(
     stack: StackRow,
     template: Any,
-    files: Mapping[str, str],
+    files: Mapping[str, Any],
     env: hot.Environment,
     params: Mapping[str, Any],
     defn: hot.Definition,
+    warnings: Iterable[str] = (),
 ) -> None:
-    """Write a stack's template, files, environment and parameters as *defn* resolved them."""
+    """Write a stack's template, files, environment and parameters as *defn* resolved them;
+    *warnings*: the definition check's (check_definition)."""
     stack.template = template
     stack.files = dict(files)
     stack.environment = hot.environment_to_json(env)
     stack.params_given = dict(params)
     stack.parameters = hot.plain(dict(defn.params.values))
     stack.hidden = sorted(defn.params.hidden)
-    stack.warnings = [*env.warnings, *defn.template.warnings, *defn.params.warnings]
+    stack.warnings = [*env.warnings, *defn.template.warnings, *defn.params.warnings, *warnings]
+
+
+def warning_events(txn: Txn, stack: StackRow) -> None:
+    """One WARNING event per warning of the definition, on the resource its path names."""
+    for warning in stack.warnings:
+        path = str(warning).partition(":")[0]
+        resource = path.split(".")[1] if path.startswith("resources.") and path.count(".") >= 1 else ""
+        txn.event(stack.id, resource, stack.action, "WARNING", str(warning), traversal=stack.traversal)
 
 
 async def retire(session: AsyncSession, stack_id: str, keep: set[str] | None) -> None:
@@ -110,7 +120,7 @@ def _per_resource_targets(entries: Mapping[str, Any]) -> list[str]:
 
 def _build(
     txn: Txn, res: Res, stack_id: str, name: str, depth: int, parts: Mapping[str, Any]
-) -> hot.Definition:
+) -> tuple[hot.Definition, list[str]]:
     """The child's definition, checked as a stack's is (a problem fails the parent's resource)."""
     nesting = hot.Nesting(depth, txn.runtime.settings.max_nested_depth)
     if depth > nesting.max_depth:
@@ -127,10 +137,10 @@ def _build(
             stack_id=stack_id,
             nesting=nesting,
         )
-        check_definition(defn.template)
+        warnings = check_definition(defn.template)
     except hot.TemplateError as e:
         raise hot.TemplateError(f"{res.where}", f"nested stack: {e}") from e
-    return defn
+    return defn, warnings
 
 
 async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
@@ -138,7 +148,7 @@ async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
     parent = res.stack
     child_id, now = str(uuid.uuid4()), time.time()
     name = f"{parent.name}-{res.name}-{short_id()}"[-255:]
-    defn = _build(txn, res, child_id, name, parent.nested_depth + 1, parts)
+    defn, warnings = _build(txn, res, child_id, name, parent.nested_depth + 1, parts)
     child = StackRow(
         id=child_id,
         name=name,
@@ -157,21 +167,25 @@ async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
         outputs={},
         previous=None,
     )
-    store_definition(child, parts["template"], parts["files"], parts["environment"], parts["params"], defn)
+    parts_of = (parts["template"], parts["files"], parts["environment"], parts["params"])
+    store_definition(child, *parts_of, defn, warnings)
     txn.add(child)
     reason = f"Stack CREATE started (nested: resource {res.name} of stack {parent.name})"
     txn.event(child_id, "", "CREATE", "IN_PROGRESS", reason, traversal=1)
+    warning_events(txn, child)
     txn.kicks.add(child_id)
     return child
 
 
 async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, Any]) -> None:
     """Give the nested stack a new definition: it walks again, changing only what differs."""
-    defn = _build(txn, res, child.id, child.name, child.nested_depth, parts)
-    store_definition(child, parts["template"], parts["files"], parts["environment"], parts["params"], defn)
+    defn, warnings = _build(txn, res, child.id, child.name, child.nested_depth, parts)
+    parts_of = (parts["template"], parts["files"], parts["environment"], parts["params"])
+    store_definition(child, *parts_of, defn, warnings)
     if res.nest is not None:  # a group's next batch keeps what the child had
         child.facade = dict(res.nest.facade)
     _restart(txn, child, "UPDATE")
+    warning_events(txn, child)
     await retire(txn.session, child.id, set(defn.order()))
 
 

@@ -249,6 +249,6 @@ async def _group(txn: Txn, res: Res, target: str) -> ResourceRow:
 
 def _urls(txn: Txn, res: Res, physical_id: str) -> dict[str, str]:
     """The policy's signal URLs: each a capability for signalling this policy, dying with it."""
-    sig = txn.runtime.keys.resource_signature(res.stack.id, res.name, physical_id)
+    sig = txn.runtime.keys.capability("resource", f"{res.stack.id}:{res.name}:{physical_id}")
     url = f"{txn.runtime.settings.base_url}/v1/resource-signal/{res.stack.id}/{res.name}?sig={sig}"
     return {"alarm_url": url, "signal_url": url}

@@ -7,7 +7,6 @@ resource's ``SIGNAL COMPLETE`` event, also when nothing changed (a group in its 
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -66,10 +65,10 @@ async def _signal_once(
         )
         if row is None:
             raise NotFoundError(f"stack {stack.name} has no resource {resource!r}", where="resource")
-        if sig is not None:
-            wanted = rt.keys.resource_signature(stack.id, row.name, row.physical_id or "")
-            if not hmac.compare_digest(wanted, sig):
-                raise ForbiddenError("the URL's signature is not this resource's", where="sig")
+        # Bound to the policy's physical id: a replaced or deleted policy's URLs stop working.
+        subject = f"{stack.id}:{row.name}:{row.physical_id or ''}"
+        if sig is not None and not rt.keys.check_capability("resource", subject, sig):
+            raise ForbiddenError("the URL's signature is not this resource's", where="sig")
         handler = handler_for(row.type)
         if not isinstance(handler, Signalled):
             raise BadRequestError(f"resource {row.name} ({row.type}) takes no signals", where="resource")

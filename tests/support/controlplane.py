@@ -134,7 +134,23 @@ class ControlPlane:
                 return {"status": "DELETED"}
             return None if resp.body["status"].endswith("IN_PROGRESS") else dict(resp.body)
 
-        return wait_until(left, f"stack {name} still in progress; log: {self.log}", timeout)
+        try:
+            return wait_until(left, f"stack {name} still in progress; log: {self.log}", timeout)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.stuck_report(name)}") from None
+
+    def stuck_report(self, name: str) -> str:
+        """What a failed wait shows: the stack's unfinished deployments and the log's last lines."""
+        deps = self.api("GET", f"/v1/deployments?stack={name}").body
+        unfinished = [
+            f"{d.get('name')} on {d.get('server_name', d.get('server_id'))}: {d.get('status')}"
+            for d in (deps if isinstance(deps, list) else [])
+            if d.get("status") != "COMPLETE"
+        ]
+        lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        return "unfinished deployments: {}\nlast lines of the log:\n{}".format(
+            unfinished, "\n".join(lines[-40:])
+        )
 
     def settled(self, name: str, expect: str | None, timeout: float = 120) -> dict[str, Any]:
         """Wait for *name* to leave IN_PROGRESS; assert it ends as *expect* (None: any status)."""
