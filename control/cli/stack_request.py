@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -31,7 +32,7 @@ MAX_DIRECTORY_FILES = 1000
 def stack_request(args: argparse.Namespace) -> dict[str, Any]:
     """Read the template, the files it names and the environments; parse -P pairs."""
     template_text = _read(args.template, "template")
-    gathered = _Files(args.template.parent)
+    gathered = _Files(args.template, refuse_outside=bool(getattr(args, "no_upload_outside", False)))
     gathered.template(_load(template_text, str(args.template)), "", str(args.template))
     environments = [gathered.environment(p) for p in args.environment]
     params = {}
@@ -52,8 +53,8 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
 class _Files:
     """The files a request carries, keyed as the control plane looks them up."""
 
-    def __init__(self, top: Path) -> None:
-        self.top = top
+    def __init__(self, template: Path, *, refuse_outside: bool) -> None:
+        self.top_file, self.top, self.refuse_outside = template, template.parent, refuse_outside
         self.files: dict[str, Any] = {}
 
     def template(self, source: Any, key: str, what: str) -> None:
@@ -70,10 +71,12 @@ class _Files:
     def _add(self, kind: str, key: str, what: str) -> None:
         if key in self.files:
             return
+        path = self._path(key)
+        self._check_inside(path, what)
         if kind != "template":
-            self.files[key] = _file(self._path(key), what)
+            self.files[key] = _file(path, what)
             return
-        text = _read(self._path(key), what)
+        text = _read(path, what)
         self.files[key] = text
         self.template(_load(text, key), key, key)
 
@@ -83,6 +86,21 @@ class _Files:
         if key.startswith("~"):
             return Path(key).expanduser()
         return self.top / key
+
+    def _check_inside(self, path: Path, what: str) -> None:
+        """Warn when *path* is outside the top template's directory; refuse it under
+        --no-upload-outside. Absolute names, ``../`` and symlinks out all count: a template
+        written elsewhere must not choose which of this machine's files leave it."""
+        home, target = self.top.resolve(), path.resolve()
+        if target.is_relative_to(home):
+            return
+        where = f"{self.top_file}: {what} names {target}, outside the template's directory {home}"
+        if self.refuse_outside:
+            raise ClientError(f"{where}; refused (--no-upload-outside)")
+        print(
+            f"anneal: warning: {where}; it is uploaded (--no-upload-outside refuses such files)",
+            file=sys.stderr,
+        )
 
     def environment(self, path: Path) -> str:
         """The environment's text, its template names made keys (relative to its own directory)."""
