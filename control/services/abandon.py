@@ -21,10 +21,11 @@ from sqlalchemy import select, update
 from control.engine import stackdef
 from control.errors import BadRequestError, ConflictError
 from control.resources import DEPLOYMENT_TYPES
+from control.resources.nested import store_definition
 from control.resources.validate import check_definition
 from control.runtime import Runtime
 from control.services.stack_request import parse_request, rollback_wanted, tags_given, timeout_given
-from control.services.stacks import check_stack_name, get_stack, stack_view, store_definition
+from control.services.stacks import check_stack_name, get_stack, stack_view
 from control.store.orm import ConfigRow, DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
 
@@ -40,6 +41,12 @@ async def abandon_stack(rt: Runtime, name: str) -> dict[str, Any]:
         if stack.status == "IN_PROGRESS":
             raise ConflictError(
                 f"stack {name} is {stack.action}_IN_PROGRESS; wait for it to finish", where="name"
+            )
+        nested = await session.scalar(select(StackRow.id).where(StackRow.parent_id == stack.id).limit(1))
+        if stack.parent_id is not None or nested is not None:
+            raise ConflictError(
+                f"stack {name} is nested or has nested stacks: abandon takes a stack without nesting",
+                where="name",
             )
         rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == stack.id)))
         owned = set(await session.scalars(select(ServerRow.id).where(ServerRow.owner_stack_id == stack.id)))
@@ -179,7 +186,7 @@ async def adopt_stack(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
             tags=tags_given(body) or list(data.get("tags") or []),
             timeout_mins=timeout_given(body) or timeout_given(data),
         )  # fmt: skip
-        store_definition(stack, req, defn, warnings)
+        store_definition(stack, req.template, req.files, req.environment, req.parameters, defn, warnings)
         stack.rollback = rollback_wanted(body if "disable_rollback" in body else data)
         session.add(stack)
         await _attach(txn, stack_id, data, kept)

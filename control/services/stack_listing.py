@@ -45,6 +45,8 @@ class StackQuery:
     sort_dir: str | None = None
     limit: int | None = None
     marker: str | None = None
+    #: Heat's show_nested: nested stacks (template resources, groups) are listed too.
+    nested: bool = False
 
 
 def _status_filter(values: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -75,6 +77,8 @@ def _tags_match(tags: set[str], wanted: Mapping[str, Sequence[str]]) -> bool:
 async def list_stacks(session: AsyncSession, query: StackQuery) -> list[dict[str, Any]]:
     """Stack views (services.stacks.stack_view) matching *query*, in its order, one page of it."""
     stmt = select(StackRow).options(*STATE_ONLY)
+    if not query.nested:
+        stmt = stmt.where(StackRow.parent_id.is_(None))
     for key, values in query.filters.items():
         if not values:
             continue
@@ -103,5 +107,5 @@ async def list_stacks(session: AsyncSession, query: StackQuery) -> list[dict[str
 
 async def count_stacks(session: AsyncSession, query: StackQuery) -> int:
     """How many stacks match *query*'s filters and tags (paging aside)."""
-    unpaged = StackQuery(filters=query.filters, tags=query.tags)
+    unpaged = StackQuery(filters=query.filters, tags=query.tags, nested=query.nested)
     return len(await list_stacks(session, unpaged))

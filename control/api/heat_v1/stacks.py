@@ -39,9 +39,9 @@ routes = web.RouteTableDef()
 @routes.get(P + "/stacks")
 @auth("project")
 async def list_stacks_route(request: web.Request) -> web.Response:
-    """Heat's stack list: filters, tags, sort_keys/sort_dir, limit/marker, with_count; show_nested,
-    show_deleted, show_hidden and global_tenant are accepted (no nested, deleted or hidden stacks here)."""
-    for name in ("show_nested", "show_deleted", "show_hidden", "global_tenant"):
+    """Heat's stack list: filters, tags, sort_keys/sort_dir, limit/marker, with_count, show_nested;
+    show_deleted, show_hidden and global_tenant are accepted (no deleted or hidden stacks here)."""
+    for name in ("show_deleted", "show_hidden", "global_tenant"):
         bool_param(request, name)
     query = StackQuery(
         filters={k: mixed_param(request, k) for k in FILTER_COLUMNS},
@@ -50,6 +50,7 @@ async def list_stacks_route(request: web.Request) -> web.Response:
         sort_dir=sort_dir(request),
         limit=int_param(request, "limit"),
         marker=request.query.get("marker"),
+        nested=bool_param(request, "show_nested"),
     )
     async with request.app[RUNTIME].sessions() as session:
         found = [views.stack_summary(request, v) for v in await list_stacks(session, query)]
