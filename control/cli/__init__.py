@@ -17,6 +17,7 @@ from pathlib import Path
 
 from control.cli import commands, transport_options
 from control.cli.client import ClientError
+from control.cli.validate import validate
 
 FORMATS = ("table", "json", "yaml", "value")
 
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="group", required=True)
     _serve(sub.add_parser("serve", help="run the control plane"))
     _stack(sub.add_parser("stack", help="stacks").add_subparsers(dest="command", required=True))
+    _template(sub.add_parser("template", help="templates").add_subparsers(dest="command", required=True))
     dep = sub.add_parser("deployment", help="deployments").add_subparsers(dest="command", required=True)
     p = _fmt(dep.add_parser("list", help="list deployments"))
     p.add_argument("--stack")
@@ -158,15 +160,7 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p = _fmt(sub.add_parser(name, help=text))
         p.add_argument("name")
         p.add_argument("-t", "--template", required=True, type=Path, help="HOT template file")
-        p.add_argument(
-            "-e",
-            "--environment",
-            action="append",
-            default=[],
-            type=Path,
-            help="environment file (repeat; later ones win)",
-        )
-        p.add_argument("-P", "--parameter", action="append", default=[], metavar="KEY=VALUE")
+        _environment_and_parameters(p)
         p.add_argument("--wait", action="store_true", help="show live progress; non-zero exit on failure")
         p.add_argument("--timeout", type=float, default=3600.0, help="how long --wait waits (s)")
         p.add_argument(
@@ -209,6 +203,36 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--follow", action="store_true", help="keep printing new events until the stack settles")
 
 
+def _template(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = _fmt(
+        sub.add_parser(
+            "validate",
+            help="check a template offline as the control plane would (no control plane needed); exit 1 on any error",
+        )
+    )
+    p.add_argument("template", type=Path, metavar="FILE", help="HOT template file")
+    _environment_and_parameters(p)
+    p.add_argument(
+        "--max-template-bytes",
+        type=size,
+        default=512 * 1024,
+        metavar="SIZE",
+        help="the cap `anneal serve --max-template-bytes` applies (default 512K)",
+    )
+
+
+def _environment_and_parameters(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-e",
+        "--environment",
+        action="append",
+        default=[],
+        type=Path,
+        help="environment file (repeat; later ones win)",
+    )
+    p.add_argument("-P", "--parameter", action="append", default=[], metavar="KEY=VALUE")
+
+
 def _fmt(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("-f", "--format", choices=FORMATS, default="table")
     return p
@@ -222,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return serve(args)
     try:
+        if args.group == "template":  # offline: no control plane, no credentials
+            return validate(args)
         return commands.run(args)
     except ClientError as e:
         print(f"anneal: error: {e}", file=sys.stderr)

@@ -11,20 +11,29 @@ from control.hot.errors import TemplateError
 from control.hot.loader import load_yaml
 
 
-def stack_request(args: argparse.Namespace) -> dict[str, Any]:
-    """Read the template, its get_file files and the environments; parse -P pairs."""
+def stack_request(args: argparse.Namespace, *, offline: bool = False) -> dict[str, Any]:
+    """Read the template, its get_file files and the environments; parse -P pairs.
+
+    *offline* (`anneal template validate`) leaves what the control plane would refuse (text
+    that does not parse, a get_file that is not there) to ``hot.validate``, so it is reported
+    exactly as the API reports it.
+    """
     template_text = _read(args.template, "template")
     try:
         # The control plane's own reader (JSON fast path, alias and nesting caps); the size
         # cap is the control plane's to apply, so none here.
         parsed = load_yaml(template_text, str(args.template), max_bytes=len(template_text.encode()))
     except TemplateError as e:
-        raise ClientError(str(e)) from e
+        if not offline:
+            raise ClientError(str(e)) from e
+        parsed = None
     files: dict[str, str] = {}
     for ref in sorted(_get_files(parsed)):
         path = Path(ref) if Path(ref).is_absolute() else args.template.parent / ref
         if ref.startswith(("http://", "https://")):
             raise ClientError(f"{args.template}: get_file {ref!r}: only local files are supported")
+        if offline and not path.exists():
+            continue
         files[ref] = _read(path, f"get_file {ref!r} in {args.template}")
     params = {}
     for pair in args.parameter:
@@ -33,7 +42,7 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
             raise ClientError(f"-P {pair!r}: expected KEY=VALUE")
         params[key] = value
     return {
-        "name": args.name,
+        "name": getattr(args, "name", ""),
         "template": template_text,
         "files": files,
         "parameters": params,

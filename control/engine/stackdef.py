@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -25,11 +24,8 @@ def without(*columns: str) -> list[Any]:
 
 
 @dataclass(frozen=True)
-class Definition:
-    template: hot.Template
-    environment: hot.Environment
-    params: hot.Parameters
-    conditions: Mapping[str, bool]
+class Definition(hot.Checked):
+    """A checked definition with what the engine asks of it: active resources, their order."""
 
     def active(self, name: str) -> bool:
         """False for a resource whose condition is false."""
@@ -134,11 +130,9 @@ def build(
     stack_name: str,
     stack_id: str,
 ) -> Definition:
-    """Parse and validate everything; raises hot.TemplateError naming what is wrong."""
-    template = hot.parse_template(source, files=files, environment=environment)
-    params = hot.resolve_parameters(template, environment, given)
-    conditions = hot.condition_values(template, params, stack_name=stack_name, stack_id=stack_id)
-    return Definition(template, environment, params, conditions)
+    """Parse and validate everything (`hot.check_stack`); raises hot.TemplateError naming what is wrong."""
+    checked = hot.check_stack(source, files, environment, given, stack_name=stack_name, stack_id=stack_id)
+    return Definition(checked.template, checked.environment, checked.params, checked.conditions)
 
 
 class Definitions:
@@ -171,6 +165,5 @@ class Definitions:
         self._cache = {k: v for k, v in self._cache.items() if k[0] != stack_id}
 
 
-def plain(value: Any) -> Any:
-    """The JSON form of a resolved value, for storage and comparison."""
-    return json.loads(json.dumps(value, default=str))
+#: The JSON form of a resolved value, for storage and comparison.
+plain = hot.plain

@@ -13,6 +13,15 @@ from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.parser import parse_template
 from control.hot.schema import PropSpec, TypeSpec, apply_defaults
+from control.hot.stackcheck import (
+    SUPPORTED_SIGNAL_TRANSPORTS,
+    Checked,
+    check_stack,
+    check_types,
+    load_sources,
+    plain,
+    validate,
+)
 from control.hot.template import OutputDef, ResourceDef, Template
 from control.hot.types import TYPES, component_action_clash, random_minimum
 
@@ -21,7 +30,9 @@ __all__ = [
     "FUNCTIONS",
     "MAX_TEMPLATE_BYTES",
     "PSEUDO_PARAMETERS",
+    "SUPPORTED_SIGNAL_TRANSPORTS",
     "TYPES",
+    "Checked",
     "Context",
     "Environment",
     "OutputDef",
@@ -35,16 +46,21 @@ __all__ = [
     "apply_defaults",
     "call_of",
     "calls",
+    "check_stack",
+    "check_types",
     "component_action_clash",
     "condition_values",
     "evaluate_condition",
+    "load_sources",
     "load_yaml",
     "map_type",
     "merge_environments",
     "parse_environment",
     "parse_template",
+    "plain",
     "random_minimum",
     "references",
     "resolve",
     "resolve_parameters",
+    "validate",
 ]

@@ -16,12 +16,13 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
+from control import hot
 from control.documents.render import iso
 from control.errors import BadRequestError, NotFoundError
 from control.store.orm import DeploymentRow, ServerRow
 from control.txn import Txn
 
-SUPPORTED_SIGNAL_TRANSPORTS = ("CFN_SIGNAL", "HTTP", "NO_SIGNAL")
+SUPPORTED_SIGNAL_TRANSPORTS = hot.SUPPORTED_SIGNAL_TRANSPORTS
 _DERIVED_DESCRIPTIONS = {
     "deploy_server_id": "The server this deployment runs on",
     "deploy_action": "The lifecycle action being run",

@@ -16,7 +16,6 @@ from control import hot
 from control.engine import stackdef
 from control.engine.settle import settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
-from control.resources.validate import check_definition
 from control.runtime import Runtime
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
@@ -38,24 +37,17 @@ def parse_request(
 
     The template's text and each environment's are capped at *max_bytes*.
     """
-    template = body.get("template")
-    if isinstance(template, str):
-        template = hot.load_yaml(template, "template", max_bytes)
-    if not isinstance(template, Mapping):
-        raise BadRequestError("template: expected a HOT template (text or object)", where="template")
     files = body.get("files") or {}
     if not isinstance(files, Mapping) or not all(isinstance(v, str) for v in files.values()):
         raise BadRequestError("files: expected an object of path -> text", where="files")
     envs = body.get("environments") or []
     if not isinstance(envs, list) or not all(isinstance(e, str) for e in envs):
         raise BadRequestError("environments: expected a list of environment texts", where="environments")
-    merged = hot.merge_environments(
-        [hot.parse_environment(text, f"environments[{i}]", max_bytes) for i, text in enumerate(envs)]
-    )
     params = body.get("parameters") or {}
     if not isinstance(params, Mapping):
         raise BadRequestError("parameters: expected an object", where="parameters")
-    return stackdef.plain(template), dict(files), merged, dict(params)
+    template, merged = hot.load_sources(body.get("template"), envs, max_bytes)
+    return template, dict(files), merged, dict(params)
 
 
 async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any]) -> dict[str, Any]:
@@ -68,7 +60,6 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
     template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
     stack_id = str(uuid.uuid4())
     defn = stackdef.build(template, files, env, params, stack_name=name, stack_id=stack_id)
-    check_definition(defn.template)
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
@@ -139,7 +130,6 @@ async def _update_once(
         if body.get("existing"):
             params = {**stack.params_given, **params}
         defn = stackdef.build(template, files, env, params, stack_name=stack.name, stack_id=stack.id)
-        check_definition(defn.template)
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.
         if not (stack.status == "IN_PROGRESS" and stack.previous is not None):

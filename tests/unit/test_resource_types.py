@@ -19,7 +19,6 @@ from control.errors import BadRequestError
 from control.hot import TemplateError, parse_template
 from control.resources.deploy import substitute_inputs
 from control.resources.randomstring import CLASSES, generate
-from control.resources.validate import check_definition
 
 
 def doc(resources: dict[str, Any], **sections: Any) -> dict[str, Any]:
@@ -297,9 +296,8 @@ def test_get_attr_of_an_undeclared_output_is_refused_for_structured_and_componen
                 "bad": {"value": {"get_attr": ["d", "nope"]}},
             },
         )
-        defn = stackdef.build(template, {}, hot.Environment(), {}, stack_name="s", stack_id="i")
         with pytest.raises(TemplateError) as info:
-            check_definition(defn.template)
+            stackdef.build(template, {}, hot.Environment(), {}, stack_name="s", stack_id="i")
         assert "outputs.bad.value" == info.value.path and "'nope'" in info.value.reason
 
 

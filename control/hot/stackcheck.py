@@ -1,0 +1,151 @@
+"""A whole stack request checked: template and environment texts, parameters, type-aware checks.
+
+The control plane's create and update run exactly this, and so does `anneal template validate`
+offline: the same TemplateError, with the same path, either way. ``validate`` is the library
+entry point (``from control.hot import validate``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from control.hot.binding import condition_values, resolve_parameters
+from control.hot.environment import Environment, merge_environments, parse_environment
+from control.hot.errors import TemplateError
+from control.hot.functions import calls
+from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
+from control.hot.parameters import Parameters
+from control.hot.parser import parse_template
+from control.hot.template import ResourceDef, Template
+
+SUPPORTED_SIGNAL_TRANSPORTS = ("CFN_SIGNAL", "HTTP", "NO_SIGNAL")
+DEPLOYMENT = "OS::Heat::SoftwareDeployment"
+SIGNALLING = frozenset(
+    {
+        DEPLOYMENT,
+        "OS::Heat::StructuredDeployment",
+        "OS::Heat::SoftwareDeploymentGroup",
+        "OS::Heat::StructuredDeploymentGroup",
+    }
+)
+CONFIGS = frozenset({"OS::Heat::SoftwareConfig", "OS::Heat::StructuredConfig", "OS::Heat::SoftwareComponent"})
+ALWAYS = frozenset({"deploy_stdout", "deploy_stderr", "deploy_status_code"})
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A stack's definition that passed every check: what the engine walks."""
+
+    template: Template
+    environment: Environment
+    params: Parameters
+    conditions: Mapping[str, bool]
+
+
+def plain(value: Any) -> Any:
+    """The JSON form of a value, for storage and comparison."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def load_sources(
+    template: Any, environments: Sequence[str], max_bytes: int = MAX_TEMPLATE_BYTES
+) -> tuple[Any, Environment]:
+    """The template (text or object) and the merged environments, each text capped at *max_bytes*."""
+    if isinstance(template, str):
+        template = load_yaml(template, "template", max_bytes)
+    if not isinstance(template, Mapping):
+        raise TemplateError("template", "expected a HOT template (text or object)")
+    merged = merge_environments(
+        [parse_environment(text, f"environments[{i}]", max_bytes) for i, text in enumerate(environments)]
+    )
+    return plain(template), merged
+
+
+def check_stack(
+    source: Mapping[str, Any],
+    files: Mapping[str, str],
+    environment: Environment,
+    given: Mapping[str, Any],
+    *,
+    stack_name: str,
+    stack_id: str,
+) -> Checked:
+    """Parse the template, bind its parameters and conditions, run the type-aware checks."""
+    template = parse_template(source, files=files, environment=environment)
+    params = resolve_parameters(template, environment, given)
+    conditions = condition_values(template, params, stack_name=stack_name, stack_id=stack_id)
+    check_types(template)
+    return Checked(template, environment, params, conditions)
+
+
+def validate(
+    template: Any,
+    *,
+    files: Mapping[str, str] | None = None,
+    environments: Sequence[str] = (),
+    parameters: Mapping[str, Any] | None = None,
+    max_bytes: int = MAX_TEMPLATE_BYTES,
+    stack_name: str = "validate",
+) -> Checked:
+    """Everything a stack create checks, without a control plane; raises TemplateError."""
+    source, env = load_sources(template, environments, max_bytes)
+    return check_stack(source, files or {}, env, parameters or {}, stack_name=stack_name, stack_id="")
+
+
+def check_types(template: Template) -> None:
+    """Raise TemplateError for what would fail later: unsupported transports, unknown outputs."""
+    resources = template.resources
+    for name, rdef in resources.items():
+        if rdef.type not in SIGNALLING:
+            continue
+        transport = rdef.properties.get("signal_transport")
+        if isinstance(transport, str) and transport not in SUPPORTED_SIGNAL_TRANSPORTS:
+            raise TemplateError(
+                f"resources.{name}.properties.signal_transport",
+                f"{transport} is not supported; use one of {', '.join(SUPPORTED_SIGNAL_TRANSPORTS)}",
+            )
+    for path, args in _get_attrs(template):
+        if not isinstance(args, list) or len(args) < 2 or not isinstance(args[0], str):
+            continue
+        target, attribute = args[0], args[1]
+        declared = _declared_outputs(resources, target)
+        if declared is not None and isinstance(attribute, str) and attribute not in declared | ALWAYS:
+            raise TemplateError(
+                path,
+                f"resource {target!r} has no attribute {attribute!r}; its config declares "
+                f"outputs {sorted(declared)} (and deploy_stdout, deploy_stderr, deploy_status_code)",
+            )
+
+
+def _get_attrs(template: Template) -> Iterator[tuple[str, Any]]:
+    for name, rdef in template.resources.items():
+        for path, fn, args in calls(rdef.properties, f"resources.{name}.properties"):
+            if fn == "get_attr":
+                yield path, args
+    for name, out in template.outputs.items():
+        for path, fn, args in calls(out.value, f"outputs.{name}.value"):
+            if fn == "get_attr":
+                yield path, args
+
+
+def _declared_outputs(resources: Mapping[str, ResourceDef], target: str) -> frozenset[str] | None:
+    """Names a deployment's config declares, when the template says them literally."""
+    rdef = resources.get(target)
+    if rdef is None or rdef.type not in (DEPLOYMENT, "OS::Heat::StructuredDeployment"):
+        return None
+    config = rdef.properties.get("config")
+    if not (isinstance(config, Mapping) and list(config) == ["get_resource"]):
+        return None
+    cfg = resources.get(str(config["get_resource"]))
+    if cfg is None or cfg.type not in CONFIGS:
+        return None
+    outputs = cfg.properties.get("outputs", [])
+    if not isinstance(outputs, list):
+        return None
+    names = [o.get("name") for o in outputs if isinstance(o, Mapping)]
+    if not all(isinstance(n, str) for n in names):
+        return None
+    return frozenset(str(n) for n in names)
