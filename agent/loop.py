@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import aiohttp
 
 from agent import (
+    allowlist,
     client,
     component,
     diskfull,
@@ -277,6 +278,10 @@ class Agent:
             log.warning("deployment %s: %s", item.name, note)
             await self._settle(item, None, wire.Signal(status_code=0), note=note)
             return wire.Signal(status_code=0)
+        if (refused := allowlist.refusal(self.config, chosen)) is not None:
+            log.warning("deployment %s: %s", item.name, refused.stderr)
+            await self._settle(item, meta, refused, note="refused by the node allowlist")
+            return refused
         return await self._run_hook(item, chosen, meta)
 
     async def _settle(

@@ -71,6 +71,8 @@ class Outbox:
         verb = str(item.input_value("deploy_signal_verb") or "POST").upper()
         body = signal.to_json()
         body[wire.EXTRA_KEY] = {"config_id": item_id, "nonce": secrets.token_hex(16)}
+        if signal.extra.get("refused"):  # the agent's own refusal (agent/allowlist.py), never a hook's
+            body[wire.EXTRA_KEY]["refused"] = str(signal.extra["refused"])
         if meta is not None:
             body[wire.EXTRA_KEY]["generation"] = meta.generation
         return Outgoing(0, item_id, url, verb, encode_body(body), 0)

@@ -14,6 +14,8 @@ def result_status(dep: DeploymentRow, signal: wire.Signal) -> tuple[str, str, di
     """COMPLETE or FAILED with its reason, and the declared outputs kept (Heat's rules)."""
     declared = {o["name"]: o for o in (dep.item or {}).get("outputs", [])}
     outputs = {k: v for k, v in signal.outputs.items() if k in declared}
+    if signal.extra.get("refused"):  # the server's allowlist refused it: its reason says more than a code
+        return "FAILED", str(signal.extra["refused"]), outputs
     if signal.status_code != 0:
         return "FAILED", f"Deployment exited with non-zero status code: {signal.status_code}", outputs
     for name, spec in declared.items():
