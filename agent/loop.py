@@ -332,21 +332,15 @@ class Agent:
                 f"keep hook pid {pid}", lambda: self.ledger.set_state(f"hookpid:{item.id}", identity)
             )
 
+        tee = output.output_paths(self.state_dir, item.id)
         async with self.outbox.progress_for(self._http, item, meta) as reporter:
             self._doc_changed.clear()
+            feed = reporter.feed if reporter else None
+            hook = dispatch.run_hook(
+                argv, chosen, env=env, timeout=timeout, tee=tee, on_start=started, on_stderr=feed
+            )
             return await orders.run_unless_stopped(
-                dispatch.run_hook(
-                    argv,
-                    chosen,
-                    env=env,
-                    timeout=timeout,
-                    tee=output.output_paths(self.state_dir, item.id),
-                    on_start=started,
-                    on_stderr=reporter.feed if reporter else None,
-                ),
-                item.id,
-                self._doc_changed,
-                self.document,
+                hook, item.id, self._doc_changed, self.document, self.state_dir
             )
 
     async def _heartbeat_loop(self) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from agent import proctree, wire, wire_caps
 from agent.ledger import Ledger
-from agent.output import output_paths, read_tail, stdout_copy_path
+from agent.output import printed
 
 log = logging.getLogger(__name__)
 #: Runs of one generation after interruptions before it is reported FAILED instead.
@@ -131,9 +131,6 @@ def recover(ledger: Ledger, state_dir: Path, lookup: Lookup) -> list[Rerun | Rep
 
 def _interrupted_signal(state_dir: Path, item_id: str, why: str) -> wire.Signal:
     """FAILED with *why* and what the hook had printed before the interruption."""
-    out_path, err_path = output_paths(state_dir, item_id)
-    before = read_tail(err_path)
+    stdout, before = printed(state_dir, item_id)
     stderr = f"{why}\n" + (f"--- stderr before the interruption ---\n{before}" if before else "")
-    # The tool's own stdout when a built-in hook copied it, else whatever the hook printed.
-    stdout = read_tail(stdout_copy_path(state_dir, item_id)) or read_tail(out_path)
     return wire.Signal(status_code=INTERRUPTED_CODE, stdout=stdout, stderr=wire_caps.trim_stream(stderr))

@@ -37,7 +37,7 @@ from control.engine.settle import settle
 from control.errors import ControlError, GoneError, NotFoundError
 from control.runtime import Runtime
 from control.signals import scope
-from control.signals.result import apply_signal
+from control.signals.result import APPLIED, DUPLICATE, apply_signal
 from control.store import bulk
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
@@ -141,13 +141,13 @@ class SignalBatch:
                     assert dep is not None  # _check raised otherwise
                     scope.check_answer(dep, p.generation, p.signal)
                     # apply_signal refuses (raises) before it changes anything
-                    changed = apply_signal(dep, p.generation, p.signal)
+                    outcome = apply_signal(dep, p.generation, p.signal)
                 except ControlError as e:
                     answers.append((p, e))
                     continue
-                if changed:  # an error from here on fails the whole batch (retried one by one)
+                if outcome == APPLIED:  # an error from here on fails the whole batch (retried one by one)
                     await settle(txn, dep, resources, traversals)
-                answers.append((p, _view(dep, p.generation, duplicate=not changed)))
+                answers.append((p, _view(dep, p.generation, duplicate=outcome == DUPLICATE)))
             await txn.commit()
         kicks = {p.kick for p in batch}
         for stack_id in txn.kicks:
