@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import aiohttp
 
 from agent import (
+    addresses,
     allowlist,
     client,
     component,
@@ -89,6 +90,7 @@ class Agent:
             self.ledger, self.transport, self.disk, config.backoff_max, self.unsealer.open
         )
         self.heartbeat = client.Heartbeat(config.credential)
+        self.addresses = addresses.Addresses()
         self.running: str | None = None
         #: Set on the first SIGTERM: start nothing new, let the running hook finish.
         self.stopping = False
@@ -366,6 +368,7 @@ class Agent:
         if report:
             payload["ledger"] = orders.ledger_report(self.ledger, self.document())
             payload["transport"] = self.transport.kind
+        payload.update(await self.addresses.fields(fresh=report))
         await self.heartbeat.send(self._http, url, payload)
 
     async def drain(self, grace: float) -> None:

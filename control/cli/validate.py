@@ -62,5 +62,5 @@ def summary(checked: hot.Checked) -> Any:
         "resources": [{"resource": n, "type": r.type} for n, r in checked.template.resources.items()],
         "parameters": {k: MASK if k in hidden else hot.plain(v) for k, v in values.items()},
         "outputs": sorted(checked.template.outputs),
-        "warnings": [*checked.template.warnings, *checked.params.warnings],
+        "warnings": list(checked.warnings),
     }

@@ -21,7 +21,14 @@ from control.hot.parameters import Parameters
 from control.hot.parser import parse_template
 from control.hot.template import ResourceDef, Template
 
-SUPPORTED_SIGNAL_TRANSPORTS = ("CFN_SIGNAL", "HTTP", "NO_SIGNAL")
+SUPPORTED_SIGNAL_TRANSPORTS = (
+    "CFN_SIGNAL",
+    "HTTP",
+    "NO_SIGNAL",
+    "TEMP_URL_SIGNAL",
+    "HEAT_SIGNAL",
+    "ZAQAR_SIGNAL",
+)
 DEPLOYMENT = "OS::Heat::SoftwareDeployment"
 SIGNALLING = frozenset(
     {
@@ -43,6 +50,8 @@ class Checked:
     environment: Environment
     params: Parameters
     conditions: Mapping[str, bool]
+    #: The template's, the parameters' and the type-aware checks' warnings (each "path: why").
+    warnings: tuple[str, ...] = ()
 
 
 def plain(value: Any) -> Any:
@@ -77,8 +86,8 @@ def check_stack(
     template = parse_template(source, files=files, environment=environment)
     params = resolve_parameters(template, environment, given)
     conditions = condition_values(template, params, stack_name=stack_name, stack_id=stack_id)
-    check_types(template)
-    return Checked(template, environment, params, conditions)
+    warnings = (*template.warnings, *params.warnings, *check_types(template))
+    return Checked(template, environment, params, conditions, warnings)
 
 
 def validate(
@@ -95,8 +104,12 @@ def validate(
     return check_stack(source, files or {}, env, parameters or {}, stack_name=stack_name, stack_id="")
 
 
-def check_types(template: Template) -> None:
-    """Raise TemplateError for what would fail later: unsupported transports, unknown outputs."""
+def check_types(template: Template) -> list[str]:
+    """Raise TemplateError for what would fail later (an unsupported transport); warn of the rest.
+
+    A ``get_attr`` of an output a deployment's config does not declare is accepted, as Heat
+    accepts it at create; it resolves to null. The warning names it.
+    """
     resources = template.resources
     for name, rdef in resources.items():
         if rdef.type not in SIGNALLING:
@@ -107,17 +120,19 @@ def check_types(template: Template) -> None:
                 f"resources.{name}.properties.signal_transport",
                 f"{transport} is not supported; use one of {', '.join(SUPPORTED_SIGNAL_TRANSPORTS)}",
             )
+    warnings = []
     for path, args in _get_attrs(template):
         if not isinstance(args, list) or len(args) < 2 or not isinstance(args[0], str):
             continue
         target, attribute = args[0], args[1]
         declared = _declared_outputs(resources, target)
         if declared is not None and isinstance(attribute, str) and attribute not in declared | ALWAYS:
-            raise TemplateError(
-                path,
-                f"resource {target!r} has no attribute {attribute!r}; its config declares "
-                f"outputs {sorted(declared)} (and deploy_stdout, deploy_stderr, deploy_status_code)",
+            warnings.append(
+                f"{path}: resource {target!r} has no attribute {attribute!r}, it resolves to null; its "
+                f"config declares outputs {sorted(declared)} (and deploy_stdout, deploy_stderr, "
+                "deploy_status_code)"
             )
+    return warnings
 
 
 def _get_attrs(template: Template) -> Iterator[tuple[str, Any]]:
