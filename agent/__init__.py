@@ -13,7 +13,7 @@ the loop                   ``loop`` (``Agent``: poll, run, heartbeat, status as 
 poll: where from           ``transports/`` (``switch``: the current source; ``http``,
                            ``tempurl``, ``file``, ``offline``)
 accept: verify, keep       ``verify`` (the document policy), ``ledger`` (the run-once journal)
-run                        ``allowlist`` (the node's own limit), ``dispatch`` (which hook,
+run                        ``allowlist`` (the node's own limit), ``attempts`` (retries), ``dispatch`` (which hook,
                            with a deadline), ``component``,
                            ``orders`` (stop orders), ``output`` (the hook's output on disk),
                            ``progress`` (IN_PROGRESS reports), ``proctree``

@@ -12,6 +12,7 @@ import signal
 import socket
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -262,7 +263,7 @@ async def _run_until_signalled(agent: Agent, grace: float = STOP_GRACE) -> None:
         log.info("stopping: no new deployments; waiting up to %g s for the running one", grace)
 
         async def drain_then_stop() -> None:
-            await agent.drain(grace)
+            await _drain(agent, grace)
             task.cancel()
 
         draining.append(loop.create_task(drain_then_stop()))
@@ -274,3 +275,14 @@ async def _run_until_signalled(agent: Agent, grace: float = STOP_GRACE) -> None:
     agent.ledger.close()
     with contextlib.suppress(FileNotFoundError):
         pid_file.unlink()
+
+
+async def _drain(agent: Agent, grace: float) -> None:
+    """Stop starting work; wait up to *grace* seconds for the running hook and its signal."""
+    agent.stopping = True
+    deadline = time.monotonic() + grace
+    while agent.running is not None and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    while agent.ledger.pending_count() and time.monotonic() < deadline:
+        agent.outbox.wake.set()
+        await asyncio.sleep(0.1)

@@ -98,6 +98,12 @@ def rerun_allowed(item: wire.DeploymentItem | None) -> bool:
     return bool(item is not None and (item.options or {}).get("rerun_on_interrupt") is True)
 
 
+def retry_allows(meta: wire.ItemMeta | None, runs: int) -> bool:
+    """The deployment's retry policy names `interrupted` and has an attempt left (agent/attempts.py)."""
+    policy = (meta.retry if meta is not None else None) or {}
+    return "interrupted" in (policy.get("retry_on") or ()) and runs <= int(policy.get("retries") or 0)
+
+
 def attempts(ledger: Ledger, item_id: str) -> int:
     """How many times this generation's hook was started."""
     return int(ledger.get_state(f"runs:{item_id}", "0") or 0)
@@ -110,9 +116,9 @@ def recover(ledger: Ledger, state_dir: Path, lookup: Lookup) -> list[Rerun | Rep
         stop_orphan(ledger.get_state(f"hookpid:{entry.item_id}"))
         item, meta = lookup(entry.item_id)
         runs = attempts(ledger, entry.item_id)
-        if rerun_allowed(item) and runs <= MAX_RERUNS:
+        if (rerun_allowed(item) and runs <= MAX_RERUNS) or retry_allows(meta, runs):
             log.warning(
-                "deployment %s (%s) was interrupted; rerun_on_interrupt is set: running it again (run %d)",
+                "deployment %s (%s) was interrupted; its config or retry policy allows running it again (run %d)",
                 entry.name,
                 entry.item_id,
                 runs + 1,

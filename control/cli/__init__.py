@@ -42,9 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack")
     p.add_argument("--server")
     p.add_argument("--status", choices=("IN_PROGRESS", "COMPLETE", "FAILED"))
-    _fmt(dep.add_parser("show", help="one deployment with inputs, outputs, stdout, stderr")).add_argument(
-        "id"
-    )
+    p = _fmt(dep.add_parser("show", help="one deployment with inputs, outputs, stdout, stderr"))
+    p.add_argument("id")
+    p.add_argument("--attempts", action="store_true", help="its attempts (retry policy): code, times, stderr")
     p = dep.add_parser("log", help="a deployment's output; --follow: live until it finishes")
     p.add_argument("id")
     p.add_argument("--follow", action="store_true", help="keep printing new output until it finishes")

@@ -12,6 +12,7 @@ from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.parser import parse_template
+from control.hot.retry import policy as retry_policy
 from control.hot.schema import PropSpec, TypeSpec, apply_defaults
 from control.hot.stackcheck import (
     SUPPORTED_SIGNAL_TRANSPORTS,
@@ -62,5 +63,6 @@ __all__ = [
     "references",
     "resolve",
     "resolve_parameters",
+    "retry_policy",
     "validate",
 ]

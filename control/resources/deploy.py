@@ -203,6 +203,7 @@ def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, 
     dep.completed_at = None
     dep.updated_at = now
     dep.stdout, dep.stderr, dep.status_code, dep.signal_nonce = "", "", None, None
+    dep.attempts = None
     dep.progress = None
     dep.outputs = {}
     if dep.signal_transport == "NO_SIGNAL":

@@ -28,6 +28,8 @@ def result_status(dep: DeploymentRow, signal: wire.Signal) -> tuple[str, str, di
 #: (engine/settle.py `timed_out_reason`, group_members.expire, services/stacks.py cancel_stack).
 GAVE_UP = ("timed out after ", "cancelled by ")
 APPLIED, LATE, DUPLICATE = "applied", "late", "duplicate"
+#: Attempts kept per generation (agent/attempts.py allows at most 21: hot/retry.py's MAX_RETRIES + 1).
+MAX_ATTEMPTS = 21
 
 
 def apply_signal(dep: DeploymentRow, generation: int, signal: wire.Signal) -> str:
@@ -39,6 +41,9 @@ def apply_signal(dep: DeploymentRow, generation: int, signal: wire.Signal) -> st
     if dep.status != "IN_PROGRESS":
         return LATE if _keep_late(dep, signal) else DUPLICATE
     status, reason, outputs = result_status(dep, signal)
+    dep.attempts = attempts_of(signal)
+    if status == "FAILED" and dep.attempts and len(dep.attempts) > 1:
+        reason = exhausted(dep.attempts)
     dep.status, dep.status_reason = status, reason
     dep.outputs = outputs
     _record(dep, signal)
@@ -69,3 +74,30 @@ def _record(dep: DeploymentRow, signal: wire.Signal) -> None:
     dep.status_code = signal.status_code
     dep.signal_nonce = str(signal.extra.get("nonce") or "") or None
     dep.updated_at = time.time()
+
+
+def attempts_of(signal: wire.Signal) -> list[dict[str, Any]] | None:
+    """The attempts a result reports (agent/attempts.py), checked and capped; None for one attempt."""
+    raw = signal.extra.get("attempts")
+    if not isinstance(raw, list):
+        return None
+    keep = ("attempt", "status_code", "started_at", "ended_at", "timed_out", "stdout", "stderr")
+    out = []
+    for entry in raw[-MAX_ATTEMPTS:]:
+        if (
+            isinstance(entry, dict)
+            and isinstance(entry.get("attempt"), int)
+            and isinstance(entry.get("status_code"), int)
+        ):
+            out.append({k: entry.get(k) for k in keep})
+    return out or None
+
+
+def exhausted(attempts: list[dict[str, Any]]) -> str:
+    """A failure after retries: every attempt's code and the last line of its stderr."""
+    parts = []
+    for entry in attempts:
+        lines = [line for line in str(entry.get("stderr") or "").splitlines() if line.strip()]
+        why = f"status code {entry['status_code']}" + (" (timed out)" if entry.get("timed_out") else "")
+        parts.append(f"attempt {entry['attempt']}: {why}" + (f": {lines[-1][-160:]}" if lines else ""))
+    return f"failed after {len(attempts)} attempts; " + "; ".join(parts)
