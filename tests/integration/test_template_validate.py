@@ -74,7 +74,7 @@ def test_get_file_next_to_the_template_is_read(tmp_path: Path) -> None:
 
 
 def test_the_library_raises_the_same_paths() -> None:
-    """`control.hot.validate` (the library entry) raises TemplateError naming each case's path."""
+    """`control.hot.validate` raises TemplateError naming each case's path; what the API warns of, it warns of."""
     for case, (template, params, files, where) in sorted(CASES.items()):
         try:
             hot.validate(template, files=files, parameters=params)
@@ -82,7 +82,9 @@ def test_the_library_raises_the_same_paths() -> None:
             assert where in f"{e.path} {e}", case
         else:
             raise AssertionError(f"{case}: no error")
-    hot.validate(GOOD)
+    assert () == hot.validate(GOOD).warnings
+    (warning,) = hot.validate(GOOD.replace("get_attr: [dep, out]", "get_attr: [dep, nothere]")).warnings
+    assert warning.startswith("outputs.o.value: resource 'dep' has no attribute 'nothere'")
 
 
 def test_table_output_names_the_file_and_exits_non_zero(tmp_path: Path) -> None:
