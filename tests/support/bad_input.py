@@ -19,9 +19,9 @@ resources:
     properties: {config: {get_resource: cfg}, server: {get_resource: srv}}
 """
 
-#: case -> (template, parameters, files, where the error must point). A get_attr of an output
-#: the config does not declare is a warning since main's Heat-compatibility change (Heat accepts
-#: it), and every Heat signal transport is accepted, so neither is a case here.
+#: case -> (template, parameters, files, where the error must point). A get_attr of an output a
+#: deployment's config does not declare is a warning (Heat accepts it) and every Heat signal
+#: transport is accepted, so those cases use a SoftwareConfig's attribute and a made-up transport.
 CASES: dict[str, tuple[str, dict[str, str], dict[str, str], str]] = {
     "malformed_yaml": (GOOD + "\n  broken: [unclosed\n", {}, {}, "template"),
     "unknown_parameter": (GOOD, {"nope": "1"}, {}, "parameters.nope"),
@@ -38,6 +38,12 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], str]] = {
         {},
         {},
         "cycle",
+    ),
+    "unknown_attribute": (
+        GOOD.replace("get_attr: [dep, out]", "get_attr: [cfg, nothere]"),
+        {},
+        {},
+        "outputs.o",
     ),
     "unknown_attribute_target": (
         GOOD.replace("get_attr: [dep, out]", "get_attr: [ghost, out]"),
