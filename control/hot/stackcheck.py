@@ -1,24 +1,24 @@
 """A whole stack request checked: template and environment texts, parameters, type-aware checks.
 
-The control plane's create and update run exactly this, and so does `anneal template validate`
-offline: the same TemplateError, with the same path, either way. ``validate`` is the library
-entry point (``from control.hot import validate``).
+The control plane's create and update run these (``load_sources``, then ``build`` and
+``check_types``), and so does `anneal template validate` offline: the same TemplateError,
+with the same path, either way. ``validate`` is the library entry point
+(``from control.hot import validate``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from control.hot.binding import condition_values, resolve_parameters
+from control.hot.definition import build, plain
 from control.hot.environment import Environment, merge_environments, parse_environment
 from control.hot.errors import TemplateError
 from control.hot.functions import calls
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
+from control.hot.nesting import MAX_NESTED_DEPTH, Nesting
 from control.hot.parameters import Parameters
-from control.hot.parser import parse_template
 from control.hot.template import ResourceDef, Template
 
 SUPPORTED_SIGNAL_TRANSPORTS = (
@@ -44,7 +44,7 @@ ALWAYS = frozenset({"deploy_stdout", "deploy_stderr", "deploy_status_code"})
 
 @dataclass(frozen=True)
 class Checked:
-    """A stack's definition that passed every check: what the engine walks."""
+    """A stack's definition that passed every check, and what it was warned of."""
 
     template: Template
     environment: Environment
@@ -52,11 +52,6 @@ class Checked:
     conditions: Mapping[str, bool]
     #: The template's, the parameters' and the type-aware checks' warnings (each "path: why").
     warnings: tuple[str, ...] = ()
-
-
-def plain(value: Any) -> Any:
-    """The JSON form of a value, for storage and comparison."""
-    return json.loads(json.dumps(value, default=str))
 
 
 def load_sources(
@@ -73,23 +68,6 @@ def load_sources(
     return plain(template), merged
 
 
-def check_stack(
-    source: Mapping[str, Any],
-    files: Mapping[str, str],
-    environment: Environment,
-    given: Mapping[str, Any],
-    *,
-    stack_name: str,
-    stack_id: str,
-) -> Checked:
-    """Parse the template, bind its parameters and conditions, run the type-aware checks."""
-    template = parse_template(source, files=files, environment=environment)
-    params = resolve_parameters(template, environment, given)
-    conditions = condition_values(template, params, stack_name=stack_name, stack_id=stack_id)
-    warnings = (*template.warnings, *params.warnings, *check_types(template))
-    return Checked(template, environment, params, conditions, warnings)
-
-
 def validate(
     template: Any,
     *,
@@ -97,11 +75,23 @@ def validate(
     environments: Sequence[str] = (),
     parameters: Mapping[str, Any] | None = None,
     max_bytes: int = MAX_TEMPLATE_BYTES,
+    max_nested_depth: int = MAX_NESTED_DEPTH,
     stack_name: str = "validate",
 ) -> Checked:
-    """Everything a stack create checks, without a control plane; raises TemplateError."""
+    """Everything a stack create checks (services/stacks.py runs the same calls), without a
+    control plane; raises TemplateError."""
     source, env = load_sources(template, environments, max_bytes)
-    return check_stack(source, files or {}, env, parameters or {}, stack_name=stack_name, stack_id="")
+    defn = build(
+        source,
+        files or {},
+        env,
+        parameters or {},
+        stack_name=stack_name,
+        stack_id="",
+        nesting=Nesting(0, max_nested_depth),
+    )
+    warnings = (*defn.template.warnings, *defn.params.warnings, *check_types(defn.template))
+    return Checked(defn.template, env, defn.params, defn.conditions, warnings)
 
 
 def check_types(template: Template) -> list[str]:

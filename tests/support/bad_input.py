@@ -52,7 +52,7 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], str]] = {
         "ghost",
     ),
     "unsupported_type": (GOOD + "  sg: {type: OS::Neutron::SecurityGroup}\n", {}, {}, "resources.sg.type"),
-    "unsupported_signal": (
+    "unsupported_signal": (  # every transport Heat has is accepted (docs/templates.md); not others
         GOOD.replace(
             "server: {get_resource: srv}}", "server: {get_resource: srv}, signal_transport: PIGEON_SIGNAL}"
         ),

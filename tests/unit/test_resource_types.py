@@ -297,7 +297,7 @@ def test_get_attr_of_an_undeclared_output_is_a_warning_for_structured_and_compon
             },
         )
         defn = stackdef.build(template, {}, hot.Environment(), {}, stack_name="s", stack_id="i")
-        (warning,) = defn.warnings
+        (warning,) = hot.check_types(defn.template)
         assert warning.startswith("outputs.bad.value: ") and "'nope'" in warning and "null" in warning
 
 

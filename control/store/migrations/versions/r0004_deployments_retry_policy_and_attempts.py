@@ -1,6 +1,6 @@
 """deployments: the retry policy and the attempts of the current generation's result.
 
-Revision 0003, after 0002. Two nullable JSON columns: existing rows have no policy (one
+Revision 0004, after 0003. Two nullable JSON columns: existing rows have no policy (one
 attempt, as before) and no attempts recorded.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
