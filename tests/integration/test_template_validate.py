@@ -100,3 +100,23 @@ def test_table_output_names_the_file_and_exits_non_zero(tmp_path: Path) -> None:
     )
     assert 1 == done.returncode
     assert f"{bad}: heat_template_version" in done.stderr
+
+
+NESTED_TOP = (
+    "heat_template_version: 2018-08-31\nresources:\n  child: {type: child.yaml, properties: {port: 70000}}\n"
+)
+NESTED_CHILD = """heat_template_version: 2018-08-31
+parameters:
+  port: {type: number, constraints: [{range: {min: 1, max: 65535}}]}
+resources:
+  n: {type: OS::Heat::None}
+"""
+
+
+def test_a_nested_templates_error_is_the_apis(control_plane: ControlPlane, tmp_path: Path) -> None:
+    """A template resource's bad property: the nested file is read beside the template, the error is the API's."""
+    api = control_plane.create("nested", NESTED_TOP, files={"child.yaml": NESTED_CHILD})
+    assert 400 == api.status, api.body
+    status, offline = validate(tmp_path / "nested", NESTED_TOP, {}, {"child.yaml": NESTED_CHILD})
+    assert (1, api.body) == (status, offline)
+    assert "resources.child.properties.port" == offline["error"]["where"]
