@@ -292,6 +292,13 @@ def _template(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SIZE",
         help="the cap `anneal serve --max-template-bytes` applies (default 512K)",
     )
+    p.add_argument(
+        "--max-nested-depth",
+        type=int,
+        default=5,
+        metavar="N",
+        help="the cap `anneal serve --max-nested-depth` applies (default 5)",
+    )
 
 
 def _environment_and_parameters(p: argparse.ArgumentParser) -> None:

@@ -28,6 +28,7 @@ def validate(args: argparse.Namespace) -> int:
             environments=body["environments"],
             parameters=body["parameters"],
             max_bytes=args.max_template_bytes,
+            max_nested_depth=args.max_nested_depth,
         )
     except hot.TemplateError as e:
         error = {"error": {"code": "invalid_template", "message": str(e), "where": e.path}}
