@@ -1,6 +1,6 @@
 """Stacks get Heat's tags and timeout_mins (Heat's Orchestration API v1, docs/heat-api.md).
 
-Revision 0004, after 0003. Existing stacks have no tags (``[]``) and no timeout_mins (NULL:
+Revision 0005, after 0004. Existing stacks have no tags (``[]``) and no timeout_mins (NULL:
 each deployment keeps its own timeout).
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
