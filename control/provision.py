@@ -2,7 +2,8 @@
 
 The control plane boots nothing. ``enrol`` (the default) waits for an agent
 to enrol with the server's one-time token. ``local`` starts one agent process
-per server on this machine, each with its own state dir (demo and tests).
+per server on this machine, each with its own state dir (demo and tests), named by the
+server's id: a name is never made into a path.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -66,7 +68,7 @@ class _Agent:
 
 
 class LocalProvisioner:
-    """One `anneal-agent run` subprocess per server, state under <data_dir>/agents/<name>.
+    """One `anneal-agent run` subprocess per server, state under <data_dir>/agents/<server id>.
 
     Like a systemd unit with Restart=on-failure, an agent that exits is started
     again after a second, until the server is released or the control plane stops.
@@ -83,13 +85,13 @@ class LocalProvisioner:
         self._agents: dict[str, _Agent] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
 
-    def state_dir(self, name: str) -> Path:
-        return self._root / name
+    def state_dir(self, server_id: str) -> Path:
+        return self._root / str(uuid.UUID(server_id))  # ids are UUIDs: never '..' or a '/'
 
     async def provision(self, server_id: str, name: str, enrol_token: str | None) -> None:
         if server_id in self._watchers:
             return
-        state = self.state_dir(name)
+        state = self.state_dir(server_id)
         leftover = _leftover_pid(state)
         if leftover is not None:
             log.info("adopting agent pid %s still running for %s", leftover, name)
@@ -99,7 +101,7 @@ class LocalProvisioner:
         self._watchers[server_id] = asyncio.create_task(self._watch(server_id, name))
 
     async def _start(self, server_id: str, name: str, enrol_token: str | None) -> None:
-        state = self.state_dir(name)
+        state = self.state_dir(server_id)
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
         env = dict(os.environ)
         if enrol_token:

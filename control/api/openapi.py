@@ -76,6 +76,8 @@ def _strings(*names: str) -> dict[str, Any]:
     return dict.fromkeys(names, STRING)
 
 
+#: Stack and server names (docs/templates.md, "Names"; control/hot/names.py).
+NAME = {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_.-]{0,254}$"}
 STACK = _path_param("name", "stack name or id")
 SERVER = _path_param("name", "server name or id")
 
@@ -197,7 +199,7 @@ def _operator_paths() -> dict[str, Any]:
                 "Create a server awaiting enrolment; returns its one-time token",
                 ADMIN,
                 {"201": _json(OBJ), **_errors(400, 401, 409)},
-                requestBody=_body(_object("name", name=STRING, transport=STRING)),
+                requestBody=_body(_object("name", name=NAME, transport=STRING)),
             ),
             "get": _op(
                 "List servers", ADMIN, {"200": _json({"type": "array", "items": OBJ}), **_errors(401)}
@@ -331,7 +333,7 @@ def _schemas() -> dict[str, Any]:
     return {
         "Error": _object("error", error=_object(code=code, message=STRING, where=nullable)),
         "StackRequest": _object(
-            name=STRING,
+            name=NAME,
             template={"oneOf": [STRING, OBJ]},
             files={"type": "object", "additionalProperties": STRING},
             environments={"type": "array", "items": STRING},

@@ -9,6 +9,7 @@ operator commands never load SQLAlchemy; transport_options: serve's store option
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from control.cli import commands, transport_options
 from control.cli.client import ClientError
+from control.cli.output import TerminalSafe
 
 FORMATS = ("table", "json", "yaml", "value")
 
@@ -146,6 +148,13 @@ def _serve(p: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="cap on any request body (default: twice the template cap, at least 2M)",
     )
+    p.add_argument(
+        "--max-evaluation-bytes",
+        type=size,
+        default=0,
+        metavar="SIZE",
+        help="what one template's functions may build in all (default: 128 times the template cap, at least 64M)",
+    )
     p.add_argument("--log-level", default="INFO")
     p.add_argument(
         "--access-log", action="store_true", help="log every request: peer address, request line, status"
@@ -221,10 +230,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from control.cli.serve import serve  # noqa: PLC0415
 
         return serve(args)
-    try:
-        return commands.run(args)
-    except ClientError as e:
-        print(f"anneal: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    # What the control plane answers (names, reasons, a hook's output) reaches a terminal escaped.
+    with (
+        contextlib.redirect_stdout(TerminalSafe(sys.stdout)),
+        contextlib.redirect_stderr(TerminalSafe(sys.stderr)),
+    ):
+        try:
+            return commands.run(args)
+        except ClientError as e:
+            print(f"anneal: error: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130

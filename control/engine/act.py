@@ -31,9 +31,9 @@ class Actor:
         target = row
         try:
             ctx = stackdef.StackContext(stack, self.defn, current)
-            props = _with_defaults(
-                rdef.type, stackdef.plain(hot.resolve(rdef.properties, ctx, f"resources.{name}.properties"))
-            )
+            with hot.evaluating(hot.Budget(txn.runtime.settings.evaluation_cap)):
+                resolved = hot.resolve(rdef.properties, ctx, f"resources.{name}.properties")
+            props = _with_defaults(rdef.type, stackdef.plain(resolved))
             if row is not None and row.status == "COMPLETE" and row.properties == props:
                 row.traversal = stack.traversal
                 return row

@@ -5,6 +5,7 @@ TemplateError whose ``path`` says where (``resources.web.properties.config``).
 """
 
 from control.hot.binding import condition_values, resolve_parameters
+from control.hot.budget import DEFAULT_TOTAL_BYTES, Budget, BudgetError, evaluating
 from control.hot.environment import Environment, map_type, merge_environments, parse_environment
 from control.hot.errors import TemplateError
 from control.hot.evaluation import Context, evaluate_condition, resolve
@@ -18,10 +19,13 @@ from control.hot.types import TYPES, component_action_clash, random_minimum
 
 __all__ = [
     "CONDITION_FUNCTIONS",
+    "DEFAULT_TOTAL_BYTES",
     "FUNCTIONS",
     "MAX_TEMPLATE_BYTES",
     "PSEUDO_PARAMETERS",
     "TYPES",
+    "Budget",
+    "BudgetError",
     "Context",
     "Environment",
     "OutputDef",
@@ -38,6 +42,7 @@ __all__ = [
     "component_action_clash",
     "condition_values",
     "evaluate_condition",
+    "evaluating",
     "load_yaml",
     "map_type",
     "merge_environments",

@@ -6,7 +6,6 @@ structural problem, or raises TemplateError naming the first problem's path.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,6 +13,7 @@ from control.hot.checker import Checker
 from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
 from control.hot.loader import check_document, load_yaml
+from control.hot.names import resource_name_problem
 from control.hot.parameters import ParameterDef, parse_parameter_defs
 from control.hot.schema import TypeSpec, check_keys, check_properties, describe
 from control.hot.template import OutputDef, ResourceDef, Template
@@ -51,7 +51,6 @@ INFRASTRUCTURE = (
     "OS::Designate::",
     "AWS::",
 )
-_RESOURCE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def parse_template(
@@ -158,8 +157,9 @@ def _resource(
     name: str, body: Any, env: Environment, types: Mapping[str, TypeSpec], warnings: list[str]
 ) -> ResourceDef:
     path = f"resources.{name}"
-    if not _RESOURCE_NAME.fullmatch(name):
-        raise TemplateError(path, "a resource name has only letters, digits, '_', '-' and '.'")
+    problem = resource_name_problem(name)
+    if problem is not None:  # the path holds the name only when it cannot forge a line
+        raise TemplateError(path if name.isprintable() else "resources", problem)
     if not isinstance(body, Mapping):
         raise TemplateError(path, f"expected a map with at least 'type', got {describe(body)}")
     for key in body:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from control import hot
+from control.hot.budget import current
 from control.resources.deploy import SUPPORTED_SIGNAL_TRANSPORTS
+from control.resources.servers import server_name
 
 DEPLOYMENT = "OS::Heat::SoftwareDeployment"
 SIGNALLING = frozenset(
@@ -19,6 +21,10 @@ SIGNALLING = frozenset(
 )
 CONFIGS = frozenset({"OS::Heat::SoftwareConfig", "OS::Heat::StructuredConfig", "OS::Heat::SoftwareComponent"})
 ALWAYS = frozenset({"deploy_stdout", "deploy_stderr", "deploy_status_code"})
+GROUPS = frozenset({"OS::Heat::SoftwareDeploymentGroup", "OS::Heat::StructuredDeploymentGroup"})
+SERVERS = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
+#: What get_resource gives in a dry run: as long as the id it stands for.
+PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
 
 
 def check_definition(template: hot.Template) -> None:
@@ -75,3 +81,48 @@ def _declared_outputs(resources: Mapping[str, hot.ResourceDef], target: str) -> 
     if not all(isinstance(n, str) for n in names):
         return None
     return frozenset(str(n) for n in names)
+
+
+class DryContext:
+    """What functions see in a dry run: parameters, files and conditions; resources are not made yet."""
+
+    def __init__(
+        self, values: Mapping[str, Any], conditions: Mapping[str, bool], files: Mapping[str, str]
+    ) -> None:
+        self._values, self._conditions, self._files = values, conditions, files
+
+    def param(self, name: str) -> Any:
+        return self._values[name]
+
+    def resource_id(self, name: str) -> Any:
+        return PLACEHOLDER_ID
+
+    def attribute(self, name: str, attribute: str) -> Any:
+        return None
+
+    def file(self, path: str) -> str:
+        return self._files.get(path, "")
+
+    def condition(self, name: str) -> bool:
+        return self._conditions.get(name, False)
+
+
+def dry_run(
+    template: hot.Template, ctx: DryContext, resources: Iterable[str], outputs: Iterable[str], stack: str
+) -> None:
+    """Evaluate each resource's properties and each output once, as the engine will, and check
+    server names. What resources give is a placeholder, so a call's other errors are left to the
+    engine; what the calls build is charged to the current budget (BudgetError names the call)."""
+    budget = current()
+    with budget.leniently():
+        for name in resources:
+            rdef, path = template.resources[name], f"resources.{name}.properties"
+            props = hot.resolve(rdef.properties, ctx, path)
+            if rdef.type in SERVERS:
+                server_name(stack, name, props if isinstance(props, Mapping) else {})
+            servers = props.get("servers") if rdef.type in GROUPS else None
+            if isinstance(servers, Mapping) and len(servers) > 1:  # each member stores the properties
+                shared = budget.size({k: v for k, v in props.items() if k != "servers"})
+                budget.spend((len(servers) - 1) * shared, f"{path}.servers", "the group's members")
+        for name in outputs:
+            hot.resolve(template.outputs[name].value, ctx, f"outputs.{name}.value")

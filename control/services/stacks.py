@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -16,15 +16,16 @@ from control import hot
 from control.engine import stackdef
 from control.engine.settle import settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
-from control.resources.validate import check_definition
+from control.hot.names import name_problem
+from control.resources.validate import DryContext, check_definition, dry_run
 from control.runtime import Runtime
+from control.settings import Settings
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
 UPDATE_RETRIES = 5
 #: Resource rows an update marks removed per statement (bounds the IN list).
 RETIRE_CHUNK = 1000
-_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,254}$")
 MASK = "******"
 #: Loader options for a stack row read for its identity and state only: nothing of its
 #: definition (at 50,000 deployments the template alone is 12 MB) is read or decoded.
@@ -58,17 +59,41 @@ def parse_request(
     return stackdef.plain(template), dict(files), merged, dict(params)
 
 
+def validated(
+    settings: Settings,
+    template: Any,
+    files: dict[str, str],
+    env: hot.Environment,
+    params: dict[str, Any],
+    *,
+    stack_name: str,
+    stack_id: str,
+) -> stackdef.Definition:
+    """Parse, check and dry-run a definition under one evaluation budget; raises naming the path.
+
+    Called in a worker thread: a big template's parse, or an allowed_pattern matched without
+    the GIL until its timeout, leaves the event loop serving other requests.
+    """
+    with hot.evaluating(hot.Budget(settings.evaluation_cap)):
+        defn = stackdef.build(template, files, env, params, stack_name=stack_name, stack_id=stack_id)
+        check_definition(defn.template)
+        pseudo = {"OS::stack_name": stack_name, "OS::stack_id": stack_id, "OS::project_id": ""}
+        ctx = DryContext({**defn.params.values, **pseudo}, defn.conditions, files)
+        outputs = [n for n in defn.template.outputs if defn.output_active(n)]
+        dry_run(defn.template, ctx, defn.order(), outputs, stack_name)
+    return defn
+
+
 async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any]) -> dict[str, Any]:
     name = body.get("name")
-    if not isinstance(name, str) or not _STACK_NAME.match(name):
-        raise BadRequestError(
-            "name: a stack name starts with a letter and has only letters, digits, '_', '-', '.'",
-            where="name",
-        )
+    problem = name_problem(name, "stack")
+    if problem is not None or not isinstance(name, str):
+        raise BadRequestError(f"name: {problem}", where="name")
     template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
     stack_id = str(uuid.uuid4())
-    defn = stackdef.build(template, files, env, params, stack_name=name, stack_id=stack_id)
-    check_definition(defn.template)
+    defn = await asyncio.to_thread(
+        validated, rt.settings, template, files, env, params, stack_name=name, stack_id=stack_id
+    )
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
@@ -138,8 +163,9 @@ async def _update_once(
             raise ConflictError(f"stack {name} is suspended; resume it before updating", where="name")
         if body.get("existing"):
             params = {**stack.params_given, **params}
-        defn = stackdef.build(template, files, env, params, stack_name=stack.name, stack_id=stack.id)
-        check_definition(defn.template)
+        defn = await asyncio.to_thread(
+            validated, rt.settings, template, files, env, params, stack_name=stack.name, stack_id=stack.id
+        )
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.
         if not (stack.status == "IN_PROGRESS" and stack.previous is not None):
