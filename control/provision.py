@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Protocol
 
 log = logging.getLogger(__name__)
+#: What an agent writes in its state dir once enrolled (agent/config.py's CONFIG_FILE).
+AGENT_CONFIG = "agent.json"
 
 
 class Provisioner(Protocol):
@@ -73,7 +75,8 @@ class LocalProvisioner:
     Like a systemd unit with Restart=on-failure, an agent that exits is started
     again after a second, until the server is released or the control plane stops.
     An agent left running by a control plane that crashed is adopted, not killed:
-    the work it is doing goes on.
+    the work it is doing goes on. Until an agent holds its enrolment, a restart passes
+    it the token it was given again (an agent that lost its enrolment answer has none).
     """
 
     RESTART_DELAY = 1.0
@@ -84,14 +87,22 @@ class LocalProvisioner:
         self._extra = extra_args
         self._agents: dict[str, _Agent] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._tokens: dict[str, str] = {}
 
     def state_dir(self, server_id: str) -> Path:
         return self._root / str(uuid.UUID(server_id))  # ids are UUIDs: never '..' or a '/'
 
+    def enrolled(self, server_id: str) -> bool:
+        """Whether the agent of server *server_id* holds its enrolment (its config in its state dir)."""
+        return (self.state_dir(server_id) / AGENT_CONFIG).is_file()
+
     async def provision(self, server_id: str, name: str, enrol_token: str | None) -> None:
         if server_id in self._watchers:
             return
+        if enrol_token:
+            self._tokens[server_id] = enrol_token
         state = self.state_dir(server_id)
+        await self._adopt_named(state, name)
         leftover = _leftover_pid(state)
         if leftover is not None:
             log.info("adopting agent pid %s still running for %s", leftover, name)
@@ -99,6 +110,23 @@ class LocalProvisioner:
         else:
             await self._start(server_id, name, enrol_token)
         self._watchers[server_id] = asyncio.create_task(self._watch(server_id, name))
+
+    async def _adopt_named(self, state: Path, name: str) -> None:
+        """Move a state dir an earlier version named by the server's name to its id (an upgrade).
+
+        Its agent keeps its keys and enrolment (no rebuild); one still running there is
+        stopped first, as it writes by that path. A name that is not one plain directory
+        entry of the agents dir is never followed.
+        """
+        legacy = self._root / name
+        plain = name not in ("", ".", "..") and "/" not in name and "\0" not in name
+        if not plain or state.exists() or legacy.is_symlink() or not legacy.is_dir():
+            return
+        running = _leftover_pid(legacy)
+        if running is not None:
+            await _Agent(running).stop()
+        legacy.rename(state)
+        log.info("moved the local agent state of %s to %s", name, state)
 
     async def _start(self, server_id: str, name: str, enrol_token: str | None) -> None:
         state = self.state_dir(server_id)
@@ -125,10 +153,13 @@ class LocalProvisioner:
             await self._agents[server_id].wait()
             log.warning("local agent for %s exited; restarting", name)
             await asyncio.sleep(self.RESTART_DELAY)
-            await self._start(server_id, name, None)
+            if self.enrolled(server_id):
+                self._tokens.pop(server_id, None)
+            await self._start(server_id, name, self._tokens.get(server_id))
 
     async def release(self, server_id: str, name: str) -> None:
         watcher = self._watchers.pop(server_id, None)
+        self._tokens.pop(server_id, None)
         if watcher is not None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -33,6 +33,12 @@ class Settings:
     #: What evaluating one template's functions may build in all (bytes, docs/templates.md);
     #: 0: 128 times the template cap, at least 64 MiB.
     max_evaluation_bytes: int = 0
+    #: Seconds a request body may take to arrive (408 after).
+    body_timeout: float = 30.0
+    #: Seconds before an idle connection (kept alive, or silent since it opened) is closed.
+    idle_timeout: float = 15.0
+    #: Agents this process is meant to serve: the descriptor limit is checked against it.
+    max_agents: int = 1000
     #: Seconds an agent may stay silent before it is shown as silent.
     heartbeat_lease: float = 90.0
     #: How long a claimed unit of engine work stays leased without renewal (seconds);

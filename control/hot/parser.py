@@ -56,7 +56,7 @@ INFRASTRUCTURE = (
 def parse_template(
     source: str | Mapping[str, Any],
     *,
-    files: Mapping[str, str] | None = None,
+    files: Mapping[str, Any] | None = None,
     environment: Environment | None = None,
     types: Mapping[str, TypeSpec] = TYPES,
 ) -> Template:

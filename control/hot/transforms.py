@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib import parse as urlparse
 
+from control.hot import yaqlfn
 from control.hot.budget import SLOT, Meter, current, meter
 from control.hot.errors import TemplateError, show
 
@@ -315,4 +316,5 @@ TRANSFORMS: dict[str, Callable[[Any, str], Any]] = {
     "contains": _contains,
     "filter": _filter,
     "make_url": _make_url,
+    "yaql": yaqlfn.evaluate,
 }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import logging
+import uuid
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,6 +14,7 @@ from control.cli.client import api_path
 from control.cli.output import terminal_safe
 from control.cli.serve import OneLine
 from control.hot.names import name_problem, resource_name_problem
+from control.provision import AGENT_CONFIG, LocalProvisioner
 
 
 def test_heats_stack_names_are_valid_and_nothing_else() -> None:
@@ -64,3 +67,23 @@ def test_a_log_record_stays_one_line() -> None:
     finally:
         logger.removeHandler(handler)
     assert "WARNING server web\\nINFO forged\\x1b[2J is gone\n" == out.getvalue()
+
+
+async def test_a_state_dir_named_by_an_earlier_version_moves_to_the_server_id(tmp_path: Path) -> None:
+    """After an upgrade a local agent's state dir named `agents/<name>` becomes `agents/<id>`: enrolment kept."""
+    local = LocalProvisioner(tmp_path, "http://127.0.0.1:9")
+    (tmp_path / "agents" / "web").mkdir(parents=True)
+    (tmp_path / "agents" / "web" / AGENT_CONFIG).write_text("{}")
+    server_id = str(uuid.uuid4())
+    await local._adopt_named(local.state_dir(server_id), "web")
+    assert local.enrolled(server_id) and not (tmp_path / "agents" / "web").exists()
+
+
+async def test_a_name_that_is_not_one_directory_entry_is_never_followed(tmp_path: Path) -> None:
+    """A stored name like `..` or `a/b` moves nothing, whatever is there."""
+    local = LocalProvisioner(tmp_path / "data", "http://127.0.0.1:9")
+    (tmp_path / "data" / "agents" / "a" / "b").mkdir(parents=True)
+    for name in ("..", ".", "a/b", ""):
+        await local._adopt_named(local.state_dir(str(uuid.uuid4())), name)
+    assert ["a"] == [p.name for p in (tmp_path / "data" / "agents").iterdir()]
+    assert (tmp_path / "data" / "agents" / "a" / "b").is_dir()
