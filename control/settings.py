@@ -33,6 +33,8 @@ class Settings:
     #: What evaluating one template's functions may build in all (bytes, docs/templates.md);
     #: 0: 128 times the template cap, at least 64 MiB.
     max_evaluation_bytes: int = 0
+    #: How deep stacks may nest (template resources, groups); Heat's max_nested_stack_depth.
+    max_nested_depth: int = 5
     #: Seconds a request body may take to arrive (408 after).
     body_timeout: float = 30.0
     #: Seconds before an idle connection (kept alive, or silent since it opened) is closed.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from agent import wire_files
 from control import hot
 from control.hot.budget import current
 from control.resources.deploy import SUPPORTED_SIGNAL_TRANSPORTS
@@ -93,7 +94,7 @@ class DryContext:
     """What functions see in a dry run: parameters, files and conditions; resources are not made yet."""
 
     def __init__(
-        self, values: Mapping[str, Any], conditions: Mapping[str, bool], files: Mapping[str, str]
+        self, values: Mapping[str, Any], conditions: Mapping[str, bool], files: Mapping[str, Any]
     ) -> None:
         self._values, self._conditions, self._files = values, conditions, files
 
@@ -103,11 +104,18 @@ class DryContext:
     def resource_id(self, name: str) -> Any:
         return PLACEHOLDER_ID
 
-    def attribute(self, name: str, attribute: str) -> Any:
+    def attribute(self, name: str, attribute: str, path: list[Any]) -> Any:
         return None
 
-    def file(self, path: str) -> str:
-        return self._files.get(path, "")
+    def file(self, path: str) -> Any:
+        key = hot.lookup_file(self._files, path)
+        value = self._files.get(key, "") if key is not None else ""
+        if isinstance(value, Mapping) and list(value) == [wire_files.DIRECTORY_KEY]:
+            return dict(value[wire_files.DIRECTORY_KEY])
+        return value
+
+    def facade(self, key: str) -> Any:
+        return None  # a placeholder, as for attributes: the engine reads the parent's facade
 
     def condition(self, name: str) -> bool:
         return self._conditions.get(name, False)

@@ -23,7 +23,10 @@ class Ctx:
     def resource_id(self, name: str) -> Any:
         return "00000000-0000-0000-0000-000000000000"
 
-    def attribute(self, name: str, attribute: str) -> Any:
+    def facade(self, key: str) -> Any:
+        return None
+
+    def attribute(self, name: str, attribute: str, path: list[Any]) -> Any:
         return None
 
     def file(self, path: str) -> str:
