@@ -167,11 +167,10 @@ class LocalProvisioner:
         agent = self._agents.pop(server_id, None)
         if agent is not None:
             await agent.stop()
-        state = self.state_dir(name) if name else None
+        state = self.state_dir(server_id) if name else None  # no name: the control plane stops
         if state is not None and state.is_dir():
-            # The server is gone: a new server of the same name (a group scaled down and up
-            # again) must start from a fresh state dir, not enrol with a dead server's keys.
-            state.rename(state.with_name(f"{name}.{server_id}.released"))
+            # The server is gone: its state is kept aside, for an operator to read, never reused.
+            state.rename(state.with_name(f"{server_id}.released"))
 
     async def close(self) -> None:
         await asyncio.gather(*(self.release(sid, "") for sid in list(self._watchers)))

@@ -282,6 +282,7 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
         deploy_stdout=mask(dep.stdout, secrets),
         deploy_stderr=mask(dep.stderr, secrets),
         progress=mask(dep.progress, secrets) if dep.progress else None,
+        attempts=mask(dep.attempts, secrets) if dep.attempts else None,
     )
     return view
 

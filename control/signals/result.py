@@ -34,6 +34,8 @@ def result_status(dep: DeploymentRow, signal: wire.Signal) -> tuple[str, str, di
         return "FAILED", f"the signal was refused: {bad}", {}
     declared = {o["name"]: o for o in (dep.item or {}).get("outputs", [])}
     outputs = {k: v for k, v in signal.outputs.items() if k in declared}
+    if signal.extra.get("refused"):  # the server's allowlist refused it: its reason says more than a code
+        return "FAILED", str(signal.extra["refused"]), outputs
     if signal.status_code != 0:
         return "FAILED", f"Deployment exited with non-zero status code: {signal.status_code}", outputs
     for name, spec in declared.items():
@@ -42,18 +44,81 @@ def result_status(dep: DeploymentRow, signal: wire.Signal) -> tuple[str, str, di
     return "COMPLETE", "Outputs received", outputs
 
 
-def apply_signal(dep: DeploymentRow, generation: int, signal: wire.Signal) -> bool:
-    """Record *signal* for *generation*; False when it duplicates one already recorded."""
+#: How the reasons begin of a generation the control plane gave up on before its result came
+#: (engine/settle.py `timed_out_reason`, group_members.expire, services/stacks.py cancel_stack).
+GAVE_UP = ("timed out after ", "cancelled by ")
+APPLIED, LATE, DUPLICATE = "applied", "late", "duplicate"
+#: Attempts kept per generation (agent/attempts.py allows at most 21: hot/retry.py's MAX_RETRIES + 1).
+MAX_ATTEMPTS = 21
+
+
+def apply_signal(dep: DeploymentRow, generation: int, signal: wire.Signal) -> str:
+    """Record *signal* for *generation*: APPLIED; LATE (kept on a generation already failed as
+    timed out or cancelled, which stays FAILED); DUPLICATE (nothing changed)."""
     check_generation(dep, generation)
-    if dep.status != "IN_PROGRESS" or signal.extra.get("status") == "IN_PROGRESS":
-        return False  # a progress report read as a result (by any path) never completes a deployment
+    if signal.extra.get("status") == "IN_PROGRESS":
+        return DUPLICATE  # a progress report read as a result (by any path) never completes a deployment
+    if dep.status != "IN_PROGRESS":
+        return LATE if _keep_late(dep, signal) else DUPLICATE
     status, reason, outputs = result_status(dep, signal)
-    now = time.time()
+    dep.attempts = attempts_of(signal)
+    if status == "FAILED" and dep.attempts and len(dep.attempts) > 1:
+        reason = exhausted(dep.attempts)
     dep.status, dep.status_reason = status, reason
     dep.outputs = outputs
+    _record(dep, signal)
+    dep.completed_at = dep.updated_at
+    return APPLIED
+
+
+def _keep_late(dep: DeploymentRow, signal: wire.Signal) -> bool:
+    """Keep the output of a result that came after its generation timed out (or was cancelled).
+
+    The operator then sees why it was slow; the status stays FAILED and nothing re-settles.
+    Only the first result counts (``signal_nonce`` is set from then on).
+    """
+    if (
+        dep.status != "FAILED"
+        or dep.status_code is not None
+        or dep.signal_nonce is not None
+        or not (dep.status_reason or "").startswith(GAVE_UP)
+    ):
+        return False
+    dep.status_reason += f"; the agent's late result: status code {signal.status_code}"
+    _record(dep, signal)
+    return True
+
+
+def _record(dep: DeploymentRow, signal: wire.Signal) -> None:
     dep.stdout = wire_caps.trim_stream(signal.stdout)
     dep.stderr = wire_caps.trim_stream(signal.stderr)
     dep.status_code = signal.status_code if bad_status_code(signal) is None else None
     dep.signal_nonce = str(signal.extra.get("nonce") or "") or None
-    dep.completed_at = dep.updated_at = now
-    return True
+    dep.updated_at = time.time()
+
+
+def attempts_of(signal: wire.Signal) -> list[dict[str, Any]] | None:
+    """The attempts a result reports (agent/attempts.py), checked and capped; None for one attempt."""
+    raw = signal.extra.get("attempts")
+    if not isinstance(raw, list):
+        return None
+    keep = ("attempt", "status_code", "started_at", "ended_at", "timed_out", "stdout", "stderr")
+    out = []
+    for entry in raw[-MAX_ATTEMPTS:]:
+        if (
+            isinstance(entry, dict)
+            and isinstance(entry.get("attempt"), int)
+            and isinstance(entry.get("status_code"), int)
+        ):
+            out.append({k: entry.get(k) for k in keep})
+    return out or None
+
+
+def exhausted(attempts: list[dict[str, Any]]) -> str:
+    """A failure after retries: every attempt's code and the last line of its stderr."""
+    parts = []
+    for entry in attempts:
+        lines = [line for line in str(entry.get("stderr") or "").splitlines() if line.strip()]
+        why = f"status code {entry['status_code']}" + (" (timed out)" if entry.get("timed_out") else "")
+        parts.append(f"attempt {entry['attempt']}: {why}" + (f": {lines[-1][-160:]}" if lines else ""))
+    return f"failed after {len(attempts)} attempts; " + "; ".join(parts)
