@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import re
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,4 +150,6 @@ def _env_finds(command: Sequence[str], path: str) -> bool:
         words = words[1:]
     if not words or words[0].startswith("-") or "=" in words[0]:
         return True
+    import shutil  # noqa: PLC0415 - the agent runs this hook: shutil loads bz2 and lzma for one call
+
     return shutil.which(words[0], path=path) is not None
