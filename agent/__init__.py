@@ -11,7 +11,7 @@ command line, enrolment    ``cli`` (``anneal-agent``: parses, decides on TLS), `
                            (what each command does), ``config`` (agent.json), ``keys``
                            (key pairs, ``Unsealer``), ``client`` (HTTP calls, heartbeats),
                            ``httpclient`` (HTTP/1.1 on asyncio streams), ``tls`` (``ssl``
-                           only for https URLs)
+                           only for https URLs), ``addresses`` (the server's addresses, reported)
 the loop                   ``loop`` (``Agent``: poll, run, heartbeat, status as tasks)
 poll: where from           ``transports/`` (``switch``: the current source; ``http``,
                            ``tempurl``, ``file``, ``offline``)
@@ -26,11 +26,14 @@ a full state dir           ``diskfull``, ``fsutil`` (atomic private writes)
 show                       ``status`` (``anneal-agent status``)
 other modes                ``relay`` (store and forward for an isolated network),
                            ``heatcompat`` (in place of Heat's agent)
+serving (relay, control)   ``serving`` (an aiohttp server within its descriptor limit),
+                           ``loglimit`` (repeated log lines counted, not written)
 errors                     ``errors`` (the ``AgentError`` tree)
 =========================  ==================================================================
 
 The protocol the control plane shares, imported by both sides: ``wire`` (documents and
-signals, standard library only; its size caps in ``wire_caps``), ``envelope`` (the signed
+signals, standard library only; its size caps in ``wire_caps``, binary files in
+``wire_files``), ``envelope`` (the signed
 document) and ``sealed`` (secrets sealed to one server's key); also ``transports.offline``
 (enrolment bundles and signed signal files on media).
 """

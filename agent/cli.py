@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from agent import config, tls
+from agent import config, loglimit, tls
 from agent.ledger import LEDGER_FILE
 
 
@@ -56,9 +56,25 @@ def build_parser() -> argparse.ArgumentParser:
     relay = sub.add_parser("relay", help="store and forward documents and signals for an isolated network")
     relay.add_argument("--listen", required=True, help="HOST:PORT the agents reach")
     relay.add_argument("--upstream", required=True, help="the control plane's URL")
+    relay.add_argument(
+        "--max-agents",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="agents it serves; a warning at start names the descriptor limit they need (2 each + 256)",
+    )
+    relay.add_argument(
+        "--idle-timeout", type=float, default=15.0, metavar="S", help="close connections idle for S seconds"
+    )
     sub.choices["status"].add_argument("--json", action="store_true", help="print JSON")
     for p in sub.choices.values():
-        p.add_argument("--state-dir", required=True, type=Path, help="the agent's state directory")
+        # Absolute: hooks run in their own working directories and are given paths inside it.
+        p.add_argument(
+            "--state-dir",
+            required=True,
+            type=lambda text: Path(text).absolute(),
+            help="the agent's state directory",
+        )
     return parser
 
 
@@ -69,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    loglimit.install()  # a line repeated many times a second is logged once per window, with the count
     if args.command == "run" and not needs_tls(args):
         tls.withhold()
     from agent import commands  # noqa: PLC0415 - after the TLS decision: asyncio imports ssl

@@ -49,14 +49,20 @@ class Fetched:
 
 
 async def enrol(
-    session: Session, url: str, token: str, public_keys: dict[str, str], hostname: str
+    session: Session,
+    url: str,
+    token: str,
+    public_keys: dict[str, str],
+    hostname: str,
+    found: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    payload = json.dumps({"token": token, "public_keys": public_keys, "hostname": hostname}).encode()
+    payload = {"token": token, "public_keys": public_keys, "hostname": hostname, "addresses": found or []}
+    body = json.dumps(payload).encode()
     try:
         resp = await session.request(
             "POST",
             f"{url.rstrip('/')}/v1/agent/enrol",
-            body=payload,
+            body=body,
             headers=JSON,
             timeout=30,
             cap=wire_caps.MAX_DOCUMENT_BYTES,

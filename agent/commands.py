@@ -32,9 +32,10 @@ STOP_GRACE = 60.0
 def main(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """Run the parsed command; an agent that met an https URL without ``ssl`` restarts itself with it."""
     if args.command == "relay":
-        from agent import relay  # noqa: PLC0415 - only the relay needs the server side of aiohttp
+        from agent import relay, serving  # noqa: PLC0415 - only the relay needs the server side of aiohttp
 
-        relay.serve(args.listen, args.upstream, args.state_dir)
+        limits = serving.Limits(max_agents=args.max_agents, idle_timeout=args.idle_timeout)
+        relay.serve(args.listen, args.upstream, args.state_dir, limits)
         return 0
     try:
         return asyncio.run(_dispatch(args))
@@ -134,8 +135,11 @@ async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentCon
     if not token:
         raise ConfigError("an enrolment token is required (--token or ANNEAL_ENROL_TOKEN)")
     publics = keys.ensure_keys(state_dir)
+    from agent import addresses  # noqa: PLC0415 - enrolment only: it loads shutil (with bz2 and lzma)
+
     async with Session() as http:
-        result = await client.enrol(http, url, token, publics, socket.gethostname())
+        found = await addresses.discover()
+        result = await client.enrol(http, url, token, publics, socket.gethostname(), found)
     cfg = config.AgentConfig(
         url=url.rstrip("/"),
         server_id=result["server_id"],

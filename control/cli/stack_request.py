@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
+from agent import wire_files
 from control.cli.client import ClientError
 from control.hot.errors import TemplateError
 from control.hot.loader import load_yaml
+
+#: Files get_file of one directory may carry.
+MAX_DIRECTORY_FILES = 1000
 
 
 def stack_request(args: argparse.Namespace) -> dict[str, Any]:
@@ -20,12 +25,13 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
         parsed = load_yaml(template_text, str(args.template), max_bytes=len(template_text.encode()))
     except TemplateError as e:
         raise ClientError(str(e)) from e
-    files: dict[str, str] = {}
+    files: dict[str, Any] = {}
     for ref in sorted(_get_files(parsed)):
         path = Path(ref) if Path(ref).is_absolute() else args.template.parent / ref
         if ref.startswith(("http://", "https://")):
             raise ClientError(f"{args.template}: get_file {ref!r}: only local files are supported")
-        files[ref] = _read(path, f"get_file {ref!r} in {args.template}")
+        _check_inside(args, ref, path)
+        files[ref] = _file(path, f"get_file {ref!r} in {args.template}")
     params = {}
     for pair in args.parameter:
         key, sep, value = pair.partition("=")
@@ -41,11 +47,48 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _read(path: Path, what: str) -> str:
+def _check_inside(args: argparse.Namespace, ref: str, path: Path) -> None:
+    """Warn when *path* is outside the template's directory; refuse it under --no-upload-outside.
+
+    Absolute names, ``../`` and symlinks out all count: a template written elsewhere must not
+    choose which of this machine's files leave it."""
+    home = args.template.parent.resolve()
+    target = path.resolve()
+    if target.is_relative_to(home):
+        return
+    what = f"{args.template}: get_file {ref!r} names {target}, outside the template's directory {home}"
+    if getattr(args, "no_upload_outside", False):
+        raise ClientError(f"{what}; refused (--no-upload-outside)")
+    print(
+        f"anneal: warning: {what}; it is uploaded (--no-upload-outside refuses such files)", file=sys.stderr
+    )
+
+
+def _file(path: Path, what: str) -> Any:
+    """A get_file target as ``files`` carries it: text, a binary envelope, or a directory's files."""
+    if not path.is_dir():
+        return wire_files.carried(_read_bytes(path, what))
+    found = sorted(p for p in path.rglob("*") if p.is_file())
+    if len(found) > MAX_DIRECTORY_FILES:
+        raise ClientError(
+            f"{what}: {path} holds {len(found)} files, over the {MAX_DIRECTORY_FILES} get_file takes"
+        )
+    entries = {p.relative_to(path).as_posix(): wire_files.carried(_read_bytes(p, what)) for p in found}
+    return {wire_files.DIRECTORY_KEY: entries}
+
+
+def _read_bytes(path: Path, what: str) -> bytes:
     try:
-        return path.read_text()
+        return path.read_bytes()
     except OSError as e:
         raise ClientError(f"{what}: cannot read {path}: {e.strerror}") from e
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return _read_bytes(path, what).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ClientError(f"{what}: {path} is not UTF-8 text (byte {e.start})") from e
 
 
 def _get_files(node: Any) -> set[str]:

@@ -20,12 +20,24 @@ class Context(Protocol):
     def param(self, name: str) -> Any: ...
     def resource_id(self, name: str) -> Any: ...
     def attribute(self, name: str, attribute: str) -> Any: ...
-    def file(self, path: str) -> str: ...
+    def file(self, path: str) -> Any: ...
     def condition(self, name: str) -> bool: ...
+
+
+class _Omitted:
+    """What a two-argument ``if`` gives when false: its list item or map entry is left out."""
+
+
+OMITTED = _Omitted()
 
 
 def resolve(node: Any, ctx: Context, path: str = "") -> Any:
     """Evaluate every intrinsic function in ``node``; returns new maps and lists."""
+    value = _resolve(node, ctx, path)
+    return None if value is OMITTED else value
+
+
+def _resolve(node: Any, ctx: Context, path: str) -> Any:
     call = call_of(node)
     if call is not None:
         name, args = call
@@ -38,9 +50,11 @@ def resolve(node: Any, ctx: Context, path: str = "") -> Any:
             return TRANSFORMS[name](resolved, path)
         return _LOOKUPS[name](resolved, ctx, path)
     if isinstance(node, Mapping):
-        return {key: resolve(value, ctx, at(path, key)) for key, value in node.items()}
+        pairs = ((key, _resolve(value, ctx, at(path, key))) for key, value in node.items())
+        return {key: value for key, value in pairs if value is not OMITTED}
     if isinstance(node, list):
-        return [resolve(value, ctx, at(path, i)) for i, value in enumerate(node)]
+        items = (_resolve(value, ctx, at(path, i)) for i, value in enumerate(node))
+        return [value for value in items if value is not OMITTED]
     return node
 
 
@@ -103,12 +117,18 @@ def _get_file(a: Any, ctx: Context, path: str) -> Any:
 
 
 def _if(args: Any, ctx: Context, path: str) -> Any:
-    """if: [CONDITION, VALUE_IF_TRUE, VALUE_IF_FALSE]; only the chosen value is evaluated."""
+    """if: [CONDITION, VALUE_IF_TRUE, VALUE_IF_FALSE]; only the chosen value is evaluated.
+
+    Without VALUE_IF_FALSE (2021-04-16), a false condition leaves out the list item or map
+    entry the call stands in (OMITTED), as Heat's IfNullable does.
+    """
     if call_of(args) is not None:
         args = resolve(args, ctx, at(path, "if"))
         check_shape("if", args, path)
     chosen = 1 if evaluate_condition(args[0], ctx, at(at(path, "if"), 0)) else 2
-    return resolve(args[chosen], ctx, at(at(path, "if"), chosen))
+    if chosen >= len(args):
+        return OMITTED
+    return _resolve(args[chosen], ctx, at(at(path, "if"), chosen))
 
 
 def _truths(a: Any, ctx: Context, path: str, name: str) -> Iterator[bool]:

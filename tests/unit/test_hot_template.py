@@ -238,10 +238,10 @@ def test_date_object_version_is_accepted():
 
 def test_unknown_version_lists_accepted_values():
     """An unknown version is refused with the accepted values."""
-    e = error("heat_template_version: 2021-04-16\n")
+    e = error("heat_template_version: 2023-10-01\n")
     assert e.path == "heat_template_version"
-    assert "'2021-04-16' is not supported" in e.reason
-    assert "2013-05-23" in e.reason and "rocky" in e.reason
+    assert "'2023-10-01' is not supported" in e.reason
+    assert "2013-05-23" in e.reason and "wallaby" in e.reason
 
 
 def test_missing_version_is_refused():
@@ -653,10 +653,18 @@ def test_unsupported_function_is_refused():
     assert (e.path, e.reason) == ("outputs.o.value.x[0]", "function Fn::Join is not supported")
 
 
-def test_yaql_is_out_of_scope():
-    """yaql is refused and said to be out of scope."""
-    e = error(doc(outputs={"o": {"value": {"yaql": {"expression": "1"}}}}))
-    assert e.reason == "function yaql is not supported (yaql is out of scope)"
+def test_a_yaql_expression_that_does_not_parse_is_refused_at_its_path():
+    """A literal yaql expression is parsed when the template is, as Heat validates it."""
+    e = error(doc(outputs={"o": {"value": {"yaql": {"expression": "$.data.("}}}}))
+    assert e.path == "outputs.o.value.yaql.expression" and "bad expression" in e.reason
+
+
+def test_two_argument_if_needs_wallaby():
+    """if with two arguments is refused before 2021-04-16, naming the version; accepted from it on."""
+    value = {"if": [True, "x"]}
+    e = error(doc(outputs={"o": {"value": value}}))
+    assert "needs heat_template_version 2021-04-16 (wallaby)" in e.reason
+    parse_template({"heat_template_version": "wallaby", "outputs": {"o": {"value": value}}})
 
 
 def test_get_input_passes_through():
@@ -824,3 +832,25 @@ def test_apply_defaults_fills_absent_properties():
     props["actions"].append("DELETE")
     assert spec.properties["actions"].default == ["CREATE", "UPDATE"]
     assert apply_defaults(TYPES["OS::Heat::SoftwareConfig"], {})["group"] == "Heat::Ungrouped"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "line"),
+    [
+        ("resources:\n  a: {type: OS::Heat::None}\n  a: {type: OS::Heat::Value}\n", "a", 3),
+        ('{"parameters": {"p": {"type": "string"}}, "parameters": {}}', "parameters", 1),
+        ("outputs:\n  o:\n    value: 1\n    value: 2\n", "value", 4),
+    ],
+)
+def test_load_yaml_refuses_a_key_given_twice_naming_it_and_its_line(text: str, key: str, line: int) -> None:
+    """A duplicate key (YAML or JSON text) is refused as Heat refuses it, naming the key and its line."""
+    with pytest.raises(TemplateError) as caught:
+        load_yaml(text, "template")
+    assert f"duplicate key '{key}'" in str(caught.value)
+    assert f"line {line}" in str(caught.value)
+
+
+def test_load_yaml_lets_a_key_override_what_a_merge_brought():
+    """A key a `<<` merge brought in may be given again: YAML says the explicit one wins."""
+    text = "base: &b {a: 1, c: 3}\nderived:\n  <<: *b\n  a: 2\n"
+    assert load_yaml(text, "template")["derived"] == {"a": 2, "c": 3}
