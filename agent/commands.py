@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from agent import client, config, diskfull, heatcompat, keys, status, tls
+from agent import addresses, client, config, diskfull, heatcompat, keys, status, tls
 from agent.errors import AgentError, ConfigError
 from agent.fsutil import lock_state_dir, write_atomic
 from agent.httpclient import Session
@@ -135,8 +135,6 @@ async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentCon
     if not token:
         raise ConfigError("an enrolment token is required (--token or ANNEAL_ENROL_TOKEN)")
     publics = keys.ensure_keys(state_dir)
-    from agent import addresses  # noqa: PLC0415 - enrolment only: it loads shutil (with bz2 and lzma)
-
     async with Session() as http:
         found = await addresses.discover()
         result = await client.enrol(http, url, token, publics, socket.gethostname(), found)
