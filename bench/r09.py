@@ -228,8 +228,10 @@ async def outage(
     await asyncio.to_thread(front.blackhole, True)
     out, out_wall = time.monotonic(), time.time()
     await asyncio.sleep(seconds)
-    await asyncio.to_thread(front.blackhole, False)
+    # The return starts here: ending the blackhole cuts the requests it held, and a client that
+    # sees that cut at once (agent/httpclient.py) fails and retries before the call below returns.
     back, back_wall = time.monotonic(), time.time()
+    await asyncio.to_thread(front.blackhole, False)
     in_hand_by = back + args.interval + args.cap
     while time.monotonic() < in_hand_by + 60 and not all(
         any(g == generation for (_, g) in a.seen) for a in agents
