@@ -66,7 +66,10 @@ class Keys:
         return hmac.new(self.signal_key, msg, hashlib.sha256).hexdigest()
 
     def check_capability(self, purpose: str, subject: str, given: str) -> bool:
-        return hmac.compare_digest(self.capability(purpose, subject), given)
+        """Whether *given* is the capability of *purpose* on *subject*; any non-ASCII text is not."""
+        return given.isascii() and hmac.compare_digest(
+            self.capability(purpose, subject).encode(), given.encode()
+        )
 
 
 def load_or_create(data_dir: Path) -> Keys:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from control.api.openapi_schemas import (
+    NON_EMPTY,
     OBJ,
     STRING,
     errors,
@@ -25,6 +26,23 @@ _TOKEN = {
     "description": "a token from /v1/heat/keystone/v3/auth/tokens",
     "schema": STRING,
 }
+
+_ACTION = {"type": "string", "enum": ["DescribeStackResource"]}
+#: Keystone's password login body, as far as the handler reads it (services/heatapi.py, login).
+_USER = {
+    **obj(id=NON_EMPTY, name=NON_EMPTY, password=STRING),
+    "anyOf": [{"required": ["id"]}, {"required": ["name"]}],
+}
+_AUTH = obj(
+    "identity",
+    identity=obj(
+        "methods",
+        "password",
+        methods={"type": "array", "items": STRING, "contains": {"const": "password"}},
+        password=obj("user", user=_USER),
+    ),
+    scope=obj(project=OBJ),
+)
 
 
 def heat_paths() -> dict[str, Any]:
@@ -65,8 +83,11 @@ def heat_paths() -> dict[str, Any]:
                     **errors(400, 401, 403, 404),
                 },
                 parameters=[
-                    query(name, "as the cfn collector sends it")
-                    for name in ("Action", "StackName", "LogicalResourceId", "AWSAccessKeyId", "Signature")
+                    {**query("Action", "the one action served"), "required": True, "schema": _ACTION},
+                    *(
+                        query(name, "as the cfn collector sends it")
+                        for name in ("StackName", "LogicalResourceId", "AWSAccessKeyId", "Signature")
+                    ),
                 ],
             )
         },
@@ -84,7 +105,7 @@ def heat_paths() -> dict[str, Any]:
                 "Keystone password login of a server's, deployment's or handle's user; X-Subject-Token",
                 PUBLIC,
                 {"201": json_body(obj(token=OBJ)), **errors(400, 401, 404)},
-                requestBody=request_body(obj(auth=OBJ)),
+                requestBody=request_body(obj("auth", auth=_AUTH)),
             )
         },
         _STACK + "/metadata": {

@@ -19,9 +19,15 @@ class Context(Protocol):
 
     def param(self, name: str) -> Any: ...
     def resource_id(self, name: str) -> Any: ...
-    def attribute(self, name: str, attribute: str) -> Any: ...
+    def attribute(self, name: str, attribute: str, path: list[Any]) -> Any:
+        """Resource *name*'s *attribute*, followed along *path* (keys and indices)."""
+        ...
+
     def file(self, path: str) -> Any: ...
     def condition(self, name: str) -> bool: ...
+    def facade(self, key: str) -> Any:
+        """``resource_facade``: what the resource that made this (nested) stack has under *key*."""
+        ...
 
 
 class _Omitted:
@@ -72,7 +78,7 @@ def _truth(value: Any, ctx: Context, path: str) -> bool:
     raise TemplateError(path, f"a condition must be true, false or a condition name, not {show(value)}")
 
 
-def _select(value: Any, keys: list[Any], missing: Any) -> Any:
+def select(value: Any, keys: list[Any], missing: Any = None) -> Any:
     """Follow map keys and list indices (ints or digit strings); ``missing`` when it cannot."""
     for key in keys:
         if isinstance(key, bool) or not isinstance(key, str | int):
@@ -96,7 +102,7 @@ def _get_param(a: Any, ctx: Context, path: str) -> Any:
     name, keys = (a, []) if isinstance(a, str) else (a[0], list(a[1:]))
     if not isinstance(name, str):
         raise TemplateError(path, "get_param: the parameter name must be a string")
-    return _select(ctx.param(name), keys, "")
+    return select(ctx.param(name), keys, "")
 
 
 def _get_resource(a: Any, ctx: Context, path: str) -> Any:
@@ -108,7 +114,7 @@ def _get_attr(a: Any, ctx: Context, path: str) -> Any:
     """get_attr: [RESOURCE, ATTRIBUTE, key/index, ...]; None when the attribute or path is absent."""
     if not (isinstance(a[0], str) and isinstance(a[1], str)):
         raise TemplateError(path, "get_attr: the resource and attribute names must be strings")
-    return _select(ctx.attribute(a[0], a[1]), list(a[2:]), None)
+    return ctx.attribute(a[0], a[1], list(a[2:]))
 
 
 def _get_file(a: Any, ctx: Context, path: str) -> Any:
@@ -143,6 +149,7 @@ _LOOKUPS: dict[str, Callable[[Any, Context, str], Any]] = {
     "get_resource": _get_resource,
     "get_attr": _get_attr,
     "get_file": _get_file,
+    "resource_facade": lambda a, c, p: c.facade(a),
     "equals": lambda a, c, p: a[0] == a[1],
     "not": lambda a, c, p: not _truth(a, c, at(p, "not")),
     "and": lambda a, c, p: all(_truths(a, c, p, "and")),
