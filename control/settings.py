@@ -32,6 +32,9 @@ class Settings:
     max_template_bytes: int = 512 * 1024
     #: Body cap for every request (bytes); 0: twice the template cap, at least 2 MiB.
     max_request_bytes: int = 0
+    #: What evaluating one template's functions may build in all (bytes, docs/templates.md);
+    #: 0: 128 times the template cap, at least 64 MiB.
+    max_evaluation_bytes: int = 0
     #: How deep stacks may nest (template resources, groups); Heat's max_nested_stack_depth.
     max_nested_depth: int = 5
     #: Seconds a request body may take to arrive (408 after).
@@ -91,6 +94,11 @@ class Settings:
     def request_cap(self) -> int:
         """The body cap in force: twice the template cap leaves room for JSON escaping and environments."""
         return self.max_request_bytes or max(2 * 1024 * 1024, 2 * self.max_template_bytes)
+
+    @property
+    def evaluation_cap(self) -> int:
+        """The evaluation budget in force: it grows with the template cap, as big stacks build more."""
+        return self.max_evaluation_bytes or max(64 * 1024 * 1024, 128 * self.max_template_bytes)
 
     @property
     def base_url(self) -> str:

@@ -124,7 +124,7 @@ async def restart_local_agents(runtime: Runtime) -> None:
         tokens: dict[str, str | None] = {}
         for server in rows:
             tokens[server.id] = None
-            if server.status != "ENROLLED" or not provisioner.enrolled(server.name):
+            if server.status != "ENROLLED" or not provisioner.enrolled(server.id):
                 token = keys.new_token()
                 server.enrol_token_hash = keys.token_hash(token)
                 server.enrol_expires = time.time() + runtime.settings.enrol_token_ttl

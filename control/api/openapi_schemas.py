@@ -14,12 +14,13 @@ STRING = {"type": "string"}
 ADMIN = "admin"
 #: The largest integer a query or path may give (the database's 32-bit integer columns).
 MAX_INT = 2**31 - 1
+#: Stack and server names: one grammar (docs/templates.md, "Names"; control/hot/names.py).
 STACK_NAME = {
     "type": "string",
     "pattern": "^[A-Za-z][A-Za-z0-9_.-]{0,254}$",
     "description": "a letter, then letters, digits, '_', '-', '.' (255 at most)",
 }
-SERVER_NAME = {"type": "string", "pattern": "^[^/]{1,255}$", "description": "1 to 255 characters, no '/'"}
+SERVER_NAME = STACK_NAME
 TRANSPORTS = ("HTTP", "SWIFT", "S3", "LOCAL", "RELAY", "POLL_SERVER_CFN", "POLL_SERVER_HEAT", "POLL_TEMP_URL")
 TRANSPORT = {
     "type": "string",

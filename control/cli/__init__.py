@@ -10,6 +10,7 @@ background: `anneal serve --background` and `--stop`; transport_options: serve's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from control.cli import background, commands, transport_options
 from control.cli.client import ClientError
+from control.cli.output import TerminalSafe
 from control.cli.validate import validate
 
 FORMATS = ("table", "json", "yaml", "value")
@@ -172,6 +174,13 @@ def _serve(p: argparse.ArgumentParser) -> None:
         default=0,
         metavar="SIZE",
         help="cap on any request body (default: twice the template cap, at least 2M)",
+    )
+    p.add_argument(
+        "--max-evaluation-bytes",
+        type=size,
+        default=0,
+        metavar="SIZE",
+        help="what one template's functions may build in all (default: 128 times the template cap, at least 64M)",
     )
     p.add_argument(
         "--max-agents",
@@ -335,15 +344,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(given)
     if args.group in ("serve", "db"):
         return _on_this_machine(args, given)
-    try:
-        if args.group == "template":  # offline: no control plane, no credentials
-            return validate(args)
-        return commands.run(args)
-    except ClientError as e:
-        print(f"anneal: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    # What the control plane answers (names, reasons, a hook's output) reaches a terminal escaped.
+    with (
+        contextlib.redirect_stdout(TerminalSafe(sys.stdout)),
+        contextlib.redirect_stderr(TerminalSafe(sys.stderr)),
+    ):
+        try:
+            if args.group == "template":  # offline: no control plane, no credentials
+                return validate(args)
+            return commands.run(args)
+        except ClientError as e:
+            print(f"anneal: error: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
 
 
 def _on_this_machine(args: argparse.Namespace, given: list[str]) -> int:

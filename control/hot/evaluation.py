@@ -2,6 +2,8 @@
 
 ``resolve`` evaluates calls bottom-up (arguments first) except ``if``, which evaluates only
 the branch it picks. Errors are ``TemplateError(path of the call, "<function>: reason")``.
+What the calls build and look up is counted against the current ``budget`` (a dry run's
+budget turns a call's other errors into null: its arguments may be placeholders).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+from control.hot import budget
 from control.hot.errors import TemplateError, at, show
 from control.hot.functions import call_of, check_shape
 from control.hot.transforms import TRANSFORMS
@@ -48,13 +51,12 @@ def _resolve(node: Any, ctx: Context, path: str) -> Any:
     if call is not None:
         name, args = call
         check_shape(name, args, path)
-        if name == "if":
-            return _if(args, ctx, path)
-        resolved = resolve(args, ctx, at(path, name))
-        check_shape(name, resolved, path)
-        if name in TRANSFORMS:
-            return TRANSFORMS[name](resolved, path)
-        return _LOOKUPS[name](resolved, ctx, path)
+        try:
+            return _call(name, args, ctx, path)
+        except TemplateError as e:
+            if not budget.current().tolerates(e):
+                raise
+            return None
     if isinstance(node, Mapping):
         pairs = ((key, _resolve(value, ctx, at(path, key))) for key, value in node.items())
         return {key: value for key, value in pairs if value is not OMITTED}
@@ -62,6 +64,16 @@ def _resolve(node: Any, ctx: Context, path: str) -> Any:
         items = (_resolve(value, ctx, at(path, i)) for i, value in enumerate(node))
         return [value for value in items if value is not OMITTED]
     return node
+
+
+def _call(name: str, args: Any, ctx: Context, path: str) -> Any:
+    if name == "if":
+        return _if(args, ctx, path)
+    resolved = resolve(args, ctx, at(path, name))
+    check_shape(name, resolved, path)
+    if name in TRANSFORMS:
+        return TRANSFORMS[name](resolved, path)
+    return budget.current().take(_LOOKUPS[name](resolved, ctx, path), path, name)
 
 
 def evaluate_condition(expr: Any, ctx: Context, path: str = "") -> bool:

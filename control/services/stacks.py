@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -17,8 +17,9 @@ from control.engine import stackdef
 from control.engine.rollback import start_rollback
 from control.engine.settle import settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
+from control.hot.names import name_problem
 from control.resources.nested import retire, store_definition, warning_events
-from control.resources.validate import check_definition
+from control.resources.validate import DryContext, check_definition, dry_run
 from control.runtime import Runtime
 from control.services.stack_request import (
     StackRequest,
@@ -29,23 +30,50 @@ from control.services.stack_request import (
     tags_given,
     timeout_given,
 )
+from control.settings import Settings
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
 UPDATE_RETRIES = 5
-_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,254}$")
 MASK = "******"
 #: Loader options for a stack row read for its identity and state only: nothing of its
 #: definition (at 50,000 deployments the template alone is 12 MB) is read or decoded.
 STATE_ONLY = stackdef.without("files", *stackdef.DEFINITION_COLUMNS)
 
 
-def check_stack_name(name: Any) -> str:
-    if not isinstance(name, str) or not _STACK_NAME.match(name):
-        raise BadRequestError(
-            "name: a stack name starts with a letter and has only letters, digits, '_', '-', '.'",
-            where="name",
+def validated(
+    settings: Settings,
+    template: Any,
+    files: dict[str, Any],
+    env: hot.Environment,
+    params: dict[str, Any],
+    *,
+    stack_name: str,
+    stack_id: str,
+    nesting: hot.Nesting,
+) -> tuple[stackdef.Definition, list[str]]:
+    """Parse, check and dry-run a definition under one evaluation budget; raises naming the path.
+
+    Returns it with check_definition's warnings. Called in a worker thread: a big template's parse, or an allowed_pattern matched without
+    the GIL until its timeout, leaves the event loop serving other requests.
+    """
+    with hot.evaluating(hot.Budget(settings.evaluation_cap)):
+        defn = stackdef.build(
+            template, files, env, params, stack_name=stack_name, stack_id=stack_id, nesting=nesting
         )
+        warnings = check_definition(defn.template)
+        pseudo = {"OS::stack_name": stack_name, "OS::stack_id": stack_id, "OS::project_id": ""}
+        ctx = DryContext({**defn.params.values, **pseudo}, defn.conditions, files)
+        outputs = [n for n in defn.template.outputs if defn.output_active(n)]
+        dry_run(defn.template, ctx, defn.order(), outputs, stack_name)
+    return defn, warnings
+
+
+def check_stack_name(name: Any) -> str:
+    """*name* if it is a valid stack name (control/hot/names.py), else 400 naming the rule."""
+    problem = name_problem(name, "stack")
+    if problem is not None or not isinstance(name, str):
+        raise BadRequestError(f"name: {problem}", where="name")
     return name
 
 
@@ -54,11 +82,17 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
     req = parse_request(body, rt.settings.max_template_bytes)
     tags, timeout_mins, rollback = tags_given(body) or [], timeout_given(body), rollback_wanted(body)
     stack_id = str(uuid.uuid4())
-    defn = stackdef.build(
-        req.template, req.files, req.environment, req.parameters, stack_name=name, stack_id=stack_id,
+    defn, warnings = await asyncio.to_thread(
+        validated,
+        rt.settings,
+        req.template,
+        req.files,
+        req.environment,
+        req.parameters,
+        stack_name=name,
+        stack_id=stack_id,
         nesting=_top(rt),
-    )  # fmt: skip
-    warnings = check_definition(defn.template)
+    )
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
@@ -157,11 +191,17 @@ async def _update_once(
             raise ConflictError(f"stack {name} is suspended; resume it before updating", where="name")
         _not_nested(stack)
         req = merged_request(stack, body, given)
-        defn = stackdef.build(
-            req.template, req.files, req.environment, req.parameters, stack_name=stack.name, stack_id=stack.id,
+        defn, warnings = await asyncio.to_thread(
+            validated,
+            rt.settings,
+            req.template,
+            req.files,
+            req.environment,
+            req.parameters,
+            stack_name=stack.name,
+            stack_id=stack.id,
             nesting=_top(rt),
-        )  # fmt: skip
-        warnings = check_definition(defn.template)
+        )
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.
         if not (stack.status == "IN_PROGRESS" and stack.previous is not None):
