@@ -216,8 +216,17 @@ class ControlPlane:
         }
 
     def agent_dir(self, server_name: str) -> Path:
-        """The local provisioner's state dir of the server: named by the server's id, never its name."""
+        """The state dir of the server's agent.
+
+        `agents/<name>` when a test made it for an agent it runs itself (and before the server
+        exists, for the test to make); else the local provisioner's, named by the server's id.
+        """
+        by_name = self.data_dir / "agents" / server_name
+        if by_name.is_dir():
+            return by_name
         found = self.api("GET", f"/v1/servers/{server_name}")
+        if found.status == 404:
+            return by_name
         assert 200 == found.status, f"server {server_name}: {found.body}"
         return self.data_dir / "agents" / str(found.body["id"])
 

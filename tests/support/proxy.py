@@ -23,6 +23,7 @@ class Front:
         self._live: set[asyncio.StreamWriter] = set()
         #: While set, connections are accepted and never answered (see blackhole()).
         self.blackholed = False
+        self._stopping = False
         ready = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
         self._thread.start()
@@ -39,12 +40,25 @@ class Front:
         self.port = self._server.sockets[0].getsockname()[1]
         ready.set()
         self._loop.run_forever()
-        # stop() cancelled the tasks: let them end, then close the loop (and its sockets).
+        # stop() closed every connection: let the handlers see it and end (a connection accepted
+        # just then is closed by its handler), cancel what is left after 5 s, then close the loop.
         pending = asyncio.all_tasks(self._loop)
+        ended = asyncio.wait(pending, timeout=5) if pending else asyncio.sleep(0)
+        self._loop.run_until_complete(ended)
+        for task in pending:
+            task.cancel()
         self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         self._loop.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await self._serve(reader, writer)
+        finally:
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._stopping:
+            return
         if self.blackholed:  # accepted, then never answered: the client waits for its own timeout
             self._live.add(writer)
             with contextlib.suppress(OSError, asyncio.CancelledError):
@@ -100,10 +114,11 @@ class Front:
 
     def stop(self) -> None:
         def close() -> None:
+            self._stopping = True
             if self._server is not None:
                 self._server.close()
-            for task in asyncio.all_tasks(self._loop):
-                task.cancel()
+            for w in list(self._live):
+                w.close()
             self._loop.stop()
 
         self._loop.call_soon_threadsafe(close)
