@@ -6,7 +6,15 @@ from aiohttp import web
 
 from agent import wire_caps
 from control.api.app_keys import ENGINE, RUNTIME
-from control.api.middleware import AUTH_SERVER, auth, ok, read_json, read_object, seconds_query
+from control.api.middleware import (
+    AUTH_CREDENTIAL,
+    AUTH_SERVER,
+    auth,
+    ok,
+    read_json,
+    read_object,
+    seconds_query,
+)
 from control.errors import BadRequestError
 from control.services import agents
 from control.transports.publisher import http_publisher
@@ -37,6 +45,8 @@ async def document(request: web.Request) -> web.StreamResponse:
     doc = publisher.get(server_id)
     if doc is not None and doc.etag == etag and wait > 0:
         doc = await publisher.wait_newer(server_id, etag, wait) or doc
+        # The credential may have been revoked while the request waited (e.g. the agent enrolled again).
+        await agents.authenticate(rt, request[AUTH_CREDENTIAL])
     if doc is None:
         raise BadRequestError("no document for this server", where="server")
     if doc.etag == etag:
@@ -48,7 +58,8 @@ async def document(request: web.Request) -> web.StreamResponse:
 @auth("agent")
 async def heartbeat(request: web.Request) -> web.Response:
     body = await read_object(request, 64 * 1024)
-    return ok(await agents.heartbeat(request.app[RUNTIME], request[AUTH_SERVER], body))
+    rt = request.app[RUNTIME]
+    return ok(await agents.heartbeat(rt, request[AUTH_SERVER], request[AUTH_CREDENTIAL], body))
 
 
 @routes.post("/v1/signal/{deployment_id}/{generation}")
@@ -68,5 +79,6 @@ async def signal(request: web.Request) -> web.Response:
         body,
         sig=request.query.get("sig"),
         server_id=request.get(AUTH_SERVER),
+        credential=request.get(AUTH_CREDENTIAL),
     )
     return ok(result)

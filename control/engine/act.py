@@ -11,7 +11,7 @@ from control.engine import stackdef
 from control.engine.settle import in_session
 from control.engine.slices import Row
 from control.errors import ControlError
-from control.resources import DEPLOYMENT_TYPES, HANDLERS, REPLACE, Outcome, Res
+from control.resources import DEPLOYMENT_TYPES, HANDLERS, REPLACE, Outcome, Res, secrecy
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
@@ -34,6 +34,7 @@ class Actor:
             props = _with_defaults(
                 rdef.type, stackdef.plain(hot.resolve(rdef.properties, ctx, f"resources.{name}.properties"))
             )
+            secrecy.check_carriers(rdef.type, props, f"resources.{name}.properties")
             if row is not None and row.status == "COMPLETE" and row.properties == props:
                 row.traversal = stack.traversal
                 return row

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 from sqlalchemy.orm import defer
 
 from control import hot
+from control.hot import taint
 from control.store.orm import StackRow
 
 #: The stack row's big columns a Definition is parsed from (plus the one a rollback returns
@@ -92,7 +93,8 @@ class StackContext:
         pseudo = {"OS::stack_name": self._stack.name, "OS::stack_id": self._stack.id, "OS::project_id": ""}
         if name in pseudo:
             return pseudo[name]
-        return self._defn.params.values[name]
+        value = self._defn.params.values[name]
+        return taint.Secret(value) if name in self._defn.params.hidden else value
 
     def resource_id(self, name: str) -> Any:
         row = self._rows.get(name)
@@ -172,5 +174,9 @@ class Definitions:
 
 
 def plain(value: Any) -> Any:
-    """The JSON form of a resolved value, for storage and comparison."""
-    return json.loads(json.dumps(value, default=str))
+    """The JSON form of a resolved value, for storage and comparison; Secrets stay Secrets."""
+    return taint.loads(json.dumps(value, default=_stored))
+
+
+def _stored(value: Any) -> Any:
+    return taint.json_default(value) if isinstance(value, taint.Secret) else str(value)

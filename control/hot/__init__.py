@@ -13,6 +13,7 @@ from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.parser import parse_template
 from control.hot.schema import PropSpec, TypeSpec, apply_defaults
+from control.hot.taint import Secret
 from control.hot.template import OutputDef, ResourceDef, Template
 from control.hot.types import TYPES, component_action_clash, random_minimum
 
@@ -29,6 +30,7 @@ __all__ = [
     "Parameters",
     "PropSpec",
     "ResourceDef",
+    "Secret",
     "Template",
     "TemplateError",
     "TypeSpec",

@@ -2,6 +2,10 @@
 
 ``resolve`` evaluates calls bottom-up (arguments first) except ``if``, which evaluates only
 the branch it picks. Errors are ``TemplateError(path of the call, "<function>: reason")``.
+Secrecy follows values (``taint``): a call given a Secret anywhere in its arguments
+returns a Secret; ``get_param`` and ``get_attr`` keep a Secret found on their path;
+``if`` on a secret condition returns a Secret. An error of a call given a secret never
+quotes it.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+from control.hot import taint
 from control.hot.errors import TemplateError, at, show
 from control.hot.functions import call_of, check_shape
 from control.hot.transforms import TRANSFORMS
@@ -32,16 +37,27 @@ def resolve(node: Any, ctx: Context, path: str = "") -> Any:
         check_shape(name, args, path)
         if name == "if":
             return _if(args, ctx, path)
-        resolved = resolve(args, ctx, at(path, name))
-        check_shape(name, resolved, path)
-        if name in TRANSFORMS:
-            return TRANSFORMS[name](resolved, path)
-        return _LOOKUPS[name](resolved, ctx, path)
+        return _apply(name, resolve(args, ctx, at(path, name)), ctx, path)
     if isinstance(node, Mapping):
         return {key: resolve(value, ctx, at(path, key)) for key, value in node.items()}
     if isinstance(node, list):
         return [resolve(value, ctx, at(path, i)) for i, value in enumerate(node)]
     return node
+
+
+def _apply(name: str, args: Any, ctx: Context, path: str) -> Any:
+    """Call *name* on its evaluated *args*: a Secret among them makes the result a Secret."""
+    if name in _SELECTS:
+        check_shape(name, args, path)
+        return _SELECTS[name](args, ctx, path)
+    if not taint.tainted(args):
+        check_shape(name, args, path)
+        return _LOOKUPS[name](args, ctx, path) if name in _LOOKUPS else TRANSFORMS[name](args, path)
+    plain = taint.reveal(args)
+    try:
+        return taint.Secret(_apply(name, plain, ctx, path))
+    except TemplateError as e:  # its message may quote the secret
+        raise TemplateError(e.path, taint.mask_text(e.reason, taint.texts(args, 1))) from None
 
 
 def evaluate_condition(expr: Any, ctx: Context, path: str = "") -> bool:
@@ -51,35 +67,49 @@ def evaluate_condition(expr: Any, ctx: Context, path: str = "") -> bool:
 
 def _truth(value: Any, ctx: Context, path: str) -> bool:
     """The truth of an evaluated condition: a boolean, or the name of a condition."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return bool(ctx.condition(value))
+    plain = taint.reveal(value)
+    if isinstance(plain, bool):
+        return plain
+    if isinstance(plain, str):
+        return bool(ctx.condition(plain))
     raise TemplateError(path, f"a condition must be true, false or a condition name, not {show(value)}")
 
 
 def _select(value: Any, keys: list[Any], missing: Any) -> Any:
-    """Follow map keys and list indices (ints or digit strings); ``missing`` when it cannot."""
-    for key in keys:
-        if isinstance(key, bool) or not isinstance(key, str | int):
-            return missing
-        if isinstance(value, Mapping):
-            if key not in value:
-                return missing
-            value = value[key]
-        elif isinstance(value, list):
-            try:
-                value = value[int(key)]
-            except (ValueError, IndexError):
-                return missing
-        else:
+    """Follow map keys and list indices (ints or digit strings); ``missing`` when it cannot.
+
+    A Secret on the way makes the result a Secret (a member of a secret map is secret).
+    """
+    if taint.tainted(keys):
+        return taint.Secret(_select(taint.reveal(value), taint.reveal(keys), missing))
+    for i, key in enumerate(keys):
+        if isinstance(value, taint.Secret):
+            return taint.Secret(_select(value.value, keys[i:], missing))
+        value = _step(value, key, missing)
+        if value is missing:
             return missing
     return value
+
+
+def _step(value: Any, key: Any, missing: Any) -> Any:
+    """One map key or list index down from *value*; ``missing`` when there is none."""
+    if isinstance(key, bool) or not isinstance(key, str | int):
+        return missing
+    if isinstance(value, Mapping):
+        return value.get(key, missing)
+    if isinstance(value, list):
+        try:
+            return value[int(key)]
+        except (ValueError, IndexError):
+            return missing
+    return missing
 
 
 def _get_param(a: Any, ctx: Context, path: str) -> Any:
     """get_param: NAME or [NAME, key/index, ...]; a path that leads nowhere gives '' (Heat)."""
     name, keys = (a, []) if isinstance(a, str) else (a[0], list(a[1:]))
+    if isinstance(name, taint.Secret):
+        return taint.Secret(_get_param(taint.reveal(a), ctx, path))
     if not isinstance(name, str):
         raise TemplateError(path, "get_param: the parameter name must be a string")
     return _select(ctx.param(name), keys, "")
@@ -92,6 +122,8 @@ def _get_resource(a: Any, ctx: Context, path: str) -> Any:
 
 def _get_attr(a: Any, ctx: Context, path: str) -> Any:
     """get_attr: [RESOURCE, ATTRIBUTE, key/index, ...]; None when the attribute or path is absent."""
+    if taint.tainted(a[:2]):
+        return taint.Secret(_get_attr(taint.reveal(a), ctx, path))
     if not (isinstance(a[0], str) and isinstance(a[1], str)):
         raise TemplateError(path, "get_attr: the resource and attribute names must be strings")
     return _select(ctx.attribute(a[0], a[1]), list(a[2:]), None)
@@ -107,8 +139,10 @@ def _if(args: Any, ctx: Context, path: str) -> Any:
     if call_of(args) is not None:
         args = resolve(args, ctx, at(path, "if"))
         check_shape("if", args, path)
-    chosen = 1 if evaluate_condition(args[0], ctx, at(at(path, "if"), 0)) else 2
-    return resolve(args[chosen], ctx, at(at(path, "if"), chosen))
+    where = at(at(path, "if"), 0)
+    condition = resolve(args[0], ctx, where)
+    chosen = 1 if _truth(condition, ctx, where) else 2
+    return taint.taint(resolve(args[chosen], ctx, at(at(path, "if"), chosen)), condition)
 
 
 def _truths(a: Any, ctx: Context, path: str, name: str) -> Iterator[bool]:
@@ -117,11 +151,14 @@ def _truths(a: Any, ctx: Context, path: str, name: str) -> Iterator[bool]:
         yield _truth(value, ctx, at(at(path, name), i))
 
 
+# Reading a stack value along a path: a Secret on the path taints what is read, not the rest.
+_SELECTS: dict[str, Callable[[Any, Context, str], Any]] = {
+    "get_param": _get_param,
+    "get_attr": _get_attr,
+}
 # get_* read the stack; the condition functions may name a condition of it.
 _LOOKUPS: dict[str, Callable[[Any, Context, str], Any]] = {
-    "get_param": _get_param,
     "get_resource": _get_resource,
-    "get_attr": _get_attr,
     "get_file": _get_file,
     "equals": lambda a, c, p: a[0] == a[1],
     "not": lambda a, c, p: not _truth(a, c, at(p, "not")),

@@ -11,9 +11,10 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control import hot
-from control.documents.seal import secret_strings
+from control.documents import seal
 from control.engine import stackdef
 from control.errors import BadRequestError, NotFoundError
+from control.hot import taint
 from control.resources.group_members import failed_member
 from control.runtime import Runtime
 from control.services.stacks import MASK, STATE_ONLY, get_stack, mask
@@ -33,14 +34,13 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
     )
     ctx = stackdef.StackContext(stack, defn, {r.name: r for r in rows})
-    secrets = await secret_strings(session, stack.id)
     out = []
     for name, odef in defn.template.outputs.items():
         if not defn.output_active(name):
             continue
         entry: dict[str, Any] = {"output_key": name, "description": odef.description or ""}
         try:
-            entry["output_value"] = mask(hot.resolve(odef.value, ctx, f"outputs.{name}.value"), secrets)
+            entry["output_value"] = taint.masked(hot.resolve(odef.value, ctx, f"outputs.{name}.value"))
         except hot.TemplateError as e:
             entry["output_value"], entry["output_error"] = None, str(e)
         out.append(entry)
@@ -126,7 +126,7 @@ async def stack_resources(session: AsyncSession, ref: str) -> list[dict[str, Any
 async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]]:
     """Each failed deployment (and failed resource) with the tail of its stdout and stderr."""
     stack = await get_stack(session, ref, *STATE_ONLY)
-    secrets = await secret_strings(session, stack.id)
+    stack_texts = (await seal.stack_texts(session, [stack.id])).get(stack.id, frozenset())
     failures = []
     rows = await session.scalars(
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.status == "FAILED")
@@ -141,12 +141,13 @@ async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]
         dep_id = failed_member(r) or r.physical_id  # a group names the member that failed it
         dep = await session.get(DeploymentRow, dep_id) if dep_id else None
         if dep is not None:
+            secrets = seal.texts_for(dep.item, stack_texts)
             entry.update(
                 deployment_id=dep.id,
                 server_id=dep.server_id,
                 deploy_status_code=dep.status_code,
-                deploy_stdout=mask(_tail(dep.stdout), secrets),
-                deploy_stderr=mask(_tail(dep.stderr), secrets),
+                deploy_stdout=_tail(shown_text(dep.stdout, secrets)),
+                deploy_stderr=_tail(shown_text(dep.stderr, secrets)),
             )
         failures.append(entry)
     return failures
@@ -195,7 +196,8 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
     if dep is None:
         raise NotFoundError(f"deployment {dep_id!r} not found", where="deployment")
     server = await session.get(ServerRow, dep.server_id)
-    secrets = await secret_strings(session, dep.stack_id)
+    stack_texts = await seal.stack_texts(session, [dep.stack_id] if dep.stack_id else [])
+    secrets = seal.texts_for(dep.item, stack_texts.get(dep.stack_id or "", ()))
     view = deployment_summary(dep, server.name if server else "")
     item = dep.item or {}
     view.update(
@@ -208,13 +210,22 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
         actions=dep.actions,
         timeout=dep.timeout,
         input_values=mask({k: v for k, v in _inputs(item).items() if k != "deploy_signal_id"}, secrets),
-        output_values=mask(dep.outputs, secrets),
+        output_values=mask(taint.masked(dep.outputs), secrets),
         deploy_status_code=dep.status_code,
-        deploy_stdout=mask(dep.stdout, secrets),
-        deploy_stderr=mask(dep.stderr, secrets),
+        deploy_stdout=shown_text(dep.stdout, secrets),
+        deploy_stderr=shown_text(dep.stderr, secrets),
         progress=mask(dep.progress, secrets) if dep.progress else None,
     )
     return view
+
+
+def shown_text(value: Any, secrets: frozenset[str]) -> str:
+    """What a hook printed, its secret texts masked (all of it when they changed since)."""
+    if isinstance(value, taint.Secret):
+        text = str(value.value)
+        masked = taint.mask_text(text, secrets)
+        return masked if masked != text else MASK
+    return taint.mask_text(str(value or ""), secrets)
 
 
 def _inputs(item: Mapping[str, Any]) -> dict[str, Any]:

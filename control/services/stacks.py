@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select, update
@@ -16,6 +16,7 @@ from control import hot
 from control.engine import stackdef
 from control.engine.settle import settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
+from control.hot import taint
 from control.resources.validate import check_definition
 from control.runtime import Runtime
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
@@ -25,7 +26,7 @@ UPDATE_RETRIES = 5
 #: Resource rows an update marks removed per statement (bounds the IN list).
 RETIRE_CHUNK = 1000
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,254}$")
-MASK = "******"
+MASK = taint.MASK
 #: Loader options for a stack row read for its identity and state only: nothing of its
 #: definition (at 50,000 deployments the template alone is 12 MB) is read or decoded.
 STATE_ONLY = stackdef.without("files", *stackdef.DEFINITION_COLUMNS)
@@ -307,14 +308,13 @@ def masked_parameters(stack: StackRow) -> dict[str, Any]:
     return {k: (MASK if k in hidden else v) for k, v in stack.parameters.items()}
 
 
-def mask(value: Any, secrets: set[str]) -> Any:
-    """Replace every occurrence of a secret string inside *value*."""
+def mask(value: Any, secrets: Collection[str]) -> Any:
+    """*value* with every Secret, and every occurrence of one of *secrets* in its text, masked."""
+    value = taint.masked(value)
     if not secrets:
         return value
     if isinstance(value, str):
-        for secret in sorted(secrets, key=len, reverse=True):
-            value = value.replace(secret, MASK)
-        return value
+        return taint.mask_text(value, secrets)
     if isinstance(value, Mapping):
         return {k: mask(v, secrets) for k, v in value.items()}
     if isinstance(value, Sequence):

@@ -2,38 +2,66 @@
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from agent import wire, wire_caps
+from control.hot import taint
 from control.signals.scope import check_generation
 from control.store.orm import DeploymentRow
 
 
-def result_status(dep: DeploymentRow, signal: wire.Signal) -> tuple[str, str, dict[str, Any]]:
-    """COMPLETE or FAILED with its reason, and the declared outputs kept (Heat's rules)."""
+def result_status(
+    dep: DeploymentRow, signal: wire.Signal, secrets: frozenset[str] = frozenset()
+) -> tuple[str, str, dict[str, Any]]:
+    """COMPLETE or FAILED with its reason, and the declared outputs kept (Heat's rules).
+
+    An output declared ``secret: true``, or holding one of *secrets* (the deployment's
+    secret texts, ``seal.texts_for``), is kept as a Secret; a reason never quotes a secret.
+    """
     declared = {o["name"]: o for o in (dep.item or {}).get("outputs", [])}
-    outputs = {k: v for k, v in signal.outputs.items() if k in declared}
+    outputs = {k: _kept(v, declared[k], secrets) for k, v in signal.outputs.items() if k in declared}
     if signal.status_code != 0:
         return "FAILED", f"Deployment exited with non-zero status code: {signal.status_code}", outputs
     for name, spec in declared.items():
-        if spec.get("error_output") and outputs.get(name):
-            return "FAILED", f"{name} : {outputs[name]}", outputs
+        value = taint.reveal(outputs.get(name))
+        if spec.get("error_output") and value:
+            shown = taint.MASK if spec.get("secret") else taint.mask_text(str(value), secrets)
+            return "FAILED", f"{name} : {shown}", outputs
     return "COMPLETE", "Outputs received", outputs
 
 
-def apply_signal(dep: DeploymentRow, generation: int, signal: wire.Signal) -> bool:
+def apply_signal(
+    dep: DeploymentRow, generation: int, signal: wire.Signal, secrets: frozenset[str] = frozenset()
+) -> bool:
     """Record *signal* for *generation*; False when it duplicates one already recorded."""
     check_generation(dep, generation)
     if dep.status != "IN_PROGRESS" or signal.extra.get("status") == "IN_PROGRESS":
         return False  # a progress report read as a result (by any path) never completes a deployment
-    status, reason, outputs = result_status(dep, signal)
+    status, reason, outputs = result_status(dep, signal, secrets)
     now = time.time()
     dep.status, dep.status_reason = status, reason
     dep.outputs = outputs
-    dep.stdout = wire_caps.trim_stream(signal.stdout)
-    dep.stderr = wire_caps.trim_stream(signal.stderr)
+    dep.stdout = _kept(wire_caps.trim_stream(signal.stdout), {}, secrets)
+    dep.stderr = _kept(wire_caps.trim_stream(signal.stderr), {}, secrets)
     dep.status_code = signal.status_code
     dep.signal_nonce = str(signal.extra.get("nonce") or "") or None
     dep.completed_at = dep.updated_at = now
     return True
+
+
+def _kept(value: Any, spec: Mapping[str, Any], secrets: frozenset[str]) -> Any:
+    """*value* as a Secret when declared secret or when it holds a secret text."""
+    if spec.get("secret") or mentions(value, secrets):
+        return taint.Secret(value)
+    return value
+
+
+def mentions(value: Any, secrets: frozenset[str]) -> bool:
+    """Whether *value* (text, or any JSON) contains one of *secrets*."""
+    if not secrets or value is None:
+        return False
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return any(s in text for s in secrets)

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session
 
 from control.store import (
+    credentials,  # noqa: F401 (registers the counters table)
     crypt,
     workrow,  # noqa: F401 (registers the work table)
 )

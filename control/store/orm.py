@@ -19,7 +19,7 @@ class Base(DeclarativeBase):
 
 
 #: Bumped whenever a table changes; a database at another version is refused at start.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class MetaRow(Base):
@@ -150,8 +150,9 @@ class DeploymentRow(Base):
     timeout: Mapped[float] = mapped_column(Float, default=3600.0)
     input_values: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
     outputs: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
-    stdout: Mapped[str] = mapped_column(Text, default="")
-    stderr: Mapped[str] = mapped_column(Text, default="")
+    #: What the hook printed (encrypted: it may hold a secret, then it is a Secret).
+    stdout: Mapped[Any] = mapped_column(EncryptedJSON, default="")
+    stderr: Mapped[Any] = mapped_column(EncryptedJSON, default="")
     status_code: Mapped[int | None] = mapped_column(Integer, default=None)
     signal_nonce: Mapped[str | None] = mapped_column(String(64), default=None)
     #: The last progress signal of the current generation (control/signals/progress.py), or None.

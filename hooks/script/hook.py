@@ -1,7 +1,8 @@
 """Heat's ``script`` group: the config is a program, each input an environment variable.
 
 The config is written to ``<working_dir>/<id>`` (0700) and run there, by the interpreter
-of its ``#!`` line or by /bin/sh. The program sets outputs by writing the files
+of its ``#!`` line or by /bin/sh; a config that came sealed (``ANNEAL_SEALED`` names
+``config``) is removed once it ran. The program sets outputs by writing the files
 ``$heat_outputs_path.<output name>``; its exit status is ``deploy_status_code``.
 """
 
@@ -47,7 +48,13 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     path = write_private(ctx.working_dir / deployment.id, script, mode=0o700)
     clear_outputs(prefix, deployment.outputs)
     logger.info("deployment %s: running %s with %s", deployment.id, path, command[0])
-    result = run_tool([*command, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo)
+    try:
+        result = run_tool(
+            [*command, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo
+        )
+    finally:
+        if "config" in os.environ.get("ANNEAL_SEALED", "").split(","):  # a secret config leaves no copy
+            path.unlink(missing_ok=True)
     outputs, problems = take_outputs(prefix, deployment.outputs)
     stderr = "\n".join(part for part in (*notes, result.stderr, *problems) if part)
     status = result.returncode or (1 if problems else 0)

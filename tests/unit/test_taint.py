@@ -1,0 +1,190 @@
+"""Secrecy follows values through every HOT function (control/hot/taint.py, control/hot/evaluation.py).
+
+A stack context whose hidden parameters are Secrets, as the engine's StackContext
+gives them; each derivation must come out a Secret, and what the API would show
+(``taint.masked``) must hold no part of the canary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from control.engine.stackdef import plain
+from control.hot import TemplateError, resolve, taint
+from control.hot.taint import Secret
+from control.resources import secrecy
+
+CANARY = "cnry-aaaa:cnry-bbbb"
+PARTS = ("cnry-aaaa", "cnry-bbbb")
+QUOTED = 'cnry-q"uote'
+
+
+class Stack:
+    """Parameters as the engine gives them: hidden ones wrapped in Secret."""
+
+    def __init__(self, attributes: Mapping[tuple[str, str], Any] | None = None) -> None:
+        self.params: dict[str, Any] = {
+            "pw": Secret(CANARY),
+            "creds": Secret({"user": "admin", "password": PARTS[1]}),
+            "quoted": Secret(QUOTED),
+            "names": Secret(["cnry-k1", "cnry-k2"]),
+            "port": 5432,
+            "host": "db.example",
+        }
+        self.attributes = dict(attributes or {})
+
+    def param(self, name: str) -> Any:
+        return self.params[name]
+
+    def resource_id(self, name: str) -> Any:
+        return f"id-{name}"
+
+    def attribute(self, name: str, attribute: str) -> Any:
+        return self.attributes.get((name, attribute))
+
+    def file(self, path: str) -> str:
+        return "file text"
+
+    def condition(self, name: str) -> bool:
+        return True
+
+
+PW = {"get_param": "pw"}
+DERIVATIONS: dict[str, Any] = {
+    "whole": PW,
+    "json member": {"get_param": ["creds", "password"]},
+    "str_split part": {"str_split": [":", PW, 1]},
+    "str_split list": {"str_split": [":", PW]},
+    "quote in a map": {"map_merge": [{"a": {"get_param": "quoted"}}, {"b": 1}]},
+    "map key (map_replace)": {"map_replace": [{"k": 1}, {"keys": {"k": PW}}]},
+    "map key (repeat)": {"repeat": {"for_each": {"<%k%>": {"get_param": "names"}}, "template": {"<%k%>": 1}}},
+    "str_replace": {"str_replace": {"template": "pw=$P", "params": {"$P": PW}}},
+    "str_replace_strict": {"str_replace_strict": {"template": "pw=$P", "params": {"$P": PW}}},
+    "list_join": {"list_join": [",", ["a", PW]]},
+    "repeat": {"repeat": {"for_each": {"%x%": [PW]}, "template": "v=%x%"}},
+    "map_merge": {"map_merge": [{"p": PW}, {"h": {"get_param": "host"}}]},
+    "list_concat": {"list_concat": [[PW], ["x"]]},
+    "filter": {"filter": [["x"], [PW, "x"]]},
+    "make_url": {"make_url": {"scheme": "https", "host": "h", "password": PW, "username": "u"}},
+    "digest": {"digest": ["sha256", PW]},
+    "equals": {"equals": [PW, "guess"]},
+    "contains": {"contains": ["cnry", PW]},
+    "if on a secret condition": {"if": [{"equals": [PW, CANARY]}, "yes", "no"]},
+    "if branch": {"if": [True, PW, "no"]},
+    "nested": {
+        "list_join": ["-", {"str_split": [":", {"str_replace": {"template": "X", "params": {"X": PW}}}]}]
+    },
+    "get_attr of a secret attribute": {"get_attr": ["val", "value", "password"]},
+}
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(taint.masked(value))
+
+
+@pytest.mark.parametrize("name", sorted(DERIVATIONS))
+def test_every_derivation_of_a_secret_is_a_secret(name: str) -> None:
+    """Each function given a secret returns a Secret, and what would be shown holds no part of it."""
+    ctx = Stack({("val", "value"): Secret({"password": PARTS[0]})})
+    value = resolve(DERIVATIONS[name], ctx, "outputs.x")
+    assert taint.tainted(value), name
+    shown = _shown(value)
+    for part in (CANARY, *PARTS, "cnry-k1", QUOTED, json.dumps(QUOTED)[1:-1]):
+        assert part not in shown
+
+
+def test_secrets_reach_the_hook_as_computed() -> None:
+    """Revealed, a derivation is exactly what the function computes on the plain value."""
+    ctx = Stack()
+    assert "cnry-bbbb" == taint.reveal(resolve({"str_split": [":", PW, 1]}, ctx))
+    assert {"a": QUOTED, "b": 1} == taint.reveal(resolve(DERIVATIONS["quote in a map"], ctx))
+    assert {CANARY: 1} == taint.reveal(resolve(DERIVATIONS["map key (map_replace)"], ctx))
+
+
+def test_plain_values_stay_plain() -> None:
+    """Nothing secret in, nothing secret out: the same functions on plain parameters are not tainted."""
+    ctx = Stack()
+    for expr in (
+        {"str_replace": {"template": "h=$H", "params": {"$H": {"get_param": "host"}}}},
+        {"map_merge": [{"h": {"get_param": "host"}}, {"p": {"get_param": "port"}}]},
+        {"if": [{"equals": [{"get_param": "port"}, 5432]}, "a", "b"]},
+    ):
+        assert not taint.tainted(resolve(expr, ctx))
+
+
+def test_a_literal_map_keeps_its_plain_members_visible() -> None:
+    """Only the member taken from a secret is masked in a map written in the template."""
+    value = resolve({"user": {"get_param": ["creds", "user"]}, "host": {"get_param": "host"}}, Stack())
+    assert {"user": taint.MASK, "host": "db.example"} == taint.masked(value)
+
+
+def test_an_error_about_a_secret_never_quotes_it() -> None:
+    """A function that fails on a secret argument names the problem, not the value."""
+    with pytest.raises(TemplateError) as e:
+        resolve({"str_split": [":", PW, 7]}, Stack(), "outputs.x")
+    assert CANARY not in str(e.value) and "str_split" in str(e.value)
+    with pytest.raises(TemplateError) as e:
+        resolve({"map_merge": [PW]}, Stack(), "outputs.x")
+    assert CANARY not in str(e.value) and "map_merge" in str(e.value)
+
+
+def test_a_secret_survives_storage_as_json() -> None:
+    """The engine's stored form of resolved properties (and the encrypted columns') keeps Secrets."""
+    props = {"input_values": {"PW": Secret(CANARY), "HOST": "db"}, "list": [Secret({"k": 1})]}
+    assert props == plain(props)
+    assert props == taint.loads(json.dumps(props, default=taint.json_default))
+    assert str(Secret(CANARY)) == taint.MASK and CANARY not in repr(props)
+
+
+def test_secret_texts_cover_parts_and_json_escapes() -> None:
+    """What a hook writes back is searched for each string of a secret, also as JSON escapes it."""
+    found = taint.texts(Secret({"a": QUOTED, "n": [123456, "ab"]}))
+    assert {QUOTED, json.dumps(QUOTED)[1:-1], "123456"} <= found
+    assert "ab" not in found  # too short: it would match everywhere
+    assert f"x{taint.MASK}y" == taint.mask_text(f"x{QUOTED}y", found)
+
+
+def test_a_secret_where_a_handler_reads_plain_values_is_refused() -> None:
+    """A deployment's server from a hidden parameter is refused naming the property; input values carry it."""
+    props = {"server": Secret("srv"), "input_values": {"PW": Secret(CANARY)}}
+    with pytest.raises(Exception, match=r"resources\.d\.properties\.server: a value derived"):
+        secrecy.check_carriers("OS::Heat::SoftwareDeployment", props, "resources.d.properties")
+    secrecy.check_carriers("OS::Heat::SoftwareDeployment", {"input_values": props["input_values"]}, "r")
+    secrecy.check_carriers("OS::Nova::Server", {"admin_pass": Secret("x"), "name": "s"}, "r")
+
+
+EXPRESSIONS = st.recursive(
+    st.sampled_from([PW, {"get_param": "creds"}, {"get_param": "host"}, "lit:eral", 7]),
+    lambda inner: st.one_of(
+        st.builds(
+            lambda a, b: {"str_replace": {"template": "T-U", "params": {"T": a, "U": b}}}, inner, inner
+        ),
+        st.builds(lambda a, b: {"list_join": [":", [a, b]]}, inner, inner),
+        st.builds(lambda a: {"str_split": [":", a, 0]}, inner),
+        st.builds(lambda a, b: {"map_merge": [{"x": a}, {"y": b}]}, inner, inner),
+        st.builds(lambda a: {"digest": ["md5", a]}, inner),
+        st.builds(lambda a, b: {"list_concat": [[a], [b]]}, inner, inner),
+        st.builds(lambda a, b: {"if": [{"equals": [a, b]}, a, b]}, inner, inner),
+        st.builds(lambda a: {"repeat": {"for_each": {"%v%": [a]}, "template": {"k%v%": "%v%"}}}, inner),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(EXPRESSIONS)
+def test_no_composition_of_functions_shows_a_secret(expr: Any) -> None:
+    """Property: whatever functions are composed over a secret, what would be shown holds no part of it."""
+    try:
+        value = resolve(expr, Stack(), "outputs.x")
+    except TemplateError as e:
+        assert all(p not in str(e) for p in (CANARY, *PARTS))
+        return
+    shown = _shown(value)
+    assert all(p not in shown for p in (CANARY, *PARTS))
