@@ -290,9 +290,9 @@ def _agent_paths() -> dict[str, Any]:
         },
         "/v1/agent/heartbeat": {
             "post": _op(
-                "Agent heartbeat",
+                "Agent heartbeat; 401 once the credential is revoked (the agent enrolled again)",
                 "agent",
-                {"200": _json(OBJ), **_errors(400, 401, 404)},
+                {"200": _json(OBJ), **_errors(400, 401)},
                 requestBody=_body(OBJ),
             )
         },
