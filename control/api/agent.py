@@ -45,8 +45,13 @@ async def document(request: web.Request) -> web.StreamResponse:
     doc = publisher.get(server_id)
     if doc is not None and doc.etag == etag and wait > 0:
         doc = await publisher.wait_newer(server_id, etag, wait) or doc
-        # The credential may have been revoked while the request waited (e.g. the agent enrolled again).
-        await agents.authenticate(rt, request[AUTH_CREDENTIAL])
+        # The credential may have been revoked while the request waited (e.g. the agent enrolled
+        # again), and the change that woke it may be that very revocation: a new document is
+        # handed over only to a credential the database holds now, not one cached a moment ago.
+        if doc.etag != etag:
+            await agents.check_still_held(rt, server_id, request[AUTH_CREDENTIAL])
+        else:
+            await agents.authenticate(rt, request[AUTH_CREDENTIAL])
     if doc is None:
         raise BadRequestError("no document for this server", where="server")
     if doc.etag == etag:

@@ -168,6 +168,13 @@ async def authenticate(rt: Runtime, digest: str) -> str:
     return server_id
 
 
+async def check_still_held(rt: Runtime, server_id: str, digest: str) -> None:
+    """Refuse *digest* unless the database holds it for *server_id* now (no cache: one SELECT)."""
+    async with rt.sessions() as session:
+        held = await session.scalar(select(ServerRow.credential_hash).where(ServerRow.id == server_id))
+    scope.check_held(held, digest)
+
+
 async def heartbeat(rt: Runtime, server_id: str, digest: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """Note that the agent is alive; one UPDATE, which also checks the credential is still the server's."""
     status = {

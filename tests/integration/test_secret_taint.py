@@ -14,8 +14,9 @@ under the test's directory (control-plane and agent logs, the SQLite database an
 WAL, the agent's state dir, the LOCAL published documents and media), a pg_dump of the
 PostgreSQL database, every API answer, the CLI's output in every format, the signed
 document bytes, and /proc/<pid>/{cmdline,environ}. Zero hits, with one stated exception:
-a value the hook itself wrote back (the returned output, the error_output) is in the
-agent's own state dir and its outbox of signal files, as the hook produced it.
+a value the hook itself wrote back (the returned output, the error_output) is where the
+hook and the agent keep what the hook produced: the hook's files, the agent's copies of
+its output, the ledger's outbox and the LOCAL outbox of signal files (not agent.log).
 """
 
 from __future__ import annotations
@@ -371,7 +372,8 @@ def test_values_derived_from_hidden_parameters_appear_nowhere_in_clear(
         "leaky", TEMPLATE.replace("PYTHON", sys.executable), params=canaries.params(out, vault)
     )
     assert 201 == created.status, created.body
-    assert {"leaky": "CREATE_COMPLETE"} == courier(cp, media, ["leaky"], said)
+    settled = courier(cp, media, ["leaky"], said)
+    assert {"leaky": "CREATE_COMPLETE"} == settled, cp.api("GET", "/v1/stacks/leaky/failures").body
     failing = cp.create("leakfail", FAILING, params={"failpw": canaries.failpw})
     assert 201 == failing.status, failing.body
     assert {"leakfail": "CREATE_FAILED"} == courier(cp, media, ["leakfail"], said)
@@ -398,15 +400,19 @@ def test_values_derived_from_hidden_parameters_appear_nowhere_in_clear(
     sealed = json.loads(published)["anneal"]["deployments"]
     assert any("config" in meta.get("sealed", []) for meta in sealed.values())  # cfg2's body
 
-    # Where the hook's own write-back may be: the agent's state dir and its outbox of signal files.
-    agent_side = (cp.agent_dir("canary"), media.outbox)
+    # Where the hook's own write-back may be: its files, the agent's copies of its output,
+    # the ledger's outbox (until acknowledged) and the LOCAL outbox of signal files.
+    state = cp.agent_dir("canary")
+    agent_side = (state / "hooks", state / "output", media.outbox)
     written_back = {canaries.tags["e"], canaries.tags["f"]}
     hits = []
     files = sorted(p for p in tmp_path.rglob("*") if p.is_file() and not p.is_relative_to(out))
     for path in files:
         data = path.read_bytes()
         for name, needle in canaries.tags.items():
-            hooks_own = needle in written_back and any(path.is_relative_to(d) for d in agent_side)
+            hooks_own = needle in written_back and (
+                path.name.startswith("ledger.sqlite") or any(path.is_relative_to(d) for d in agent_side)
+            )
             if needle.encode() in data and not hooks_own:
                 hits.append(f"{name} in {path}")
     places = [("document", published.decode()), *((f"answer {i}", s) for i, s in enumerate(shown + said))]

@@ -15,10 +15,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent import wire
+from control.documents import seal
 from control.engine.stackdef import plain
 from control.hot import TemplateError, resolve, taint
 from control.hot.taint import Secret
 from control.resources import secrecy
+from control.signals.result import apply_signal
+from control.store.orm import DeploymentRow
 
 CANARY = "cnry-aaaa:cnry-bbbb"
 PARTS = ("cnry-aaaa", "cnry-bbbb")
@@ -188,3 +192,29 @@ def test_no_composition_of_functions_shows_a_secret(expr: Any) -> None:
         return
     shown = _shown(value)
     assert all(p not in shown for p in (CANARY, *PARTS))
+
+
+def test_a_hook_writing_back_a_secret_is_kept_secret_and_never_quoted() -> None:
+    """An output or stream holding a secret input's value is a Secret; the error_output reason masks it."""
+    dep = DeploymentRow(
+        id="d",
+        status="IN_PROGRESS",
+        generation=1,
+        item={
+            "inputs": [
+                {"name": "PW", "value": "hunter2-long", "secret": True},
+                {"name": "HOST", "value": "db"},
+            ],
+            "outputs": [
+                {"name": "err", "error_output": True},
+                {"name": "host"},
+                {"name": "made", "secret": True},
+            ],
+        },
+    )
+    body = {"deploy_status_code": 0, "deploy_stdout": "pw hunter2-long", "err": "bad hunter2-long"}
+    signal = wire.decode_signal({**body, "host": "db", "made": "fresh-token"})
+    assert apply_signal(dep, 1, signal, seal.texts_for(dep.item))
+    assert ("FAILED", "err : bad ******") == (dep.status, dep.status_reason)
+    assert {"err": Secret("bad hunter2-long"), "host": "db", "made": Secret("fresh-token")} == dep.outputs
+    assert Secret("pw hunter2-long") == dep.stdout and "" == dep.stderr
