@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SOURCES := agent control hooks tests examples bench
 
-.PHONY: install tools demo test unit check fmt lint bench clean package
+.PHONY: install tools demo test unit check fmt lint bench clean package revision
 
 install: $(STAMP)
 
@@ -22,8 +22,12 @@ tools: install
 demo: install
 	$(PY) examples/demo.py
 
+# The suite mostly waits on the processes it starts: WORKERS xdist workers share a 2-core
+# machine. Whole modules go to workers, longest first (FIRST in tests/conftest.py).
+WORKERS ?= 4
+
 test: install tools lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The inner loop: the unit tier alone (about 20 s), and lint + unit before a commit.
 unit: install
@@ -40,6 +44,11 @@ lint: install
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/mypy
+
+# A draft schema revision for what changed in control/store/orm.py: make revision m="what changed"
+# (control/store/migrations/README.md says what to check in it).
+revision: install
+	$(PY) -m control.store.migrations "$(m)"
 
 # The agent's wheel and Debian package (packaging/build.sh; docs/operations.md) into dist/.
 package: install

@@ -7,7 +7,8 @@ The map, stage by stage, in the order a document travels:
 stage                      modules
 =========================  ==================================================================
 command line, enrolment    ``cli`` (``anneal-agent``), ``config`` (agent.json), ``keys``
-                           (key pairs, ``Unsealer``), ``client`` (HTTP calls, heartbeats)
+                           (key pairs, ``Unsealer``), ``client`` (HTTP calls, heartbeats),
+                           ``addresses`` (the server's addresses, reported)
 the loop                   ``loop`` (``Agent``: poll, run, heartbeat, status as tasks)
 poll: where from           ``transports/`` (``switch``: the current source; ``http``,
                            ``tempurl``, ``file``, ``offline``)
@@ -25,7 +26,8 @@ errors                     ``errors`` (the ``AgentError`` tree)
 =========================  ==================================================================
 
 The protocol the control plane shares, imported by both sides: ``wire`` (documents and
-signals, standard library only; its size caps in ``wire_caps``), ``envelope`` (the signed
+signals, standard library only; its size caps in ``wire_caps``, binary files in
+``wire_files``), ``envelope`` (the signed
 document) and ``sealed`` (secrets sealed to one server's key); also ``transports.offline``
 (enrolment bundles and signed signal files on media).
 """

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import aiohttp
 
-from agent import client, config, diskfull, heatcompat, keys, status
+from agent import addresses, client, config, diskfull, heatcompat, keys, status
 from agent.errors import AgentError, ConfigError
 from agent.fsutil import lock_state_dir, write_atomic
 from agent.ledger import Ledger
@@ -71,7 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     relay.add_argument("--upstream", required=True, help="the control plane's URL")
     sub.choices["status"].add_argument("--json", action="store_true", help="print JSON")
     for p in sub.choices.values():
-        p.add_argument("--state-dir", required=True, type=Path, help="the agent's state directory")
+        # Absolute: hooks run in their own working directories and are given paths inside it.
+        p.add_argument(
+            "--state-dir",
+            required=True,
+            type=lambda text: Path(text).absolute(),
+            help="the agent's state directory",
+        )
     return parser
 
 
@@ -177,7 +183,8 @@ async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentCon
         raise ConfigError("an enrolment token is required (--token or ANNEAL_ENROL_TOKEN)")
     publics = keys.ensure_keys(state_dir)
     async with aiohttp.ClientSession() as http:
-        result = await client.enrol(http, url, token, publics, socket.gethostname())
+        found = await addresses.discover()
+        result = await client.enrol(http, url, token, publics, socket.gethostname(), found)
     cfg = config.AgentConfig(
         url=url.rstrip("/"),
         server_id=result["server_id"],

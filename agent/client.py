@@ -26,9 +26,14 @@ class Fetched:
 
 
 async def enrol(
-    session: aiohttp.ClientSession, url: str, token: str, public_keys: dict[str, str], hostname: str
+    session: aiohttp.ClientSession,
+    url: str,
+    token: str,
+    public_keys: dict[str, str],
+    hostname: str,
+    found: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    payload = {"token": token, "public_keys": public_keys, "hostname": hostname}
+    payload = {"token": token, "public_keys": public_keys, "hostname": hostname, "addresses": found or []}
     try:
         async with session.post(
             f"{url.rstrip('/')}/v1/agent/enrol", json=payload, timeout=aiohttp.ClientTimeout(total=30)

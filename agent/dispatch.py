@@ -20,10 +20,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from agent import output, wire, wire_caps
+from agent import output, wire, wire_caps, wire_files
 
 log = logging.getLogger(__name__)
-BUILTIN_HOOKS = frozenset({"script", "puppet", "ansible", "salt", "chef"})
+BUILTIN_HOOKS = frozenset({"script", "puppet", "ansible", "salt", "chef", "docker-compose"})
+#: Groups Heat's agent skips when no hook is installed for them (55-heat-config's whitelist, and
+#: heat-agents' apply-config, whose os-apply-config this agent does not run): they complete.
+SKIPPED_GROUPS = frozenset({"os-apply-config", "apply-config"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 #: Grace between the hook's own timeout and the agent killing its process group.
 KILL_GRACE = 15.0
@@ -43,11 +46,19 @@ def hook_argv(group: str, hook_dirs: Sequence[str]) -> list[str] | None:
         if path.is_file() and os.access(path, os.X_OK):
             return [str(path)]
     if name in BUILTIN_HOOKS:
-        return [sys.executable, "-m", f"hooks.{name}"]
+        return [sys.executable, "-m", f"hooks.{name.replace('-', '_')}"]
     return None
 
 
 def missing_hook(group: str, hook_dirs: Sequence[str]) -> wire.Signal:
+    """A group without a hook fails, naming the dirs searched; Heat's skipped groups complete."""
+    if group in SKIPPED_GROUPS:
+        return wire.Signal(
+            stderr=(
+                f"group {group!r} skipped, as Heat's agent skips it: its config is data for "
+                f"os-apply-config, which this agent does not run (no hook in {list(hook_dirs)})"
+            )
+        )
     return wire.Signal(
         status_code=127,
         stderr=(
@@ -72,13 +83,22 @@ def unsafe_names(item: wire.DeploymentItem) -> wire.Signal | None:
 
 
 def coerce_inputs(item: Mapping[str, object]) -> dict[str, object]:
-    """Heat's agent turns String inputs that are not strings into strings; so do we (as JSON)."""
+    """Heat's agent turns String inputs that are not strings into strings; so do we (as JSON).
+
+    A binary file's envelope (agent/wire_files.py) stays one: the hook opens it into its bytes.
+    """
     out = dict(item)
     inputs = []
     for i in item.get("inputs") or []:  # type: ignore[attr-defined]
         entry = dict(i)
         value = entry.get("value")
-        if entry.get("type", "String") == "String" and value is not None and not isinstance(value, str):
+        binary = wire_files.opened(value) is not None
+        if (
+            entry.get("type", "String") == "String"
+            and value is not None
+            and not isinstance(value, str)
+            and not binary
+        ):
             entry["value"] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
         inputs.append(entry)
     out["inputs"] = inputs

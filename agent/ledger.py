@@ -18,37 +18,50 @@ from pathlib import Path
 from typing import Any
 
 from agent import wire
+from agent.errors import ConfigError
 
 LEDGER_FILE = "ledger.sqlite"
 #: Rejected documents remembered with their reason (all are counted).
 MAX_REJECTIONS = 10
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS generations (
-    item_id TEXT PRIMARY KEY,
-    deployment_id TEXT NOT NULL DEFAULT '',
-    generation INTEGER NOT NULL DEFAULT 0,
-    name TEXT NOT NULL DEFAULT '',
-    hash TEXT NOT NULL DEFAULT '',
-    action TEXT NOT NULL DEFAULT '',
-    state TEXT NOT NULL,
-    received_at REAL, started_at REAL, finished_at REAL, signalled_at REAL,
-    status_code INTEGER,
-    note TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS outbox (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    item_id TEXT NOT NULL,
-    url TEXT NOT NULL,
-    verb TEXT NOT NULL,
-    body BLOB NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_at REAL NOT NULL DEFAULT 0,
-    created_at REAL NOT NULL,
-    done_at REAL,
-    outcome TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+#: The ledger's schema, one step per version (SQLite's ``PRAGMA user_version``): step N
+#: brings a ledger from version N-1 to N, in one transaction with the version bump. Add a
+#: step for every change; never edit one that was released (ledgers on servers are at it).
+#: Release 36f815b's ledgers are at version 0 with step 1's tables already made.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """
+        CREATE TABLE IF NOT EXISTS generations (
+            item_id TEXT PRIMARY KEY,
+            deployment_id TEXT NOT NULL DEFAULT '',
+            generation INTEGER NOT NULL DEFAULT 0,
+            name TEXT NOT NULL DEFAULT '',
+            hash TEXT NOT NULL DEFAULT '',
+            action TEXT NOT NULL DEFAULT '',
+            state TEXT NOT NULL,
+            received_at REAL, started_at REAL, finished_at REAL, signalled_at REAL,
+            status_code INTEGER,
+            note TEXT NOT NULL DEFAULT ''
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS outbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            item_id TEXT NOT NULL,
+            url TEXT NOT NULL,
+            verb TEXT NOT NULL,
+            body BLOB NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_at REAL NOT NULL DEFAULT 0,
+            created_at REAL NOT NULL,
+            done_at REAL,
+            outcome TEXT NOT NULL DEFAULT ''
+        )
+        """,
+        """
+        CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL)
+        """,
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -84,10 +97,29 @@ class Ledger:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        self._upgrade()
 
     def close(self) -> None:
         self._db.close()
+
+    def _upgrade(self) -> None:
+        """Bring the ledger to the newest version; refuse one a newer agent wrote (ConfigError)."""
+        if self._version() == len(MIGRATIONS):
+            return
+        with self._tx() as db:
+            found = self._version()  # again, under the write lock: another process may have upgraded it
+            if found > len(MIGRATIONS):
+                raise ConfigError(
+                    f"{self.path}: ledger version {found} was written by a newer agent "
+                    f"(this one knows up to {len(MIGRATIONS)}): run that agent's version"
+                )
+            for step in MIGRATIONS[found:]:
+                for statement in step:
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")
+
+    def _version(self) -> int:
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:

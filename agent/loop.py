@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import aiohttp
 
 from agent import (
+    addresses,
     client,
     component,
     diskfull,
@@ -88,6 +89,7 @@ class Agent:
             self.ledger, self.transport, self.disk, config.backoff_max, self.unsealer.open
         )
         self.heartbeat = client.Heartbeat(config.credential)
+        self.addresses = addresses.Addresses()
         self.running: str | None = None
         #: Set on the first SIGTERM: start nothing new, let the running hook finish.
         self.stopping = False
@@ -367,6 +369,7 @@ class Agent:
         if report:
             payload["ledger"] = orders.ledger_report(self.ledger, self.document())
             payload["transport"] = self.transport.kind
+        payload.update(await self.addresses.fields(fresh=report))
         await self.heartbeat.send(self._http, url, payload)
 
     async def drain(self, grace: float) -> None:

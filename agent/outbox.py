@@ -66,6 +66,9 @@ class Outbox:
             log.error("deployment %s: no signal can be sent: %s", item_id, e)
             return None
         url = item.input_value("deploy_signal_id")
+        if not url and meta is not None and item.input_value("deploy_signal_transport") == "HEAT_SIGNAL":
+            # Heat's agents log in to the Heat API; ours signals with its own credential.
+            url = self.transport.own_signal_url(meta.deployment_id, meta.generation)
         if not isinstance(url, str) or not url or item.input_value("deploy_signal_transport") == "NO_SIGNAL":
             return None
         verb = str(item.input_value("deploy_signal_verb") or "POST").upper()

@@ -18,7 +18,7 @@ Raised by control outside that tree, each caught at its own boundary:
       an object store is unreachable or refused: the transports retry; never reaches the API
   control.store.work.LeaseLostError (RuntimeError)
       another process holds a stack's work: the engine drops the step, uncommitted
-  control.store.db.SchemaError (RuntimeError)
+  control.store.schema.SchemaError (RuntimeError)
       the database was made by another version: `anneal serve` prints it and exits 2
   control.store.crypt.DataKeyError (RuntimeError)
       a stored secret does not open with this data dir's key: 500 internal, logged

@@ -58,6 +58,14 @@ class Keys:
     def check_signal_signature(self, deployment_id: str, generation: int, sig: str) -> bool:
         return hmac.compare_digest(self.signal_signature(deployment_id, generation), sig)
 
+    def capability(self, purpose: str, subject: str) -> str:
+        """An HMAC binding one *purpose* to one *subject*: a credential that opens nothing else."""
+        msg = f"{purpose}:{subject}".encode()
+        return hmac.new(self.signal_key, msg, hashlib.sha256).hexdigest()
+
+    def check_capability(self, purpose: str, subject: str, given: str) -> bool:
+        return hmac.compare_digest(self.capability(purpose, subject), given)
+
 
 def load_or_create(data_dir: Path) -> Keys:
     """Read the data dir's secrets, creating any that are missing."""

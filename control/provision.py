@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Protocol
 
 log = logging.getLogger(__name__)
+#: What an agent writes in its state dir once enrolled (agent/config.py's CONFIG_FILE).
+AGENT_CONFIG = "agent.json"
 
 
 class Provisioner(Protocol):
@@ -71,7 +73,8 @@ class LocalProvisioner:
     Like a systemd unit with Restart=on-failure, an agent that exits is started
     again after a second, until the server is released or the control plane stops.
     An agent left running by a control plane that crashed is adopted, not killed:
-    the work it is doing goes on.
+    the work it is doing goes on. Until an agent holds its enrolment, a restart passes
+    it the token it was given again (an agent that lost its enrolment answer has none).
     """
 
     RESTART_DELAY = 1.0
@@ -82,13 +85,20 @@ class LocalProvisioner:
         self._extra = extra_args
         self._agents: dict[str, _Agent] = {}
         self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._tokens: dict[str, str] = {}
 
     def state_dir(self, name: str) -> Path:
         return self._root / name
 
+    def enrolled(self, name: str) -> bool:
+        """Whether the agent of *name* holds its enrolment (its config in its state dir)."""
+        return (self.state_dir(name) / AGENT_CONFIG).is_file()
+
     async def provision(self, server_id: str, name: str, enrol_token: str | None) -> None:
         if server_id in self._watchers:
             return
+        if enrol_token:
+            self._tokens[server_id] = enrol_token
         state = self.state_dir(name)
         leftover = _leftover_pid(state)
         if leftover is not None:
@@ -123,10 +133,13 @@ class LocalProvisioner:
             await self._agents[server_id].wait()
             log.warning("local agent for %s exited; restarting", name)
             await asyncio.sleep(self.RESTART_DELAY)
-            await self._start(server_id, name, None)
+            if self.enrolled(name):
+                self._tokens.pop(server_id, None)
+            await self._start(server_id, name, self._tokens.get(server_id))
 
     async def release(self, server_id: str, name: str) -> None:
         watcher = self._watchers.pop(server_id, None)
+        self._tokens.pop(server_id, None)
         if watcher is not None:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -54,6 +54,7 @@ __all__ = [
     "read_outputs",
     "run_tool",
     "take_outputs",
+    "tools_dir",
     "write_private",
 ]
 
@@ -204,15 +205,16 @@ def json_kind(value: Any) -> str:
 # ---------------------------------------------------------------- files
 
 
-def write_private(path: Path, text: str, mode: int = 0o600) -> Path:
-    """Write *text* to *path* created with *mode*, atomically replacing any old file."""
+def write_private(path: Path, text: str | bytes, mode: int = 0o600) -> Path:
+    """Write *text* (or bytes, as they are) to *path* created with *mode*, atomically replacing any old file."""
     tmp = path.with_name(f".{secrets.token_hex(8)}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, mode)
+    data = text.encode("utf-8") if isinstance(text, str) else text
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), mode)  # the umask may have taken bits away
-            f.write(text)
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -312,8 +314,17 @@ def nothing_to_run(deployment: DeploymentItem, text: str, what: str) -> bool:
 # ---------------------------------------------------------------- tools
 
 
+def tools_dir() -> Path:
+    """Where `make tools` puts the tools' virtualenvs: ``tools/`` in this interpreter's environment.
+
+    The hooks run on the agent's interpreter, so that is the project's ``.venv/tools`` in a
+    checkout and ``/opt/anneal-agent/tools`` for the packaged agent.
+    """
+    return Path(sys.prefix) / "tools"
+
+
 def find_tool(program: str, *, setting: str, install: str, env: Mapping[str, str]) -> str:
-    """The path of *program*: ``$<setting>`` when set, else the first on ``PATH``.
+    """The path of *program*: ``$<setting>`` when set, else the first on ``PATH``, else in ``tools_dir()``.
 
     Raises ToolNotFoundError naming the tool, where it was looked for and how to install it.
     """
@@ -327,8 +338,13 @@ def find_tool(program: str, *, setting: str, install: str, env: Mapping[str, str
         )
     found = shutil.which(program, path=env.get("PATH", os.defpath))
     if found is None:
+        found = next(
+            (str(p) for p in sorted(tools_dir().glob(f"*/bin/{program}")) if os.access(p, os.X_OK)), None
+        )
+    if found is None:
         raise ToolNotFoundError(
-            f"{program} not found on PATH (or set ${setting} to its path); install it with: {install}"
+            f"{program} not found on PATH nor in {tools_dir()}/*/bin (or set ${setting} to its path); "
+            f"install it with: {install}"
         )
     return found
 

@@ -103,6 +103,10 @@ class AgentTransport:
             return {"Authorization": f"Bearer {self.config.credential}"}
         return {}  # never to a third party
 
+    def own_signal_url(self, deployment_id: str, generation: int) -> str:
+        """The control plane's signal URL of one generation, which this agent's credential opens."""
+        return f"{_origin(self.config.document_url)}/v1/signal/{deployment_id}/{generation}"
+
     async def fetch(self, session: aiohttp.ClientSession, etag: str, wait: float) -> client.Fetched:
         """One poll of the current source; an expired store URL falls back to the control plane once."""
         kind = self.kind

@@ -15,7 +15,7 @@ from control.api.middleware import (
     read_object,
     seconds_query,
 )
-from control.errors import BadRequestError
+from control.errors import AuthError, BadRequestError, ForbiddenError
 from control.services import agents
 from control.transports.publisher import http_publisher
 
@@ -71,10 +71,7 @@ async def heartbeat(request: web.Request) -> web.Response:
 @auth("signal")  # the URL's signature, or the agent's own credential
 async def signal(request: web.Request) -> web.Response:
     body = await read_json(request, wire_caps.MAX_SIGNAL_BYTES)
-    try:
-        generation = int(request.match_info["generation"])
-    except ValueError as e:
-        raise BadRequestError("generation: expected an integer", where="generation") from e
+    generation = _generation(request)
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     result = await agents.record_signal(
         rt,
@@ -87,3 +84,29 @@ async def signal(request: web.Request) -> web.Response:
         credential=request.get(AUTH_CREDENTIAL),
     )
     return ok(result)
+
+
+@routes.put("/v1/signal/{deployment_id}/{generation}")
+@auth("public")  # the URL's own TempURL capability, checked here: a CFN_SIGNAL sig does not open it
+async def signal_put(request: web.Request) -> web.Response:
+    """TEMP_URL_SIGNAL without Swift: the result PUT to a URL that stands in for a TempURL."""
+    body = await read_json(request, wire_caps.MAX_SIGNAL_BYTES)
+    deployment_id, generation = request.match_info["deployment_id"], _generation(request)
+    rt = request.app[RUNTIME]
+    given = request.query.get("sig")
+    if not given:
+        raise AuthError("a TempURL signal needs its URL's sig", where="sig")
+    if not rt.keys.check_capability("temp-url-signal", f"{deployment_id}:{generation}", given):
+        raise ForbiddenError("signal signature does not match this deployment and generation", where="sig")
+    sig = rt.keys.signal_signature(deployment_id, generation)  # what a POST to this generation carries
+    result = await agents.record_signal(
+        rt, request.app[ENGINE].kick, deployment_id, generation, body, sig=sig, server_id=None
+    )
+    return ok(result)
+
+
+def _generation(request: web.Request) -> int:
+    try:
+        return int(request.match_info["generation"])
+    except ValueError as e:
+        raise BadRequestError("generation: expected an integer", where="generation") from e

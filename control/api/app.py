@@ -97,19 +97,25 @@ def make_provisioner(settings: Settings) -> Provisioner:
 
 
 async def restart_local_agents(runtime: Runtime) -> None:
-    """After a restart, local agents come back; unenrolled ones get a fresh token."""
-    if runtime.settings.provisioner != "local":
+    """After a restart, local agents come back; those without an enrolment get a fresh token.
+
+    Without one means the database says not enrolled, or the agent's state dir holds no
+    enrolment: a crash between the enrolment's commit and its answer leaves the server
+    ENROLLED with an agent that never got its credential, which only a new token mends.
+    """
+    provisioner = runtime.provisioner
+    if runtime.settings.provisioner != "local" or not isinstance(provisioner, LocalProvisioner):
         return
     async with runtime.sessions() as session:
         rows = list(await session.scalars(select(ServerRow).where(ServerRow.provisioner == "local")))
         tokens: dict[str, str | None] = {}
         for server in rows:
             tokens[server.id] = None
-            if server.status != "ENROLLED":
+            if server.status != "ENROLLED" or not provisioner.enrolled(server.name):
                 token = keys.new_token()
                 server.enrol_token_hash = keys.token_hash(token)
                 server.enrol_expires = time.time() + runtime.settings.enrol_token_ttl
                 tokens[server.id] = token
         await session.commit()
     for server in rows:
-        await runtime.provisioner.provision(server.id, server.name, tokens[server.id])
+        await provisioner.provision(server.id, server.name, tokens[server.id])

@@ -5,76 +5,18 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
-OBJ: dict[str, Any] = {"type": "object"}
-STRING = {"type": "string"}
-ADMIN = "admin"
-_ERRORS = {
-    400: "Invalid input",
-    401: "No or wrong credential",
-    403: "Credential out of scope",
-    404: "Not found",
-    409: "Conflict with the current state",
-    410: "What the credential was for no longer exists",
-    413: "Over a size cap",
-    503: "unavailable: the database is busy or the request raced a concurrent change; retry later",
-}
-_INVALID_TEMPLATE = "Invalid input; invalid_template: the template, an environment or a parameter is wrong"
-# The Error body's `code`: every code the error middleware answers (ControlError's and its own).
-_CODES = (
-    "bad_request, invalid_template (a template, environment or parameter; where: its path) 400; "
-    "unauthorized 401; forbidden 403; not_found 404; conflict, stale_signal 409; gone 410; too_large 413; "
-    "unavailable 503 (the database is busy: retry after Retry-After); internal 500 (a bug); "
-    "http: refused before any route ran, e.g. an unknown path or method (where: the path)"
-)
-_RETRY_AFTER = {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _errors(*codes: int, busy: bool = True, template: bool = False) -> dict[str, Any]:
-    """Error responses; *busy*: the operation uses the database, *template*: it parses a template."""
-    text = {**_ERRORS, 400: _INVALID_TEMPLATE} if template else _ERRORS
-    responses = {str(c): _json(_ref("Error"), text[c]) for c in codes}
-    if busy:
-        responses["503"] = {**_json(_ref("Error"), text[503]), "headers": _RETRY_AFTER}
-    return responses
-
-
-def _op(summary: str, security: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    op: dict[str, Any] = {"summary": summary, "responses": responses}
-    op["security"] = [] if security == "public" else [{security: []}]
-    op.update(extra)
-    return op
-
-
-def _path_param(name: str, description: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "description": description, "schema": STRING}
-
-
-def _query(name: str, description: str, type_: str = "string") -> dict[str, Any]:
-    schema = {"type": type_}
-    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
-
-
-def _body(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"required": True, "content": {"application/json": {"schema": schema}}}
-
-
-def _object(*required: str, **properties: Any) -> dict[str, Any]:
-    """An object schema with these properties, the *required* ones listed."""
-    return {"type": "object", **({"required": list(required)} if required else {}), "properties": properties}
-
-
-def _strings(*names: str) -> dict[str, Any]:
-    """String properties, for _object."""
-    return dict.fromkeys(names, STRING)
-
+from control.api.openapi_heat import heat_paths
+from control.api.openapi_parts import ADMIN, OBJ, STRING
+from control.api.openapi_parts import CODES as _CODES
+from control.api.openapi_parts import body as _body
+from control.api.openapi_parts import errors as _errors
+from control.api.openapi_parts import json_of as _json
+from control.api.openapi_parts import obj as _object
+from control.api.openapi_parts import op as _op
+from control.api.openapi_parts import path_param as _path_param
+from control.api.openapi_parts import query as _query
+from control.api.openapi_parts import ref as _ref
+from control.api.openapi_parts import strings as _strings
 
 STACK = _path_param("name", "stack name or id")
 SERVER = _path_param("name", "server name or id")
@@ -301,28 +243,23 @@ def _agent_paths() -> dict[str, Any]:
                 _path_param("deployment_id", "deployment id"),
                 _path_param("generation", "the generation the signal answers"),
             ],
-            "post": _op(
-                "Signal a deployment's result (Heat's flat form)",
-                "signal",
-                {"200": _json(OBJ), **_errors(400, 401, 403, 404, 409, 410, 413)},
-                parameters=[_query("sig", "the URL's capability (CFN_SIGNAL)")],
-                requestBody=_body(_ref("Signal")),
-            ),
-        },
-        "/v1/heat/metadata/{server_id}": {
-            "parameters": [_path_param("server_id", "a Heat-compatible server's id")],
-            "get": _op(
-                "A Heat-compatible server's document, for os-collect-config's request collector",
-                "signal",
-                {
-                    "200": _json(OBJ, "The per-server document with its os-collect-config section"),
-                    "304": unchanged,
-                    **_errors(401, 403, 404),
-                },
-                parameters=[_query("sig", "the URL's capability for this server")],
-            ),
+            "post": _signal_op("Signal a deployment's result (Heat's flat form)"),
+            "put": {
+                **_signal_op("Signal a deployment's result, as TEMP_URL_SIGNAL PUTs it (its own sig)"),
+                "security": [],
+            },
         },
     }
+
+
+def _signal_op(summary: str) -> dict[str, Any]:
+    return _op(
+        summary,
+        "signal",
+        {"200": _json(OBJ), **_errors(400, 401, 403, 404, 409, 410, 413)},
+        parameters=[_query("sig", "the URL's capability (CFN_SIGNAL; for PUT, TEMP_URL_SIGNAL's)")],
+        requestBody=_body(_ref("Signal")),
+    )
 
 
 def _schemas() -> dict[str, Any]:
@@ -379,7 +316,13 @@ def spec() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "Anneal control plane", "version": version("anneal")},
-        "paths": {**_stack_paths(), **_operator_paths(), **_media_paths(), **_agent_paths()},
+        "paths": {
+            **_stack_paths(),
+            **_operator_paths(),
+            **_media_paths(),
+            **_agent_paths(),
+            **heat_paths(),
+        },
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {

@@ -3,7 +3,8 @@
 This module parses the command line. commands: the COMMANDS table and its handlers;
 output: tables, json, yaml; client: the REST client; stack_request, signal_import, log:
 the longer commands' parts; serve: `anneal serve`, imported only when it runs, so the
-operator commands never load SQLAlchemy; transport_options: serve's store options.
+operator commands never load SQLAlchemy; db: `anneal db`, imported the same way;
+background: `anneal serve --background` and `--stop`; transport_options: serve's store options.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from control.cli import commands, transport_options
+from control.cli import background, commands, transport_options
 from control.cli.client import ClientError
 
 FORMATS = ("table", "json", "yaml", "value")
@@ -27,6 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", help="CLI config file with url and token (else ANNEAL_URL/ANNEAL_TOKEN)")
     sub = parser.add_subparsers(dest="group", required=True)
     _serve(sub.add_parser("serve", help="run the control plane"))
+    dbs = sub.add_parser("db", help="the database's schema").add_subparsers(dest="command", required=True)
+    _database(dbs.add_parser("status", help="the schema's revision; exit 1 if it needs an upgrade"))
+    p = _database(
+        dbs.add_parser("upgrade", help="bring the schema to the newest revision, in one transaction")
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the SQL it would run; change nothing")
     _stack(sub.add_parser("stack", help="stacks").add_subparsers(dest="command", required=True))
     dep = sub.add_parser("deployment", help="deployments").add_subparsers(dest="command", required=True)
     p = _fmt(dep.add_parser("list", help="list deployments"))
@@ -89,7 +96,7 @@ def size(text: str) -> int:
     return int(found.group(1)) * _UNITS[found.group(2) or ""]
 
 
-def _serve(p: argparse.ArgumentParser) -> None:
+def _database(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
         "--data-dir",
         type=Path,
@@ -97,6 +104,11 @@ def _serve(p: argparse.ArgumentParser) -> None:
         help="database, admin token and signing key live here (default ./anneal-data)",
     )
     p.add_argument("--db", default="", help="SQLAlchemy URL (default: SQLite in the data dir)")
+    return p
+
+
+def _serve(p: argparse.ArgumentParser) -> None:
+    _database(p)
     p.add_argument("--listen", default="127.0.0.1:8770", help="HOST:PORT (default 127.0.0.1:8770)")
     p.add_argument("--public-url", default="", help="URL agents use to reach this control plane")
     p.add_argument(
@@ -147,6 +159,17 @@ def _serve(p: argparse.ArgumentParser) -> None:
         help="cap on any request body (default: twice the template cap, at least 2M)",
     )
     p.add_argument("--log-level", default="INFO")
+    run = p.add_mutually_exclusive_group()
+    run.add_argument(
+        "--background",
+        action="store_true",
+        help="run detached (log in DATA_DIR/serve.log); return once it listens",
+    )
+    run.add_argument("--stop", action="store_true", help="stop the control plane --background started")
+    p.add_argument(
+        "--pid-file",
+        help="write the PID here once listening, removed at exit (--background: DATA_DIR/serve.pid)",
+    )
     p.add_argument(
         "--access-log", action="store_true", help="log every request: peer address, request line, status"
     )
@@ -215,12 +238,10 @@ def _fmt(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.group == "serve":
-        # The server's imports (SQLAlchemy, the engine) stay out of the operator commands' path.
-        from control.cli.serve import serve  # noqa: PLC0415
-
-        return serve(args)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(given)
+    if args.group in ("serve", "db"):
+        return _on_this_machine(args, given)
     try:
         return commands.run(args)
     except ClientError as e:
@@ -228,3 +249,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _on_this_machine(args: argparse.Namespace, given: list[str]) -> int:
+    """`anneal serve` and `anneal db`: they work on the data dir and the database, not over REST."""
+    # Their imports (SQLAlchemy, Alembic, the engine) stay out of the operator commands' path.
+    if args.group == "db":
+        from control.cli.db import db  # noqa: PLC0415
+
+        return db(args)
+    if args.stop:
+        return background.stop(args)
+    if args.background:
+        return background.start(args, given)
+    from control.cli.serve import serve  # noqa: PLC0415
+
+    return serve(args)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from aiohttp import web
 
 from control.api.app import make_app
-from control.cli import transport_options
+from control.cli import background, transport_options
+from control.cli.db import upgrade_command
 from control.settings import Settings
 from control.store.db import SchemaError
 
@@ -42,6 +44,8 @@ def serve(args: argparse.Namespace) -> int:
     )
     # aiosqlite logs every statement with its parameters at DEBUG: never, whatever the level.
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
+    # Alembic names its context at INFO on every start; the schema module says what it did.
+    logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
     settings = settings_from(args)
     if settings.request_cap < settings.max_template_bytes:
         print(
@@ -52,17 +56,30 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
+    ready = background.announce(Path(args.pid_file).resolve()) if args.pid_file else None
     try:
         web.run_app(
             make_app(settings),
             host=host,
             port=port,
-            print=None,
+            print=ready,
             access_log=logging.getLogger("control.access") if args.access_log else None,
             access_log_format='%a "%r" %s via=%{Via}i',
             shutdown_timeout=5,
         )
-    except (SchemaError, OSError, ValueError) as e:
+    except SchemaError as e:
+        print(f"anneal serve: {e}", file=sys.stderr)
+        if e.upgradable:
+            print(
+                "back the database up, stop every control plane that uses it, then run:\n"
+                f"  {upgrade_command(args)}",
+                file=sys.stderr,
+            )
+        return 2
+    except (OSError, ValueError) as e:
         print(f"anneal serve: {e}", file=sys.stderr)
         return 2
+    finally:
+        if args.pid_file:
+            background.forget(Path(args.pid_file).resolve())
     return 0

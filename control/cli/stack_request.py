@@ -6,9 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from agent import wire_files
 from control.cli.client import ClientError
 from control.hot.errors import TemplateError
 from control.hot.loader import load_yaml
+
+#: Files get_file of one directory may carry.
+MAX_DIRECTORY_FILES = 1000
 
 
 def stack_request(args: argparse.Namespace) -> dict[str, Any]:
@@ -20,12 +24,12 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
         parsed = load_yaml(template_text, str(args.template), max_bytes=len(template_text.encode()))
     except TemplateError as e:
         raise ClientError(str(e)) from e
-    files: dict[str, str] = {}
+    files: dict[str, Any] = {}
     for ref in sorted(_get_files(parsed)):
         path = Path(ref) if Path(ref).is_absolute() else args.template.parent / ref
         if ref.startswith(("http://", "https://")):
             raise ClientError(f"{args.template}: get_file {ref!r}: only local files are supported")
-        files[ref] = _read(path, f"get_file {ref!r} in {args.template}")
+        files[ref] = _file(path, f"get_file {ref!r} in {args.template}")
     params = {}
     for pair in args.parameter:
         key, sep, value = pair.partition("=")
@@ -41,11 +45,31 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _read(path: Path, what: str) -> str:
+def _file(path: Path, what: str) -> Any:
+    """A get_file target as ``files`` carries it: text, a binary envelope, or a directory's files."""
+    if not path.is_dir():
+        return wire_files.carried(_read_bytes(path, what))
+    found = sorted(p for p in path.rglob("*") if p.is_file())
+    if len(found) > MAX_DIRECTORY_FILES:
+        raise ClientError(
+            f"{what}: {path} holds {len(found)} files, over the {MAX_DIRECTORY_FILES} get_file takes"
+        )
+    entries = {p.relative_to(path).as_posix(): wire_files.carried(_read_bytes(p, what)) for p in found}
+    return {wire_files.DIRECTORY_KEY: entries}
+
+
+def _read_bytes(path: Path, what: str) -> bytes:
     try:
-        return path.read_text()
+        return path.read_bytes()
     except OSError as e:
         raise ClientError(f"{what}: cannot read {path}: {e.strerror}") from e
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return _read_bytes(path, what).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ClientError(f"{what}: {path} is not UTF-8 text (byte {e.start})") from e
 
 
 def _get_files(node: Any) -> set[str]:

@@ -26,7 +26,7 @@ class Actor:
         """Create, update or replace one resource; a problem fails that resource, not the step."""
         txn, stack = self.txn, self.stack
         rdef = self.defn.template.resources[name]
-        res = Res(stack, name, rdef.type, rdef.update_policy)
+        res = Res(stack, name, rdef.type, rdef.update_policy, self.defn.template.reads(name))
         handler, requires = HANDLERS[rdef.type], self.defn.requires(name)
         target = row
         try:

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from sqlalchemy.orm import defer
 
+from agent import wire_files
 from control import hot
 from control.hot import taint
 from control.store.orm import StackRow
@@ -16,6 +17,8 @@ from control.store.orm import StackRow
 #: The stack row's big columns a Definition is parsed from (plus the one a rollback returns
 #: to); ``files`` is not among them: expressions read it while resources act (``get_file``).
 DEFINITION_COLUMNS = ("template", "environment", "params_given", "previous")
+#: An attribute that stands for the resource in get_resource (an AWS wait handle's signed URL).
+REFERENCE = "anneal:ref"
 
 
 def without(*columns: str) -> list[Any]:
@@ -97,15 +100,20 @@ class StackContext:
         return taint.Secret(value) if name in self._defn.params.hidden else value
 
     def resource_id(self, name: str) -> Any:
+        """What get_resource gives: the physical id, or the reference a handler set (a URL)."""
         row = self._rows.get(name)
-        return row.physical_id if row is not None else None
+        return (row.attributes.get(REFERENCE) or row.physical_id) if row is not None else None
 
     def attribute(self, name: str, attribute: str) -> Any:
         row = self._rows.get(name)
         return row.attributes.get(attribute) if row is not None else None
 
-    def file(self, path: str) -> str:
-        return str(self._stack.files[path])
+    def file(self, path: str) -> Any:
+        """A get_file: the file's text, its binary envelope, or a directory's map of those."""
+        value = self._stack.files[path]
+        if isinstance(value, Mapping) and list(value) == [wire_files.DIRECTORY_KEY]:
+            return dict(value[wire_files.DIRECTORY_KEY])
+        return value
 
     def condition(self, name: str) -> bool:
         return self._defn.conditions.get(name, False)
@@ -129,7 +137,7 @@ def environment_from_json(obj: Mapping[str, Any]) -> hot.Environment:
 
 def build(
     source: Mapping[str, Any],
-    files: Mapping[str, str],
+    files: Mapping[str, Any],
     environment: hot.Environment,
     given: Mapping[str, Any],
     *,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from control.hot import yaqlfn
 from control.hot.errors import TemplateError, at
 from control.hot.functions import (
     CONDITION_FUNCTIONS,
@@ -21,7 +22,7 @@ from control.hot.functions import (
 from control.hot.parameters import PSEUDO_PARAMETERS
 from control.hot.schema import TypeSpec
 from control.hot.template import Template
-from control.hot.versions import CONDITIONS_SINCE, check_version
+from control.hot.versions import CONDITIONS_SINCE, NULLABLE_IF_SINCE, check_version
 
 
 class Checker:
@@ -67,9 +68,7 @@ class Checker:
             self._call(call[0], call[1], path, in_condition or position)
         elif isinstance(node, Mapping):
             if len(node) == 1 and is_unsupported(next(iter(node))):
-                key = next(iter(node))
-                scope = " (yaql is out of scope)" if key == "yaql" else ""
-                raise TemplateError(path, f"function {key} is not supported{scope}")
+                raise TemplateError(path, f"function {next(iter(node))} is not supported")
             for key, value in node.items():
                 self.visit(value, at(path, key), in_condition)
         elif isinstance(node, list):
@@ -95,6 +94,10 @@ class Checker:
                 "output's condition, the first argument of if)",
             )
         check_shape(name, args, path)
+        if name == "if" and isinstance(args, list) and len(args) == 2:
+            check_version("if with two arguments", NULLABLE_IF_SINCE, self.t.version, path)
+        if name == "yaql" and isinstance(args, Mapping) and call_of(args.get("expression")) is None:
+            yaqlfn.parse(args.get("expression"), at(at(path, name), "expression"))
         inner = at(path, name)
         if name in ("not", "and", "or") and call_of(args) is None:
             for i, arg in enumerate(args if name != "not" else [args]):
@@ -102,8 +105,8 @@ class Checker:
             return
         if name == "if" and call_of(args) is None:
             self.visit(args[0], at(inner, 0), True, position=True)
-            self.visit(args[1], at(inner, 1), in_condition)
-            self.visit(args[2], at(inner, 2), in_condition)
+            for i in range(1, len(args)):
+                self.visit(args[i], at(inner, i), in_condition)
             return
         if name in ("get_resource", "get_attr", "get_file") and call_of(args) is not None:
             # Dependencies and files must be known before anything is evaluated.

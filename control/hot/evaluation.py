@@ -25,12 +25,24 @@ class Context(Protocol):
     def param(self, name: str) -> Any: ...
     def resource_id(self, name: str) -> Any: ...
     def attribute(self, name: str, attribute: str) -> Any: ...
-    def file(self, path: str) -> str: ...
+    def file(self, path: str) -> Any: ...
     def condition(self, name: str) -> bool: ...
+
+
+class _Omitted:
+    """What a two-argument ``if`` gives when false: its list item or map entry is left out."""
+
+
+OMITTED = _Omitted()
 
 
 def resolve(node: Any, ctx: Context, path: str = "") -> Any:
     """Evaluate every intrinsic function in ``node``; returns new maps and lists."""
+    value = _resolve(node, ctx, path)
+    return None if value is OMITTED else value
+
+
+def _resolve(node: Any, ctx: Context, path: str) -> Any:
     call = call_of(node)
     if call is not None:
         name, args = call
@@ -39,9 +51,11 @@ def resolve(node: Any, ctx: Context, path: str = "") -> Any:
             return _if(args, ctx, path)
         return _apply(name, resolve(args, ctx, at(path, name)), ctx, path)
     if isinstance(node, Mapping):
-        return {key: resolve(value, ctx, at(path, key)) for key, value in node.items()}
+        pairs = ((key, _resolve(value, ctx, at(path, key))) for key, value in node.items())
+        return {key: value for key, value in pairs if value is not OMITTED}
     if isinstance(node, list):
-        return [resolve(value, ctx, at(path, i)) for i, value in enumerate(node)]
+        items = (_resolve(value, ctx, at(path, i)) for i, value in enumerate(node))
+        return [value for value in items if value is not OMITTED]
     return node
 
 
@@ -56,8 +70,21 @@ def _apply(name: str, args: Any, ctx: Context, path: str) -> Any:
     plain = taint.reveal(args)
     try:
         return taint.Secret(_apply(name, plain, ctx, path))
-    except TemplateError as e:  # its message may quote the secret
-        raise TemplateError(e.path, taint.mask_text(e.reason, taint.texts(args, 1))) from None
+    except TemplateError as e:  # its message may quote the secret, whole or cut short
+        raise _masked_error(name, args, ctx, path, e) from None
+
+
+def _masked_error(name: str, args: Any, ctx: Context, path: str, failed: TemplateError) -> TemplateError:
+    """The error of the call made again with each secret as MASK: it cannot quote what it never saw.
+
+    When the masked call does not fail (the error came from the secret's value itself),
+    the error says so without quoting anything.
+    """
+    try:
+        _apply(name, taint.masked(args), ctx, path)
+    except TemplateError as e:
+        return TemplateError(e.path, taint.mask_text(e.reason, taint.texts(args, 1)))
+    return TemplateError(failed.path, f"{name}: cannot be evaluated with the hidden value it was given")
 
 
 def evaluate_condition(expr: Any, ctx: Context, path: str = "") -> bool:
@@ -135,14 +162,21 @@ def _get_file(a: Any, ctx: Context, path: str) -> Any:
 
 
 def _if(args: Any, ctx: Context, path: str) -> Any:
-    """if: [CONDITION, VALUE_IF_TRUE, VALUE_IF_FALSE]; only the chosen value is evaluated."""
+    """if: [CONDITION, VALUE_IF_TRUE, VALUE_IF_FALSE]; only the chosen value is evaluated.
+
+    Without VALUE_IF_FALSE (2021-04-16), a false condition leaves out the list item or map
+    entry the call stands in (OMITTED), as Heat's IfNullable does.
+    """
     if call_of(args) is not None:
         args = resolve(args, ctx, at(path, "if"))
         check_shape("if", args, path)
     where = at(at(path, "if"), 0)
     condition = resolve(args[0], ctx, where)
     chosen = 1 if _truth(condition, ctx, where) else 2
-    return taint.taint(resolve(args[chosen], ctx, at(at(path, "if"), chosen)), condition)
+    if chosen >= len(args):
+        return OMITTED
+    value = _resolve(args[chosen], ctx, at(at(path, "if"), chosen))
+    return value if value is OMITTED else taint.taint(value, condition)
 
 
 def _truths(a: Any, ctx: Context, path: str, name: str) -> Iterator[bool]:

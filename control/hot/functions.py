@@ -37,6 +37,7 @@ FUNCTIONS = frozenset(
         "or",
         "filter",
         "make_url",
+        "yaql",
     }
 )
 # The heat_template_version that introduced each function (Heat's per-version function
@@ -47,6 +48,7 @@ SINCE: dict[str, str] = {
     "str_split": "2015-10-15",
     "map_merge": "2016-04-08",
     "map_replace": "2016-10-14",
+    "yaql": "2016-10-14",
     "if": "2016-10-14",
     "equals": "2016-10-14",
     "not": "2016-10-14",
@@ -66,7 +68,7 @@ CONDITION_FUNCTIONS = frozenset({"equals", "not", "and", "or", "contains", "get_
 # output's `condition`, and the first argument of `if` (Heat parses them nowhere else).
 CONDITION_ONLY = frozenset({"equals", "not", "and", "or"})
 # Heat/CFN names Anneal does not evaluate; every "Fn::..." key is one too.
-UNSUPPORTED = frozenset({"Ref", "yaql", "resource_facade"})
+UNSUPPORTED = frozenset({"Ref", "resource_facade"})
 
 _LIST_ARGS: dict[str, tuple[int, int | None]] = {
     "get_attr": (2, None),
@@ -75,7 +77,7 @@ _LIST_ARGS: dict[str, tuple[int, int | None]] = {
     "str_split": (2, 3),
     "map_replace": (2, 2),
     "contains": (2, 2),
-    "if": (3, 3),
+    "if": (2, 3),  # two arguments since 2021-04-16 (checker.py): a false one drops its item
     "equals": (2, 2),
     "and": (2, None),
     "or": (2, None),
@@ -90,6 +92,7 @@ _MAP_ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # required, all
     "str_replace_strict": (_REPLACE_KEYS, _REPLACE_KEYS),
     "str_replace_vstrict": (_REPLACE_KEYS, _REPLACE_KEYS),
     "repeat": (frozenset({"for_each", "template"}), frozenset({"for_each", "template", "permutations"})),
+    "yaql": (frozenset({"expression"}), frozenset({"expression", "data"})),
     "make_url": (
         frozenset(),
         frozenset({"scheme", "username", "password", "host", "port", "path", "query", "fragment"}),

@@ -57,7 +57,7 @@ _RESOURCE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 def parse_template(
     source: str | Mapping[str, Any],
     *,
-    files: Mapping[str, str] | None = None,
+    files: Mapping[str, Any] | None = None,
     environment: Environment | None = None,
     types: Mapping[str, TypeSpec] = TYPES,
 ) -> Template:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from control.hot.functions import references
+from control.hot.functions import calls, references
 from control.hot.parameters import ParameterDef
 
 
@@ -45,7 +45,7 @@ class Template:
     resources: Mapping[str, ResourceDef]
     outputs: Mapping[str, OutputDef]
     conditions: Mapping[str, Any]
-    files: Mapping[str, str]
+    files: Mapping[str, Any]  # text, or a binary or directory envelope (agent/wire_files.py)
     warnings: tuple[str, ...]
 
     def dependencies(self, name: str) -> frozenset[str]:
@@ -72,6 +72,22 @@ class Template:
                 if waiting[user] == 0:
                     heapq.heappush(ready, position[user])
         return out
+
+    def reads(self, name: str) -> frozenset[str]:
+        """The attributes of resource *name* that get_attr reads anywhere in the template."""
+        return self._reads.get(name, frozenset())
+
+    @cached_property
+    def _reads(self) -> dict[str, frozenset[str]]:
+        found: dict[str, set[str]] = {}
+        nodes = [r.properties for r in self.resources.values()] + [
+            r.metadata for r in self.resources.values()
+        ]
+        for node in [*nodes, *(o.value for o in self.outputs.values())]:
+            for _, fn, args in calls(node):
+                if fn == "get_attr" and isinstance(args, list) and len(args) > 1 and isinstance(args[1], str):
+                    found.setdefault(str(args[0]), set()).add(args[1])
+        return {k: frozenset(v) for k, v in found.items()}
 
     @cached_property
     def _graph(self) -> dict[str, frozenset[str]]:

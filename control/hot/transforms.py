@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib import parse as urlparse
 
+from control.hot import yaqlfn
 from control.hot.errors import TemplateError, show
 
 DIGESTS = frozenset({"md5", "sha1", "sha224", "sha256", "sha384", "sha512"})
@@ -271,4 +272,5 @@ TRANSFORMS: dict[str, Callable[[Any, str], Any]] = {
     "contains": _contains,
     "filter": _filter,
     "make_url": _make_url,
+    "yaql": yaqlfn.evaluate,
 }

@@ -65,7 +65,6 @@ COMPUTE_PROPERTIES = (
     "image_update_policy",
     "reservation_id",
     "user_data_update_policy",
-    "deployment_swift_data",
     "tags",
 )
 SERVER_ATTRIBUTES = frozenset(
@@ -74,9 +73,32 @@ SERVER_ATTRIBUTES = frozenset(
 
 _SERVER = {
     "name": _s(),
-    "metadata": PropSpec("map"),
+    "metadata": PropSpec("map", ignored=True),  # Nova's key/value metadata (not the resource's section)
     "software_config_transport": _s(allowed=CONFIG_TRANSPORTS),
+    "deployment_swift_data": PropSpec("map", ignored=True),
 }
+
+
+HANDLE_TRANSPORTS = (
+    "CFN_SIGNAL",
+    "TEMP_URL_SIGNAL",
+    "HEAT_SIGNAL",
+    "NO_SIGNAL",
+    "ZAQAR_SIGNAL",
+    "TOKEN_SIGNAL",
+)
+
+
+def _check_wait(props: Mapping[Any, Any], path: str) -> None:
+    """Heat's ranges: a timeout of 1..43200 seconds, a count of at least 1."""
+    timeout = props.get("timeout", props.get("Timeout"))
+    count = props.get("count", props.get("Count", 1))
+    if call_of(timeout) is None and timeout is not None and not 1 <= float(timeout) <= 43200:
+        raise TemplateError(
+            at(path, "timeout" if "timeout" in props else "Timeout"), f"{timeout} is not in 1..43200"
+        )
+    if call_of(count) is None and count is not None and float(count) < 1:
+        raise TemplateError(at(path, "count" if "count" in props else "Count"), f"{count} is less than 1")
 
 
 def component_action_clash(configs: Any) -> tuple[int, str] | None:
@@ -259,10 +281,7 @@ TYPES: Mapping[str, TypeSpec] = {
         ),
         TypeSpec(
             "OS::Heat::DeployedServer",
-            {
-                **_SERVER,
-                "deployment_swift_data": PropSpec("map"),
-            },
+            _SERVER,
             SERVER_ATTRIBUTES,
         ),
         TypeSpec(
@@ -270,10 +289,36 @@ TYPES: Mapping[str, TypeSpec] = {
             {
                 **_SERVER,
                 "user_data_format": _s(allowed=("HEAT_CFNTOOLS", "RAW", "SOFTWARE_CONFIG"), update="replace"),
-                "user_data": PropSpec("any", update="replace"),
+                "user_data": PropSpec("any", ignored=True),
                 **{name: PropSpec("any", ignored=True) for name in COMPUTE_PROPERTIES},
             },
             SERVER_ATTRIBUTES | {"first_address", "instance_name", "show"},
+        ),
+        TypeSpec(
+            "OS::Heat::WaitConditionHandle",
+            {"signal_transport": _s(default="TOKEN_SIGNAL", allowed=HANDLE_TRANSPORTS, update="replace")},
+            frozenset({"token", "endpoint", "curl_cli", "signal"}),
+        ),
+        TypeSpec(
+            "OS::Heat::WaitCondition",
+            {
+                "handle": _s(required=True),
+                "timeout": PropSpec("number", required=True),
+                "count": PropSpec("integer", default=1),
+            },
+            frozenset({"data"}),
+            check=_check_wait,
+        ),
+        TypeSpec("AWS::CloudFormation::WaitConditionHandle", {}, frozenset()),
+        TypeSpec(
+            "AWS::CloudFormation::WaitCondition",
+            {
+                "Handle": _s(required=True),
+                "Timeout": PropSpec("number", required=True),
+                "Count": PropSpec("number", default=1),
+            },
+            frozenset({"Data"}),
+            check=_check_wait,
         ),
         TypeSpec("OS::Heat::None", {}, None, open_properties=True),
         TypeSpec(

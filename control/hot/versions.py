@@ -24,6 +24,7 @@ DATES = (
     "2017-09-01",
     "2018-03-02",
     "2018-08-31",
+    "2021-04-16",
 )
 RELEASES = {
     "newton": "2016-10-14",
@@ -31,10 +32,13 @@ RELEASES = {
     "pike": "2017-09-01",
     "queens": "2018-03-02",
     "rocky": "2018-08-31",
+    "wallaby": "2021-04-16",
 }
 VERSIONS: Mapping[str, str] = {**{d: d for d in DATES}, **RELEASES}
 #: Conditions (the section, and the `condition` key of resources and outputs) came with newton.
 CONDITIONS_SINCE = "2016-10-14"
+#: `if` with two arguments (a false condition drops the item it stands in) came with wallaby.
+NULLABLE_IF_SINCE = "2021-04-16"
 
 
 def canonical_version(raw: Any) -> str:

@@ -16,6 +16,7 @@ from control.resources.software import (
     forget_deployment,
 )
 from control.resources.structured import StructuredConfig, StructuredDeployment
+from control.resources.waits import WaitCondition, WaitConditionHandle
 
 HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::None": Nothing(),
@@ -32,6 +33,10 @@ HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::RandomString": RandomString(),
     "OS::Heat::DeployedServer": Server(),
     "OS::Nova::Server": Server(),
+    "OS::Heat::WaitConditionHandle": WaitConditionHandle(),
+    "OS::Heat::WaitCondition": WaitCondition(),
+    "AWS::CloudFormation::WaitConditionHandle": WaitConditionHandle(),
+    "AWS::CloudFormation::WaitCondition": WaitCondition(aws=True),
 }
 #: Types whose resource row is one deployment (its physical id is the deployment's id).
 DEPLOYMENT_TYPES = frozenset({"OS::Heat::SoftwareDeployment", "OS::Heat::StructuredDeployment"})

@@ -46,6 +46,8 @@ class Res:
     type: str
     #: The resource's ``update_policy`` as written in the template (create and update only).
     update_policy: Mapping[str, Any] = field(default_factory=dict)
+    #: The attributes of it other resources and outputs read with get_attr (create and update only).
+    reads: frozenset[str] = frozenset()
 
     @property
     def stack_path(self) -> str:
@@ -54,6 +56,11 @@ class Res:
     @property
     def where(self) -> str:
         return f"resources.{self.name}"
+
+
+def warn(txn: Txn, res: Res, message: str, action: str = "CREATE") -> None:
+    """A WARNING event on *res*: what Heat would do that Anneal does another way, or not at all."""
+    txn.event(res.stack.id, res.name, action, "WARNING", message, traversal=res.stack.traversal)
 
 
 class Handler(Protocol):

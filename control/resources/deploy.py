@@ -16,14 +16,24 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
-from control.documents import seal
+from control.documents import heatauth, seal
 from control.documents.render import iso
 from control.errors import BadRequestError, NotFoundError
 from control.hot import taint
 from control.store.orm import DeploymentRow, ServerRow
+from control.transports.publisher import Transports
 from control.txn import Txn
 
-SUPPORTED_SIGNAL_TRANSPORTS = ("CFN_SIGNAL", "HTTP", "NO_SIGNAL")
+SUPPORTED_SIGNAL_TRANSPORTS = (
+    "CFN_SIGNAL",
+    "HTTP",
+    "NO_SIGNAL",
+    "TEMP_URL_SIGNAL",
+    "HEAT_SIGNAL",
+    "ZAQAR_SIGNAL",
+)
+#: Heat's transports this control plane has no service for, and the one that serves them instead.
+SIGNAL_STAND_INS = {"ZAQAR_SIGNAL": "HEAT_SIGNAL"}
 _DERIVED_DESCRIPTIONS = {
     "deploy_server_id": "The server this deployment runs on",
     "deploy_action": "The lifecycle action being run",
@@ -32,6 +42,12 @@ _DERIVED_DESCRIPTIONS = {
     "deploy_signal_transport": "How the result is signalled back",
     "deploy_signal_id": "Where to send the result",
     "deploy_signal_verb": "HTTP method for the result",
+    "deploy_auth_url": "URL for API authentication",
+    "deploy_username": "Username for API authentication",
+    "deploy_user_id": "User ID for API authentication",
+    "deploy_password": "Password for API authentication",
+    "deploy_project_id": "ID of project for API authentication",
+    "deploy_region_name": "Region name for API authentication",
 }
 
 
@@ -93,18 +109,27 @@ def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.Inpu
 
 
 def derived_inputs(txn: Txn, dep: DeploymentRow, stack_path: str, action: str) -> list[wire.InputItem]:
-    """The deploy_* inputs Heat's agents and hooks expect."""
+    """The deploy_* inputs Heat's agents and hooks expect, for the signal transport in force."""
+    transport = SIGNAL_STAND_INS.get(dep.signal_transport, dep.signal_transport)
     values: dict[str, Any] = {
         "deploy_server_id": dep.server_id,
         "deploy_action": action,
         "deploy_stack_id": stack_path,
         "deploy_resource_name": dep.resource_name,
-        "deploy_signal_transport": dep.signal_transport,
+        "deploy_signal_transport": transport,
     }
-    if dep.signal_transport in ("CFN_SIGNAL", "HTTP"):
-        values["deploy_signal_id"] = signal_url(txn, dep.id, dep.generation, dep.signal_transport)
+    if transport in ("CFN_SIGNAL", "HTTP"):
+        values["deploy_signal_id"] = signal_url(txn, dep.id, dep.generation, transport)
         values["deploy_signal_verb"] = "POST"
-    return [wire.InputItem(name=k, value=v, description=_DERIVED_DESCRIPTIONS[k]) for k, v in values.items()]
+    elif transport == "TEMP_URL_SIGNAL":
+        values["deploy_signal_id"] = temp_url(txn, dep.id, dep.generation)
+        values["deploy_signal_verb"] = "PUT"
+    elif transport == "HEAT_SIGNAL":
+        values.update(heat_credentials(txn, dep, stack_path))
+    return [
+        wire.InputItem(name=k, value=v, description=_DERIVED_DESCRIPTIONS[k], secret=k == "deploy_password")
+        for k, v in values.items()
+    ]
 
 
 def signal_url(txn: Txn, deployment_id: str, generation: int, transport: str) -> str:
@@ -113,6 +138,54 @@ def signal_url(txn: Txn, deployment_id: str, generation: int, transport: str) ->
     if transport == "CFN_SIGNAL":
         return f"{base}?sig={txn.runtime.keys.signal_signature(deployment_id, generation)}"
     return base
+
+
+def heat_credentials(txn: Txn, dep: DeploymentRow, stack_path: str) -> dict[str, Any]:
+    """HEAT_SIGNAL's inputs: the deployment's own user, which may signal that deployment only."""
+    user = heatauth.user_id("deployment", dep.id)
+    return {
+        "deploy_auth_url": heatauth.auth_url(txn.runtime.settings.base_url),
+        "deploy_username": user,
+        "deploy_user_id": user,
+        "deploy_password": heatauth.password(txn.runtime.keys, user),
+        "deploy_project_id": stack_path.rpartition("/")[2],
+        "deploy_region_name": heatauth.REGION,
+    }
+
+
+def temp_url(txn: Txn, deployment_id: str, generation: int) -> str:
+    """TEMP_URL_SIGNAL: a Swift PUT TempURL when Swift is configured, else our own capability URL."""
+    publisher = txn.runtime.publisher
+    found = (
+        publisher.signal_url("SWIFT", deployment_id, generation)
+        if isinstance(publisher, Transports)
+        else None
+    )
+    if found:
+        return found
+    sig = txn.runtime.keys.capability("temp-url-signal", f"{deployment_id}:{generation}")
+    return f"{txn.runtime.settings.base_url}/v1/signal/{deployment_id}/{generation}?sig={sig}"
+
+
+def has_swift(txn: Txn) -> bool:
+    publisher = txn.runtime.publisher
+    return isinstance(publisher, Transports) and "SWIFT" in publisher.stores
+
+
+def signal_transport_note(transport: str, swift: bool) -> str:
+    """What serves a Heat signal transport this control plane has no service of its own for ("" when none)."""
+    if transport == "ZAQAR_SIGNAL":
+        return (
+            "signal_transport ZAQAR_SIGNAL: this control plane has no Zaqar; the result comes back as "
+            "HEAT_SIGNAL does (Heat's agents: the deployment's user signals the resource through the "
+            "Heat API here; our agent: its own credential)"
+        )
+    if transport == "TEMP_URL_SIGNAL" and not swift:
+        return (
+            "signal_transport TEMP_URL_SIGNAL: no Swift store is configured; the result is PUT to a "
+            "URL of this control plane that carries its own capability, as a TempURL would"
+        )
+    return ""
 
 
 def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, stack_path: str) -> None:

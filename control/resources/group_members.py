@@ -120,7 +120,7 @@ async def batch_busy(txn: Txn, state: Mapping[str, Any]) -> bool:
 
 
 async def aggregate(txn: Txn, state: dict[str, Any]) -> dict[str, Any]:
-    """Heat's group attributes: deploy_stdouts/stderrs/status_codes and per-output maps."""
+    """Heat's group attributes: deploy_stdouts/stderrs/status_codes (and the singular names) and per-output maps."""
     members = await load_members(txn, state)
     out: dict[str, Any] = {"deploy_stdouts": {}, "deploy_stderrs": {}, "deploy_status_codes": {}}
     names: set[str] = set()
@@ -133,6 +133,9 @@ async def aggregate(txn: Txn, state: dict[str, Any]) -> dict[str, Any]:
         out["deploy_status_codes"][key] = attrs["deploy_status_code"]
         for name in names:
             out.setdefault(name, {})[key] = (dep.outputs or {}).get(name)
+    # Heat answers any other attribute name with a map per member, the singular names included.
+    for plural in ("deploy_stdouts", "deploy_stderrs", "deploy_status_codes"):
+        out[plural[:-1]] = dict(out[plural])
     out[STATE] = state
     return out
 

@@ -47,6 +47,7 @@ class DeploymentGroup:
         self._member = member
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
+        self._member.note_transport(txn, res, props)
         keys = sorted(read_servers(props, res))
         state = new_plan(action="CREATE", queue=[["create", k] for k in keys])
         state["batch"] = _policy(res, "batch_create")

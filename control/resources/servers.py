@@ -9,11 +9,12 @@ from typing import Any
 
 from sqlalchemy import select
 
+from control.documents import heat
 from control.keys import new_token, token_hash
 from control.resources import deploy
-from control.resources.base import REPLACE, Outcome, Res, done
+from control.resources.base import REPLACE, Outcome, Res, done, warn
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow
-from control.transports.publisher import assign
+from control.transports.publisher import assign, nearest_kind
 from control.txn import Txn
 
 
@@ -40,6 +41,12 @@ class Value(Nothing):
         return done(row.physical_id, value=props.get("value"))
 
 
+SERVER_TYPES = ("OS::Heat::DeployedServer", "OS::Nova::Server")
+#: Attributes only the server's agent can tell: a resource reading one waits for its report.
+ADDRESS_ATTRIBUTES = frozenset({"networks", "addresses", "first_address", "accessIPv4", "accessIPv6"})
+AWAIT = "anneal:awaits-addresses"
+
+
 class Server:
     """OS::Heat::DeployedServer and adopted OS::Nova::Server: a named server and its agent."""
 
@@ -57,8 +64,8 @@ class Server:
                     f"server {name} awaits its agent: `anneal server token {name}` gives it a token",
                     traversal=res.stack.traversal,
                 )
-        _config_transport(txn, res, server, props)
-        return done(server.id, **_server_attributes(server))
+        _config_transport(txn, res, server, props, "CREATE")
+        return self._ready(txn, res, server, _server_attributes(txn, res, server, props))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
         old_name = (row.properties or {}).get("name") or f"{res.stack.name}-{res.name}"
@@ -67,8 +74,48 @@ class Server:
         server = await txn.get(ServerRow, row.physical_id or "")
         if server is None:
             return REPLACE
-        _config_transport(txn, res, server, props)
-        return done(server.id, **_server_attributes(server))
+        _config_transport(txn, res, server, props, "UPDATE")
+        return self._ready(txn, res, server, _server_attributes(txn, res, server, props))
+
+    def _ready(self, txn: Txn, res: Res, server: ServerRow, attrs: dict[str, Any]) -> Outcome:
+        """Done, unless the template reads an address its agent has not reported yet (Nova: ACTIVE)."""
+        wanted = sorted(res.reads & ADDRESS_ATTRIBUTES)
+        if not wanted or "addresses" in (server.agent_status or {}):
+            return done(server.id, **attrs)
+        deadline = time.time() + txn.runtime.settings.deployment_timeout
+        attrs[AWAIT] = {"deadline": deadline, "wanted": wanted}
+        txn.event(
+            res.stack.id,
+            res.name,
+            "CREATE",
+            "IN_PROGRESS",
+            f"waiting for the agent of server {server.name} to report its addresses ({', '.join(wanted)} are read)",
+            traversal=res.stack.traversal,
+        )
+        return Outcome("IN_PROGRESS", server.id, attrs, wake_at=deadline)
+
+    async def check(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
+        """While it waits for addresses: done once the agent reported them, failed at the deadline."""
+        awaits = dict(row.attributes.get(AWAIT) or {})
+        attrs = {k: v for k, v in row.attributes.items() if k != AWAIT}
+        server = await txn.get(ServerRow, row.physical_id or "")
+        reported = (server.agent_status or {}).get("addresses") if server is not None else None
+        if reported is not None:
+            return done(row.physical_id, **{**attrs, **address_attributes(reported)})
+        if server is not None and server.agent_kind == heat.HEAT_AGENT:
+            warn(
+                txn, res, f"Heat's agent chain on server {server.name} reports no addresses; they stay empty"
+            )
+            return done(row.physical_id, **attrs)
+        deadline = float(awaits.get("deadline") or 0)
+        if time.time() >= deadline:
+            name = server.name if server is not None else row.physical_id
+            wanted = ", ".join(awaits.get("wanted") or [])
+            reason = (
+                f"the agent of server {name} reported no addresses within the deadline ({wanted} are read)"
+            )
+            return Outcome("FAILED", row.physical_id, row.attributes, reason)
+        return Outcome("IN_PROGRESS", row.physical_id, row.attributes, wake_at=deadline)
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         server = await txn.get(ServerRow, row.physical_id or "")
@@ -133,22 +180,61 @@ async def remove_server(txn: Txn, server: ServerRow) -> None:
     txn.later.append(release)
 
 
-def _config_transport(txn: Txn, res: Res, server: ServerRow, props: Mapping[str, Any]) -> None:
+def _config_transport(txn: Txn, res: Res, server: ServerRow, props: Mapping[str, Any], action: str) -> None:
     """software_config_transport chooses the server's transport; a change moves its agent."""
     value = props.get("software_config_transport")
-    if value is not None:
-        assign(txn, server, value, f"{res.where}.properties.software_config_transport")
+    if value is None:
+        return
+    where = f"{res.where}.properties.software_config_transport"
+    kind, note = nearest_kind(txn.runtime.publisher, value, where)
+    if note:
+        warn(txn, res, note, action)
+    assign(txn, server, kind, where)
 
 
-def _server_attributes(server: ServerRow) -> dict[str, Any]:
+def _server_attributes(txn: Txn, res: Res, server: ServerRow, props: Mapping[str, Any]) -> dict[str, Any]:
+    transport = str(props.get("software_config_transport") or heat.DEFAULT_TRANSPORT).upper()
+    place = heat.Placement(res.stack.name, res.stack.id, res.name, transport, res.type == "OS::Nova::Server")
     return {
         "name": server.name,
-        "os_collect_config": {},
-        "networks": {},
-        "addresses": {},
-        "accessIPv4": "",
-        "accessIPv6": "",
-        "first_address": "",
+        "os_collect_config": heat.os_collect_config(txn.runtime, server.id, place),
+        **address_attributes((server.agent_status or {}).get("addresses") or []),
         "instance_name": server.name,
         "show": {"id": server.id, "name": server.name, "status": server.status},
     }
+
+
+def address_attributes(found: list[dict[str, Any]]) -> dict[str, Any]:
+    """Heat's Nova address attributes from what the agent reported: one "network" per interface."""
+    networks: dict[str, list[str]] = {}
+    addresses: dict[str, list[dict[str, Any]]] = {}
+    for entry in found:
+        networks.setdefault(entry["interface"], []).append(entry["addr"])
+        addresses.setdefault(entry["interface"], []).append(
+            {
+                "addr": entry["addr"],
+                "version": entry["version"],
+                "OS-EXT-IPS-MAC:mac_addr": entry.get("mac", ""),
+                "OS-EXT-IPS:type": "fixed",
+            }
+        )
+    v4 = [e["addr"] for e in found if e["version"] == 4]
+    v6 = [e["addr"] for e in found if e["version"] == 6]
+    return {
+        "networks": networks,
+        "addresses": addresses,
+        "first_address": (v4 or v6 or [""])[0],
+        "accessIPv4": (v4 or [""])[0],
+        "accessIPv6": (v6 or [""])[0],
+    }
+
+
+async def refresh_addresses(txn: Txn, server_id: str, found: list[dict[str, Any]]) -> None:
+    """Put a server's newly reported addresses on its server resources; wake a stack waiting for them."""
+    rows = await txn.session.scalars(
+        select(ResourceRow).where(ResourceRow.physical_id == server_id, ResourceRow.type.in_(SERVER_TYPES))
+    )
+    for row in rows:
+        row.attributes = {**row.attributes, **address_attributes(found)}
+        if row.status == "IN_PROGRESS":
+            txn.kicks.add(row.stack_id)

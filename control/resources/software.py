@@ -12,7 +12,7 @@ from sqlalchemy import delete
 from control import hot
 from control.errors import BadRequestError, ControlError
 from control.resources import deploy
-from control.resources.base import REPLACE, Outcome, Res, done
+from control.resources.base import REPLACE, Outcome, Res, done, warn
 from control.store.orm import ConfigRow, DeploymentRow, ResourceRow, ServerRow
 from control.txn import Txn
 
@@ -94,7 +94,14 @@ class SoftwareDeployment:
     structured = False
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
+        self.note_transport(txn, res, props)
         return self._outcome(await self.start(txn, res, props, res.name))
+
+    def note_transport(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> None:
+        """Say so in an event when a Heat signal transport is served by another one here."""
+        note = deploy.signal_transport_note(self._transport(txn, res, props), deploy.has_swift(txn))
+        if note:
+            warn(txn, res, note)
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
         dep = await txn.get(DeploymentRow, row.physical_id or "")

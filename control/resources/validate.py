@@ -21,8 +21,12 @@ CONFIGS = frozenset({"OS::Heat::SoftwareConfig", "OS::Heat::StructuredConfig", "
 ALWAYS = frozenset({"deploy_stdout", "deploy_stderr", "deploy_status_code"})
 
 
-def check_definition(template: hot.Template) -> None:
-    """Raise hot.TemplateError for what would fail later: unsupported transports, unknown outputs."""
+def check_definition(template: hot.Template) -> list[str]:
+    """Raise hot.TemplateError for what would fail later (an unsupported transport); warn of the rest.
+
+    A ``get_attr`` of an output a deployment's config does not declare is accepted, as Heat
+    accepts it at create; it resolves to null. The warning names it.
+    """
     resources = template.resources
     for name, rdef in resources.items():
         if rdef.type not in SIGNALLING:
@@ -33,17 +37,19 @@ def check_definition(template: hot.Template) -> None:
                 f"resources.{name}.properties.signal_transport",
                 f"{transport} is not supported; use one of {', '.join(SUPPORTED_SIGNAL_TRANSPORTS)}",
             )
+    warnings = []
     for path, args in _get_attrs(template):
         if not isinstance(args, list) or len(args) < 2 or not isinstance(args[0], str):
             continue
         target, attribute = args[0], args[1]
         declared = _declared_outputs(resources, target)
         if declared is not None and isinstance(attribute, str) and attribute not in declared | ALWAYS:
-            raise hot.TemplateError(
-                path,
-                f"resource {target!r} has no attribute {attribute!r}; its config declares "
-                f"outputs {sorted(declared)} (and deploy_stdout, deploy_stderr, deploy_status_code)",
+            warnings.append(
+                f"{path}: resource {target!r} has no attribute {attribute!r}, it resolves to null; its "
+                f"config declares outputs {sorted(declared)} (and deploy_stdout, deploy_stderr, "
+                "deploy_status_code)"
             )
+    return warnings
 
 
 def _get_attrs(template: hot.Template) -> Iterator[tuple[str, Any]]:

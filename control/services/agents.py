@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -16,6 +17,7 @@ from control.errors import AuthError, BadRequestError, ConflictError, GoneError,
 from control.hot import taint
 from control.keys import new_token, token_hash
 from control.resources import create_server
+from control.resources.servers import refresh_addresses
 from control.runtime import Runtime
 from control.services import rebuild
 from control.signals import batch, progress, scope
@@ -111,6 +113,7 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
         raise BadRequestError("public_keys: expected an object with sign and box keys", where="public_keys")
     for kind in KEY_KINDS:
         _check_key(keys.get(kind), f"public_keys.{kind}")
+    found = read_addresses(body.get("addresses", []), "addresses")
     async with rt.sessions() as session:
         server = await session.scalar(
             select(ServerRow).where(ServerRow.enrol_token_hash == token_hash(token))
@@ -133,9 +136,12 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
         server.enrol_token_hash, server.enrol_expires = None, None
         server.public_keys = {k: keys[k] for k in KEY_KINDS}
         server.status, server.enrolled_at, server.last_seen = "ENROLLED", time.time(), time.time()
+        server.agent_status = {**(server.agent_status or {}), "addresses": found}
+        txn = Txn(session, rt)
+        await refresh_addresses(txn, server.id, found)
         # Secrets in the document are sealed to the box key just given: render it anew.
         server.serial, server.serial_at = server.serial + 1, time.time()
-        await session.commit()
+        await txn.commit()
         rt.credentials.remember(server.credential_hash, server.id)
         await rt.publish([server.id])
         base = rt.settings.base_url
@@ -149,6 +155,37 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
             # Where the first document comes from: the assigned store, not where the agent enrolled.
             "transport": published_section(rt.publisher, server.id),
         }
+
+
+#: Addresses one report may carry.
+MAX_ADDRESSES = 64
+
+
+def read_addresses(value: Any, where: str) -> list[dict[str, Any]]:
+    """An agent's address report, checked: ``[{interface, addr, version, mac}]``."""
+    if not isinstance(value, list) or len(value) > MAX_ADDRESSES:
+        raise BadRequestError(f"{where}: expected a list of at most {MAX_ADDRESSES} addresses", where=where)
+    found = []
+    for i, entry in enumerate(value):
+        at = f"{where}[{i}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("interface"), str):
+            raise BadRequestError(f"{at}: expected {{interface, addr, version, mac}}", where=at)
+        try:
+            addr = ipaddress.ip_address(str(entry.get("addr")))
+        except ValueError:
+            raise BadRequestError(
+                f"{at}.addr: {entry.get('addr')!r} is not an IP address", where=f"{at}.addr"
+            ) from None
+        mac = entry.get("mac", "")
+        found.append(
+            {
+                "interface": entry["interface"][:64],
+                "addr": str(addr),
+                "version": addr.version,
+                "mac": str(mac)[:64],
+            }
+        )
+    return found
 
 
 def _check_key(value: Any, where: str) -> None:
@@ -186,6 +223,8 @@ async def heartbeat(rt: Runtime, server_id: str, digest: str, body: Mapping[str,
     if isinstance(ledger, dict) and len(ledger) <= MAX_LEDGER_ITEMS:
         status["ledger"] = ledger  # what `stack check` compares with the database
     status["reported_at"] = time.time()
+    if "addresses" in body:
+        status["addresses"] = read_addresses(body["addresses"], "addresses")
     async with rt.sessions() as session:
         serial = await session.scalar(
             update(ServerRow)
@@ -193,7 +232,12 @@ async def heartbeat(rt: Runtime, server_id: str, digest: str, body: Mapping[str,
             .values(last_seen=time.time(), agent_status=status)
             .returning(ServerRow.serial)
         )
-        await session.commit()
+        if serial is not None and body.get("addresses_changed") is True:  # else nothing is read here
+            txn = Txn(session, rt)
+            await refresh_addresses(txn, server_id, status.get("addresses") or [])
+            await txn.commit()
+        else:
+            await session.commit()
     if serial is None:  # revoked (the agent enrolled again) or the server removed
         raise AuthError("unknown or revoked agent credential", where="Authorization")
     if isinstance(body.get("transport"), str):

@@ -12,6 +12,7 @@ from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
+from agent import wire_files
 from control import hot
 from control.engine import stackdef
 from control.engine.settle import settle
@@ -34,7 +35,7 @@ STATE_ONLY = stackdef.without("files", *stackdef.DEFINITION_COLUMNS)
 
 def parse_request(
     body: Mapping[str, Any], max_bytes: int
-) -> tuple[Any, dict[str, str], hot.Environment, dict[str, Any]]:
+) -> tuple[Any, dict[str, Any], hot.Environment, dict[str, Any]]:
     """Template source, files, merged environment and parameters from a create/update body.
 
     The template's text and each environment's are capped at *max_bytes*.
@@ -45,8 +46,10 @@ def parse_request(
     if not isinstance(template, Mapping):
         raise BadRequestError("template: expected a HOT template (text or object)", where="template")
     files = body.get("files") or {}
-    if not isinstance(files, Mapping) or not all(isinstance(v, str) for v in files.values()):
+    if not isinstance(files, Mapping):
         raise BadRequestError("files: expected an object of path -> text", where="files")
+    for ref, value in files.items():
+        _check_file(value, f"files.{ref}", directory=True)
     envs = body.get("environments") or []
     if not isinstance(envs, list) or not all(isinstance(e, str) for e in envs):
         raise BadRequestError("environments: expected a list of environment texts", where="environments")
@@ -59,6 +62,22 @@ def parse_request(
     return stackdef.plain(template), dict(files), merged, dict(params)
 
 
+def _check_file(value: Any, where: str, *, directory: bool) -> None:
+    """A ``files`` entry: text, a binary envelope, or (at the top) a directory of those."""
+    if isinstance(value, str) or wire_files.opened(value) is not None:
+        return
+    inner = value.get(wire_files.DIRECTORY_KEY) if isinstance(value, Mapping) and len(value) == 1 else None
+    if directory and isinstance(inner, Mapping):
+        for name, entry in inner.items():
+            _check_file(entry, f"{where}.{name}", directory=False)
+        return
+    raise BadRequestError(
+        f"{where}: expected text, {{{wire_files.BINARY_KEY!r}: base64}}"
+        + (f" or {{{wire_files.DIRECTORY_KEY!r}: {{path: file}}}}" if directory else ""),
+        where=where,
+    )
+
+
 async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any]) -> dict[str, Any]:
     name = body.get("name")
     if not isinstance(name, str) or not _STACK_NAME.match(name):
@@ -69,7 +88,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
     template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
     stack_id = str(uuid.uuid4())
     defn = stackdef.build(template, files, env, params, stack_name=name, stack_id=stack_id)
-    check_definition(defn.template)
+    warnings = check_definition(defn.template)
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
@@ -86,10 +105,11 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             version=1,
             traversal=1,
         )
-        _store_definition(stack, template, files, env, params, defn)
+        _store_definition(stack, template, files, env, params, defn, warnings)
         stack.rollback = _rollback_wanted(body)
         session.add(stack)
         txn.event(stack_id, "", "CREATE", "IN_PROGRESS", "Stack CREATE started", traversal=1)
+        warning_events(txn, stack)
         txn.kicks.add(stack_id)
         await txn.commit(kick)
         return stack_view(stack)
@@ -121,7 +141,7 @@ async def _update_once(
     name: str,
     body: Mapping[str, Any],
     template: Any,
-    files: dict[str, str],
+    files: dict[str, Any],
     env: hot.Environment,
     params: dict[str, Any],
 ) -> dict[str, Any]:
@@ -140,7 +160,7 @@ async def _update_once(
         if body.get("existing"):
             params = {**stack.params_given, **params}
         defn = stackdef.build(template, files, env, params, stack_name=stack.name, stack_id=stack.id)
-        check_definition(defn.template)
+        warnings = check_definition(defn.template)
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.
         if not (stack.status == "IN_PROGRESS" and stack.previous is not None):
@@ -148,13 +168,14 @@ async def _update_once(
                 None if stack.action == "CREATE" and stack.status == "IN_PROGRESS" else _definition(stack)
             )
         stack.rollback = _rollback_wanted(body)
-        _store_definition(stack, template, files, env, params, defn)
+        _store_definition(stack, template, files, env, params, defn, warnings)
         stack.version += 1
         stack.traversal += 1
         stack.action, stack.status, stack.status_reason = "UPDATE", "IN_PROGRESS", "Stack UPDATE started"
         stack.updated_at = time.time()
         await _retire(session, stack.id, set(defn.order()))
         txn.event(stack.id, "", "UPDATE", "IN_PROGRESS", "Stack UPDATE started", traversal=stack.traversal)
+        warning_events(txn, stack)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)
@@ -261,10 +282,11 @@ def _definition(stack: StackRow) -> dict[str, Any]:
 def _store_definition(
     stack: StackRow,
     template: Any,
-    files: dict[str, str],
+    files: dict[str, Any],
     env: hot.Environment,
     params: dict[str, Any],
     defn: stackdef.Definition,
+    warnings: list[str],
 ) -> None:
     stack.template = template
     stack.files = files
@@ -272,7 +294,15 @@ def _store_definition(
     stack.params_given = params
     stack.parameters = stackdef.plain(dict(defn.params.values))
     stack.hidden = sorted(defn.params.hidden)
-    stack.warnings = list(defn.template.warnings) + list(defn.params.warnings)
+    stack.warnings = list(defn.template.warnings) + list(defn.params.warnings) + warnings
+
+
+def warning_events(txn: Txn, stack: StackRow) -> None:
+    """One WARNING event per warning of the definition, on the resource its path names."""
+    for warning in stack.warnings:
+        path = str(warning).partition(":")[0]
+        resource = path.split(".")[1] if path.startswith("resources.") and path.count(".") >= 1 else ""
+        txn.event(stack.id, resource, stack.action, "WARNING", str(warning), traversal=stack.traversal)
 
 
 async def get_stack(session: AsyncSession, ref: str, *options: Any) -> StackRow:

@@ -17,12 +17,11 @@ import contextlib
 import logging
 import time
 
-from sqlalchemy import Integer, String, select
+from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from sqlalchemy.orm import Mapped, mapped_column
 
-from control.store.orm import Base, ServerRow
+from control.store.orm import CounterRow, ServerRow
 from control.store.work import dialect
 
 log = logging.getLogger(__name__)
@@ -31,14 +30,6 @@ BOUND = 1.0
 COUNTER = "credential_revocations"
 #: Cached credentials checked per query when the counter moved.
 CHUNK = 500
-
-
-class CounterRow(Base):
-    """A named counter other processes watch (``credential_revocations``)."""
-
-    __tablename__ = "counters"
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    value: Mapped[int] = mapped_column(Integer, default=0)
 
 
 async def bump(session: AsyncSession, name: str = COUNTER) -> None:

@@ -1,4 +1,4 @@
-"""The database: engine, sessions, schema creation."""
+"""The database: engine and sessions, once its schema is at the newest revision (``schema.py``)."""
 
 from __future__ import annotations
 
@@ -8,42 +8,28 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session
 
-from control.store import (
-    credentials,  # noqa: F401 (registers the counters table)
-    crypt,
-    workrow,  # noqa: F401 (registers the work table)
-)
-from control.store.orm import SCHEMA_VERSION, Base, MetaRow
+from control.store import crypt, schema
+from control.store.schema import SchemaError
 from control.store.sqliteconn import RollbackOnClose
+
+__all__ = ["SchemaError", "Sessions", "open_database"]
 
 Sessions = async_sessionmaker[AsyncSession]
 
 
 async def open_database(url: str, data_key: bytes) -> tuple[AsyncEngine, Sessions]:
-    """Connect, create missing tables, and return the engine and a session factory.
+    """Create a new database at the newest schema, or check an existing one is there; connect.
 
     *data_key* encrypts the columns that may hold secrets (``control/store/crypt.py``).
+    A database at an older revision raises SchemaError: `anneal db upgrade` brings it up.
     """
+    await schema.prepare(url)
     sqlite = url.startswith("sqlite")  # a closed connection never keeps a lock (control/store/sqliteconn.py)
     engine = create_async_engine(url, **({"connect_args": {"factory": RollbackOnClose}} if sqlite else {}))
     crypt.attach_key(engine.sync_engine.dialect, data_key)
     if engine.dialect.name == "sqlite":
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
-    async with engine.begin() as conn:
-        await conn.run_sync(Base.metadata.create_all)
-    sessions = async_sessionmaker(engine, expire_on_commit=False)
-    async with sessions() as session:
-        found = await session.get(MetaRow, "schema_version")
-        if found is None:
-            session.add(MetaRow(key="schema_version", value=str(SCHEMA_VERSION)))
-            await session.commit()
-        elif found.value != str(SCHEMA_VERSION):
-            await engine.dispose()
-            raise SchemaError(
-                f"the database is at schema version {found.value}; this control plane needs "
-                f"{SCHEMA_VERSION}: use a new database or migrate this one"
-            )
-    return engine, sessions
+    return engine, async_sessionmaker(engine, expire_on_commit=False)
 
 
 _NEW_ROWS = "anneal_new_rows"
@@ -66,10 +52,6 @@ def _keep_new_rows(session: Session, instance: Any) -> None:
 def _release_new_rows(session: Session) -> None:
     """The transaction is over: its new rows need not outlive the caller's references."""
     session.info.pop(_NEW_ROWS, None)
-
-
-class SchemaError(RuntimeError):
-    """The database was made by another version of the control plane."""
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -18,12 +18,12 @@ class Base(DeclarativeBase):
     type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON, Any: JSON}
 
 
-#: Bumped whenever a table changes; a database at another version is refused at start.
-SCHEMA_VERSION = 5
-
-
 class MetaRow(Base):
-    """Facts about the database itself (the schema version)."""
+    """Facts about the database itself.
+
+    The schema's revision is in Alembic's ``alembic_version`` table (``control/store/schema.py``);
+    ``schema_version`` here says ``alembic``, which releases before Alembic refuse.
+    """
 
     __tablename__ = "anneal_meta"
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -186,3 +186,11 @@ class EventRow(Base):
 
 
 Index("ix_events_stack", EventRow.stack_id, EventRow.id)
+
+
+class CounterRow(Base):
+    """A named counter other processes watch (``credential_revocations``: control/store/credentials.py)."""
+
+    __tablename__ = "counters"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer, default=0)

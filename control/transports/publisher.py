@@ -33,7 +33,12 @@ log = logging.getLogger(__name__)
 
 KINDS = ("HTTP", "SWIFT", "S3", "LOCAL", "RELAY")
 #: Heat's software_config_transport values and what they mean here.
-HEAT_KINDS = {"POLL_SERVER_CFN": "HTTP", "POLL_SERVER_HEAT": "HTTP", "POLL_TEMP_URL": "SWIFT"}
+HEAT_KINDS = {
+    "POLL_SERVER_CFN": "HTTP",
+    "POLL_SERVER_HEAT": "HTTP",
+    "POLL_TEMP_URL": "SWIFT",
+    "ZAQAR_MESSAGE": "HTTP",  # no Zaqar here: served as POLL_SERVER_HEAT is (docs/templates.md)
+}
 #: Capped exponential back-off of store writes and signal listings (seconds). The cap is
 #: short: one control plane's retries cost the store little, and a return must be noticed
 #: well within the agents' poll interval (R09: recovery <= poll_interval + the agents' cap).
@@ -49,6 +54,23 @@ def normalize(value: Any, where: str) -> str:
         return HEAT_KINDS.get(upper, upper)
     allowed = ", ".join((*KINDS, *HEAT_KINDS))
     raise BadRequestError(f"transport {value!r} is not one of {allowed}", where=where)
+
+
+def nearest_kind(publisher: Publisher, value: Any, where: str) -> tuple[str, str]:
+    """Our kind for a software_config_transport, and a note when Heat's own service is not here."""
+    kind = normalize(value, where)
+    upper = str(value).upper()
+    if upper == "ZAQAR_MESSAGE":
+        return kind, (
+            "software_config_transport ZAQAR_MESSAGE: this control plane has no Zaqar; the document is "
+            "served as for POLL_SERVER_HEAT (our agent: HTTP; Heat's agents: the `heat` collector)"
+        )
+    if upper == "POLL_TEMP_URL" and not (isinstance(publisher, Transports) and "SWIFT" in publisher.stores):
+        return "HTTP", (
+            "software_config_transport POLL_TEMP_URL: no Swift store is configured; our agent polls "
+            "over HTTP, Heat's `request` collector polls this control plane's metadata URL"
+        )
+    return kind, ""
 
 
 def http_publisher(publisher: Publisher) -> HttpPublisher | None:

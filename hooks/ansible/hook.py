@@ -29,6 +29,7 @@ from hooks.common import (
     run_tool,
     take_outputs,
     tool_result_stderr,
+    tools_dir,
     write_private,
 )
 from hooks.errors import ConfigError, ToolNotFoundError
@@ -36,7 +37,13 @@ from hooks.options import get_str, get_words, options_of
 
 logger = logging.getLogger(__name__)
 
-INSTALL = "pip install ansible-core ansible-runner (into a virtualenv; set $ANNEAL_ANSIBLE_RUNNER)"
+
+def install() -> str:
+    """How to install what this hook runs, where the hook looks for it without settings."""
+    venv = tools_dir() / "ansible"
+    return f"make tools (in a checkout), or: python3 -m venv {venv} && {venv}/bin/pip install ansible-core ansible-runner"
+
+
 IDENT = "run"
 
 
@@ -47,11 +54,11 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     if nothing_to_run(deployment, playbook, "playbook"):
         return Signal()
     options = options_of(deployment)
-    runner = find_tool("ansible-runner", setting="ANNEAL_ANSIBLE_RUNNER", install=INSTALL, env=os.environ)
+    runner = find_tool("ansible-runner", setting="ANNEAL_ANSIBLE_RUNNER", install=install(), env=os.environ)
     env = tool_env(runner, os.environ)
     if shutil.which("ansible-playbook", path=env["PATH"]) is None:
         raise ToolNotFoundError(
-            f"ansible-playbook not found next to {runner} nor on PATH; install: {INSTALL}"
+            f"ansible-playbook not found next to {runner} nor on PATH; install: {install()}"
         )
     with private_run(deployment, ctx) as private:
         write_private_data(private.root, deployment, playbook, private.prefix, Path(runner).parent)

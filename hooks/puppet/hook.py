@@ -34,7 +34,9 @@ from hooks.script.hook import env_value
 
 logger = logging.getLogger(__name__)
 
-INSTALL = "apt-get install puppet (Debian), or Puppet's own puppet-agent package"
+INSTALL = (
+    "make tools (in a checkout), or apt-get install puppet (Debian), or Puppet's own puppet-agent package"
+)
 #: --detailed-exitcodes: 2 means changes were applied, which is success.
 SUCCESS_CODES = frozenset({0, 2})
 _FACT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

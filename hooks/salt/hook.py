@@ -26,6 +26,7 @@ from hooks.common import (
     run_tool,
     take_outputs,
     tool_result_stderr,
+    tools_dir,
     write_private,
 )
 from hooks.errors import ConfigError
@@ -33,7 +34,13 @@ from hooks.salt.results import summarise
 
 logger = logging.getLogger(__name__)
 
-INSTALL = "pip install 'salt==3008.3' (into a virtualenv; set $ANNEAL_SALT_CALL to its salt-call)"
+
+def install() -> str:
+    """How to install what this hook runs, where the hook looks for it without settings."""
+    venv = tools_dir() / "salt"
+    return f"make tools (in a checkout), or: python3 -m venv {venv} && {venv}/bin/pip install 'salt==3008.3'"
+
+
 STATE = "deploy"
 
 
@@ -43,7 +50,7 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     state = _state_text(deployment.config)
     if nothing_to_run(deployment, state, "state"):
         return Signal()
-    salt_call = find_tool("salt-call", setting="ANNEAL_SALT_CALL", install=INSTALL, env=os.environ)
+    salt_call = find_tool("salt-call", setting="ANNEAL_SALT_CALL", install=install(), env=os.environ)
     with private_run(deployment, ctx) as private:
         root = private.root
         notes = write_salt_root(root, deployment, state, private.prefix)

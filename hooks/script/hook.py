@@ -1,8 +1,10 @@
 """Heat's ``script`` group: the config is a program, each input an environment variable.
 
 The config is written to ``<working_dir>/<id>`` (0700) and run there, by the interpreter
-of its ``#!`` line or by /bin/sh; a config that came sealed (``ANNEAL_SEALED`` names
-``config``) is removed once it ran. The program sets outputs by writing the files
+of its ``#!`` line or by /bin/sh; a binary config (``get_file`` of a binary file) is
+written byte for byte, and a binary input is a file whose path is its variable; a config
+that came sealed (``ANNEAL_SEALED`` names ``config``) is removed once it ran. The program
+sets outputs by writing the files
 ``$heat_outputs_path.<output name>``; its exit status is ``deploy_status_code``.
 """
 
@@ -17,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agent import wire_files
 from agent.wire import DeploymentItem, InputItem, Signal
 from hooks.common import (
     HookContext,
@@ -39,13 +42,14 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     """Write the config as a script, run it, and report its status, output and outputs."""
     check_names(deployment)
-    script = _script_text(deployment.config)
+    program = wire_files.opened(deployment.config)  # get_file of a binary file: its very bytes
+    script = _script_text(deployment.config) if program is None else program.decode("latin-1")
     if nothing_to_run(deployment, script, "config"):
         return Signal()
     prefix = ctx.outputs_dir / deployment.id
-    env, notes = script_env(deployment.inputs, prefix, os.environ)
+    env, notes = script_env(deployment.inputs, prefix, os.environ, ctx.working_dir / f"{deployment.id}.files")
     command = interpreter(script, cwd=ctx.working_dir, path=env.get("PATH", os.defpath))
-    path = write_private(ctx.working_dir / deployment.id, script, mode=0o700)
+    path = write_private(ctx.working_dir / deployment.id, script if program is None else program, mode=0o700)
     clear_outputs(prefix, deployment.outputs)
     logger.info("deployment %s: running %s with %s", deployment.id, path, command[0])
     try:
@@ -77,12 +81,21 @@ def env_value(value: Any) -> str:
 
 
 def script_env(
-    inputs: Sequence[InputItem], prefix: Path, base: Mapping[str, str]
+    inputs: Sequence[InputItem], prefix: Path, base: Mapping[str, str], files: Path | None = None
 ) -> tuple[dict[str, str], list[str]]:
-    """*base* plus every input and ``heat_outputs_path``; notes name the inputs left out."""
+    """*base* plus every input and ``heat_outputs_path``; notes name the inputs left out.
+
+    A binary input (get_file of a binary file) is written byte for byte to a 0600 file
+    under *files*; its variable holds that file's path.
+    """
     env = dict(base)
     notes: list[str] = []
     for item in inputs:
+        data = wire_files.opened(item.value)
+        if data is not None and files is not None and _ENV_NAME.match(item.name):
+            files.mkdir(mode=0o700, exist_ok=True)
+            env[item.name] = str(write_private(files / item.name, data))
+            continue
         value = env_value(item.value)
         if not _ENV_NAME.match(item.name):
             notes.append(f"input {item.name!r} skipped: not a valid environment variable name")

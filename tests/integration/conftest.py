@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +9,7 @@ import pytest
 
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.pg import Postgres, running_postgres
-from tests.support.swift import Swift, missing, start_swift
+from tests.support.swift import Swift, running_swift
 
 
 @pytest.fixture(scope="session")
@@ -37,16 +35,12 @@ def control_plane(tmp_path: Path) -> Iterator[ControlPlane]:
     stop_control_plane(cp)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def swift_server() -> Iterator[Swift]:
-    """One Swift all-in-one per test module; fails (not skips) when `make tools` was not run."""
-    why = missing()
-    if why:
-        pytest.fail(why)
-    root = Path(tempfile.mkdtemp(prefix="anneal-swift-"))
-    swift = start_swift(root)
-    try:
+    """One Swift all-in-one per pytest worker, for the modules that only make their own containers.
+
+    test_store_outage.py and test_swift_key_rotation.py stop its proxy or rotate its keys:
+    they override this fixture with a module-scoped Swift of their own.
+    """
+    with running_swift() as swift:
         yield swift
-    finally:
-        swift.stop()
-        shutil.rmtree(root, ignore_errors=True)

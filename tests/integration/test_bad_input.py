@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.controlplane import ControlPlane
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.waiting import wait_file, wait_until
 
 GOOD = """
@@ -69,9 +70,18 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], str]] = {
 }
 
 
+@pytest.fixture(scope="module")
+def empty_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """One control plane for all the rejected templates: each case leaves it as empty as it found it."""
+    cp = start_control_plane(tmp_path_factory.mktemp("rejected"))
+    yield cp
+    stop_control_plane(cp)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_template_is_rejected_and_nothing_is_created(control_plane: ControlPlane, case: str) -> None:
+def test_bad_template_is_rejected_and_nothing_is_created(empty_plane: ControlPlane, case: str) -> None:
     """Each malformed template or parameter gets 400 naming where; no stack or server appears."""
+    control_plane = empty_plane
     template, params, files, where = CASES[case]
     resp = control_plane.create(f"s-{case.replace('_', '-')}", template, params=params, files=files)
     assert 400 == resp.status, resp.body

@@ -9,11 +9,16 @@ finds, and compares each outcome with a model:
 - a write based on a stale read never commits (StaleDataError);
 - a step commits only for the process whose lease is current (the fencing token);
 - a claim succeeds only when the row is unleased or its lease expired.
+
+R06_EXAMPLES sets the number of interleavings tried per backend, each of up to 100 steps:
+30 in CI (over 1,000 operations per backend), 150 for the catalogue's figure (over 10,000):
+`R06_EXAMPLES=150 .venv/bin/pytest -s tests/integration/test_database_races.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,7 +42,10 @@ from tests.support.pg import Postgres
 
 pytestmark = pytest.mark.catalogue("R06")
 
-EXAMPLES, STEPS = 150, 100  # over 10,000 operations per backend (some rules are skipped)
+EXAMPLES, STEPS = int(os.environ.get("R06_EXAMPLES", "30")), 100
+#: Operations a run must reach (some rules are skipped): 10,000 at the catalogue's size; below it a
+#: third of the most, as a few examples vary more (1,892 of 3,000 seen on a loaded machine).
+LEAST = 10_000 if EXAMPLES >= 150 else EXAMPLES * STEPS // 3
 LEASE = 30.0
 STACK = "r06-stack"
 
@@ -268,4 +276,4 @@ def test_interleaved_writers_and_leases_never_commit_a_stale_write(backend: Back
     Races.TestCase().runTest()
     print(f"\nR06 [{b.name}]: {b.steps} interleaved operations, {len(b.violations)} invariant violations")  # type: ignore[attr-defined]
     assert [] == sorted(set(b.violations))[:10]
-    assert b.steps >= 10_000
+    assert b.steps >= LEAST

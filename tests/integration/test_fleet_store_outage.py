@@ -2,7 +2,7 @@
 
 The same code as `bench/r09.py` (real Swift behind a blackholing TCP front, a real control
 plane, simulated agents using the agent's own TempURL and back-off code, as agent/loop.py
-uses them), at CI size: ``R09_AGENTS`` agents (default 50), a 5 s outage, polls every 2 s,
+uses them), at CI size: ``R09_AGENTS`` agents (25 in CI), a 5 s outage, polls every 2 s,
 back-off cap 8 s. The catalogue run (1,000 agents; 5 and 60 s) is `python bench/r09.py`;
 its figures are in docs/performance.md.
 
@@ -28,7 +28,7 @@ from bench import r09
 
 pytestmark = pytest.mark.catalogue("R09")
 
-AGENTS = int(os.environ.get("R09_AGENTS", "50"))
+AGENTS = int(os.environ.get("R09_AGENTS", "25"))
 CAP = 8.0
 
 

@@ -8,7 +8,7 @@ runs `anneal-agent once`, which gets through or stops with one line naming the s
 the ledger passes SQLite's integrity check and the JSON state files parse (0 corrupted state
 files); every status-0 signal matches an artefact that was really written whole (0 false
 COMPLETE); at the end every deployment got exactly one signal (100 % recover).
-R24_EVENTS sets the count (100 for the catalogue's figure; CI runs fewer, printing figures).
+R24_EVENTS sets the count (100 for the catalogue's figure; CI runs 20, printing figures).
 
 heat-engine cannot run here: the agent runs in --heat-compat mode against the small real
 aiohttp server of tests/support/heat.py, which stands in for it and records the signals.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from tests.support.agents import enrol_agent, stop_agent
@@ -44,6 +43,15 @@ def template(script: str) -> str:
     )
 
 
+def _teed(state: Path) -> list[str]:
+    """The lines of the hooks' output the agent keeps in *state* while they run."""
+    return [
+        line
+        for path in (state / "output").glob("*")
+        for line in path.read_text(errors="replace").splitlines()
+    ]
+
+
 def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Path) -> None:
     """kill -9 of the agent while a script sleeps: FAILED 137 carries the lines it printed (sh and Python)."""
     cp = start_control_plane(tmp_path, "--provisioner", "enrol")
@@ -56,7 +64,12 @@ def test_output_printed_before_a_kill_is_in_the_interrupted_signal(tmp_path: Pat
             work.mkdir()
             assert 201 == cp.create(name, template(script), params={"dir": str(work)}).status
             wait_file(work / "printed", 120)
-            time.sleep(0.5)  # the lines travel hook -> agent -> state dir
+            wait_until(  # the lines travel hook -> agent -> state dir
+                lambda: {"line one on stdout", "line two on stderr"} <= set(_teed(tmp_path / "state")),
+                f"{name}: the lines never reached the state dir",
+                30,
+                0.05,
+            )
             agent.send_signal(signal.SIGKILL)
             agent.wait(30)
             agent = subprocess.Popen(argv, stdout=log, stderr=log)

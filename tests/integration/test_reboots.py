@@ -4,7 +4,7 @@ A reboot: SIGKILL the agent, delete its /run-equivalent (its TMPDIR) and every c
 the state dir (hook work dirs, teed output, pid file), keep the ledger, start again. Half
 of the reboots happen while a finished deployment's signal is still unacknowledged (the
 control plane is down). Nothing finished may run again; every signal must arrive.
-R04_REBOOTS sets the count (20 for the catalogue's figure; CI runs fewer, printing figures).
+R04_REBOOTS sets the count (20 for the catalogue's figure; CI runs 4, two of each kind, printing figures).
 
 A rebuilt server (the whole state dir lost, a new agent key) is detected by the control
 plane at enrolment, which re-runs every deployment as on a new server and says so.
@@ -29,7 +29,7 @@ from tests.support.processes import BIN, stop_process
 from tests.support.templates import one_script_deployment
 from tests.support.waiting import wait_until
 
-REBOOTS = int(os.environ.get("R04_REBOOTS", "8"))
+REBOOTS = int(os.environ.get("R04_REBOOTS", "4"))
 TEMPLATE = one_script_deployment(
     """
     #!/bin/sh

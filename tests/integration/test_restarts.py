@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -41,6 +42,12 @@ resources:
                                 STEP: {list_join: ["-", ["second", {get_attr: [first, step]}]]}}}
 outputs:
   last: {value: {get_attr: [second, step]}}
+"""
+
+SERVER_ONLY = """
+heat_template_version: 2018-08-31
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: standalone}}
 """
 
 
@@ -154,4 +161,34 @@ def test_sigterm_lets_the_running_hook_finish_and_signal(tmp_path: Path) -> None
         assert ["first", "second-first"] == (work / "runs").read_text().split()
     finally:
         stop_agent(agent, 30)
+        stop_control_plane(cp)
+
+
+def test_local_agent_that_lost_its_enrolment_answer_enrols_again_after_a_restart(tmp_path: Path) -> None:
+    """A crash after the enrolment's commit, before its answer: the restart gives the agent a new token."""
+    work = tmp_path / "work"
+    work.mkdir()
+    cp = start_control_plane(tmp_path)
+    try:
+        assert 201 == cp.create("lost", SERVER_ONLY).status
+        assert "CREATE_COMPLETE" == cp.wait_stack("lost", timeout=60)["status"]
+        state = cp.agent_dir("standalone")
+        wait_file(state / "agent.pid")
+        cp.crash()
+        # What the agent holds when its enrolment answer never came: keys and ledger, no config.
+        pid = int((state / "agent.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not _agent_processes(state), f"agent {pid} still running", 30)
+        (state / "agent.json").unlink()
+        (state / "agent.pid").unlink()
+        cp = start_control_plane(tmp_path, port=cp.port)
+        body = {"template": TEMPLATE, "parameters": {"dir": str(work)}}
+        assert 202 == cp.api("PUT", "/v1/stacks/lost", body).status
+        wait_file(work / "started-first")
+        (work / "go-first").touch()
+        wait_file(work / "started-second-first")
+        (work / "go-second-first").touch()
+        assert "UPDATE_COMPLETE" == cp.wait_stack("lost", timeout=90)["status"]
+        assert ["first", "second-first"] == (work / "runs").read_text().split()
+    finally:
         stop_control_plane(cp)

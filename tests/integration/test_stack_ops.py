@@ -6,7 +6,9 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,6 +79,19 @@ def _create(cp: ControlPlane, name: str, work: Path, **extra: object) -> None:
     }
     resp = cp.api("POST", "/v1/stacks", body)
     assert 201 == resp.status, resp.body
+
+
+def _ledger_reported(cp: ControlPlane, *servers: str) -> None:
+    """Wait for a heartbeat of each of *servers* sent from now on, its ledger report with every item finished."""
+    since = time.time()
+
+    def reported(server: str) -> bool:
+        status = cp.api("GET", f"/v1/servers/{server}").body.get("agent_status") or {}
+        items = (status.get("ledger") or {}).values()
+        return status.get("reported_at", 0) > since and all(i[2] in ("finished", "signalled") for i in items)
+
+    for server in servers:
+        wait_until(partial(reported, server), f"no ledger report from {server}; log: {cp.log}", 30, 0.1)
 
 
 def _update(cp: ControlPlane, name: str, work: Path, rev: str, **extra: object) -> Response:
@@ -240,7 +255,7 @@ def test_check_reports_drift_and_converge_reapplies_it(cp: ControlPlane, work: P
     (work / "fail-second-r1").touch()
     _create(cp, "drift", work)
     assert "CREATE_FAILED" == cp.wait_stack("drift")["status"]
-    time.sleep(3)  # a heartbeat (every 2 s) carries the ledger report
+    _ledger_reported(cp, "drift-box")
     check = cp.cli("stack", "check", "drift")
     assert 1 == check.returncode, check.stdout
     assert "failed" in check.stdout and "second" in check.stdout
@@ -250,7 +265,7 @@ def test_check_reports_drift_and_converge_reapplies_it(cp: ControlPlane, work: P
     assert "CONVERGE_COMPLETE" == cp.api("GET", "/v1/stacks/drift").body["status"]
     assert 2 == _runs(work).count("second r1 CREATE")  # failed once, re-applied once
     assert 1 == _runs(work).count("first r1 CREATE")  # in sync: left alone
-    time.sleep(3)
+    _ledger_reported(cp, "drift-box")
     report = cp.api("GET", "/v1/stacks/drift/check").body
     assert report["in_sync"], report
 
@@ -264,8 +279,12 @@ def test_check_reports_a_silent_server(cp: ControlPlane, work: Path) -> None:
     pid = int((cp.agent_dir("silent-box") / "agent.pid").read_text())
     os.kill(pid, signal.SIGSTOP)  # frozen: no heartbeats
     try:
-        time.sleep(8)  # past the 6 s heartbeat lease of this control plane
-        report = cp.api("GET", "/v1/stacks/silent/check").body
+
+        def silent() -> dict[str, Any] | None:
+            report = cp.api("GET", "/v1/stacks/silent/check").body
+            return report if "silent" in [d["kind"] for d in report["drift"]] else None
+
+        report = wait_until(silent, "not silent past the 6 s heartbeat lease of this control plane", 30)
         assert ["silent"] == [d["kind"] for d in report["drift"]], report
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -341,7 +360,7 @@ def test_converge_reapplies_a_failed_group_member_only(cp: ControlPlane, work: P
         "a COMPLETE and b FAILED",
         60,
     )
-    time.sleep(3)  # a heartbeat (every 2 s) carries the ledger report
+    _ledger_reported(cp, "conv-a", "conv-b")
     drift = cp.api("GET", "/v1/stacks/convgroup/check").body["drift"]
     assert [("failed", "b")] == [(d["kind"], d["resource"]) for d in drift], drift
 
@@ -354,7 +373,7 @@ def test_converge_reapplies_a_failed_group_member_only(cp: ControlPlane, work: P
     events = cp.api("GET", "/v1/stacks/convgroup/events").body
     reapplied = [e for e in events if "re-applied by converge" in e["reason"]]
     assert [2] == [e["generation"] for e in reapplied], reapplied
-    time.sleep(3)
+    _ledger_reported(cp, "conv-a", "conv-b")
     report = cp.api("GET", "/v1/stacks/convgroup/check").body
     assert report["in_sync"], report
 
@@ -374,7 +393,7 @@ def test_converge_finishes_the_batches_a_failed_member_held_back(cp: ControlPlan
     assert 201 == cp.api("POST", "/v1/stacks", body).status
     assert "CREATE_FAILED" == cp.wait_stack("convbatch")["status"]
     assert ["a CREATE"] == _runs(work)
-    time.sleep(3)  # a heartbeat carries the ledger report
+    _ledger_reported(cp, "batch-a")
     (work / "fail-a").unlink()
     out = cp.cli("stack", "converge", "convbatch", "--wait", "--timeout", "120")
     assert 0 == out.returncode, out.stdout + out.stderr

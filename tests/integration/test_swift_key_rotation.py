@@ -21,11 +21,18 @@ import pytest
 from control.transports.swift import container_key, temp_url_sig
 from tests.support.agents import agent_log
 from tests.support.controlplane import ControlPlane, serve_once, start_control_plane, stop_control_plane
-from tests.support.swift import Swift, swift_args
+from tests.support.swift import Swift, running_swift, swift_args
 from tests.support.templates import said_stack
 
 TEMPLATE = said_stack("POLL_TEMP_URL")
 EPOCH = 10.0
+
+
+@pytest.fixture(scope="module")
+def swift_server() -> Iterator[Swift]:
+    """A Swift of this module's own: the rotations change its containers' keys under the agents."""
+    with running_swift() as swift:
+        yield swift
 
 
 @pytest.fixture

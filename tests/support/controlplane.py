@@ -1,7 +1,7 @@
 """A real control plane: `anneal serve` as a subprocess on loopback, and a client for its API and CLI.
 
 Tests, `bench/` and `examples/demo.py` start it the same way; only the defaults differ
-(tests: local agents that long-poll 5 s and beat every 2 s).
+(tests: local agents that long-poll 2 s and beat every 2 s).
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from tests.support.processes import command, free_port, stop_process
 from tests.support.waiting import wait_until
 
 #: What the tests run with unless they say otherwise: local agents, quick to poll and to beat.
+#: A short long-poll also makes the stop quick: `anneal serve` lets the polls under way end first.
 TEST_DEFAULTS = (
     "--provisioner",
     "local",
-    "--agent-arg=--poll-wait=5",
+    "--agent-arg=--poll-wait=2",
     "--agent-arg=--heartbeat-interval=2",
 )
 
@@ -133,7 +134,23 @@ class ControlPlane:
                 return {"status": "DELETED"}
             return None if resp.body["status"].endswith("IN_PROGRESS") else dict(resp.body)
 
-        return wait_until(left, f"stack {name} still in progress; log: {self.log}", timeout)
+        try:
+            return wait_until(left, f"stack {name} still in progress; log: {self.log}", timeout)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.stuck_report(name)}") from None
+
+    def stuck_report(self, name: str) -> str:
+        """What a failed wait shows: the stack's unfinished deployments and the log's last lines."""
+        deps = self.api("GET", f"/v1/deployments?stack={name}").body
+        unfinished = [
+            f"{d.get('name')} on {d.get('server_name', d.get('server_id'))}: {d.get('status')}"
+            for d in (deps if isinstance(deps, list) else [])
+            if d.get("status") != "COMPLETE"
+        ]
+        lines = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        return "unfinished deployments: {}\nlast lines of the log:\n{}".format(
+            unfinished, "\n".join(lines[-40:])
+        )
 
     def settled(self, name: str, expect: str | None, timeout: float = 120) -> dict[str, Any]:
         """Wait for *name* to leave IN_PROGRESS; assert it ends as *expect* (None: any status)."""

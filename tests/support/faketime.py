@@ -6,6 +6,7 @@ agents (test_agent_clock_skew) by preloading libfaketime into those processes on
 
 from __future__ import annotations
 
+import secrets
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,8 +31,11 @@ def shifted(skew: str) -> dict[str, str]:
 
 
 def start_on_stores(swift: Swift, tmp: Path, *extra: str, env: dict[str, str] | None = None) -> ControlPlane:
-    """A control plane with SWIFT and S3 (Swift's s3api) on *swift*, its containers named after *tmp*."""
-    prefix = f"x{tmp.name[-6:].lower().replace('_', '')}"
+    """A control plane with SWIFT and S3 (Swift's s3api) on *swift*, its containers named afresh.
+
+    Random, not after the test: the Swift is shared by every module of a pytest worker.
+    """
+    prefix = f"x{secrets.token_hex(4)}"
     s3 = [f"--s3-endpoint={swift.url}", f"--s3-access-key={swift.user}"]
     return start_control_plane(tmp, *swift_args(swift, prefix, *s3, *extra), env=env)
 

@@ -8,11 +8,13 @@ variable that moves it; this module lays out the work dir like a server's root.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.support.processes import ROOT
 
@@ -154,6 +156,40 @@ class HeatChain:
             f"{w}/var/lib/os-collect-config/local-data",
             "request",
             "local",
+        ]
+
+    def bootstrap(self, os_collect_config: dict[str, Any]) -> None:
+        """Heat's bootstrap from the template alone: the server's ``os_collect_config`` attribute
+        dropped into the local collector's directory, os-collect-config configured for `local` only.
+
+        The first run renders /etc/os-collect-config.conf from it (heat-config's os-apply-config
+        template); os-collect-config sees its config file change and re-execs with the transport
+        the attribute names.
+        """
+        local = self.work / "var/lib/os-collect-config/local-data/bootstrap.json"
+        local.write_text(json.dumps({"os-collect-config": os_collect_config}))
+        local.chmod(0o600)
+        (self.work / "etc/os-collect-config.conf").write_text("[DEFAULT]\ncollectors = local\n")
+
+    def bootstrap_argv(self, *, interval: int = 1) -> list[str]:
+        """os-collect-config reading its collectors from the config file os-apply-config renders."""
+        w = self.work
+        return [
+            str(VENV / "bin" / "os-collect-config"),
+            "--polling-interval",
+            str(interval),
+            "--min-polling-interval",
+            "1",
+            "--cachedir",
+            f"{w}/var/lib/os-collect-config",
+            "--backup-cachedir",
+            f"{w}/var/run/os-collect-config",
+            "--config-file",
+            f"{w}/etc/os-collect-config.conf",
+            "--command",
+            f"os-refresh-config --lockfile {w}/var/run/os-refresh-config.lock",
+            "--local-path",
+            f"{w}/var/lib/os-collect-config/local-data",
         ]
 
     def deployed(self) -> list[str]:

@@ -23,6 +23,22 @@ def test_builtin_hook_and_unknown_group(tmp_path):
     assert dispatch.hook_argv("../../bin/sh", [str(tmp_path)]) is None
 
 
+def test_docker_compose_is_built_in_under_its_module_name(tmp_path):
+    """Group docker-compose runs hooks.docker_compose (a module name has no '-')."""
+    argv = dispatch.hook_argv("docker-compose", [str(tmp_path)])
+    assert [sys.executable, "-m", "hooks.docker_compose"] == argv
+
+
+def test_groups_heats_agent_skips_complete_and_other_missing_hooks_fail(tmp_path):
+    """os-apply-config and apply-config without a hook complete (as Heat skips them); others fail naming the dirs."""
+    for group in ("os-apply-config", "apply-config"):
+        assert dispatch.hook_argv(group, [str(tmp_path)]) is None
+        skipped = dispatch.missing_hook(group, [str(tmp_path)])
+        assert skipped.status_code == 0 and "skipped" in skipped.stderr and str(tmp_path) in skipped.stderr
+    failed = dispatch.missing_hook("Heat::Ungrouped", [str(tmp_path)])
+    assert failed.status_code == 127 and str(tmp_path) in failed.stderr and "Heat::Ungrouped" in failed.stderr
+
+
 def test_json_stdout_is_the_result():
     """A JSON object on stdout is the result, whatever the exit code (Heat's rule)."""
     sig = dispatch.result_from(0, json.dumps({"deploy_status_code": 2, "x": "y"}).encode(), b"", "h")

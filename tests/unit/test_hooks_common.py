@@ -395,3 +395,18 @@ def test_capture_keeps_head_and_tail_and_counts_the_cut():
     small = Capture(cap=10)
     small.add(b"abc")
     assert small.text() == "abc"
+
+
+def test_tool_not_on_path_is_found_in_the_tools_dir_beside_the_interpreter(tmp_path, monkeypatch):
+    """Without a setting or PATH entry, a tool in <sys.prefix>/tools/<venv>/bin (where `make tools` puts it) is used."""
+    tool = tmp_path / "tools" / "salt" / "bin" / "salt-call"
+    tool.parent.mkdir(parents=True)
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
+    env = {"PATH": str(tmp_path / "empty"), "ANNEAL_SALT_CALL": ""}
+    assert str(tool) == common.find_tool("salt-call", setting="ANNEAL_SALT_CALL", install="x", env=env)
+    with pytest.raises(ToolNotFoundError) as missing:
+        common.find_tool("puppet", setting="ANNEAL_PUPPET", install="apt-get install puppet", env=env)
+    assert f"puppet not found on PATH nor in {tmp_path / 'tools'}/*/bin" in str(missing.value)
+    assert "install it with: apt-get install puppet" in str(missing.value)

@@ -68,8 +68,16 @@ def fails(node: Any) -> TemplateError:
 
 def test_function_names():
     """FUNCTIONS lists every supported function and nothing unsupported."""
-    assert {"get_param", "str_replace_vstrict", "list_concat_unique", "make_url", "if", "filter"} <= FUNCTIONS
-    assert not {"yaql", "Fn::Join", "get_input", "resource_facade"} & FUNCTIONS
+    assert {
+        "get_param",
+        "str_replace_vstrict",
+        "list_concat_unique",
+        "make_url",
+        "if",
+        "filter",
+        "yaql",
+    } <= FUNCTIONS
+    assert not {"Fn::Join", "get_input", "resource_facade"} & FUNCTIONS
 
 
 def test_plain_data_is_copied_unchanged():
@@ -414,8 +422,8 @@ def test_if_picks_and_evaluates_one_branch():
 
 
 def test_if_errors():
-    """if needs three arguments and a real condition."""
-    assert fails({"if": ["prod", 1]}).reason == "if: expects a list of 3 arguments"
+    """if needs two or three arguments and a real condition."""
+    assert fails({"if": ["prod"]}).reason == "if: expects a list of 2 to 3 arguments"
     e = fails({"if": [[1], 1, 2]})
     assert e.path == "outputs.o.value.if[0]"
 
@@ -496,3 +504,32 @@ def test_resolve_result_is_json_serialisable():
     """What resolve returns is plain JSON data."""
     node = {"a": {"repeat": {"for_each": {"X": ["1"]}, "template": {"k": "X"}}}, "b": {"get_param": "data"}}
     assert json.loads(json.dumps(ev(node))) == ev(node)
+
+
+# --- if with two arguments (2021-04-16), yaql ----------------------------------------------------
+
+
+def test_a_false_two_argument_if_leaves_out_its_item() -> None:
+    """A list item or map entry whose two-argument if is false is dropped; a true one stays."""
+    node = {
+        "list": ["a", {"if": ["dev", "b"]}, {"if": ["prod", "c"]}],
+        "map": {"x": {"if": ["dev", 1]}, "y": 2},
+    }
+    assert ev(node) == {"list": ["a", "c"], "map": {"y": 2}}
+    assert ev({"if": ["dev", "gone"]}) is None  # a whole value left out is null
+
+
+def test_yaql_evaluates_an_expression_over_its_data() -> None:
+    """yaql: {expression, data} gives the expression's value, with $.data the (evaluated) data."""
+    assert ev({"yaql": {"expression": "$.data.v.sum()", "data": {"v": [3, 2, 1]}}}) == 6
+    node = {"yaql": {"expression": "$.data.names.select($ + '!')", "data": {"names": {"get_param": "names"}}}}
+    assert ev(node) == ["a!", "b!"]
+
+
+def test_yaql_bounds_refuse_what_would_run_long_or_grow_large() -> None:
+    """A collection over 200 items, a string over the memory quota or a run over the time bound fail, naming yaql."""
+    assert "Collection length exceeds 200" in fails({"yaql": {"expression": "range(1000).sum()"}}).reason
+    assert "MemoryQuota" in fails({"yaql": {"expression": "'a' * 100000"}}).reason
+    slow = "let(x => range(150).toList()) -> $x.join($x, true, [$1, $2]).len()"
+    assert "took longer than" in fails({"yaql": {"expression": slow}}).reason
+    assert "bad expression" in fails({"yaql": {"expression": "$.data.("}}).reason

@@ -238,10 +238,10 @@ def test_date_object_version_is_accepted():
 
 def test_unknown_version_lists_accepted_values():
     """An unknown version is refused with the accepted values."""
-    e = error("heat_template_version: 2021-04-16\n")
+    e = error("heat_template_version: 2023-10-01\n")
     assert e.path == "heat_template_version"
-    assert "'2021-04-16' is not supported" in e.reason
-    assert "2013-05-23" in e.reason and "rocky" in e.reason
+    assert "'2023-10-01' is not supported" in e.reason
+    assert "2013-05-23" in e.reason and "wallaby" in e.reason
 
 
 def test_missing_version_is_refused():
@@ -653,10 +653,18 @@ def test_unsupported_function_is_refused():
     assert (e.path, e.reason) == ("outputs.o.value.x[0]", "function Fn::Join is not supported")
 
 
-def test_yaql_is_out_of_scope():
-    """yaql is refused and said to be out of scope."""
-    e = error(doc(outputs={"o": {"value": {"yaql": {"expression": "1"}}}}))
-    assert e.reason == "function yaql is not supported (yaql is out of scope)"
+def test_a_yaql_expression_that_does_not_parse_is_refused_at_its_path():
+    """A literal yaql expression is parsed when the template is, as Heat validates it."""
+    e = error(doc(outputs={"o": {"value": {"yaql": {"expression": "$.data.("}}}}))
+    assert e.path == "outputs.o.value.yaql.expression" and "bad expression" in e.reason
+
+
+def test_two_argument_if_needs_wallaby():
+    """if with two arguments is refused before 2021-04-16, naming the version; accepted from it on."""
+    value = {"if": [True, "x"]}
+    e = error(doc(outputs={"o": {"value": value}}))
+    assert "needs heat_template_version 2021-04-16 (wallaby)" in e.reason
+    parse_template({"heat_template_version": "wallaby", "outputs": {"o": {"value": value}}})
 
 
 def test_get_input_passes_through():

@@ -29,6 +29,7 @@ CALLS: dict[str, Any] = {
     "list_concat_unique": [["a"]],
     "str_replace_vstrict": {"template": "a", "params": {"a": "b"}},
     "contains": ["a", ["a"]],
+    "yaql": {"expression": "$.data", "data": 1},
 }
 
 

@@ -138,6 +138,15 @@ def test_an_error_about_a_secret_never_quotes_it() -> None:
     assert CANARY not in str(e.value) and "map_merge" in str(e.value)
 
 
+def test_an_error_cutting_a_derived_secret_short_quotes_no_part_of_it() -> None:
+    """An error that would show a long derived secret cut short (no whole text to mask) shows none of it."""
+    doubled = {"str_replace": {"template": "T-U", "params": {"T": PW, "U": PW}}}
+    keyed = {"repeat": {"for_each": {"%v%": [doubled]}, "template": {"k%v%": "%v%"}}}
+    with pytest.raises(TemplateError) as e:
+        resolve({"str_split": [":", keyed, 0]}, Stack(), "outputs.x")
+    assert all(p not in str(e.value) for p in (CANARY, *PARTS)) and "str_split" in str(e.value)
+
+
 def test_a_secret_survives_storage_as_json() -> None:
     """The engine's stored form of resolved properties (and the encrypted columns') keeps Secrets."""
     props = {"input_values": {"PW": Secret(CANARY), "HOST": "db"}, "list": [Secret({"k": 1})]}

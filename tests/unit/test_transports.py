@@ -29,9 +29,10 @@ def test_heat_and_own_transport_names():
     assert "HTTP" == normalize("poll_server_heat", "t")
     assert "SWIFT" == normalize("POLL_TEMP_URL", "t")
     assert "S3" == normalize("S3", "t")
+    assert "HTTP" == normalize("ZAQAR_MESSAGE", "t")  # no Zaqar here: served as POLL_SERVER_HEAT
     with pytest.raises(BadRequestError) as err:
-        normalize("ZAQAR_MESSAGE", "resources.box.properties.software_config_transport")
-    assert "ZAQAR_MESSAGE" in str(err.value)
+        normalize("PIGEON_POST", "resources.box.properties.software_config_transport")
+    assert "PIGEON_POST" in str(err.value)
     where = err.value.where
     assert where is not None and "software_config_transport" == where.split(".")[-1]
 
