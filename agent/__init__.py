@@ -22,6 +22,8 @@ a full state dir           ``diskfull``, ``fsutil`` (atomic private writes)
 show                       ``status`` (``anneal-agent status``)
 other modes                ``relay`` (store and forward for an isolated network),
                            ``heatcompat`` (in place of Heat's agent)
+serving (relay, control)   ``serving`` (an aiohttp server within its descriptor limit),
+                           ``loglimit`` (repeated log lines counted, not written)
 errors                     ``errors`` (the ``AgentError`` tree)
 =========================  ==================================================================
 

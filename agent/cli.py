@@ -17,7 +17,7 @@ from pathlib import Path
 
 import aiohttp
 
-from agent import addresses, client, config, diskfull, heatcompat, keys, status
+from agent import addresses, client, config, diskfull, heatcompat, keys, loglimit, status
 from agent.errors import AgentError, ConfigError
 from agent.fsutil import lock_state_dir, write_atomic
 from agent.ledger import Ledger
@@ -69,6 +69,16 @@ def build_parser() -> argparse.ArgumentParser:
     relay = sub.add_parser("relay", help="store and forward documents and signals for an isolated network")
     relay.add_argument("--listen", required=True, help="HOST:PORT the agents reach")
     relay.add_argument("--upstream", required=True, help="the control plane's URL")
+    relay.add_argument(
+        "--max-agents",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="agents it serves; a warning at start names the descriptor limit they need (2 each + 256)",
+    )
+    relay.add_argument(
+        "--idle-timeout", type=float, default=15.0, metavar="S", help="close connections idle for S seconds"
+    )
     sub.choices["status"].add_argument("--json", action="store_true", help="print JSON")
     for p in sub.choices.values():
         # Absolute: hooks run in their own working directories and are given paths inside it.
@@ -88,10 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    loglimit.install()  # a line repeated many times a second is logged once per window, with the count
     if args.command == "relay":
-        from agent import relay  # noqa: PLC0415 - only the relay needs the server side of aiohttp
+        from agent import relay, serving  # noqa: PLC0415 - only the relay needs the server side of aiohttp
 
-        relay.serve(args.listen, args.upstream, args.state_dir)
+        limits = serving.Limits(max_agents=args.max_agents, idle_timeout=args.idle_timeout)
+        relay.serve(args.listen, args.upstream, args.state_dir, limits)
         return 0
     try:
         return asyncio.run(_dispatch(args))

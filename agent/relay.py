@@ -32,7 +32,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from agent import wire_caps
+from agent import serving, wire_caps
 from agent.client import read_capped
 from agent.fsutil import private_dir, write_atomic
 
@@ -43,6 +43,8 @@ HOP_HEADERS = ("Authorization", "Content-Type", "If-None-Match")
 #: Added to every forwarded request (RFC 9110 section 7.6.3): the control plane's access log shows it.
 VIA = "1.1 anneal-relay"
 BACKOFF_CAP = 30.0
+#: Seconds an agent's request body may take to arrive (as the control plane's --body-timeout).
+BODY_TIMEOUT = 30.0
 
 
 class Relay:
@@ -102,7 +104,13 @@ class Relay:
     # ---------------------------------------------------------------- routes
 
     async def passthrough(self, request: web.Request) -> web.Response:
-        body = await request.read()
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT):
+                body = await read_capped(request.content, wire_caps.MAX_SIGNAL_BYTES)
+        except TimeoutError:
+            return _error(408, f"relay: body not received within {BODY_TIMEOUT:g} s")
+        if len(body) > wire_caps.MAX_SIGNAL_BYTES:
+            return _error(413, f"relay: body over {wire_caps.MAX_SIGNAL_BYTES} bytes")
         try:
             status, data, headers = await self._forward(
                 request.method, request.path_qs, self._headers(request), body, self.forward_timeout
@@ -149,7 +157,11 @@ class Relay:
         )
 
     async def signal(self, request: web.Request) -> web.Response:
-        body = await read_capped(request.content, wire_caps.MAX_SIGNAL_BYTES)
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT):
+                body = await read_capped(request.content, wire_caps.MAX_SIGNAL_BYTES)
+        except TimeoutError:
+            return _error(408, f"relay: signal not received within {BODY_TIMEOUT:g} s")
         if len(body) > wire_caps.MAX_SIGNAL_BYTES:
             return _error(413, f"relay: signal over {wire_caps.MAX_SIGNAL_BYTES} bytes")
         headers = self._headers(request)
@@ -245,10 +257,10 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"error": {"message": message, "where": "relay"}}, status=status)
 
 
-def serve(listen: str, upstream: str, state_dir: Path) -> None:
+def serve(listen: str, upstream: str, state_dir: Path, limits: serving.Limits) -> None:
+    """Run the relay until SIGTERM, within the descriptor limit (agent/serving.py)."""
     host, _, port = listen.rpartition(":")
     relay = Relay(upstream, state_dir)
     log.info("relay on http://%s:%s for %s, spool in %s", host, port, upstream, relay.spool)
-    web.run_app(
-        relay.app(), host=host.strip("[]") or "127.0.0.1", port=int(port), print=None, access_log=None
-    )
+    what = f"--max-agents {limits.max_agents}"
+    serving.run(relay.app(), host.strip("[]") or "127.0.0.1", int(port), limits, what, access_log=None)

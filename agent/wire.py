@@ -375,6 +375,8 @@ def decode_signal(obj: Any, path: str = "signal") -> Signal:
     code = obj.get("deploy_status_code", 0)
     if code is None or code == "":
         code = 0
+    if isinstance(code, float) and code.is_integer():  # JSON has one number type: 1.0 is the integer 1
+        code = int(code)
     if isinstance(code, bool) or not isinstance(code, (int, str)):
         raise WireError(f"{path}.deploy_status_code: expected an integer, got {type(code).__name__}")
     try:

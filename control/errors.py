@@ -3,12 +3,16 @@
 ControlError                     base of the domain errors; ``status`` and ``code`` are the answer
   +-- BadRequestError            a request body or query is malformed (400 bad_request)
   |     +-- TooLargeError        over a documented size cap (413 too_large)
+  |     +-- LengthRequiredError  an unauthenticated body without Content-Length (411 length_required)
+  |     +-- TooSlowError         a body that did not arrive within --body-timeout (408 too_slow)
   +-- AuthError                  no or wrong credential (401 unauthorized)
   +-- ForbiddenError             a valid credential used outside its scope (403 forbidden)
   +-- NotFoundError              no such stack, server, deployment (404 not_found)
   +-- ConflictError              the request conflicts with the current state (409 conflict)
   |     +-- StaleSignalError     a signal for a generation that is no longer current (409 stale_signal)
   +-- GoneError                  the thing a credential was for no longer exists (410 gone)
+  +-- UnavailableError           retry later: too busy (503 unavailable)
+        +-- DiskFullError        a disk the control plane writes to is full, named in ``where`` (503 disk_full)
 
 Raised by control outside that tree, each caught at its own boundary:
 
@@ -33,6 +37,7 @@ The API's ``errors`` middleware (control/api) answers every failure with
   a body over the request cap           413 too_large
   IntegrityError (a concurrent write)   409 conflict
   OperationalError, StaleDataError      503 unavailable, with ``Retry-After: 5`` (busy or raced)
+  the same, or OSError, for a full disk 503 disk_full naming the database or the file (control/api/diskfull.py)
   aiohttp's HTTPException (>= 400)      its status, code ``http``, ``where`` the path (unknown route...)
   anything else                         500 internal: a bug, logged with its traceback
 """
@@ -62,6 +67,16 @@ class TooLargeError(BadRequestError):
     code = "too_large"
 
 
+class LengthRequiredError(BadRequestError):
+    status = 411
+    code = "length_required"
+
+
+class TooSlowError(BadRequestError):
+    status = 408
+    code = "too_slow"
+
+
 class AuthError(ControlError):
     status = 401
     code = "unauthorized"
@@ -89,3 +104,12 @@ class StaleSignalError(ConflictError):
 class GoneError(ControlError):
     status = 410
     code = "gone"
+
+
+class UnavailableError(ControlError):
+    status = 503
+    code = "unavailable"
+
+
+class DiskFullError(UnavailableError):
+    code = "disk_full"

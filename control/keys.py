@@ -56,7 +56,9 @@ class Keys:
         return hmac.new(self.signal_key, msg, hashlib.sha256).hexdigest()
 
     def check_signal_signature(self, deployment_id: str, generation: int, sig: str) -> bool:
-        return hmac.compare_digest(self.signal_signature(deployment_id, generation), sig)
+        """A signature is hex: any other text (non-ASCII too) is simply wrong, never an error."""
+        expected = self.signal_signature(deployment_id, generation).encode()
+        return sig.isascii() and hmac.compare_digest(expected, sig.encode())
 
     def capability(self, purpose: str, subject: str) -> str:
         """An HMAC binding one *purpose* to one *subject*: a credential that opens nothing else."""
@@ -64,7 +66,10 @@ class Keys:
         return hmac.new(self.signal_key, msg, hashlib.sha256).hexdigest()
 
     def check_capability(self, purpose: str, subject: str, given: str) -> bool:
-        return hmac.compare_digest(self.capability(purpose, subject), given)
+        """Whether *given* is the capability of *purpose* on *subject*; any non-ASCII text is not."""
+        return given.isascii() and hmac.compare_digest(
+            self.capability(purpose, subject).encode(), given.encode()
+        )
 
 
 def load_or_create(data_dir: Path) -> Keys:
@@ -105,19 +110,25 @@ def _read_chain(path: Path) -> tuple[envelope.Link, ...]:
 def rotate(data_dir: Path, keys: Keys, now: float) -> Keys:
     """A new signing key, linked from the current one; the old private key is destroyed.
 
-    The chain is written first: a crash between the two writes leaves the old key
-    in use with one unused link, which a later rotation simply extends past.
+    Both files are written whole (and synced) beside their places before either replaces
+    its old self: a full disk fails the rotation with nothing changed. A crash between the
+    two renames leaves the old key in use with one unused link, which a later rotation
+    simply extends past.
     """
     new = Ed25519PrivateKey.generate()
     link = envelope.make_link(keys.signing_key, envelope.public_raw(new.public_key()), envelope.iso(now))
     chain = (*keys.chain, link)
-    _write_private(data_dir / CHAIN_FILE, json.dumps([x.to_json() for x in chain], indent=2).encode())
-    _write_private(
-        data_dir / SIGNING_KEY_FILE,
-        new.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        ),
+    pem = new.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
+    chain_tmp = _write_tmp(data_dir / CHAIN_FILE, json.dumps([x.to_json() for x in chain], indent=2).encode())
+    try:
+        key_tmp = _write_tmp(data_dir / SIGNING_KEY_FILE, pem)
+    except BaseException:
+        chain_tmp.unlink(missing_ok=True)
+        raise
+    os.replace(chain_tmp, data_dir / CHAIN_FILE)
+    os.replace(key_tmp, data_dir / SIGNING_KEY_FILE)
     return replace(keys, signing_key=new, chain=chain)
 
 
@@ -140,13 +151,22 @@ def _read_or_write(path: Path, make: Callable[[], bytes]) -> bytes:
 
 
 def _write_private(path: Path, data: bytes) -> None:
+    os.replace(_write_tmp(path, data), path)
+
+
+def _write_tmp(path: Path, data: bytes) -> Path:
+    """*data* in a synced 0600 file beside *path*; removed again if it cannot be written whole."""
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
 
 
 def token_hash(token: str) -> str:

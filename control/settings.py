@@ -30,6 +30,12 @@ class Settings:
     max_template_bytes: int = 512 * 1024
     #: Body cap for every request (bytes); 0: twice the template cap, at least 2 MiB.
     max_request_bytes: int = 0
+    #: Seconds a request body may take to arrive (408 after).
+    body_timeout: float = 30.0
+    #: Seconds before an idle connection (kept alive, or silent since it opened) is closed.
+    idle_timeout: float = 15.0
+    #: Agents this process is meant to serve: the descriptor limit is checked against it.
+    max_agents: int = 1000
     #: Seconds an agent may stay silent before it is shown as silent.
     heartbeat_lease: float = 90.0
     #: How long a claimed unit of engine work stays leased without renewal (seconds);

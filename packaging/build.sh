@@ -6,7 +6,8 @@
 # OUT_DIR/anneal-agent_<version>_<arch>.deb    a self-contained virtualenv in /opt/anneal-agent
 #                                              (the wheel + aiohttp + cryptography, on the
 #                                              distro's /usr/bin/python3), a systemd unit with
-#                                              Restart=on-failure, /etc/anneal-agent/agent.env,
+#                                              Restart=on-failure, the relay's unit (disabled),
+#                                              /etc/anneal-agent/agent.env,
 #                                              and a postinst that makes /var/lib/anneal-agent
 #                                              (root:root, 0700).
 set -euo pipefail
@@ -45,8 +46,9 @@ find "$venv" -name __pycache__ -type d -prune -exec rm -rf {} +
 # Debian strips shared objects; so do we (the wheels ship them with their symbols).
 find "$venv" -name '*.so' -exec strip --strip-unneeded {} +
 
-# 3. systemd unit, default config, maintainer scripts.
+# 3. systemd units (the relay's is not enabled), default config, maintainer scripts.
 install -D -m 0644 "$root/packaging/systemd/anneal-agent.service" "$stage/lib/systemd/system/anneal-agent.service"
+install -D -m 0644 "$root/packaging/systemd/anneal-relay.service" "$stage/lib/systemd/system/anneal-relay.service"
 install -D -m 0600 "$root/packaging/debian/agent.env" "$stage/etc/anneal-agent/agent.env"
 mkdir -p "$stage/DEBIAN"
 for script in postinst prerm postrm; do

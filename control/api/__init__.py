@@ -4,8 +4,10 @@ app         the application factory and the resources it owns (database, engine,
 app_keys    the typed AppKeys the routes read those resources by
 routes      ROUTES: every route, one table per audience
 middleware  default-deny authentication, domain errors as JSON, request helpers
+body        request bodies: caps before reading, a deadline, the unauthenticated gate, JSON checked whole
+diskfull    a full disk told apart from a busy database (503 disk_full, naming where)
 operator    the operator's routes: stacks, deployments, servers, keys, imports from media
 agent       what agents call: enrolment, documents, heartbeats, signals
 heat        what Heat's own agent chain polls: a server's metadata
-openapi     the OpenAPI description served at /openapi.json
+openapi     the OpenAPI description served at /openapi.json (its parts in openapi_schemas)
 """

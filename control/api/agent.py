@@ -6,15 +6,8 @@ from aiohttp import web
 
 from agent import wire_caps
 from control.api.app_keys import ENGINE, RUNTIME
-from control.api.middleware import (
-    AUTH_CREDENTIAL,
-    AUTH_SERVER,
-    auth,
-    ok,
-    read_json,
-    read_object,
-    seconds_query,
-)
+from control.api.body import read_json, read_object
+from control.api.middleware import AUTH_CREDENTIAL, AUTH_SERVER, MAX_INT, auth, ok, seconds_query
 from control.errors import AuthError, BadRequestError, ForbiddenError
 from control.services import agents
 from control.transports.publisher import http_publisher
@@ -70,17 +63,20 @@ async def heartbeat(request: web.Request) -> web.Response:
 @routes.post("/v1/signal/{deployment_id}/{generation}")
 @auth("signal")  # the URL's signature, or the agent's own credential
 async def signal(request: web.Request) -> web.Response:
-    body = await read_json(request, wire_caps.MAX_SIGNAL_BYTES)
-    generation = _generation(request)
+    """A deployment's result; the credential is checked before a byte of the body is read."""
+    deployment_id, generation = request.match_info["deployment_id"], _generation(request)
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    sig, server_id = request.query.get("sig"), request.get(AUTH_SERVER)
+    agents.check_signal_credential(rt, deployment_id, generation, sig, server_id)
+    body = await read_json(request, wire_caps.MAX_SIGNAL_BYTES)
     result = await agents.record_signal(
         rt,
         engine.kick,
-        request.match_info["deployment_id"],
+        deployment_id,
         generation,
         body,
-        sig=request.query.get("sig"),
-        server_id=request.get(AUTH_SERVER),
+        sig=sig,
+        server_id=server_id,
         credential=request.get(AUTH_CREDENTIAL),
     )
     return ok(result)
@@ -89,15 +85,19 @@ async def signal(request: web.Request) -> web.Response:
 @routes.put("/v1/signal/{deployment_id}/{generation}")
 @auth("public")  # the URL's own TempURL capability, checked here: a CFN_SIGNAL sig does not open it
 async def signal_put(request: web.Request) -> web.Response:
-    """TEMP_URL_SIGNAL without Swift: the result PUT to a URL that stands in for a TempURL."""
-    body = await read_json(request, wire_caps.MAX_SIGNAL_BYTES)
+    """TEMP_URL_SIGNAL without Swift: the result PUT to a URL that stands in for a TempURL.
+
+    The URL's capability is checked before a byte of the body is read."""
     deployment_id, generation = request.match_info["deployment_id"], _generation(request)
     rt = request.app[RUNTIME]
     given = request.query.get("sig")
     if not given:
         raise AuthError("a TempURL signal needs its URL's sig", where="sig")
-    if not rt.keys.check_capability("temp-url-signal", f"{deployment_id}:{generation}", given):
+    if not given.isascii() or not rt.keys.check_capability(
+        "temp-url-signal", f"{deployment_id}:{generation}", given
+    ):
         raise ForbiddenError("signal signature does not match this deployment and generation", where="sig")
+    body = await read_json(request, wire_caps.MAX_SIGNAL_BYTES)
     sig = rt.keys.signal_signature(deployment_id, generation)  # what a POST to this generation carries
     result = await agents.record_signal(
         rt, request.app[ENGINE].kick, deployment_id, generation, body, sig=sig, server_id=None
@@ -106,7 +106,9 @@ async def signal_put(request: web.Request) -> web.Response:
 
 
 def _generation(request: web.Request) -> int:
-    try:
-        return int(request.match_info["generation"])
-    except ValueError as e:
-        raise BadRequestError("generation: expected an integer", where="generation") from e
+    """The URL's generation: an integer from 0 to MAX_INT, else 400 naming it."""
+    raw = request.match_info["generation"]
+    generation = int(raw) if raw.isdigit() and raw.isascii() and len(raw) < 12 else -1
+    if not 0 <= generation <= MAX_INT:
+        raise BadRequestError(f"generation: expected an integer from 0 to {MAX_INT}", where="generation")
+    return generation

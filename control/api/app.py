@@ -9,11 +9,12 @@ import time
 from collections.abc import AsyncIterator
 
 from aiohttp import web
-from sqlalchemy import select
+from sqlalchemy import func, select
 
+from agent import serving
 from control import keys
-from control.api import middleware
-from control.api.app_keys import DEFS, ENGINE, RUNTIME
+from control.api import body, middleware
+from control.api.app_keys import DEFS, ENGINE, RUNTIME, UNAUTHENTICATED
 from control.api.routes import ROUTES
 from control.documents import reconcile
 from control.engine.stackdef import Definitions
@@ -21,7 +22,7 @@ from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
 from control.settings import Settings
-from control.store.db import open_database
+from control.store.db import Sessions, open_database
 from control.store.orm import ServerRow
 from control.transports import service as transports
 
@@ -37,6 +38,7 @@ def api_app(settings: Settings) -> web.Application:
     app = web.Application(
         middlewares=[middleware.errors, middleware.authenticate], client_max_size=settings.request_cap
     )
+    app[UNAUTHENTICATED] = body.unauthenticated_gate()
     app.add_routes(ROUTES)
     return app
 
@@ -48,6 +50,7 @@ def make_app(settings: Settings) -> web.Application:
     async def lifetime(app: web.Application) -> AsyncIterator[None]:
         loaded = keys.load_or_create(settings.data_dir)  # creates the data dir (0700) first
         engine_db, sessions = await open_database(settings.db_url, loaded.data_key)
+        await check_fleet(sessions, settings)
         provisioner = make_provisioner(settings)
         publisher = transports.build(settings, loaded.signal_key)
         runtime = Runtime(settings, loaded, sessions, publisher, provisioner)
@@ -75,6 +78,14 @@ def make_app(settings: Settings) -> web.Application:
 
     app.cleanup_ctx.append(lifetime)
     return app
+
+
+async def check_fleet(sessions: Sessions, settings: Settings) -> None:
+    """Warn when the descriptor limit is below what the servers in the database need."""
+    async with sessions() as session:
+        fleet = await session.scalar(select(func.count()).select_from(ServerRow)) or 0
+    if fleet > settings.max_agents:
+        serving.check_fd_limit(fleet, f"the fleet in the database ({fleet} servers)")
 
 
 async def refresh_documents(runtime: Runtime) -> None:

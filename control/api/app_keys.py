@@ -6,6 +6,8 @@ the route modules, so keys kept in app.py would make an import cycle.
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from control.engine.stackdef import Definitions
@@ -15,3 +17,5 @@ from control.runtime import Runtime
 RUNTIME = web.AppKey("runtime", Runtime)
 ENGINE = web.AppKey("engine", Engine)
 DEFS = web.AppKey("definitions", Definitions)
+#: The gate unauthenticated request bodies pass, a few at a time (control/api/body.py).
+UNAUTHENTICATED = web.AppKey("unauthenticated_bodies", asyncio.Semaphore)

@@ -7,6 +7,7 @@ Every route declares who may call it (``public``, ``admin``, ``agent``,
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import logging
@@ -14,11 +15,20 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
+from agent.serving import LINGER
+from control.api import diskfull
 from control.api.app_keys import RUNTIME
-from control.errors import AuthError, BadRequestError, ControlError, ForbiddenError, TooLargeError
+from control.api.body import check_text
+from control.errors import (
+    AuthError,
+    BadRequestError,
+    ControlError,
+    ForbiddenError,
+    UnavailableError,
+)
 from control.hot import taint
 from control.hot.errors import TemplateError
 from control.keys import token_hash
@@ -29,6 +39,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AUTH_SERVER = "anneal.server_id"
 #: The SHA-256 of the agent credential that authenticated the request (agent and signal routes).
 AUTH_CREDENTIAL = "anneal.credential_hash"
+#: Refusals sent before the body was read: the connection is closed after them.
+CLOSE_AFTER = frozenset({408, 411, 413})
+#: The largest integer a query may give: the database's integer columns are 32-bit on PostgreSQL.
+MAX_INT = 2**31 - 1
 
 
 def auth(policy: str) -> Callable[[Handler], Handler]:
@@ -46,32 +60,86 @@ def error_body(status: int, code: str, message: str, where: str | None) -> web.R
 
 
 @web.middleware
-async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:  # noqa: PLR0911
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Turn every failure into a JSON error; only a bug gives a 500."""
     try:
         return await handler(request)
     except ControlError as e:
-        return error_body(e.status, e.code, e.message, e.where)
+        return await answer_error(request, e)
     except TemplateError as e:
         return error_body(400, "invalid_template", str(e), e.path)
-    except web.HTTPRequestEntityTooLarge:
-        cap = request.app[RUNTIME].settings.request_cap
-        return error_body(413, "too_large", f"request body is over the cap of {cap} bytes", "body")
-    except IntegrityError as e:
-        log.info("conflicting write on %s %s: %s", request.method, request.path, e)
-        return error_body(409, "conflict", "the request conflicts with a concurrent change", None)
-    except (OperationalError, StaleDataError) as e:
-        log.warning("database unavailable on %s %s: %s", request.method, request.path, e)
-        response = error_body(503, "unavailable", "busy or raced a concurrent change; retry later", None)
-        response.headers["Retry-After"] = "5"
-        return response
     except web.HTTPException as e:
         if e.status < 400:
             raise
-        return error_body(e.status, "http", e.reason, request.path)
-    except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        return error_body(500, "internal", "internal error; see the control plane's log", None)
+        response = error_body(e.status, "http", e.reason, request.path)
+        if "Allow" in e.headers:  # a 405 names the methods the route takes (RFC 9110, section 15.5.6)
+            response.headers["Allow"] = e.headers["Allow"]
+        if request.body_exists and not request.content.is_eof():  # an unknown route's body: unread
+            return await close_after(request, response)
+        return response
+    except Exception as e:
+        return await _failure(request, e)
+
+
+async def _failure(request: web.Request, e: Exception) -> web.StreamResponse:
+    """A concurrent write (409), a busy database or a full disk (503), or a bug (500, logged)."""
+    settings = request.app[RUNTIME].settings
+    if isinstance(e, IntegrityError):
+        log.info("conflicting write on %s %s: %s", request.method, request.path, e)
+        return error_body(409, "conflict", "the request conflicts with a concurrent change", None)
+    full = None
+    if isinstance(e, OSError):
+        full = diskfull.from_os_error(e, settings)
+    elif isinstance(e, DBAPIError):
+        full = diskfull.from_database(e, settings)
+    if full is not None:
+        log.warning("disk full on %s %s: %s", request.method, request.path, full.where)
+        return await answer_error(request, full)
+    if isinstance(e, OperationalError | StaleDataError):
+        log.warning("database unavailable on %s %s: %s", request.method, request.path, e)
+        busy = UnavailableError("busy or raced a concurrent change; retry later", where="database")
+        return await answer_error(request, busy)
+    if isinstance(e, ConnectionError):  # the client went away: not a bug, and no one to answer
+        log.info("connection lost during %s %s: %s", request.method, request.path, e)
+        return error_body(400, "bad_request", "the connection closed before the request was complete", None)
+    log.exception("unhandled error on %s %s", request.method, request.path)
+    return error_body(500, "internal", "internal error; see the control plane's log", None)
+
+
+async def answer_error(request: web.Request, e: ControlError) -> web.StreamResponse:
+    """A domain error's answer, with the headers its status calls for."""
+    response = error_body(e.status, e.code, e.message, e.where)
+    if e.status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="anneal"'
+    if e.status == 503:
+        response.headers["Retry-After"] = "5"
+    if e.status in CLOSE_AFTER or (request.body_exists and not request.content.is_eof()):
+        return await close_after(request, response)
+    return response
+
+
+async def close_after(request: web.Request, response: web.Response) -> web.StreamResponse:
+    """Send *response*, then close the connection without reading the body it refused (RFC 9112, 9.6).
+
+    The write side is shut after the answer, so a client sees the end at once; reading stops, so
+    what it still sends costs no memory here; LINGER seconds later the connection is closed.
+    """
+    response.force_close()
+    if request.transport is None or request.transport.is_closing():
+        return response  # the client is gone: aiohttp drops the answer quietly
+    try:
+        await response.prepare(request)
+        await response.write_eof()
+    except ConnectionError:
+        return response
+    request.content.read_nowait()  # what arrived already is dropped, not held for LINGER seconds
+    transport = request.transport
+    if transport is not None and not transport.is_closing():
+        transport.pause_reading()
+        if transport.can_write_eof():
+            transport.write_eof()
+        await asyncio.sleep(LINGER)
+    return response
 
 
 @web.middleware
@@ -79,12 +147,15 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     """Default deny: each route names its policy; nothing else gets through."""
     route_handler = request.match_info.route.handler
     policy = getattr(route_handler, "anneal_auth", None)
-    if request.match_info.http_exception is not None or policy == "public":
+    if request.match_info.http_exception is not None:
+        return await handler(request)
+    check_parameters(request)
+    if policy == "public":
         return await handler(request)
     token = _bearer(request)
     rt = request.app[RUNTIME]
     if policy == "admin":
-        if token is None or not hmac.compare_digest(token, rt.keys.admin_token):
+        if token is None or not hmac.compare_digest(token.encode(), rt.keys.admin_token.encode()):
             raise AuthError("this route needs the admin token", where="Authorization")
     elif policy in ("agent", "signal"):
         if token is not None:
@@ -97,30 +168,25 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     return await handler(request)
 
 
+def check_parameters(request: web.Request) -> None:
+    """Refuse path and query parameters that are not valid text (a lone surrogate), naming them."""
+    for name, value in request.match_info.items():
+        check_text(value, name)
+    for name, value in request.query.items():
+        check_text(name, "query")
+        check_text(value, name)
+
+
 def _bearer(request: web.Request) -> str | None:
+    """The bearer token; every credential Anneal issues is ASCII, so any other is refused here."""
     header = request.headers.get("Authorization", "")
     scheme, _, value = header.partition(" ")
-    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
-
-
-async def read_json(request: web.Request, cap: int | None = None) -> Any:
-    raw = await request.read()
-    if cap is not None and len(raw) > cap:
-        raise TooLargeError(f"body is {len(raw)} bytes, over the cap of {cap} bytes", where="body")
-    if not raw:
-        raise BadRequestError("body: a JSON object is required", where="body")
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BadRequestError(f"body: not JSON: {e}", where="body") from e
-
-
-async def read_object(request: web.Request, cap: int | None = None) -> dict[str, Any]:
-    """The JSON body, which must be an object."""
-    body = await read_json(request, cap)
-    if not isinstance(body, dict):
-        raise BadRequestError("body: expected an object", where="body")
-    return body
+    token = value.strip()
+    if scheme.lower() != "bearer" or not token:
+        return None
+    if not token.isascii():
+        raise AuthError("Authorization: a bearer token is ASCII; this one is not", where="Authorization")
+    return token
 
 
 def ok(data: Any, status: int = 200) -> web.Response:
@@ -143,14 +209,18 @@ def int_query(request: web.Request, name: str, default: int) -> int:
     return default if found is None else found
 
 
-def optional_int_query(request: web.Request, name: str) -> int | None:
+def optional_int_query(request: web.Request, name: str, least: int = 0) -> int | None:
+    """An integer from *least* to MAX_INT (what every integer column holds, PostgreSQL's int4 too)."""
     raw = request.query.get(name)
     if raw is None:
         return None
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError as e:
-        raise BadRequestError(f"{name}: expected an integer, got {raw!r}", where=name) from e
+        raise BadRequestError(f"{name}: expected an integer, got {raw[:40]!r}", where=name) from e
+    if not least <= value <= MAX_INT:
+        raise BadRequestError(f"{name}: expected an integer from {least} to {MAX_INT}", where=name)
+    return value
 
 
 def bool_query(request: web.Request, name: str) -> bool:
@@ -161,10 +231,12 @@ def bool_query(request: web.Request, name: str) -> bool:
 
 
 def seconds_query(request: web.Request, name: str) -> float:
-    """A non-negative number of seconds from the query, 0 when absent."""
+    """A number of seconds, 0 or more, from the query; 0 when absent (the caller caps it)."""
     raw = request.query.get(name, "0")
     try:
         value = float(raw)
     except ValueError as e:
-        raise BadRequestError(f"{name}: expected seconds, got {raw!r}", where=name) from e
-    return max(0.0, value)
+        raise BadRequestError(f"{name}: expected seconds, got {raw[:40]!r}", where=name) from e
+    if not value >= 0:  # negative, or NaN
+        raise BadRequestError(f"{name}: expected 0 or more seconds, got {raw[:40]!r}", where=name)
+    return value

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from control.api.openapi_parts import OBJ, STRING, body, errors, json_of, obj, op, path_param, query
+from control.api.openapi_schemas import (
+    NON_EMPTY,
+    OBJ,
+    STRING,
+    errors,
+    json_body,
+    obj,
+    op,
+    path_param,
+    query,
+    request_body,
+)
 
 PUBLIC = "public"  # each route checks its own credential (control/documents/heatauth.py)
 _STACK = "/v1/heat/orchestration/v1/{project}/stacks/{stack_name}/{stack_id}/resources/{resource}"
@@ -15,6 +26,23 @@ _TOKEN = {
     "description": "a token from /v1/heat/keystone/v3/auth/tokens",
     "schema": STRING,
 }
+
+_ACTION = {"type": "string", "enum": ["DescribeStackResource"]}
+#: Keystone's password login body, as far as the handler reads it (services/heatapi.py, login).
+_USER = {
+    **obj(id=NON_EMPTY, name=NON_EMPTY, password=STRING),
+    "anyOf": [{"required": ["id"]}, {"required": ["name"]}],
+}
+_AUTH = obj(
+    "identity",
+    identity=obj(
+        "methods",
+        "password",
+        methods={"type": "array", "items": STRING, "contains": {"const": "password"}},
+        password=obj("user", user=_USER),
+    ),
+    scope=obj(project=OBJ),
+)
 
 
 def heat_paths() -> dict[str, Any]:
@@ -28,9 +56,9 @@ def heat_paths() -> dict[str, Any]:
     wait = op(
         "Signal a wait condition handle ({status, reason, data, id}; AWS: {Status, Reason, UniqueId, Data})",
         PUBLIC,
-        {"200": json_of(OBJ), **errors(400, 401, 403, 409, 410, 413)},
+        {"200": json_body(OBJ), **errors(400, 401, 403, 409, 410, 413)},
         parameters=[query("sig", "the handle's pre-signed capability (or X-Auth-Token: its token)")],
-        requestBody=body(OBJ),
+        requestBody=request_body(OBJ),
     )
     return {
         "/v1/heat/metadata/{server_id}": {
@@ -39,7 +67,7 @@ def heat_paths() -> dict[str, Any]:
                 "A server's document for os-collect-config's request collector (its capability in sig)",
                 PUBLIC,
                 {
-                    "200": json_of(OBJ, "The per-server document with its os-collect-config section"),
+                    "200": json_body(OBJ, "The per-server document with its os-collect-config section"),
                     "304": {"description": "Unchanged since If-None-Match"},
                     **errors(401, 403, 404),
                 },
@@ -55,22 +83,29 @@ def heat_paths() -> dict[str, Any]:
                     **errors(400, 401, 403, 404),
                 },
                 parameters=[
-                    query(name, "as the cfn collector sends it")
-                    for name in ("Action", "StackName", "LogicalResourceId", "AWSAccessKeyId", "Signature")
+                    {**query("Action", "the one action served"), "required": True, "schema": _ACTION},
+                    *(
+                        query(name, "as the cfn collector sends it")
+                        for name in ("StackName", "LogicalResourceId", "AWSAccessKeyId", "Signature")
+                    ),
                 ],
             )
         },
         "/v1/heat/keystone": {
-            "get": op("Keystone's version list", PUBLIC, {"300": json_of(OBJ), "200": json_of(OBJ)})
+            "get": op("Keystone's version list", PUBLIC, {"300": json_body(OBJ), "200": json_body(OBJ)})
         },
-        "/v1/heat/keystone/v3": {"get": op("Keystone v3's version document", PUBLIC, {"200": json_of(OBJ)})},
-        "/v1/heat/keystone/v3/": {"get": op("Keystone v3's version document", PUBLIC, {"200": json_of(OBJ)})},
+        "/v1/heat/keystone/v3": {
+            "get": op("Keystone v3's version document", PUBLIC, {"200": json_body(OBJ)})
+        },
+        "/v1/heat/keystone/v3/": {
+            "get": op("Keystone v3's version document", PUBLIC, {"200": json_body(OBJ)})
+        },
         "/v1/heat/keystone/v3/auth/tokens": {
             "post": op(
                 "Keystone password login of a server's, deployment's or handle's user; X-Subject-Token",
                 PUBLIC,
-                {"201": json_of(obj(token=OBJ)), **errors(400, 401, 404)},
-                requestBody=body(obj(auth=OBJ)),
+                {"201": json_body(obj(token=OBJ)), **errors(400, 401, 404)},
+                requestBody=request_body(obj("auth", auth=_AUTH)),
             )
         },
         _STACK + "/metadata": {
@@ -78,7 +113,7 @@ def heat_paths() -> dict[str, Any]:
             "get": op(
                 "A resource's metadata: the server's document (the heat collector)",
                 PUBLIC,
-                {"200": json_of(obj(metadata=OBJ)), **errors(401, 403, 404)},
+                {"200": json_body(obj(metadata=OBJ)), **errors(401, 403, 404)},
                 parameters=[_TOKEN],
             ),
         },
@@ -87,9 +122,9 @@ def heat_paths() -> dict[str, Any]:
             "post": op(
                 "Signal a resource: a HEAT_SIGNAL deployment's result, or a wait condition handle",
                 PUBLIC,
-                {"200": json_of(OBJ), **errors(400, 401, 403, 404, 409, 410, 413)},
+                {"200": json_body(OBJ), **errors(400, 401, 403, 404, 409, 410, 413)},
                 parameters=[_TOKEN],
-                requestBody=body(OBJ),
+                requestBody=request_body(OBJ),
             ),
         },
         "/v1/heat/waitcondition/{handle_id}": {"parameters": handle, "post": wait, "put": wait},

@@ -11,16 +11,8 @@ from sqlalchemy import select
 
 from agent import wire_caps
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
-from control.api.middleware import (
-    auth,
-    bool_query,
-    int_query,
-    ok,
-    optional_int_query,
-    read_json,
-    read_object,
-    seconds_query,
-)
+from control.api.body import read_json, read_object
+from control.api.middleware import auth, bool_query, int_query, ok, optional_int_query, seconds_query
 from control.api.openapi import spec
 from control.documents import heat
 from control.errors import BadRequestError
@@ -124,9 +116,7 @@ async def stack_outputs(request: web.Request) -> web.Response:
 async def stack_events(request: web.Request) -> web.Response:
     after = int_query(request, "after", 0)
     wait = min(seconds_query(request, "wait"), 30.0)
-    traversal, limit = optional_int_query(request, "traversal"), optional_int_query(request, "limit")
-    if limit is not None and limit < 1:
-        raise BadRequestError(f"limit: expected 1 or more, got {limit}", where="limit")
+    traversal, limit = optional_int_query(request, "traversal"), optional_int_query(request, "limit", 1)
     name = request.match_info["name"]
     return ok(await queries.wait_events(request.app[RUNTIME], name, after, wait, traversal, limit))
 

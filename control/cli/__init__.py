@@ -158,6 +158,28 @@ def _serve(p: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         help="cap on any request body (default: twice the template cap, at least 2M)",
     )
+    p.add_argument(
+        "--max-agents",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="agents this process serves; a warning at start names the descriptor limit they need "
+        "(2 each + 256; default 1000)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="close a connection idle for S seconds, kept alive or never sending a request (default 15)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="a request body must arrive within S seconds, else 408 (default 30)",
+    )
     p.add_argument("--log-level", default="INFO")
     run = p.add_mutually_exclusive_group()
     run.add_argument(
@@ -190,6 +212,12 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             help="environment file (repeat; later ones win)",
         )
         p.add_argument("-P", "--parameter", action="append", default=[], metavar="KEY=VALUE")
+        p.add_argument(
+            "--no-upload-outside",
+            action="store_true",
+            help="refuse a get_file naming a file outside the template's directory (absolute or ../); "
+            "without it such a file is uploaded with a warning",
+        )
         p.add_argument("--wait", action="store_true", help="show live progress; non-zero exit on failure")
         p.add_argument("--timeout", type=float, default=3600.0, help="how long --wait waits (s)")
         p.add_argument(

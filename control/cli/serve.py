@@ -7,8 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from aiohttp import web
-
+from agent import loglimit, serving
 from control.api.app import make_app
 from control.cli import background, transport_options
 from control.cli.db import upgrade_command
@@ -16,6 +15,7 @@ from control.settings import Settings
 from control.store.db import SchemaError
 
 log = logging.getLogger("control")
+ACCESS_LOG = "control.access"
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -32,6 +32,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
         heartbeat_lease=args.heartbeat_lease,
         max_template_bytes=args.max_template_bytes,
         max_request_bytes=args.max_request_bytes,
+        max_agents=args.max_agents,
+        idle_timeout=args.idle_timeout,
+        body_timeout=args.body_timeout,
         **transport_options.settings(args),
     )
 
@@ -42,6 +45,8 @@ def serve(args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # A line repeated many times a second is logged once per window, with the count (the access log is not).
+    loglimit.install(exempt=[ACCESS_LOG])
     # aiosqlite logs every statement with its parameters at DEBUG: never, whatever the level.
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
     # Alembic names its context at INFO on every start; the schema module says what it did.
@@ -54,16 +59,24 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if settings.max_agents < 1 or settings.idle_timeout <= 0 or settings.body_timeout <= 0:
+        print(
+            "anneal serve: --max-agents, --idle-timeout and --body-timeout must be above 0", file=sys.stderr
+        )
+        return 2
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
+    limits = serving.Limits(max_agents=settings.max_agents, idle_timeout=settings.idle_timeout)
     ready = background.announce(Path(args.pid_file).resolve()) if args.pid_file else None
     try:
-        web.run_app(
+        serving.run(
             make_app(settings),
-            host=host,
-            port=port,
-            print=ready,
-            access_log=logging.getLogger("control.access") if args.access_log else None,
+            host,
+            port,
+            limits,
+            f"--max-agents {settings.max_agents}",
+            ready,
+            access_log=logging.getLogger(ACCESS_LOG) if args.access_log else None,
             access_log_format='%a "%r" %s via=%{Via}i',
             shutdown_timeout=5,
         )

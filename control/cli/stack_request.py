@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
         path = Path(ref) if Path(ref).is_absolute() else args.template.parent / ref
         if ref.startswith(("http://", "https://")):
             raise ClientError(f"{args.template}: get_file {ref!r}: only local files are supported")
+        _check_inside(args, ref, path)
         files[ref] = _file(path, f"get_file {ref!r} in {args.template}")
     params = {}
     for pair in args.parameter:
@@ -43,6 +45,23 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
         "parameters": params,
         "environments": [_read(p, "environment") for p in args.environment],
     }
+
+
+def _check_inside(args: argparse.Namespace, ref: str, path: Path) -> None:
+    """Warn when *path* is outside the template's directory; refuse it under --no-upload-outside.
+
+    Absolute names, ``../`` and symlinks out all count: a template written elsewhere must not
+    choose which of this machine's files leave it."""
+    home = args.template.parent.resolve()
+    target = path.resolve()
+    if target.is_relative_to(home):
+        return
+    what = f"{args.template}: get_file {ref!r} names {target}, outside the template's directory {home}"
+    if getattr(args, "no_upload_outside", False):
+        raise ClientError(f"{what}; refused (--no-upload-outside)")
+    print(
+        f"anneal: warning: {what}; it is uploaded (--no-upload-outside refuses such files)", file=sys.stderr
+    )
 
 
 def _file(path: Path, what: str) -> Any:

@@ -112,7 +112,7 @@ def heat_view(rt: Runtime, server: ServerRow) -> dict[str, Any]:
 
 
 def check_metadata_signature(rt: Runtime, server_id: str, sig: str | None) -> None:
-    if not sig or not hmac.compare_digest(metadata_signature(rt, server_id), sig):
+    if not sig or not sig.isascii() or not hmac.compare_digest(metadata_signature(rt, server_id), sig):
         raise ForbiddenError("metadata URL signature does not match this server", where="sig")
 
 

@@ -33,7 +33,31 @@ _BASE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Loader(_BASE):  # type: ignore[misc]
-    """SafeLoader that keeps timestamps as text and refuses types JSON cannot carry."""
+    """SafeLoader that keeps timestamps as text, refuses types JSON cannot carry and duplicate keys."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """Refuse a key given twice in one mapping, naming it and its line, as Heat does.
+
+        Keys a merge (``<<``) brings in may be given again: YAML says the explicit key wins.
+        """
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)  # cached: built once, here or below
+            try:
+                again = key in seen
+            except TypeError:
+                continue  # an unhashable key: the base constructor refuses it
+            if again:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return dict(super().construct_mapping(node, deep))
 
 
 def _as_text(loader: Any, node: yaml.Node) -> str:
@@ -62,9 +86,9 @@ def load_yaml(text: str, what: str, max_bytes: int = MAX_TEMPLATE_BYTES) -> Any:
         with _collector_paused():
             if text.lstrip()[:1] == "{":
                 try:
-                    data = json.loads(text)
+                    data = json.loads(text, object_pairs_hook=_unique)
                 except (ValueError, RecursionError):
-                    pass  # not JSON: read as YAML, which says what is wrong
+                    pass  # not JSON, or a key given twice: read as YAML, which says what and where
                 else:
                     check_document(data, what)
                     return data
@@ -74,6 +98,14 @@ def load_yaml(text: str, what: str, max_bytes: int = MAX_TEMPLATE_BYTES) -> Any:
         raise TemplateError(what, _describe(e)) from e
     except (yaml.YAMLError, ValueError, TypeError, RecursionError) as e:
         raise TemplateError(what, f"invalid YAML: {e}") from e
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, unless a key appears twice in it."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ValueError("duplicate key")
+    return obj
 
 
 @contextlib.contextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import binascii
 import ipaddress
 import time
 from collections.abc import Callable, Mapping
@@ -191,7 +190,7 @@ def read_addresses(value: Any, where: str) -> list[dict[str, Any]]:
 def _check_key(value: Any, where: str) -> None:
     try:
         raw = base64.b64decode(value or "", validate=True)
-    except (binascii.Error, TypeError) as e:
+    except (ValueError, TypeError) as e:  # binascii.Error is a ValueError; so is non-ASCII text
         raise BadRequestError(f"{where}: not base64", where=where) from e
     if len(raw) != 32:
         raise BadRequestError(f"{where}: expected a 32-byte raw public key", where=where)
@@ -245,6 +244,13 @@ async def heartbeat(rt: Runtime, server_id: str, digest: str, body: Mapping[str,
     return {"serial": serial}
 
 
+def check_signal_credential(
+    rt: Runtime, deployment_id: str, generation: int, sig: str | None, server_id: str | None
+) -> None:
+    """Refuse a signal whose URL signature or agent credential does not cover this deployment."""
+    scope.check_credential(rt.keys, deployment_id, generation, sig, server_id)
+
+
 async def record_signal(
     rt: Runtime,
     kick: Callable[[str], None],
@@ -262,14 +268,14 @@ async def record_signal(
     *credential* is the hash of the agent credential that named *server_id*: it is
     checked again in the transaction applying the signal, so a revoked one applies nothing.
     """
+    # The credential first: a wrong one learns nothing, not even whether the deployment exists.
+    scope.check_credential(rt.keys, deployment_id, generation, sig, server_id)
     signal = None
     if not progress.is_progress(body):
         try:
             signal = wire.decode_signal(body)
         except wire.WireError as e:
             raise BadRequestError(str(e), where="signal") from e
-    # The credential first: a wrong one learns nothing, not even whether the deployment exists.
-    scope.check_credential(rt.keys, deployment_id, generation, sig, server_id)
     if signal is not None:
         # Applied with the other signals arriving meanwhile, in one transaction; answered after it commits.
         return await batch.batch_for(rt).apply(

@@ -59,8 +59,11 @@ async def login(rt: Runtime, body: Any) -> tuple[str, dict[str, Any]]:
         raise BadRequestError("user.id is required", where="auth.identity.password.user.id")
     kind, ident = heatauth.check_password(rt.keys, name, str(user.get("password") or ""))
     await _subject_exists(rt, kind, ident)
-    scope = (body["auth"].get("scope") or {}).get("project") or {}
-    project = str(scope.get("id") or scope.get("name") or "anneal")
+    scope = body["auth"].get("scope")
+    scope = scope.get("project") if isinstance(scope, Mapping) else None
+    project = (
+        str(scope.get("id") or scope.get("name") or "anneal") if isinstance(scope, Mapping) else "anneal"
+    )
     token, expires = heatauth.issue_token(rt.keys, name)
     base = rt.settings.base_url
     endpoint = {"interface": "public", "region": heatauth.REGION, "region_id": heatauth.REGION}

@@ -165,7 +165,7 @@ async def list_deployments(session: AsyncSession, query: Mapping[str, str]) -> l
     if query.get("server"):
         server = await get_server(session, query["server"])
         stmt = stmt.where(DeploymentRow.server_id == server.id)
-    if query.get("status"):
+    if "status" in query:  # given empty, it names no state: refused like any other
         status = query["status"].upper()
         if status not in ("IN_PROGRESS", "COMPLETE", "FAILED"):
             raise BadRequestError("status: one of IN_PROGRESS, COMPLETE, FAILED", where="status")

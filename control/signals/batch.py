@@ -35,10 +35,10 @@ from sqlalchemy.orm import defer
 from agent import wire
 from control.documents import seal
 from control.engine.settle import settle
-from control.errors import ControlError, GoneError, NotFoundError
+from control.errors import BadRequestError, ControlError, GoneError, NotFoundError
 from control.runtime import Runtime
 from control.signals import scope
-from control.signals.result import apply_signal
+from control.signals.result import apply_signal, bad_status_code
 from control.store import bulk
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
@@ -157,7 +157,9 @@ class SignalBatch:
                     continue
                 if changed:  # an error from here on fails the whole batch (retried one by one)
                     await settle(txn, dep, resources, traversals)
-                answers.append((p, _view(dep, p.generation, duplicate=not changed)))
+                bad = bad_status_code(p.signal)  # recorded as the failure, and refused for good
+                view = _view(dep, p.generation, duplicate=not changed)
+                answers.append((p, BadRequestError(bad, where="deploy_status_code") if bad else view))
             await txn.commit()
         kicks = {p.kick for p in batch}
         for stack_id in txn.kicks:

@@ -12,6 +12,19 @@ from control.hot import taint
 from control.signals.scope import check_generation
 from control.store.orm import DeploymentRow
 
+#: What deploy_status_code may be: the database keeps it in a 32-bit integer (PostgreSQL's int4).
+STATUS_CODES = range(-(2**31), 2**31)
+
+
+def bad_status_code(signal: wire.Signal) -> str | None:
+    """Why the signal's deploy_status_code cannot be kept, or None when it can."""
+    code = signal.status_code
+    if code in STATUS_CODES:
+        return None
+    digits = len(str(abs(code)))
+    shown = str(code) if digits <= 20 else f"a {digits}-digit number"
+    return f"deploy_status_code: {shown} is out of range ({STATUS_CODES.start} to {STATUS_CODES.stop - 1})"
+
 
 def result_status(
     dep: DeploymentRow, signal: wire.Signal, secrets: frozenset[str] = frozenset()
@@ -20,7 +33,12 @@ def result_status(
 
     An output declared ``secret: true``, or holding one of *secrets* (the deployment's
     secret texts, ``seal.texts_for``), is kept as a Secret; a reason never quotes a secret.
+    A deploy_status_code out of range fails the deployment (it is not 0) with that reason,
+    its outputs dropped; the signal itself is answered 400 (control/signals/batch.py).
     """
+    bad = bad_status_code(signal)
+    if bad is not None:
+        return "FAILED", f"the signal was refused: {bad}", {}
     declared = {o["name"]: o for o in (dep.item or {}).get("outputs", [])}
     outputs = {k: _kept(v, declared[k], secrets) for k, v in signal.outputs.items() if k in declared}
     if signal.status_code != 0:
@@ -46,7 +64,7 @@ def apply_signal(
     dep.outputs = outputs
     dep.stdout = _kept(wire_caps.trim_stream(signal.stdout), {}, secrets)
     dep.stderr = _kept(wire_caps.trim_stream(signal.stderr), {}, secrets)
-    dep.status_code = signal.status_code
+    dep.status_code = signal.status_code if bad_status_code(signal) is None else None
     dep.signal_nonce = str(signal.extra.get("nonce") or "") or None
     dep.completed_at = dep.updated_at = now
     return True

@@ -43,8 +43,8 @@ async def media_bundle(rt: Runtime, ref: str) -> dict[str, Any]:
     """A new one-time token for a LOCAL server, packed with what its agent pins (replaces any earlier token)."""
     async with rt.sessions() as session:
         server = await _server(session, ref)
-        if server.transport != "LOCAL":
-            raise BadRequestError(
+        if server.transport != "LOCAL":  # the server's state, not the request, is wrong: 409
+            raise ConflictError(
                 f"server {server.name} is on transport {server.transport}; offline enrolment needs LOCAL "
                 f"(`anneal server transport {server.name} LOCAL`)",
                 where="transport",

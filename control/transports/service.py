@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import or_, select
 
 from agent import wire, wire_caps
-from control.errors import ControlError, NotFoundError
+from control.errors import BadRequestError, ControlError, NotFoundError
 from control.runtime import Runtime
 from control.services import agents
 from control.settings import Settings
@@ -132,7 +132,7 @@ async def import_signal(
     try:
         obj = wire.loads_capped(body, wire_caps.MAX_SIGNAL_BYTES, f"signal {deployment_id}/{generation}")
     except wire.WireError as e:
-        raise ControlError(str(e), where="signal") from e
+        raise BadRequestError(str(e), where="signal") from e
     async with rt.sessions() as session:
         server_id = await session.scalar(
             select(DeploymentRow.server_id).where(DeploymentRow.id == deployment_id)

@@ -25,9 +25,10 @@ def signal_name(deployment_id: str, generation: int) -> str:
 
 def parse_signal_name(name: str) -> tuple[str, int] | None:
     dep, sep, gen = name.rpartition("/")
-    if not sep or not dep or "/" in dep or not gen.isdigit():
+    # ASCII digits that fit the database's 32-bit column: anything else names no signal.
+    if not sep or not dep or "/" in dep or not (gen.isascii() and gen.isdigit()) or len(gen) > 10:
         return None
-    return dep, int(gen)
+    return (dep, int(gen)) if int(gen) < 2**31 else None
 
 
 @dataclass(frozen=True)

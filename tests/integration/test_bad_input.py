@@ -46,7 +46,7 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], str]] = {
         "cycle",
     ),
     "unknown_attribute": (
-        GOOD.replace("get_attr: [dep, out]", "get_attr: [dep, nothere]"),
+        GOOD.replace("get_attr: [dep, out]", "get_attr: [cfg, nothere]"),
         {},
         {},
         "outputs.o",
@@ -60,7 +60,7 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], str]] = {
     "unsupported_type": (GOOD + "  sg: {type: OS::Neutron::SecurityGroup}\n", {}, {}, "resources.sg.type"),
     "unsupported_signal": (
         GOOD.replace(
-            "server: {get_resource: srv}}", "server: {get_resource: srv}, signal_transport: ZAQAR_SIGNAL}"
+            "server: {get_resource: srv}}", "server: {get_resource: srv}, signal_transport: PIGEON_SIGNAL}"
         ),
         {},
         {},

@@ -81,7 +81,7 @@ def test_wheel_and_deb_are_built(built: Path) -> None:
 
 
 def test_deb_installs_the_agent_alone_with_a_restarting_unit(built: Path, tmp_path: Path) -> None:
-    """The .deb holds the agent alone (no control plane), a restarting systemd unit and a 0600 env file."""
+    """The .deb holds the agent alone (no control plane), a restarting unit, the relay's unit and a 0600 env file."""
     listing = subprocess.run(
         ["dpkg-deb", "-c", str(_deb(built))], capture_output=True, text=True, check=True
     ).stdout
@@ -92,6 +92,7 @@ def test_deb_installs_the_agent_alone_with_a_restarting_unit(built: Path, tmp_pa
     }
     assert entries["opt/anneal-agent/bin/anneal-agent"][0] == "-rwxr-xr-x"
     assert entries["lib/systemd/system/anneal-agent.service"] == ["-rw-r--r--", "root/root"]
+    assert entries["lib/systemd/system/anneal-relay.service"] == ["-rw-r--r--", "root/root"]
     assert entries["etc/anneal-agent/agent.env"] == ["-rw-------", "root/root"]
     assert "opt/anneal-agent/bin/anneal" not in entries  # the control plane's CLI needs [control]
     assert not [p for p in entries if "site-packages/sqlalchemy" in p]  # agent deps only
@@ -107,6 +108,9 @@ def test_deb_installs_the_agent_alone_with_a_restarting_unit(built: Path, tmp_pa
         "/opt/anneal-agent/bin/anneal-agent run --state-dir /var/lib/anneal-agent",
     ):
         assert line in unit, line
+    # The relay's unit, like the control plane's, lifts the 1,024-descriptor default (docs/operations.md).
+    relay = (unpack / "lib/systemd/system/anneal-relay.service").read_text()
+    assert "LimitNOFILE=65536" in relay and "anneal-agent relay" in relay
     assert (
         (unpack / "opt/anneal-agent/bin/anneal-agent")
         .read_text()

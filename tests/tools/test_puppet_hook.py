@@ -84,11 +84,12 @@ def test_timeout_kills_puppet_and_its_children(tmp_path):
     """At the timeout the whole tree (puppet and the command it runs) is stopped: status 124."""
     pidfile = tmp_path / "pid"
     manifest = f"exec {{ 'wait': command => '/bin/sh -c \"echo $$ > {pidfile}; exec sleep 600\"' }}"
-    item = deployment("puppet", manifest, options={"timeout": 15})
+    # Puppet takes a few seconds to reach the exec on an idle machine, over 15 s on a loaded one.
+    item = deployment("puppet", manifest, options={"timeout": 30})
     result, _ = run_hook("puppet", tmp_path / "w", item)
     assert result["deploy_status_code"] == 124
-    assert "timed out after 15 s" in result["deploy_stderr"]
-    assert pidfile.exists(), "puppet did not reach the exec within 15 s"
+    assert "timed out after 30 s" in result["deploy_stderr"]
+    assert pidfile.exists(), "puppet did not reach the exec within 30 s"
     assert not pid_is_alive(int(pidfile.read_text()))
 
 

@@ -832,3 +832,25 @@ def test_apply_defaults_fills_absent_properties():
     props["actions"].append("DELETE")
     assert spec.properties["actions"].default == ["CREATE", "UPDATE"]
     assert apply_defaults(TYPES["OS::Heat::SoftwareConfig"], {})["group"] == "Heat::Ungrouped"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "line"),
+    [
+        ("resources:\n  a: {type: OS::Heat::None}\n  a: {type: OS::Heat::Value}\n", "a", 3),
+        ('{"parameters": {"p": {"type": "string"}}, "parameters": {}}', "parameters", 1),
+        ("outputs:\n  o:\n    value: 1\n    value: 2\n", "value", 4),
+    ],
+)
+def test_load_yaml_refuses_a_key_given_twice_naming_it_and_its_line(text: str, key: str, line: int) -> None:
+    """A duplicate key (YAML or JSON text) is refused as Heat refuses it, naming the key and its line."""
+    with pytest.raises(TemplateError) as caught:
+        load_yaml(text, "template")
+    assert f"duplicate key '{key}'" in str(caught.value)
+    assert f"line {line}" in str(caught.value)
+
+
+def test_load_yaml_lets_a_key_override_what_a_merge_brought():
+    """A key a `<<` merge brought in may be given again: YAML says the explicit one wins."""
+    text = "base: &b {a: 1, c: 3}\nderived:\n  <<: *b\n  a: 2\n"
+    assert load_yaml(text, "template")["derived"] == {"a": 2, "c": 3}
