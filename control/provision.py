@@ -147,6 +147,11 @@ class LocalProvisioner:
         agent = self._agents.pop(server_id, None)
         if agent is not None:
             await agent.stop()
+        state = self.state_dir(name) if name else None
+        if state is not None and state.is_dir():
+            # The server is gone: a new server of the same name (a group scaled down and up
+            # again) must start from a fresh state dir, not enrol with a dead server's keys.
+            state.rename(state.with_name(f"{name}.{server_id}.released"))
 
     async def close(self) -> None:
         await asyncio.gather(*(self.release(sid, "") for sid in list(self._watchers)))

@@ -30,6 +30,8 @@ class Settings:
     max_template_bytes: int = 512 * 1024
     #: Body cap for every request (bytes); 0: twice the template cap, at least 2 MiB.
     max_request_bytes: int = 0
+    #: How deep stacks may nest (template resources, groups); Heat's max_nested_stack_depth.
+    max_nested_depth: int = 5
     #: Seconds a request body may take to arrive (408 after).
     body_timeout: float = 30.0
     #: Seconds before an idle connection (kept alive, or silent since it opened) is closed.

@@ -27,6 +27,8 @@ FIRST = (
     "integration/test_url_expiry.py",
     "tools/test_puppet_hook.py",
     "integration/test_types.py",
+    "integration/test_nested_templates.py",
+    "integration/test_resource_group.py",
     "integration/test_database_races.py",
     "integration/test_agent_kills.py",
     "integration/test_cli.py",
@@ -37,6 +39,7 @@ FIRST = (
     "integration/test_isolated_networks.py",
     "integration/test_restarts.py",
     "integration/test_fast_forward.py",
+    "integration/test_scaling_group.py",
 )
 
 

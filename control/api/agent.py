@@ -6,10 +6,10 @@ from aiohttp import web
 
 from agent import wire_caps
 from control.api.app_keys import ENGINE, RUNTIME
-from control.api.body import read_json, read_object
+from control.api.body import read_details, read_json, read_object
 from control.api.middleware import AUTH_CREDENTIAL, AUTH_SERVER, MAX_INT, auth, ok, seconds_query
 from control.errors import AuthError, BadRequestError, ForbiddenError
-from control.services import agents
+from control.services import agents, resource_signals
 from control.transports.publisher import http_publisher
 
 routes = web.RouteTableDef()
@@ -80,6 +80,19 @@ async def signal(request: web.Request) -> web.Response:
         credential=request.get(AUTH_CREDENTIAL),
     )
     return ok(result)
+
+
+@routes.post("/v1/resource-signal/{stack_id}/{resource}")
+@auth("signal")  # the URL's signature: a scaling policy's signal_url / alarm_url
+async def resource_signal(request: web.Request) -> web.Response:
+    """Signal one resource (a scaling policy) with its URL, e.g. `curl -X POST '<signal_url>'`."""
+    sig = request.query.get("sig")
+    if sig is None:
+        raise ForbiddenError("a resource is signalled with its URL's signature (sig)", where="sig")
+    details = await read_details(request)
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    stack, resource = request.match_info["stack_id"], request.match_info["resource"]
+    return ok(await resource_signals.signal_resource(rt, engine.kick, stack, resource, details, sig=sig))
 
 
 @routes.put("/v1/signal/{deployment_id}/{generation}")

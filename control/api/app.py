@@ -54,7 +54,7 @@ def make_app(settings: Settings) -> web.Application:
         provisioner = make_provisioner(settings)
         publisher = transports.build(settings, loaded.signal_key)
         runtime = Runtime(settings, loaded, sessions, publisher, provisioner)
-        definitions = Definitions()
+        definitions = Definitions(settings.max_nested_depth)
         engine = Engine(runtime, definitions)
         app[RUNTIME], app[ENGINE], app[DEFS] = runtime, engine, definitions
         await runtime.publish_all()

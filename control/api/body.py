@@ -160,3 +160,14 @@ async def read_object(request: web.Request, cap: int | None = None) -> dict[str,
     if not isinstance(body, dict):
         raise BadRequestError("body: expected an object", where="body")
     return body
+
+
+async def read_details(request: web.Request, cap: int = 64 * 1024) -> dict[str, Any]:
+    """A signal's optional body: nothing, or a JSON object (an alarm's details)."""
+    raw = await read_body(request, cap)
+    if not raw.strip():
+        return {}
+    body = parse_json(raw)
+    if not isinstance(body, dict):
+        raise BadRequestError("body: expected an object", where="body")
+    return body

@@ -32,6 +32,7 @@ STACK = path_param("name", "stack name or id")
 BOOLEAN = {"type": "boolean"}
 STATUS = {"type": "string", "enum": ["IN_PROGRESS", "COMPLETE", "FAILED"]}
 SERVER = path_param("name", "server name or id")
+NESTED_DEPTH = query("nested_depth", "include nested stacks this many levels down (default 0)", integer())
 
 
 def _on_stack(method: str, summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -50,7 +51,12 @@ def _stack_paths() -> dict[str, Any]:
                 {"201": stack, **errors(401, 409, template=True, body=True)},
                 requestBody=request_body(ref("StackRequest")),
             ),
-            "get": op("List stacks", ADMIN, {"200": json_body(listing), **errors(401)}),
+            "get": op(
+                "List stacks",
+                ADMIN,
+                {"200": json_body(listing), **errors(401)},
+                parameters=[query("nested", "true: nested stacks too (each names its parent)", BOOLEAN)],
+            ),
         },
         "/v1/stacks/{name}": {
             "parameters": [STACK],
@@ -68,7 +74,11 @@ def _stack_paths() -> dict[str, Any]:
                 {"202": stack, **errors(401, 404, 409, template=True, body=True)},
                 requestBody=request_body(ref("StackUpdate")),
             ),
-            "delete": op("Delete a stack", ADMIN, {"202": stack, **errors(401, 404)}),
+            "delete": op(
+                "Delete a stack (409 for a nested stack: its parent deletes it)",
+                ADMIN,
+                {"202": stack, **errors(401, 404, 409)},
+            ),
         },
         "/v1/stacks/{name}/suspend": _on_stack(
             "post",
@@ -94,9 +104,21 @@ def _stack_paths() -> dict[str, Any]:
                 query("wait", "seconds to wait for a newer event (long-poll)", seconds(30)),
                 query("traversal", "only events of this traversal (the stack's `traversal`)", integer()),
                 query("limit", "at most this many events, oldest first", integer(1)),
+                NESTED_DEPTH,
             ],
         ),
-        "/v1/stacks/{name}/resources": _on_stack("get", "Stack resources", {"200": rows, **errors(401, 404)}),
+        "/v1/stacks/{name}/resources": _on_stack(
+            "get", "Stack resources", {"200": rows, **errors(401, 404)}, parameters=[NESTED_DEPTH]
+        ),
+        "/v1/stacks/{name}/resources/{resource}/signal": {
+            "parameters": [STACK, path_param("resource", "the resource's name")],
+            "post": op(
+                "Signal a resource (Heat's resource signal): a scaling policy adjusts its group",
+                ADMIN,
+                {"200": json_body(OBJ), **errors(401, 404, 409, body=True)},
+                requestBody={"required": False, "content": {"application/json": {"schema": OBJ}}},
+            ),
+        },
         "/v1/stacks/{name}/cancel": _on_stack(
             "post",
             "Cancel the stack's action: deployments in progress fail as cancelled, agents stop their hooks",
@@ -285,6 +307,19 @@ def _agent_paths() -> dict[str, Any]:
                 **_signal_op("Signal a deployment's result, as TEMP_URL_SIGNAL PUTs it (its own sig)"),
                 "security": [],
             },
+        },
+        "/v1/resource-signal/{stack_id}/{resource}": {
+            "parameters": [
+                path_param("stack_id", "the stack's id"),
+                path_param("resource", "the resource's name"),
+            ],
+            "post": op(
+                "Signal a resource by its URL (a scaling policy's signal_url or alarm_url); an optional JSON body",
+                "signal",
+                {"200": json_body(OBJ), **errors(401, 403, 404, 409, body=True)},
+                parameters=[query("sig", "the URL's capability for that resource")],
+                requestBody={"required": False, "content": {"application/json": {"schema": OBJ}}},
+            ),
         },
     }
 

@@ -11,13 +11,13 @@ from sqlalchemy import select
 
 from agent import wire_caps
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
-from control.api.body import read_json, read_object
+from control.api.body import read_details, read_json, read_object
 from control.api.middleware import auth, bool_query, int_query, ok, optional_int_query, seconds_query
 from control.api.openapi import spec
 from control.documents import heat
 from control.errors import BadRequestError
-from control.services import agents, converge, queries, signing, stacks
-from control.store.orm import ServerRow, StackRow
+from control.services import agents, converge, queries, resource_signals, signing, stacks
+from control.store.orm import ServerRow
 from control.transports import offline as offline_enrolment
 from control.transports import service as transport_service
 from control.transports.store import parse_signal_name
@@ -53,9 +53,9 @@ async def create_stack(request: web.Request) -> web.Response:
 @routes.get("/v1/stacks")
 @auth("admin")
 async def list_stacks(request: web.Request) -> web.Response:
+    """Top-level stacks; ``nested=true`` lists the stacks nested in them too."""
     async with request.app[RUNTIME].sessions() as session:
-        rows = await session.scalars(select(StackRow).order_by(StackRow.created_at))
-        return ok([stacks.stack_view(s) for s in rows])
+        return ok(await queries.list_stacks(session, bool_query(request, "nested")))
 
 
 @routes.get("/v1/stacks/{name}")
@@ -117,8 +117,13 @@ async def stack_events(request: web.Request) -> web.Response:
     after = int_query(request, "after", 0)
     wait = min(seconds_query(request, "wait"), 30.0)
     traversal, limit = optional_int_query(request, "traversal"), optional_int_query(request, "limit", 1)
-    name = request.match_info["name"]
-    return ok(await queries.wait_events(request.app[RUNTIME], name, after, wait, traversal, limit))
+    name, depth = request.match_info["name"], _nested_depth(request)
+    return ok(await queries.wait_events(request.app[RUNTIME], name, after, wait, traversal, limit, depth))
+
+
+def _nested_depth(request: web.Request) -> int:
+    """``nested_depth=N``: how many levels of nested stacks to include (0: none)."""
+    return int_query(request, "nested_depth", 0)
 
 
 @routes.post("/v1/stacks/{name}/cancel")
@@ -144,8 +149,19 @@ async def converge_stack(request: web.Request) -> web.Response:
 @routes.get("/v1/stacks/{name}/resources")
 @auth("admin")
 async def stack_resources(request: web.Request) -> web.Response:
+    depth = _nested_depth(request)
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.stack_resources(session, request.match_info["name"]))
+        return ok(await queries.stack_resources(session, request.match_info["name"], depth))
+
+
+@routes.post("/v1/stacks/{name}/resources/{resource}/signal")
+@auth("admin")
+async def signal_resource(request: web.Request) -> web.Response:
+    """Signal one resource of the stack (Heat's resource signal): a scaling policy adjusts its group."""
+    details = await read_details(request)
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    name, resource = request.match_info["name"], request.match_info["resource"]
+    return ok(await resource_signals.signal_resource(rt, engine.kick, name, resource, details))
 
 
 @routes.get("/v1/stacks/{name}/failures")

@@ -152,6 +152,13 @@ def _serve(p: argparse.ArgumentParser) -> None:
         help="cap on a template's text and each environment's, e.g. 16M (default 512K, Heat's)",
     )
     p.add_argument(
+        "--max-nested-depth",
+        type=int,
+        default=5,
+        metavar="N",
+        help="how deep template resources and groups may nest stacks (default 5, Heat's)",
+    )
+    p.add_argument(
         "--max-request-bytes",
         type=size,
         default=0,
@@ -237,7 +244,8 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.add_argument("name")
         p.add_argument("--wait", action="store_true")
         p.add_argument("--timeout", type=float, default=3600.0)
-    _fmt(sub.add_parser("list", help="list stacks"))
+    p = _fmt(sub.add_parser("list", help="list stacks"))
+    p.add_argument("--nested", action="store_true", help="list nested stacks too (with their parent)")
     _fmt(
         sub.add_parser("cancel", help="fail deployments in progress as cancelled; agents stop their hooks")
     ).add_argument("name")
@@ -252,11 +260,25 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ("show", "status, resources, outputs"),
         ("outputs", "stack outputs"),
         ("failures", "failed deployments with the tail of their output"),
-        ("resources", "the stack's resources"),
     ):
         _fmt(sub.add_parser(name, help=text)).add_argument("name")
+    p = _fmt(sub.add_parser("resources", help="the stack's resources"))
+    p.add_argument("name")
+    p.add_argument(
+        "--nested-depth", type=int, default=0, metavar="N", help="and its nested stacks' N levels down"
+    )
+    res = sub.add_parser("resource", help="one resource of a stack").add_subparsers(
+        dest="resource_command", required=True
+    )
+    p = _fmt(res.add_parser("signal", help="signal a resource (a scaling policy adjusts its group)"))
+    p.add_argument("name", help="the stack")
+    p.add_argument("resource")
+    p.add_argument("--data", default="", help="the signal's details, a JSON object (optional)")
     p = _fmt(sub.add_parser("events", help="the stack's events"))
     p.add_argument("name")
+    p.add_argument(
+        "--nested-depth", type=int, default=0, metavar="N", help="and its nested stacks' N levels down"
+    )
     p.add_argument("--follow", action="store_true", help="keep printing new events until the stack settles")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 import time
 from collections.abc import Callable
@@ -16,11 +17,14 @@ from control.cli.stack_request import stack_request
 
 Handler = Callable[[Client, argparse.Namespace], int]
 
-COLUMNS = {
+COLUMNS: dict[tuple[str, ...], list[str]] = {
     ("stack", "list"): ["name", "status", "status_reason", "version"],
+    ("stack", "list", "nested"): ["name", "status", "status_reason", "version", "parent", "parent_resource"],
     ("stack", "outputs"): ["output_key", "output_value"],
     ("stack", "events"): ["time", "resource_name", "action", "status", "reason"],
+    ("stack", "events", "nested"): ["time", "stack_name", "resource_name", "action", "status", "reason"],
     ("stack", "resources"): ["name", "type", "status", "physical_id", "current"],
+    ("stack", "resources", "nested"): ["stack_name", "name", "type", "status", "physical_id", "current"],
     ("stack", "failures"): ["resource", "status", "reason", "deploy_status_code"],
     ("deployment", "list"): ["id", "name", "server_name", "action", "status", "status_reason"],
     ("server", "list"): ["name", "id", "status", "agent", "serial"],
@@ -152,6 +156,10 @@ def _print_failure(f: dict[str, Any]) -> None:
 
 
 def _stack_list(client: Client, args: argparse.Namespace) -> int:
+    if args.nested:
+        data = client.call("GET", "/v1/stacks", query={"nested": "true"})
+        show(data, args.format, COLUMNS[("stack", "list", "nested")])
+        return 0
     show(client.call("GET", "/v1/stacks"), args.format, COLUMNS[("stack", "list")])
     return 0
 
@@ -176,8 +184,9 @@ def _stack_outputs(client: Client, args: argparse.Namespace) -> int:
 
 
 def _stack_resources(client: Client, args: argparse.Namespace) -> int:
-    data = client.call("GET", f"/v1/stacks/{args.name}/resources")
-    show(data, args.format, COLUMNS[("stack", "resources")])
+    query = {"nested_depth": str(args.nested_depth)} if args.nested_depth else None
+    data = client.call("GET", f"/v1/stacks/{args.name}/resources", query=query)
+    show(data, args.format, COLUMNS[("stack", "resources", "nested") if query else ("stack", "resources")])
     return 0
 
 
@@ -226,10 +235,26 @@ def _stack_converge(client: Client, args: argparse.Namespace) -> int:
 def _stack_events(client: Client, args: argparse.Namespace) -> int:
     if args.follow:
         return wait_for(client, args.name, 24 * 3600.0)
-    events = client.call("GET", f"/v1/stacks/{args.name}/events")
+    query = {"nested_depth": str(args.nested_depth)} if args.nested_depth else None
+    events = client.call("GET", f"/v1/stacks/{args.name}/events", query=query)
     for e in events:
         e["time"] = when(e["timestamp"])
-    show(events, args.format, COLUMNS[("stack", "events")])
+    show(events, args.format, COLUMNS[("stack", "events", "nested") if query else ("stack", "events")])
+    return 0
+
+
+def _stack_resource(client: Client, args: argparse.Namespace) -> int:
+    """`stack resource signal STACK RESOURCE [--data JSON]`."""
+    try:
+        details = json.loads(args.data) if args.data else {}
+    except ValueError as e:
+        raise ClientError(f"--data: not JSON: {e}") from e
+    path = f"/v1/stacks/{args.name}/resources/{args.resource}/signal"
+    result = client.call("POST", path, details)
+    if args.format == "table":
+        print(f"{result['stack']}/{result['resource']}: {result['result']}")
+        return 0
+    show(result, args.format)
     return 0
 
 
@@ -353,6 +378,7 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("stack", "check"): _stack_check,
     ("stack", "converge"): _stack_converge,
     ("stack", "events"): _stack_events,
+    ("stack", "resource"): _stack_resource,
     ("deployment", "list"): _deployment_list,
     ("deployment", "show"): _deployment_show,
     ("deployment", "log"): _deployment_log,

@@ -31,6 +31,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         work_lease=args.work_lease,
         heartbeat_lease=args.heartbeat_lease,
         max_template_bytes=args.max_template_bytes,
+        max_nested_depth=args.max_nested_depth,
         max_request_bytes=args.max_request_bytes,
         max_agents=args.max_agents,
         idle_timeout=args.idle_timeout,

@@ -11,7 +11,16 @@ from control.engine import stackdef
 from control.engine.settle import in_session
 from control.engine.slices import Row
 from control.errors import ControlError
-from control.resources import DEPLOYMENT_TYPES, HANDLERS, REPLACE, Outcome, Res, secrecy
+from control.resources import (
+    DEPLOYMENT_TYPES,
+    REPLACE,
+    Nest,
+    Outcome,
+    Res,
+    composite_for,
+    handler_for,
+    secrecy,
+)
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
@@ -26,19 +35,28 @@ class Actor:
         """Create, update or replace one resource; a problem fails that resource, not the step."""
         txn, stack = self.txn, self.stack
         rdef = self.defn.template.resources[name]
-        res = Res(stack, name, rdef.type, rdef.update_policy, self.defn.template.reads(name))
-        handler, requires = HANDLERS[rdef.type], self.defn.requires(name)
+        handler, requires = handler_for(rdef.type), self.defn.requires(name)
+        composite = composite_for(rdef.type)
         target = row
         try:
             ctx = stackdef.StackContext(stack, self.defn, current)
+            res = Res(
+                stack,
+                name,
+                rdef.type,
+                rdef.update_policy,
+                self._nest(rdef, ctx) if composite else None,
+                self.defn.template.reads(name),
+            )
             props = _with_defaults(
                 rdef.type, stackdef.plain(hot.resolve(rdef.properties, ctx, f"resources.{name}.properties"))
             )
             secrecy.check_carriers(rdef.type, props, f"resources.{name}.properties")
-            if row is not None and row.status == "COMPLETE" and row.properties == props:
+            if row is not None and _unchanged(res, row, props):
                 row.traversal = stack.traversal
                 return row
-            if row is not None and row.status != "FAILED":
+            if row is not None and row.type == rdef.type and (row.status != "FAILED" or composite):
+                # A failed nested stack walks again in place: its own failed resources are replaced.
                 outcome = await handler.update(txn, res, row, props)
                 if outcome is not REPLACE:
                     self._apply(row, "UPDATE", outcome, props, requires)
@@ -66,6 +84,17 @@ class Actor:
             self._apply(target, action, Outcome("FAILED", reason=reason), target.properties, requires)
             return target
 
+    def _nest(self, rdef: hot.ResourceDef, ctx: stackdef.StackContext) -> Nest:
+        """What a resource that makes a nested stack passes down to it."""
+        metadata = hot.resolve(rdef.metadata, ctx, f"resources.{rdef.name}.metadata")
+        facade = {
+            "metadata": stackdef.plain(metadata),
+            "deletion_policy": rdef.deletion_policy or "Delete",
+            "update_policy": stackdef.plain(rdef.update_policy),
+        }
+        wants = self.defn.template.attribute_paths(rdef.name)
+        return Nest(self.defn.environment, wants, facade, rdef.nested)
+
     def _apply(
         self, row: ResourceRow, action: str, outcome: Outcome, props: Any, requires: list[str]
     ) -> None:
@@ -90,6 +119,18 @@ class Actor:
             deployment_id=row.physical_id if row.type in DEPLOYMENT_TYPES else None,
             generation=outcome.generation if dep is None else dep.generation,
         )
+
+
+def _unchanged(res: Res, row: ResourceRow, props: Any) -> bool:
+    """True when the resource is as its definition asks: nothing to do in this traversal.
+
+    A row of another type (a registry entry changed) is replaced; a resource that makes a
+    nested stack is compared on what it gives the nested stack too.
+    """
+    if row.type != res.type or row.status != "COMPLETE" or row.properties != props:
+        return False
+    composite = composite_for(res.type)
+    return composite is None or not composite.changed(res, row, props)
 
 
 def error_reason(e: ControlError) -> str:

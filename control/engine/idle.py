@@ -10,20 +10,14 @@ what handlers look up (``may_act``). In doubt, the full step runs.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.engine import lifecycle, stackdef
 from control.engine.slices import Row, done
-from control.resources import HANDLERS
-from control.resources.base import Checked
+from control.resources import checker_for
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
-
-#: Handlers that follow their own progress (``check``), by resource type: a step asks them while
-#: their resource is IN_PROGRESS, so such a resource is never merely waiting.
-CHECKERS: Mapping[str, Checked] = {t: h for t, h in HANDLERS.items() if isinstance(h, Checked)}
 
 
 async def only_waiting(
@@ -85,7 +79,9 @@ def all_waiting(groups: list[tuple[str, bool, bool, str, int]], expected: int) -
     total = waiting = 0
     for status, current, this_traversal, type_name, count in groups:
         total += count
-        if not current or (type_name in CHECKERS and status == "IN_PROGRESS"):
+        # A handler that follows its own progress (groups, nested stacks) is asked on every step
+        # while its resource is IN_PROGRESS, so such a resource is never merely waiting.
+        if not current or (status == "IN_PROGRESS" and checker_for(type_name) is not None):
             return False
         if status == "IN_PROGRESS":
             waiting += count

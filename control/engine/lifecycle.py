@@ -10,18 +10,14 @@ The operator's request is ``control.services.stacks.change_stack``.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
 from control.engine import stackdef
 from control.errors import ControlError
-from control.resources import DEPLOYMENT_TYPES, HANDLERS, Outcome, Res, done
-from control.resources.base import Suspendable
+from control.resources import DEPLOYMENT_TYPES, Outcome, Res, done, suspender_for
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 
 ACTIONS = ("SUSPEND", "RESUME")
-#: Handlers that act on SUSPEND and RESUME, by resource type.
-SUSPENDABLE: Mapping[str, Suspendable] = {t: h for t, h in HANDLERS.items() if isinstance(h, Suspendable)}
 
 
 async def advance(txn: Txn, stack: StackRow, rows: list[ResourceRow], defn: stackdef.Definition) -> bool:
@@ -47,7 +43,7 @@ async def advance(txn: Txn, stack: StackRow, rows: list[ResourceRow], defn: stac
 
 
 async def _act(txn: Txn, stack: StackRow, row: ResourceRow) -> None:
-    handler = SUSPENDABLE.get(row.type)
+    handler = suspender_for(row.type)
     res = Res(stack, row.name, row.type)
     try:
         if handler is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from control import hot
 from control.engine import stackdef
 from control.engine.settle import finish
 from control.engine.slices import Row
@@ -49,6 +50,7 @@ async def start_rollback(txn: Txn, stack: StackRow, rows: list[Row], reason: str
         prev.get("params_given") or {},
         stack_name=stack.name,
         stack_id=stack.id,
+        nesting=hot.Nesting(stack.nested_depth, txn.runtime.settings.max_nested_depth),
     )
     stack.template, stack.files = prev["template"], dict(prev.get("files") or {})
     stack.environment, stack.params_given = (

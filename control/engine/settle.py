@@ -78,6 +78,8 @@ def finish(txn: Txn, stack: StackRow, status: str, reason: str) -> None:
     if status == "COMPLETE":
         stack.previous = None  # a later rollback returns here, not further back
     txn.event(stack.id, "", stack.action, status, reason, traversal=stack.traversal)
+    if stack.parent_id is not None:
+        txn.kicks.add(stack.parent_id)  # a nested stack settled: its resource there looks
 
 
 def timed_out_reason(dep: DeploymentRow) -> str:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy.orm import defer
@@ -12,7 +10,11 @@ from sqlalchemy.orm import defer
 from agent import wire_files
 from control import hot
 from control.hot import taint
+from control.hot.definition import Definition, build, plain
+from control.resources import read_attribute
 from control.store.orm import StackRow
+
+__all__ = ["Definition", "Definitions", "StackContext", "build", "plain", "without"]
 
 #: The stack row's big columns a Definition is parsed from (plus the one a rollback returns
 #: to); ``files`` is not among them: expressions read it while resources act (``get_file``).
@@ -28,56 +30,11 @@ def without(*columns: str) -> list[Any]:
     return [defer(getattr(StackRow, name), raiseload=True) for name in columns]
 
 
-@dataclass(frozen=True)
-class Definition:
-    template: hot.Template
-    environment: hot.Environment
-    params: hot.Parameters
-    conditions: Mapping[str, bool]
-
-    def active(self, name: str) -> bool:
-        """False for a resource whose condition is false."""
-        return self._truth(self.template.resources[name].condition, f"resources.{name}.condition")
-
-    def output_active(self, name: str) -> bool:
-        return self._truth(self.template.outputs[name].condition, f"outputs.{name}.condition")
-
-    def _truth(self, cond: Any, path: str) -> bool:
-        if cond is None:
-            return True
-        return hot.evaluate_condition(cond, _Conditions(self), path)
-
-    def order(self) -> list[str]:
-        return [n for n in self.template.order() if self.active(n)]
-
-    def requires(self, name: str) -> list[str]:
-        return sorted(d for d in self.template.dependencies(name) if self.active(d))
-
-
-class _Conditions:
-    """What a resource's or output's `condition` may use: parameters and named conditions."""
-
-    def __init__(self, defn: Definition) -> None:
-        self._defn = defn
-
-    def param(self, name: str) -> Any:
-        return self._defn.params.values.get(name, "")
-
-    def resource_id(self, name: str) -> Any:
-        raise hot.TemplateError(name, "a condition cannot refer to a resource")
-
-    def attribute(self, name: str, attribute: str) -> Any:
-        raise hot.TemplateError(name, "a condition cannot refer to a resource")
-
-    def file(self, path: str) -> str:
-        raise hot.TemplateError(path, "a condition cannot read a file")
-
-    def condition(self, name: str) -> bool:
-        return self._defn.conditions.get(name, False)
-
-
 class ResourceView(Protocol):
     """What expressions read of another resource: a full row, or the engine's light record of one."""
+
+    @property
+    def type(self) -> str: ...
 
     @property
     def physical_id(self) -> str | None: ...
@@ -104,13 +61,16 @@ class StackContext:
         row = self._rows.get(name)
         return (row.attributes.get(REFERENCE) or row.physical_id) if row is not None else None
 
-    def attribute(self, name: str, attribute: str) -> Any:
+    def attribute(self, name: str, attribute: str, path: list[Any]) -> Any:
         row = self._rows.get(name)
-        return row.attributes.get(attribute) if row is not None else None
+        return read_attribute(row.type, row.attributes, attribute, path) if row is not None else None
 
     def file(self, path: str) -> Any:
         """A get_file: the file's text, its binary envelope, or a directory's map of those."""
-        value = self._stack.files[path]
+        key = hot.lookup_file(self._stack.files, path)
+        if key is None:  # the parser checked every name: a stack stored before that check
+            raise hot.TemplateError(path, "get_file: file was not provided")
+        value = self._stack.files[key]
         if isinstance(value, Mapping) and list(value) == [wire_files.DIRECTORY_KEY]:
             return dict(value[wire_files.DIRECTORY_KEY])
         return value
@@ -118,44 +78,26 @@ class StackContext:
     def condition(self, name: str) -> bool:
         return self._defn.conditions.get(name, False)
 
+    def facade(self, key: str) -> Any:
+        if self._stack.parent_id is None:
+            raise hot.TemplateError(key, "resource_facade: this stack is not nested in another")
+        return (self._stack.facade or {}).get(key)
+
 
 def environment_to_json(env: hot.Environment) -> dict[str, Any]:
-    return {
-        "parameters": dict(env.parameters),
-        "parameter_defaults": dict(env.parameter_defaults),
-        "resource_registry": dict(env.resource_registry),
-    }
+    return hot.environment_to_json(env)
 
 
 def environment_from_json(obj: Mapping[str, Any]) -> hot.Environment:
-    return hot.Environment(
-        parameters=dict(obj.get("parameters") or {}),
-        parameter_defaults=dict(obj.get("parameter_defaults") or {}),
-        resource_registry=dict(obj.get("resource_registry") or {}),
-    )
-
-
-def build(
-    source: Mapping[str, Any],
-    files: Mapping[str, Any],
-    environment: hot.Environment,
-    given: Mapping[str, Any],
-    *,
-    stack_name: str,
-    stack_id: str,
-) -> Definition:
-    """Parse and validate everything; raises hot.TemplateError naming what is wrong."""
-    template = hot.parse_template(source, files=files, environment=environment)
-    params = hot.resolve_parameters(template, environment, given)
-    conditions = hot.condition_values(template, params, stack_name=stack_name, stack_id=stack_id)
-    return Definition(template, environment, params, conditions)
+    return hot.environment_from_json(obj)
 
 
 class Definitions:
     """Parsed definitions cached per stack version."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_depth: int = hot.MAX_NESTED_DEPTH) -> None:
         self._cache: dict[tuple[str, int], Definition] = {}
+        self.max_depth = max_depth
 
     def get(self, stack: StackRow) -> Definition:
         key = (stack.id, stack.version)
@@ -168,6 +110,7 @@ class Definitions:
                 stack.params_given,
                 stack_name=stack.name,
                 stack_id=stack.id,
+                nesting=hot.Nesting(stack.nested_depth, self.max_depth),
             )
             self._cache = {k: v for k, v in self._cache.items() if k[0] != stack.id}
             self._cache[key] = found
@@ -179,12 +122,3 @@ class Definitions:
 
     def forget(self, stack_id: str) -> None:
         self._cache = {k: v for k, v in self._cache.items() if k[0] != stack_id}
-
-
-def plain(value: Any) -> Any:
-    """The JSON form of a resolved value, for storage and comparison; Secrets stay Secrets."""
-    return taint.loads(json.dumps(value, default=_stored))
-
-
-def _stored(value: Any) -> Any:
-    return taint.json_default(value) if isinstance(value, taint.Secret) else str(value)

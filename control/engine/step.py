@@ -13,15 +13,17 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import delete, func, select, update
 
+from control import hot
 from control.engine import idle, lifecycle, rollback, stackdef
 from control.engine.act import Actor, error_reason
 from control.engine.settle import finish, in_session, settle, timed_out_reason
 from control.engine.slices import Light, Row, Slices, done, preload
 from control.errors import ControlError
-from control.resources import HANDLERS, Outcome, Res
+from control.resources import Outcome, Res, checker_for, handler_for
 from control.runtime import Runtime
 from control.store import bulk, work
 from control.store.orm import ConfigRow, DeploymentRow, EventRow, ResourceRow, StackRow
@@ -51,8 +53,10 @@ async def step_stack(
         bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow))
         txn = Txn(session, rt)
         stack = await session.get(StackRow, claim.stack_id, options=_STACK_WITHOUT_DEFINITION)
-        if stack is None or stack.status != "IN_PROGRESS":
+        if stack is None:
             return True, None
+        if stack.status != "IN_PROGRESS":
+            return await _between_actions(txn, stack, defs, claim, lease, kick)
         defined = 0  # resources in the definition (a stack being deleted needs none)
         if stack.action != "DELETE":
             if defs.cached(stack.id, stack.version) is None:
@@ -73,6 +77,31 @@ async def step_stack(
         await txn.commit(kick)
         del keep_alive
     return finished, deadline
+
+
+async def _between_actions(
+    txn: Txn,
+    stack: StackRow,
+    defs: stackdef.Definitions,
+    claim: work.Claim,
+    lease: float,
+    kick: Callable[[str], None],
+) -> tuple[bool, float | None]:
+    """A settled stack whose resource acts on its own (a scaling group resizing on its policy's
+    signal, as in Heat): follow that resource; the stack's status does not change."""
+    rows = list(
+        await txn.session.scalars(
+            select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.status == "IN_PROGRESS")
+        )
+    )
+    acting = [r for r in rows if checker_for(r.type) is not None]
+    if not acting:
+        return True, None
+    slices = Slices(txn, stack, len(acting), claim=claim, lease=lease, kick=kick)
+    deadline = await Step(txn, stack, defs, slices, list(acting)).check()
+    await work.fence(txn.session, claim, lease)
+    await txn.commit(kick)
+    return not any(r.status == "IN_PROGRESS" for r in acting), deadline
 
 
 class Step:
@@ -102,8 +131,24 @@ class Step:
         if stack.action == "DELETE":
             await self._purge()
         else:
+            if stack.parent_id is not None:
+                stack.outputs = self._outputs()  # its parent resource's attributes
             finish(self.txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
         return True
+
+    def _outputs(self) -> dict[str, Any]:
+        """The stack's outputs now; one that cannot be evaluated is null (`stack outputs` says why)."""
+        defn = self.defs.get(self.stack)
+        ctx = stackdef.StackContext(self.stack, defn, {r.name: r for r in self.rows if r.current})
+        out: dict[str, Any] = {}
+        for name, odef in defn.template.outputs.items():
+            if not defn.output_active(name):
+                continue
+            try:
+                out[name] = stackdef.plain(hot.resolve(odef.value, ctx, f"outputs.{name}.value"))
+            except hot.TemplateError:
+                out[name] = None
+        return out
 
     async def _walk(self) -> bool:
         """Start every resource whose dependencies are done; True while any is not done."""
@@ -163,10 +208,7 @@ class Step:
             return False  # its DELETE runs, or work a superseded traversal started finishes first
         if needed[row.name]:
             return False
-        handler = HANDLERS.get(row.type)
-        outcome = (
-            await handler.delete(txn, Res(stack, row.name, row.type), row) if handler else Outcome("COMPLETE")
-        )
+        outcome = await handler_for(row.type).delete(txn, Res(stack, row.name, row.type), row)
         if outcome.status == "IN_PROGRESS":
             row.action, row.status, row.traversal = "DELETE", "IN_PROGRESS", stack.traversal
             dep = in_session(txn, DeploymentRow, row.physical_id)
@@ -196,7 +238,7 @@ class Step:
         txn, stack = self.txn, self.stack
         nearest: float | None = None
         for listed in self.rows:
-            checker = idle.CHECKERS.get(listed.type)
+            checker = checker_for(listed.type)
             if listed.status != "IN_PROGRESS" or checker is None:
                 continue
             row = listed if isinstance(listed, ResourceRow) else await txn.session.get(ResourceRow, listed.id)
@@ -265,11 +307,15 @@ class Step:
         )
         await txn.write_events()  # flushed by the UPDATE below, which names them all
         await txn.session.execute(
-            update(EventRow).where(EventRow.stack_id == stack.id).values(stack_name=stack.name)
+            update(EventRow)
+            .where(EventRow.stack_id == stack.id)
+            .values(stack_name=stack.name, parent_stack_id=stack.parent_id)
         )
         for table in (ResourceRow, ConfigRow, DeploymentRow):
             await txn.session.execute(delete(table).where(table.stack_id == stack.id))
         await txn.session.delete(stack)
+        if stack.parent_id is not None:
+            txn.kicks.add(stack.parent_id)  # its resource there is deleted now
         self.defs.forget(stack.id)
 
 

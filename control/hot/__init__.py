@@ -5,11 +5,24 @@ TemplateError whose ``path`` says where (``resources.web.properties.config``).
 """
 
 from control.hot.binding import condition_values, resolve_parameters
-from control.hot.environment import Environment, map_type, merge_environments, parse_environment
+from control.hot.definition import Definition, build, plain
+from control.hot.environment import (
+    Environment,
+    child_environment,
+    map_type,
+    merge_environments,
+    parse_environment,
+)
+from control.hot.environment import from_json as environment_from_json
+from control.hot.environment import to_json as environment_to_json
 from control.hot.errors import TemplateError
-from control.hot.evaluation import Context, evaluate_condition, resolve
+from control.hot.evaluation import Context, evaluate_condition, resolve, select
+from control.hot.files import closure as file_closure
+from control.hot.files import is_template_ref
+from control.hot.files import lookup as lookup_file
 from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls, references
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
+from control.hot.nesting import MAX_NESTED_DEPTH, STACK_ID, Nesting, load_nested
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.parser import parse_template
 from control.hot.schema import PropSpec, TypeSpec, apply_defaults
@@ -20,11 +33,15 @@ from control.hot.types import TYPES, component_action_clash, random_minimum
 __all__ = [
     "CONDITION_FUNCTIONS",
     "FUNCTIONS",
+    "MAX_NESTED_DEPTH",
     "MAX_TEMPLATE_BYTES",
     "PSEUDO_PARAMETERS",
+    "STACK_ID",
     "TYPES",
     "Context",
+    "Definition",
     "Environment",
+    "Nesting",
     "OutputDef",
     "ParameterDef",
     "Parameters",
@@ -35,18 +52,28 @@ __all__ = [
     "TemplateError",
     "TypeSpec",
     "apply_defaults",
+    "build",
     "call_of",
     "calls",
+    "child_environment",
     "component_action_clash",
     "condition_values",
+    "environment_from_json",
+    "environment_to_json",
     "evaluate_condition",
+    "file_closure",
+    "is_template_ref",
+    "load_nested",
     "load_yaml",
+    "lookup_file",
     "map_type",
     "merge_environments",
     "parse_environment",
     "parse_template",
+    "plain",
     "random_minimum",
     "references",
     "resolve",
     "resolve_parameters",
+    "select",
 ]

@@ -60,11 +60,14 @@ class _ConditionContext:
     def resource_id(self, name: str) -> Any:
         raise TemplateError("conditions", "conditions cannot refer to resources")
 
-    def attribute(self, name: str, attribute: str) -> Any:
+    def attribute(self, name: str, attribute: str, path: list[Any]) -> Any:
         raise TemplateError("conditions", "conditions cannot refer to resources")
 
     def file(self, path: str) -> str:
         raise TemplateError("conditions", "conditions cannot read files")
+
+    def facade(self, key: str) -> Any:
+        raise TemplateError("conditions", "conditions cannot use resource_facade")
 
     def condition(self, name: str) -> bool:
         if name in self._done:

@@ -11,6 +11,7 @@ from typing import Any
 
 from control.hot import yaqlfn
 from control.hot.errors import TemplateError, at
+from control.hot.files import lookup
 from control.hot.functions import (
     CONDITION_FUNCTIONS,
     CONDITION_ONLY,
@@ -19,6 +20,7 @@ from control.hot.functions import (
     check_shape,
     is_unsupported,
 )
+from control.hot.nesting import check_attribute
 from control.hot.parameters import PSEUDO_PARAMETERS
 from control.hot.schema import TypeSpec
 from control.hot.template import Template
@@ -138,9 +140,14 @@ class Checker:
             return
         if not isinstance(attribute, str):
             raise TemplateError(path, "get_attr: the attribute name must be a string")
-        rtype = self.t.resources[target].type
-        known = self.types[rtype].attributes
-        if known is not None and attribute not in known:
+        rdef = self.t.resources[target]
+        if rdef.nested is not None:
+            check_attribute(rdef.nested, rdef.type, attribute, path)
+            return
+        rtype = rdef.type
+        spec = self.types[rtype]
+        known = spec.attributes
+        if known is not None and attribute not in known and not attribute.startswith(spec.attribute_prefixes):
             raise TemplateError(
                 path,
                 f"get_attr: {target} ({rtype}) has no attribute {attribute!r}; "
@@ -148,7 +155,7 @@ class Checker:
             )
 
     def _get_file(self, args: Any, path: str) -> None:
-        if args not in self.t.files:
+        if lookup(self.t.files, args) is None:
             raise TemplateError(path, f"get_file: file {args!r} was not provided")
 
 

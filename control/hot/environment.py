@@ -13,15 +13,22 @@ from control.hot.schema import describe
 
 SECTIONS = ("parameters", "parameter_defaults", "resource_registry", "encrypted_param_names", "event_sinks")
 MAX_CHAIN = 10
-_TEMPLATE_SUFFIXES = (".yaml", ".yml", ".template", ".json", ".hot")
-_NESTED = "nested templates are not supported yet"
+#: Keys of a per-resource entry that are not type mappings; accepted and ignored with a warning.
+_IGNORED_ENTRY_KEYS = {
+    "hooks": "breakpoints (hooks) are not supported: the resource is not paused",
+    "restricted_actions": "restricted_actions is not supported: updates and replacements are not restricted",
+}
 
 
 @dataclass(frozen=True)
 class Environment:
     parameters: Mapping[str, Any] = field(default_factory=dict)
     parameter_defaults: Mapping[str, Any] = field(default_factory=dict)
-    resource_registry: Mapping[str, str] = field(default_factory=dict)  # name or glob -> type
+    resource_registry: Mapping[str, str] = field(default_factory=dict)  # name or glob -> type or template
+    #: ``resource_registry.resources``: resource name (or glob) -> its own mappings, and maps for
+    #: the resources of its nested stack, as Heat writes them.
+    resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
 
 def parse_environment(
@@ -36,10 +43,16 @@ def parse_environment(
     for key in data:
         if key not in SECTIONS:
             raise TemplateError(at(what, key), f"unknown section; known: {', '.join(SECTIONS)}")
+    section = _section(data, "resource_registry", what)
+    path = at(what, "resource_registry")
+    warnings: list[str] = []
+    resources = _per_resource(section.pop("resources", None), at(path, "resources"), warnings)
     return Environment(
         parameters=_section(data, "parameters", what),
         parameter_defaults=_section(data, "parameter_defaults", what),
-        resource_registry=_registry(_section(data, "resource_registry", what), at(what, "resource_registry")),
+        resource_registry=_registry(section, path),
+        resources=resources,
+        warnings=tuple(warnings),
     )
 
 
@@ -58,17 +71,85 @@ def _section(data: Mapping[str, Any], key: str, what: str) -> dict[str, Any]:
 def _registry(section: Mapping[str, Any], path: str) -> dict[str, str]:
     registry: dict[str, str] = {}
     for name, target in section.items():
-        where = at(path, name)
-        if name == "resources" or isinstance(target, Mapping):
-            raise TemplateError(where, f"per-resource mappings: {_NESTED}")
         if name == "base_url":
-            continue  # only locates template files, which are refused below anyway
+            continue  # locates relative template files: the client resolved them already
         if not isinstance(target, str) or not target:
-            raise TemplateError(where, f"expected a resource type name, got {describe(target)}")
-        if "/" in target or target.lower().endswith(_TEMPLATE_SUFFIXES):
-            raise TemplateError(where, f"{target!r} is a template file: {_NESTED}")
+            raise TemplateError(
+                at(path, name), f"expected a resource type name or a template, got {describe(target)}"
+            )
         registry[name] = target
     return registry
+
+
+def _per_resource(section: Any, path: str, warnings: list[str]) -> dict[str, dict[str, Any]]:
+    """``resources: {name: {Type: target, hooks: ..., nested_name: {...}}}``, checked."""
+    if section is None:
+        return {}
+    if not isinstance(section, Mapping):
+        raise TemplateError(path, f"expected a map of resource name -> entry, got {describe(section)}")
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in section.items():
+        where = at(path, name)
+        if not isinstance(name, str) or not isinstance(entry, Mapping):
+            raise TemplateError(
+                where, f"expected a map of type mappings and nested resources, got {describe(entry)}"
+            )
+        checked: dict[str, Any] = {}
+        for key, value in entry.items():
+            if key in _IGNORED_ENTRY_KEYS:
+                warnings.append(f"{at(where, key)}: {_IGNORED_ENTRY_KEYS[key]}")
+            elif isinstance(value, Mapping):
+                checked[key] = _per_resource({key: value}, where, warnings)[key]
+            elif isinstance(value, str) and value:
+                checked[key] = value
+            else:
+                raise TemplateError(
+                    at(where, key), f"expected a type, a template or a nested entry, got {describe(value)}"
+                )
+        out[name] = checked
+    return out
+
+
+def to_json(env: Environment) -> dict[str, Any]:
+    """The environment as a stack row stores it (Heat's layout: ``resources`` under the registry)."""
+    registry: dict[str, Any] = dict(env.resource_registry)
+    if env.resources:
+        registry["resources"] = dict(env.resources)
+    return {
+        "parameters": dict(env.parameters),
+        "parameter_defaults": dict(env.parameter_defaults),
+        "resource_registry": registry,
+    }
+
+
+def from_json(obj: Mapping[str, Any]) -> Environment:
+    registry = dict(obj.get("resource_registry") or {})
+    resources = registry.pop("resources", None) or {}
+    return Environment(
+        parameters=dict(obj.get("parameters") or {}),
+        parameter_defaults=dict(obj.get("parameter_defaults") or {}),
+        resource_registry=registry,
+        resources=dict(resources),
+    )
+
+
+def child_environment(env: Environment, resource_name: str) -> Environment:
+    """What a nested stack made by *resource_name* gets (Heat's rule): the registry and
+    parameter_defaults, not the parameters; the per-resource entries below that name."""
+    nested: dict[str, Any] = {}
+    for pattern in _matching(env.resources, resource_name):
+        for key, value in env.resources[pattern].items():
+            if isinstance(value, Mapping):
+                nested[key] = {**nested.get(key, {}), **value}
+    return Environment(
+        parameter_defaults=env.parameter_defaults, resource_registry=env.resource_registry, resources=nested
+    )
+
+
+def _matching(resources: Mapping[str, Any], name: str) -> list[str]:
+    """The per-resource entries that apply to *name*: globs (shortest first), then the exact one."""
+    globs = [p for p in resources if p != name and fnmatch.fnmatchcase(name, p)]
+    return sorted(globs, key=len) + ([name] if name in resources else [])
 
 
 def merge_environments(envs: Sequence[Environment]) -> Environment:
@@ -79,6 +160,8 @@ def merge_environments(envs: Sequence[Environment]) -> Environment:
             parameters={**merged.parameters, **env.parameters},
             parameter_defaults={**merged.parameter_defaults, **env.parameter_defaults},
             resource_registry={**merged.resource_registry, **env.resource_registry},
+            resources={**merged.resources, **env.resources},
+            warnings=merged.warnings + env.warnings,
         )
     return merged
 
@@ -91,10 +174,21 @@ def _lookup(registry: Mapping[str, str], type_name: str) -> str | None:
     return registry[max(globs, key=len)] if globs else None
 
 
-def map_type(env: Environment, type_name: str) -> str:
-    """The type ``type_name`` stands for after following the resource_registry."""
+def map_type(env: Environment, type_name: str, resource_name: str | None = None) -> str:
+    """The type ``type_name`` stands for after following the resource_registry.
+
+    A per-resource entry for *resource_name* (``resources: {name: {Type: target}}``) is
+    applied first, then the global entries.
+    """
     seen = [type_name]
     current = type_name
+    if resource_name is not None:
+        for pattern in reversed(_matching(env.resources, resource_name)):
+            target = env.resources[pattern].get(type_name)
+            if isinstance(target, str):
+                current = target
+                seen.append(target)
+                break
     while True:
         target = _lookup(env.resource_registry, current)
         if target is None or target == current:

@@ -24,9 +24,15 @@ class Context(Protocol):
 
     def param(self, name: str) -> Any: ...
     def resource_id(self, name: str) -> Any: ...
-    def attribute(self, name: str, attribute: str) -> Any: ...
+    def attribute(self, name: str, attribute: str, path: list[Any]) -> Any:
+        """Resource *name*'s *attribute*, followed along *path* (keys and indices)."""
+        ...
+
     def file(self, path: str) -> Any: ...
     def condition(self, name: str) -> bool: ...
+    def facade(self, key: str) -> Any:
+        """``resource_facade``: what the resource that made this (nested) stack has under *key*."""
+        ...
 
 
 class _Omitted:
@@ -102,16 +108,16 @@ def _truth(value: Any, ctx: Context, path: str) -> bool:
     raise TemplateError(path, f"a condition must be true, false or a condition name, not {show(value)}")
 
 
-def _select(value: Any, keys: list[Any], missing: Any) -> Any:
+def select(value: Any, keys: list[Any], missing: Any = None) -> Any:
     """Follow map keys and list indices (ints or digit strings); ``missing`` when it cannot.
 
     A Secret on the way makes the result a Secret (a member of a secret map is secret).
     """
     if taint.tainted(keys):
-        return taint.Secret(_select(taint.reveal(value), taint.reveal(keys), missing))
+        return taint.Secret(select(taint.reveal(value), taint.reveal(keys), missing))
     for i, key in enumerate(keys):
         if isinstance(value, taint.Secret):
-            return taint.Secret(_select(value.value, keys[i:], missing))
+            return taint.Secret(select(value.value, keys[i:], missing))
         value = _step(value, key, missing)
         if value is missing:
             return missing
@@ -139,7 +145,7 @@ def _get_param(a: Any, ctx: Context, path: str) -> Any:
         return taint.Secret(_get_param(taint.reveal(a), ctx, path))
     if not isinstance(name, str):
         raise TemplateError(path, "get_param: the parameter name must be a string")
-    return _select(ctx.param(name), keys, "")
+    return select(ctx.param(name), keys, "")
 
 
 def _get_resource(a: Any, ctx: Context, path: str) -> Any:
@@ -153,7 +159,7 @@ def _get_attr(a: Any, ctx: Context, path: str) -> Any:
         return taint.Secret(_get_attr(taint.reveal(a), ctx, path))
     if not (isinstance(a[0], str) and isinstance(a[1], str)):
         raise TemplateError(path, "get_attr: the resource and attribute names must be strings")
-    return _select(ctx.attribute(a[0], a[1]), list(a[2:]), None)
+    return ctx.attribute(a[0], a[1], list(a[2:]))
 
 
 def _get_file(a: Any, ctx: Context, path: str) -> Any:
@@ -194,6 +200,7 @@ _SELECTS: dict[str, Callable[[Any, Context, str], Any]] = {
 _LOOKUPS: dict[str, Callable[[Any, Context, str], Any]] = {
     "get_resource": _get_resource,
     "get_file": _get_file,
+    "resource_facade": lambda a, c, p: c.facade(a),
     "equals": lambda a, c, p: a[0] == a[1],
     "not": lambda a, c, p: not _truth(a, c, at(p, "not")),
     "and": lambda a, c, p: all(_truths(a, c, p, "and")),

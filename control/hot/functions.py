@@ -37,6 +37,7 @@ FUNCTIONS = frozenset(
         "or",
         "filter",
         "make_url",
+        "resource_facade",
         "yaql",
     }
 )
@@ -68,7 +69,9 @@ CONDITION_FUNCTIONS = frozenset({"equals", "not", "and", "or", "contains", "get_
 # output's `condition`, and the first argument of `if` (Heat parses them nowhere else).
 CONDITION_ONLY = frozenset({"equals", "not", "and", "or"})
 # Heat/CFN names Anneal does not evaluate; every "Fn::..." key is one too.
-UNSUPPORTED = frozenset({"Ref", "resource_facade"})
+UNSUPPORTED = frozenset({"Ref"})
+#: What ``resource_facade`` may read of the resource that made a nested stack.
+FACADE_KEYS = ("metadata", "deletion_policy", "update_policy")
 
 _LIST_ARGS: dict[str, tuple[int, int | None]] = {
     "get_attr": (2, None),
@@ -166,5 +169,7 @@ def check_shape(name: str, args: Any, path: str) -> None:
         raise TemplateError(path, f"{name}: expects a name (a string)")
     elif name == "get_param" and not (isinstance(args, str) or (isinstance(args, list) and args)):
         raise TemplateError(path, f"{name}: expects a parameter name or a list [name, key, ...]")
+    elif name == "resource_facade" and args not in FACADE_KEYS:
+        raise TemplateError(path, f"{name}: expects one of {', '.join(FACADE_KEYS)}")
     elif name == "not" and args is None:
         raise TemplateError(path, "not: expects a condition")

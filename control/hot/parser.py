@@ -13,7 +13,11 @@ from typing import Any
 from control.hot.checker import Checker
 from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
+from control.hot.files import is_template_ref
+from control.hot.groups import MEMBER_PROPERTY, check_member
 from control.hot.loader import check_document, load_yaml
+from control.hot.nesting import Nesting, parse_nested
+from control.hot.nesting import check_properties as check_nested_properties
 from control.hot.parameters import ParameterDef, parse_parameter_defs
 from control.hot.schema import TypeSpec, check_keys, check_properties, describe
 from control.hot.template import OutputDef, ResourceDef, Template
@@ -49,6 +53,7 @@ INFRASTRUCTURE = (
     "OS::Swift::",
     "OS::Octavia::",
     "OS::Designate::",
+    "OS::Aodh::",  # alarms: no alarm service here; a scaling policy is signalled by its URL
     "AWS::",
 )
 _RESOURCE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -60,9 +65,15 @@ def parse_template(
     files: Mapping[str, Any] | None = None,
     environment: Environment | None = None,
     types: Mapping[str, TypeSpec] = TYPES,
+    nesting: Nesting | None = None,
 ) -> Template:
-    """Parse and validate a HOT template; raises TemplateError at the first problem."""
+    """Parse and validate a HOT template and the templates it nests; raises TemplateError at the first problem.
+
+    *nesting* says how deep the stack is and caps how deep its template resources may go.
+    """
     data = _document(source)
+    files = dict(files or {})
+    env = environment or Environment()
     version = canonical_version(data.get("heat_template_version"))
     description = data.get("description") or ""
     if not isinstance(description, str):
@@ -70,7 +81,11 @@ def parse_template(
     warnings: list[str] = []
     parameters = parse_parameter_defs(data.get("parameters"), warnings)
     _check_groups(data.get("parameter_groups"), parameters)
-    resources = _resources(data.get("resources"), environment or Environment(), types, warnings)
+    scope = _Scope(files, env, types, nesting or Nesting(), warnings)
+    resources = {
+        name: scope.resource(name, body)
+        for name, body in _names_map(data.get("resources"), "resources").items()
+    }
     template = Template(
         version=version,
         description=description,
@@ -78,7 +93,7 @@ def parse_template(
         resources=resources,
         outputs=_outputs(data.get("outputs")),
         conditions=_names_map(data.get("conditions"), "conditions"),
-        files=dict(files or {}),
+        files=files,
         warnings=tuple(warnings),
     )
     Checker(template, types).run()
@@ -136,15 +151,6 @@ def _check_groups(groups: Any, parameters: Mapping[str, ParameterDef]) -> None:
             seen.add(name)
 
 
-def _resources(
-    section: Any, env: Environment, types: Mapping[str, TypeSpec], warnings: list[str]
-) -> dict[str, ResourceDef]:
-    return {
-        name: _resource(name, body, env, types, warnings)
-        for name, body in _names_map(section, "resources").items()
-    }
-
-
 def _mapping(body: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
     value = body.get(key)
     if value is None:
@@ -154,10 +160,63 @@ def _mapping(body: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
     return dict(value)
 
 
-def _resource(
-    name: str, body: Any, env: Environment, types: Mapping[str, TypeSpec], warnings: list[str]
-) -> ResourceDef:
-    path = f"resources.{name}"
+class _Scope:
+    """What a template's resources are read against: its files, environment, types and depth."""
+
+    def __init__(
+        self,
+        files: Mapping[str, str],
+        env: Environment,
+        types: Mapping[str, TypeSpec],
+        nesting: Nesting,
+        warnings: list[str],
+    ) -> None:
+        self.files, self.env, self.types, self.nesting, self.warnings = files, env, types, nesting, warnings
+
+    def _parse(self, source: Any, files: Mapping[str, str], env: Environment, nesting: Nesting) -> Template:
+        return parse_template(source, files=files, environment=env, types=self.types, nesting=nesting)
+
+    def resource(self, name: str, body: Any) -> ResourceDef:
+        path = f"resources.{name}"
+        _check_keys(name, body, path)
+        original = body.get("type")
+        if not isinstance(original, str) or not original:
+            raise TemplateError(at(path, "type"), "is required: the name of a resource type")
+        rtype = map_type(self.env, original, name)
+        rtype = ALIASES.get(rtype, rtype)
+        properties = _mapping(body, "properties", path)
+        nested = None
+        if rtype in self.types:
+            check_properties(self.types[rtype], properties, at(path, "properties"), self.warnings)
+            if rtype in MEMBER_PROPERTY:
+                scope = (self.files, self.env, self.types, self.nesting, self.warnings)
+                check_member(name, rtype, properties, at(path, "properties"), scope, self._parse)
+        elif is_template_ref(rtype, self.files):
+            rtype, nested = parse_nested(
+                name, rtype, at(path, "type"), self.files, self.env, self.nesting, self._parse
+            )
+            check_nested_properties(nested, rtype, properties, at(path, "properties"), self.env)
+        else:
+            raise _unsupported_type(at(path, "type"), original, rtype, self.types)
+        update_policy = _mapping(body, "update_policy", path)
+        spec = self.types.get(rtype)
+        if spec is not None and spec.update_policy is not None:
+            check_keys(spec.update_policy or {}, update_policy, at(path, "update_policy"))
+        return ResourceDef(
+            name=name,
+            type=rtype,
+            original_type=original,
+            properties=properties,
+            depends_on=_depends_on(body.get("depends_on"), at(path, "depends_on")),
+            metadata=_mapping(body, "metadata", path),
+            deletion_policy=_deletion_policy(body.get("deletion_policy"), at(path, "deletion_policy")),
+            update_policy=update_policy,
+            condition=body.get("condition"),
+            nested=nested,
+        )
+
+
+def _check_keys(name: str, body: Any, path: str) -> None:
     if not _RESOURCE_NAME.fullmatch(name):
         raise TemplateError(path, "a resource name has only letters, digits, '_', '-' and '.'")
     if not isinstance(body, Mapping):
@@ -167,29 +226,6 @@ def _resource(
             raise TemplateError(at(path, key), "external resources are not supported")
         if key not in RESOURCE_KEYS:
             raise TemplateError(at(path, key), f"unknown key; allowed: {', '.join(RESOURCE_KEYS[:-1])}")
-    original = body.get("type")
-    if not isinstance(original, str) or not original:
-        raise TemplateError(at(path, "type"), "is required: the name of a resource type")
-    rtype = map_type(env, original)
-    rtype = ALIASES.get(rtype, rtype)
-    if rtype not in types:
-        raise _unsupported_type(at(path, "type"), original, rtype, types)
-    properties = _mapping(body, "properties", path)
-    check_properties(types[rtype], properties, at(path, "properties"), warnings)
-    update_policy = _mapping(body, "update_policy", path)
-    if types[rtype].update_policy is not None:
-        check_keys(types[rtype].update_policy or {}, update_policy, at(path, "update_policy"))
-    return ResourceDef(
-        name=name,
-        type=rtype,
-        original_type=original,
-        properties=properties,
-        depends_on=_depends_on(body.get("depends_on"), at(path, "depends_on")),
-        metadata=_mapping(body, "metadata", path),
-        deletion_policy=_deletion_policy(body.get("deletion_policy"), at(path, "deletion_policy")),
-        update_policy=update_policy,
-        condition=body.get("condition"),
-    )
 
 
 def _unsupported_type(path: str, original: str, rtype: str, types: Mapping[str, TypeSpec]) -> TemplateError:

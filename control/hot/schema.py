@@ -39,6 +39,7 @@ class TypeSpec:
     open_properties: bool = False  # True: unknown properties are accepted with a warning
     check: Callable[[Mapping[Any, Any], str], None] | None = None  # type's own literal checks
     update_policy: Mapping[str, PropSpec] | None = None  # the update_policy keys it takes
+    attribute_prefixes: tuple[str, ...] = ()  # attribute names starting so are its too (resource.<n>)
 
 
 def _parses(value: Any, parse: Callable[[str], Any]) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from control.hot.functions import calls, references
+from control.hot.functions import call_of, calls, references
 from control.hot.parameters import ParameterDef
 
 
@@ -27,6 +27,8 @@ class ResourceDef:
     deletion_policy: str | None  # 'Delete' | 'Retain' | 'Snapshot'
     update_policy: Mapping[str, Any]
     condition: Any  # None, a boolean, a condition name or an inline condition
+    #: A template resource's parsed template (``type`` is then its key in the files).
+    nested: Template | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,33 @@ class Template:
                 if waiting[user] == 0:
                     heapq.heappush(ready, position[user])
         return out
+
+    def attribute_paths(self, name: str) -> frozenset[tuple[Any, ...]] | None:
+        """The ``[attribute, key, ...]`` paths the template reads of resource *name* with get_attr.
+
+        None when one of them is computed (a function call), so any attribute may be read.
+        """
+        return self._attribute_paths.get(name, frozenset())
+
+    @cached_property
+    def _attribute_paths(self) -> dict[str, frozenset[tuple[Any, ...]] | None]:
+        found: dict[str, set[tuple[Any, ...]] | None] = {}
+        nodes = [r.properties for r in self.resources.values()] + [
+            r.metadata for r in self.resources.values()
+        ]
+        nodes += [o.value for o in self.outputs.values()]
+        for node in nodes:
+            for _, fn, args in calls(node):
+                if fn != "get_attr" or not isinstance(args, list) or not isinstance(args[0], str):
+                    continue
+                paths = found.setdefault(args[0], set())
+                if paths is None:
+                    continue
+                if any(call_of(a) is not None or not isinstance(a, str | int) for a in args[1:]):
+                    found[args[0]] = None
+                else:
+                    paths.add(tuple(args[1:]))
+        return {k: None if v is None else frozenset(v) for k, v in found.items()}
 
     def reads(self, name: str) -> frozenset[str]:
         """The attributes of resource *name* that get_attr reads anywhere in the template."""

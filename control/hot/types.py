@@ -11,6 +11,7 @@ from typing import Any
 
 from control.hot.errors import TemplateError, at
 from control.hot.functions import call_of
+from control.hot.groups import GROUP_TYPES
 from control.hot.schema import PropSpec, TypeSpec, is_integer
 
 
@@ -329,6 +330,7 @@ TYPES: Mapping[str, TypeSpec] = {
             },
             frozenset({"value"}),
         ),
+        *GROUP_TYPES.values(),
     )
 }
 # Heat's older names for the groups, still accepted (hidden aliases there too).

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from control.resources.base import REPLACE, Handler, Outcome, Res, done
+from control import hot
+from control.resources import provider, resource_group, scaling
+from control.resources.base import REPLACE, Checked, Composite, Handler, Nest, Outcome, Res, Suspendable, done
 from control.resources.cloudconfig import CloudConfig, MultipartMime
 from control.resources.groups import DeploymentGroup
 from control.resources.randomstring import RandomString
@@ -33,6 +36,9 @@ HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::RandomString": RandomString(),
     "OS::Heat::DeployedServer": Server(),
     "OS::Nova::Server": Server(),
+    resource_group.RESOURCE_GROUP: resource_group.ResourceGroup(),
+    scaling.AUTO_SCALING_GROUP: scaling.AutoScalingGroup(),
+    scaling.SCALING_POLICY: scaling.ScalingPolicy(),
     "OS::Heat::WaitConditionHandle": WaitConditionHandle(),
     "OS::Heat::WaitCondition": WaitCondition(),
     "AWS::CloudFormation::WaitConditionHandle": WaitConditionHandle(),
@@ -40,16 +46,60 @@ HANDLERS: Mapping[str, Handler] = {
 }
 #: Types whose resource row is one deployment (its physical id is the deployment's id).
 DEPLOYMENT_TYPES = frozenset({"OS::Heat::SoftwareDeployment", "OS::Heat::StructuredDeployment"})
+#: The handler of every template resource (its type is the template's key in the files).
+TEMPLATE_RESOURCE = provider.TemplateResource()
+
+
+def handler_for(type_name: str) -> Handler:
+    """The handler of a resource type; a type that is no built-in one is a template (the parser
+    accepts nothing else)."""
+    return HANDLERS.get(type_name, TEMPLATE_RESOURCE)
+
+
+def checker_for(type_name: str) -> Checked | None:
+    """The handler if it follows its own progress (asked while its resource is IN_PROGRESS)."""
+    handler = handler_for(type_name)
+    return handler if isinstance(handler, Checked) else None
+
+
+def suspender_for(type_name: str) -> Suspendable | None:
+    handler = handler_for(type_name)
+    return handler if isinstance(handler, Suspendable) else None
+
+
+def composite_for(type_name: str) -> Composite | None:
+    """The handler if its resource makes a nested stack."""
+    handler = handler_for(type_name)
+    return handler if isinstance(handler, Composite) else None
+
+
+def read_attribute(type_name: str, attributes: Mapping[str, Any], name: str, path: list[Any]) -> Any:
+    """``get_attr: [resource, name, *path]`` of a resource of *type_name* with these attributes."""
+    if type_name not in HANDLERS:
+        return provider.read(attributes, name, path)
+    if type_name == resource_group.RESOURCE_GROUP:
+        return resource_group.read(attributes, name, path)
+    if type_name == scaling.AUTO_SCALING_GROUP:
+        return scaling.read(attributes, name, path)
+    return hot.select(attributes.get(name), path)
+
 
 __all__ = [
     "DEPLOYMENT_TYPES",
     "HANDLERS",
     "REPLACE",
+    "TEMPLATE_RESOURCE",
     "Handler",
+    "Nest",
     "Outcome",
     "Res",
+    "checker_for",
+    "composite_for",
     "create_server",
     "done",
     "forget_deployment",
+    "handler_for",
+    "read_attribute",
     "remove_server",
+    "suspender_for",
 ]

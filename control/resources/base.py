@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, runtime_checkable
 
+from control import hot
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 
@@ -38,6 +39,20 @@ def done(physical_id: str | None = None, **attributes: Any) -> Outcome:
 
 
 @dataclass(frozen=True)
+class Nest:
+    """What the stack gives a resource that makes a nested stack (template resources, groups)."""
+
+    #: The stack's environment: its registry and parameter_defaults go down to the nested stack.
+    environment: hot.Environment
+    #: The ``[attribute, key, ...]`` paths the stack reads of the resource (None: any).
+    wants: frozenset[tuple[Any, ...]] | None
+    #: ``resource_facade`` in the nested stack: the resource's metadata and policies.
+    facade: Mapping[str, Any]
+    #: The template resource's parsed template (None for groups: they build theirs).
+    template: hot.Template | None = None
+
+
+@dataclass(frozen=True)
 class Res:
     """The resource being acted on."""
 
@@ -46,6 +61,8 @@ class Res:
     type: str
     #: The resource's ``update_policy`` as written in the template (create and update only).
     update_policy: Mapping[str, Any] = field(default_factory=dict)
+    #: What a resource that makes a nested stack passes down (create and update only).
+    nest: Nest | None = None
     #: The attributes of it other resources and outputs read with get_attr (create and update only).
     reads: frozenset[str] = frozenset()
 
@@ -74,6 +91,22 @@ class Checked(Protocol):
     """A handler that follows its own progress: asked while its resource is IN_PROGRESS."""
 
     async def check(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome: ...
+
+
+@runtime_checkable
+class Composite(Protocol):
+    """A handler whose resource makes a nested stack: it may need an update while its properties
+    stay the same (the nested template or the environment changed), and a failed one is
+    updated in place (its nested stack walks again), not replaced."""
+
+    def changed(self, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> bool: ...
+
+
+@runtime_checkable
+class Signalled(Protocol):
+    """A handler that takes signals (Heat's resource signal): a scaling policy adjusts its group."""
+
+    async def signal(self, txn: Txn, res: Res, row: ResourceRow, details: Mapping[str, Any]) -> str: ...
 
 
 @runtime_checkable

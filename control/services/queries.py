@@ -15,11 +15,13 @@ from control.documents import seal
 from control.engine import stackdef
 from control.errors import BadRequestError, NotFoundError
 from control.hot import taint
+from control.resources import composite_for
 from control.resources.group_members import failed_member
+from control.resources.provider import HIDDEN as HIDDEN_OUTPUT
 from control.runtime import Runtime
-from control.services.stacks import MASK, STATE_ONLY, get_stack, mask
+from control.services.stacks import MASK, STATE_ONLY, get_stack, mask, stack_view
 from control.settings import Settings
-from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow
+from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
 from control.txn import lock_event_streams
 
 TAIL_LINES = 20
@@ -36,7 +38,7 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
     ctx = stackdef.StackContext(stack, defn, {r.name: r for r in rows})
     out = []
     for name, odef in defn.template.outputs.items():
-        if not defn.output_active(name):
+        if not defn.output_active(name) or name.startswith(HIDDEN_OUTPUT):
             continue
         entry: dict[str, Any] = {"output_key": name, "description": odef.description or ""}
         try:
@@ -47,16 +49,83 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
     return out
 
 
+async def list_stacks(session: AsyncSession, nested: bool) -> list[dict[str, Any]]:
+    """Top-level stacks, oldest first; with *nested*, the stacks nested in them too."""
+    query = select(StackRow).options(*STATE_ONLY).order_by(StackRow.created_at)
+    if not nested:
+        query = query.where(StackRow.parent_id.is_(None))
+    return [stack_view(s) for s in await session.scalars(query)]
+
+
+async def nested_stacks(session: AsyncSession, stack_id: str, depth: int) -> dict[str, str]:
+    """Stack id -> name of *stack_id*'s nested stacks down to *depth* levels, deleted ones included.
+
+    A deleted nested stack is found through its events, which keep its parent's id.
+    """
+    found: dict[str, str] = {}
+    level = [stack_id]
+    for _ in range(max(0, depth)):
+        live = await session.execute(select(StackRow.id, StackRow.name).where(StackRow.parent_id.in_(level)))
+        gone = await session.execute(
+            select(EventRow.stack_id, EventRow.stack_name)
+            .where(EventRow.parent_stack_id.in_(level))
+            .distinct()
+        )
+        level = []
+        for child_id, name in [*live, *gone]:
+            if child_id not in found:
+                found[child_id] = name
+                level.append(child_id)
+        if not level:
+            break
+    return found
+
+
 async def stack_events(
-    session: AsyncSession, ref: str, after: int = 0, traversal: int | None = None, limit: int | None = None
+    session: AsyncSession,
+    ref: str,
+    after: int = 0,
+    traversal: int | None = None,
+    limit: int | None = None,
+    nested_depth: int = 0,
 ) -> list[dict[str, Any]]:
     """A stack's events after *after*, oldest first: of one *traversal* only when given, at most *limit*.
 
-    A deleted stack's events stay queryable by its name or id.
+    With *nested_depth*, the events of its nested stacks that many levels down are merged in
+    (the traversal filter applies to the stack's own events). A deleted stack's events stay
+    queryable by its name or id.
     """
+    stack_id, name = await _events_of(session, ref)
+    names = {stack_id: name, **(await nested_stacks(session, stack_id, nested_depth))}
+    await lock_event_streams(session, names, shared=False)  # every smaller id committed first
+    own = EventRow.stack_id == stack_id
+    if traversal is not None:
+        own = own & (EventRow.traversal == traversal)
+    where = own | EventRow.stack_id.in_([k for k in names if k != stack_id]) if len(names) > 1 else own
+    stmt = select(EventRow).where(where, EventRow.id > after).order_by(EventRow.id)
+    rows = await session.scalars(stmt.limit(limit))
+    return [
+        {
+            "id": e.id,
+            "timestamp": e.timestamp,
+            "resource_name": e.resource_name or names.get(e.stack_id, name),
+            "stack_name": names.get(e.stack_id, e.stack_name),
+            "action": e.action,
+            "status": e.status,
+            "reason": e.reason,
+            "deployment_id": e.deployment_id,
+            "generation": e.generation,
+            "traversal": e.traversal,
+        }
+        for e in rows
+    ]
+
+
+async def _events_of(session: AsyncSession, ref: str) -> tuple[str, str]:
+    """(id, name) of the stack *ref* names, or of a deleted one whose events are kept."""
     try:
         stack = await get_stack(session, ref, *STATE_ONLY)
-        stack_id, name = stack.id, stack.name
+        return stack.id, stack.name
     except NotFoundError:
         found = (
             await session.execute(
@@ -70,45 +139,34 @@ async def stack_events(
         ).first()
         if found is None:
             raise
-        stack_id, name = found
-    await lock_event_streams(session, [stack_id], shared=False)  # every smaller id committed first
-    stmt = select(EventRow).where(EventRow.stack_id == stack_id, EventRow.id > after).order_by(EventRow.id)
-    if traversal is not None:
-        stmt = stmt.where(EventRow.traversal == traversal)
-    rows = await session.scalars(stmt.limit(limit))
-    return [
-        {
-            "id": e.id,
-            "timestamp": e.timestamp,
-            "resource_name": e.resource_name or name,
-            "action": e.action,
-            "status": e.status,
-            "reason": e.reason,
-            "deployment_id": e.deployment_id,
-            "generation": e.generation,
-            "traversal": e.traversal,
-        }
-        for e in rows
-    ]
+        return str(found[0]), str(found[1])
 
 
 async def wait_events(
-    rt: Runtime, ref: str, after: int, wait: float, traversal: int | None = None, limit: int | None = None
+    rt: Runtime,
+    ref: str,
+    after: int,
+    wait: float,
+    traversal: int | None = None,
+    limit: int | None = None,
+    nested_depth: int = 0,
 ) -> list[dict[str, Any]]:
     """Events after *after*; with *wait* > 0, hold the request until one arrives (bounded, polled)."""
     deadline = time.monotonic() + wait
     while True:
         async with rt.sessions() as session:
-            events = await stack_events(session, ref, after, traversal, limit)
+            events = await stack_events(session, ref, after, traversal, limit, nested_depth)
         if events or time.monotonic() >= deadline:
             return events
         await asyncio.sleep(min(EVENT_POLL, max(0.0, deadline - time.monotonic())))
 
 
-async def stack_resources(session: AsyncSession, ref: str) -> list[dict[str, Any]]:
+async def stack_resources(session: AsyncSession, ref: str, nested_depth: int = 0) -> list[dict[str, Any]]:
+    """The stack's resources, and with *nested_depth* those of its nested stacks that deep."""
     stack = await get_stack(session, ref, *STATE_ONLY)
+    names = {stack.id: stack.name, **(await nested_stacks(session, stack.id, nested_depth))}
     rows = await session.scalars(
-        select(ResourceRow).where(ResourceRow.stack_id == stack.id).order_by(ResourceRow.id)
+        select(ResourceRow).where(ResourceRow.stack_id.in_(list(names))).order_by(ResourceRow.id)
     )
     return [
         {
@@ -118,13 +176,18 @@ async def stack_resources(session: AsyncSession, ref: str) -> list[dict[str, Any
             "status_reason": r.status_reason,
             "physical_id": r.physical_id,
             "current": r.current,
+            "stack_name": names[r.stack_id],
         }
         for r in rows
     ]
 
 
 async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]]:
-    """Each failed deployment (and failed resource) with the tail of its stdout and stderr."""
+    """Each failed deployment (and failed resource) with the tail of its stdout and stderr.
+
+    A failed resource that made a nested stack is shown by the failures inside that stack,
+    named by their path (``mid/leaf/leaf_dep``).
+    """
     stack = await get_stack(session, ref, *STATE_ONLY)
     stack_texts = (await seal.stack_texts(session, [stack.id])).get(stack.id, frozenset())
     failures = []
@@ -132,6 +195,12 @@ async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.status == "FAILED")
     )
     for r in rows:
+        if composite_for(r.type) and r.physical_id:  # it made a nested stack: that stack says why
+            child = await session.scalar(select(StackRow.id).where(StackRow.id == r.physical_id))
+            inner = await stack_failures(session, child) if child else []
+            if inner:
+                failures += [{**f, "resource": f"{r.name}/{f['resource']}"} for f in inner]
+                continue
         entry: dict[str, Any] = {
             "resource": r.name,
             "type": r.type,

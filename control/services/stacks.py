@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -18,14 +18,13 @@ from control.engine import stackdef
 from control.engine.settle import settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.hot import taint
+from control.resources.nested import retire, store_definition, warning_events
 from control.resources.validate import check_definition
 from control.runtime import Runtime
-from control.store.orm import DeploymentRow, ResourceRow, StackRow
+from control.store.orm import DeploymentRow, StackRow
 from control.txn import Txn
 
 UPDATE_RETRIES = 5
-#: Resource rows an update marks removed per statement (bounds the IN list).
-RETIRE_CHUNK = 1000
 _STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,254}$")
 MASK = taint.MASK
 #: Loader options for a stack row read for its identity and state only: nothing of its
@@ -87,7 +86,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
         )
     template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
     stack_id = str(uuid.uuid4())
-    defn = stackdef.build(template, files, env, params, stack_name=name, stack_id=stack_id)
+    defn = stackdef.build(template, files, env, params, stack_name=name, stack_id=stack_id, nesting=_top(rt))
     warnings = check_definition(defn.template)
     async with rt.sessions() as session:
         txn = Txn(session, rt)
@@ -105,7 +104,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             version=1,
             traversal=1,
         )
-        _store_definition(stack, template, files, env, params, defn, warnings)
+        store_definition(stack, template, files, env, params, defn, warnings)
         stack.rollback = _rollback_wanted(body)
         session.add(stack)
         txn.event(stack_id, "", "CREATE", "IN_PROGRESS", "Stack CREATE started", traversal=1)
@@ -148,6 +147,7 @@ async def _update_once(
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
+        _not_nested(stack)
         if_match = body.get("if_match")
         if if_match is not None and str(if_match) != str(stack.version):
             raise ConflictError(
@@ -159,7 +159,9 @@ async def _update_once(
             raise ConflictError(f"stack {name} is suspended; resume it before updating", where="name")
         if body.get("existing"):
             params = {**stack.params_given, **params}
-        defn = stackdef.build(template, files, env, params, stack_name=stack.name, stack_id=stack.id)
+        defn = stackdef.build(
+            template, files, env, params, stack_name=stack.name, stack_id=stack.id, nesting=_top(rt)
+        )
         warnings = check_definition(defn.template)
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.
@@ -168,12 +170,12 @@ async def _update_once(
                 None if stack.action == "CREATE" and stack.status == "IN_PROGRESS" else _definition(stack)
             )
         stack.rollback = _rollback_wanted(body)
-        _store_definition(stack, template, files, env, params, defn, warnings)
+        store_definition(stack, template, files, env, params, defn, warnings)
         stack.version += 1
         stack.traversal += 1
         stack.action, stack.status, stack.status_reason = "UPDATE", "IN_PROGRESS", "Stack UPDATE started"
         stack.updated_at = time.time()
-        await _retire(session, stack.id, set(defn.order()))
+        await retire(session, stack.id, set(defn.order()))
         txn.event(stack.id, "", "UPDATE", "IN_PROGRESS", "Stack UPDATE started", traversal=stack.traversal)
         warning_events(txn, stack)
         txn.kicks.add(stack.id)
@@ -185,11 +187,12 @@ async def delete_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name, *STATE_ONLY)
+        _not_nested(stack)
         if not (stack.action == "DELETE" and stack.status == "IN_PROGRESS"):
             stack.traversal += 1
             stack.action, stack.status, stack.status_reason = "DELETE", "IN_PROGRESS", "Stack DELETE started"
             stack.updated_at = time.time()
-            await _retire(session, stack.id, None)
+            await retire(session, stack.id, None)
             txn.event(
                 stack.id, "", "DELETE", "IN_PROGRESS", "Stack DELETE started", traversal=stack.traversal
             )
@@ -203,7 +206,7 @@ async def cancel_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
 
     The cancelled generations are marked ``stop`` in their servers' documents: an
     agent running one stops its hook (SIGTERM, then SIGKILL), one not yet started
-    never starts it.
+    never starts it. Nested stacks in progress below it are cancelled with it.
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
@@ -212,25 +215,35 @@ async def cancel_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
             raise ConflictError(
                 f"stack {name} is {stack.action}_{stack.status}: nothing to cancel", where="name"
             )
-        now = time.time()
-        deps = await session.scalars(
-            select(DeploymentRow).where(
-                DeploymentRow.stack_id == stack.id, DeploymentRow.status == "IN_PROGRESS"
+        todo = [stack]
+        while todo:
+            current = todo.pop()
+            await _cancel(txn, current)
+            todo += await session.scalars(
+                select(StackRow).where(StackRow.parent_id == current.id, StackRow.status == "IN_PROGRESS")
             )
-        )
-        for dep in deps:
-            dep.status, dep.status_reason = (
-                "FAILED",
-                f"cancelled by `anneal stack cancel` (generation {dep.generation})",
-            )
-            dep.completed_at = dep.updated_at = now
-            txn.publish.add(dep.server_id)
-            await settle(txn, dep)
-        stack.status, stack.status_reason, stack.updated_at = "FAILED", f"Stack {stack.action} cancelled", now
-        txn.event(stack.id, "", stack.action, "FAILED", stack.status_reason, traversal=stack.traversal)
-        txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)
+
+
+async def _cancel(txn: Txn, stack: StackRow) -> None:
+    now = time.time()
+    deps = await txn.session.scalars(
+        select(DeploymentRow).where(DeploymentRow.stack_id == stack.id, DeploymentRow.status == "IN_PROGRESS")
+    )
+    for dep in deps:
+        dep.status, dep.status_reason = (
+            "FAILED",
+            f"cancelled by `anneal stack cancel` (generation {dep.generation})",
+        )
+        dep.completed_at = dep.updated_at = now
+        txn.publish.add(dep.server_id)
+        await settle(txn, dep)
+    stack.status, stack.status_reason, stack.updated_at = "FAILED", f"Stack {stack.action} cancelled", now
+    txn.event(stack.id, "", stack.action, "FAILED", stack.status_reason, traversal=stack.traversal)
+    txn.kicks.add(stack.id)
+    if stack.parent_id is not None:
+        txn.kicks.add(stack.parent_id)
 
 
 async def change_stack(rt: Runtime, kick: Callable[[str], None], name: str, action: str) -> dict[str, Any]:
@@ -238,6 +251,7 @@ async def change_stack(rt: Runtime, kick: Callable[[str], None], name: str, acti
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
+        _not_nested(stack)
         state = f"{stack.action}_{stack.status}"
         if stack.status == "IN_PROGRESS":
             raise ConflictError(f"stack {name} is {state}; wait for it to finish", where="name")
@@ -255,6 +269,21 @@ async def change_stack(rt: Runtime, kick: Callable[[str], None], name: str, acti
         txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)
+
+
+def _top(rt: Runtime) -> hot.Nesting:
+    """A top-level stack's place: depth 0, nesting capped by the operator's setting."""
+    return hot.Nesting(0, rt.settings.max_nested_depth)
+
+
+def _not_nested(stack: StackRow) -> None:
+    """A nested stack changes with its parent, as in Heat: refuse changing it directly."""
+    if stack.parent_id is not None:
+        raise ConflictError(
+            f"stack {stack.name} is nested (resource {stack.parent_resource} of stack {stack.parent_id}): "
+            "change the parent stack",
+            where="name",
+        )
 
 
 def _rollback_wanted(body: Mapping[str, Any]) -> bool:
@@ -277,32 +306,6 @@ def _definition(stack: StackRow) -> dict[str, Any]:
         "environment": dict(stack.environment),
         "params_given": dict(stack.params_given),
     }
-
-
-def _store_definition(
-    stack: StackRow,
-    template: Any,
-    files: dict[str, Any],
-    env: hot.Environment,
-    params: dict[str, Any],
-    defn: stackdef.Definition,
-    warnings: list[str],
-) -> None:
-    stack.template = template
-    stack.files = files
-    stack.environment = stackdef.environment_to_json(env)
-    stack.params_given = params
-    stack.parameters = stackdef.plain(dict(defn.params.values))
-    stack.hidden = sorted(defn.params.hidden)
-    stack.warnings = list(defn.template.warnings) + list(defn.params.warnings) + warnings
-
-
-def warning_events(txn: Txn, stack: StackRow) -> None:
-    """One WARNING event per warning of the definition, on the resource its path names."""
-    for warning in stack.warnings:
-        path = str(warning).partition(":")[0]
-        resource = path.split(".")[1] if path.startswith("resources.") and path.count(".") >= 1 else ""
-        txn.event(stack.id, resource, stack.action, "WARNING", str(warning), traversal=stack.traversal)
 
 
 async def get_stack(session: AsyncSession, ref: str, *options: Any) -> StackRow:
@@ -330,6 +333,9 @@ def stack_view(stack: StackRow) -> dict[str, Any]:
         "warnings": list(stack.warnings),
         "created_at": stack.created_at,
         "updated_at": stack.updated_at,
+        "parent": stack.parent_id,
+        "parent_resource": stack.parent_resource or None,
+        "nested_depth": stack.nested_depth,
     }
 
 
@@ -350,29 +356,3 @@ def mask(value: Any, secrets: Collection[str]) -> Any:
     if isinstance(value, Sequence):
         return [mask(v, secrets) for v in value]
     return value
-
-
-async def _retire(session: AsyncSession, stack_id: str, keep: set[str] | None) -> None:
-    """Mark the stack's resources not in *keep* (None: all of them) as not current.
-
-    Set-based: loading every resource row would decrypt every resource's properties
-    and attributes (hundreds of MB at 50,000 deployments) to change one column. The
-    rows' ``row_version`` is bumped as an ORM write would, so an engine step that
-    holds one of them and writes it afterwards fails (StaleDataError) and runs again.
-    """
-    retire = (
-        update(ResourceRow)
-        .values(current=False, row_version=ResourceRow.row_version + 1)
-        .execution_options(synchronize_session=False)
-    )
-    if keep is None:
-        await session.execute(retire.where(ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)))
-        return
-    names = await session.execute(
-        select(ResourceRow.id, ResourceRow.name).where(
-            ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)
-        )
-    )
-    removed = [row_id for row_id, name in names if name not in keep]
-    for start in range(0, len(removed), RETIRE_CHUNK):
-        await session.execute(retire.where(ResourceRow.id.in_(removed[start : start + RETIRE_CHUNK])))

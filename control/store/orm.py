@@ -83,6 +83,15 @@ class StackRow(Base):
     rollback: Mapped[bool] = mapped_column(default=False)
     #: template, files, environment and params_given before the running create/update.
     previous: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
+    #: A nested stack's parent stack and the parent's resource that made it (None: a top-level stack).
+    parent_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
+    parent_resource: Mapped[str] = mapped_column(String(255), default="")
+    #: 0 for a top-level stack, its parent's + 1 for a nested one (capped by --max-nested-depth).
+    nested_depth: Mapped[int] = mapped_column(Integer, default=0)
+    #: What ``resource_facade`` reads: the parent resource's metadata, deletion and update policy.
+    facade: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
+    #: A nested stack's outputs as of its last COMPLETE: its parent resource's attributes.
+    outputs: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.
@@ -174,6 +183,8 @@ class EventRow(Base):
     stack_id: Mapped[str] = mapped_column(String(64))
     #: Kept so that a deleted stack's events stay queryable by its name.
     stack_name: Mapped[str] = mapped_column(String(255), default="", index=True)
+    #: A deleted nested stack's parent, so the parent's nested events still find it.
+    parent_stack_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
     resource_name: Mapped[str] = mapped_column(String(255), default="")
     deployment_id: Mapped[str | None] = mapped_column(String(64), default=None)
     traversal: Mapped[int] = mapped_column(Integer, default=0)

@@ -45,6 +45,8 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], str]] = {
         {},
         "cycle",
     ),
+    # A deployment output its config does not declare is accepted, as Heat accepts it (null
+    # and a WARNING event): an attribute a type never has is still refused.
     "unknown_attribute": (
         GOOD.replace("get_attr: [dep, out]", "get_attr: [cfg, nothere]"),
         {},
@@ -58,7 +60,7 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], str]] = {
         "ghost",
     ),
     "unsupported_type": (GOOD + "  sg: {type: OS::Neutron::SecurityGroup}\n", {}, {}, "resources.sg.type"),
-    "unsupported_signal": (
+    "unsupported_signal": (  # every transport Heat has is accepted (docs/templates.md); not others
         GOOD.replace(
             "server: {get_resource: srv}}", "server: {get_resource: srv}, signal_transport: PIGEON_SIGNAL}"
         ),

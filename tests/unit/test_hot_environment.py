@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from control.hot import Environment, TemplateError, map_type, merge_environments, parse_environment
+from control.hot import (
+    Environment,
+    TemplateError,
+    child_environment,
+    map_type,
+    merge_environments,
+    parse_environment,
+)
 
 
 def env_error(text: str) -> TemplateError:
@@ -59,20 +66,53 @@ def test_yaml_errors_name_the_environment():
 
 @pytest.mark.parametrize(
     "target",
-    ["my_server.yaml", "https://example.com/t.yaml", "templates/net.template", "file:///x"],
+    ["my_server.yaml", "https://example.com/t.yaml", "templates/net.template", "file:///x.yaml"],
 )
-def test_template_resources_are_refused(target):
-    """Registry entries pointing at template files say nested templates are unsupported."""
-    e = env_error(f"resource_registry: {{'My::Server': '{target}'}}\n")
-    assert e.path == "environments[0].resource_registry.My::Server"
-    assert "nested templates are not supported yet" in e.reason
+def test_registry_entries_may_name_templates(target):
+    """A registry entry may map a type name to a template file (a template resource)."""
+    env = parse_environment(f"resource_registry: {{'OS::TripleO::Server': '{target}'}}\n")
+    assert env.resource_registry == {"OS::TripleO::Server": target}
+    assert map_type(env, "OS::TripleO::Server") == target
 
 
-def test_per_resource_registry_is_refused():
-    """The per-resource 'resources:' sub-map is refused."""
-    e = env_error("resource_registry:\n  resources:\n    web:\n      hooks: pre-create\n")
-    assert e.path == "environments[0].resource_registry.resources"
-    assert "nested templates are not supported yet" in e.reason
+def test_per_resource_entries_map_types_for_that_resource_only():
+    """resources: {name: {Type: target}} maps the type for that resource (or a glob of names) only."""
+    env = parse_environment(
+        "resource_registry:\n"
+        "  OS::Heat::Thing: OS::Heat::None\n"
+        "  resources:\n"
+        "    db: {OS::Heat::Thing: db.yaml}\n"
+        "    '*_web': {OS::Heat::Thing: web.yaml}\n"
+    )
+    assert map_type(env, "OS::Heat::Thing", "db") == "db.yaml"
+    assert map_type(env, "OS::Heat::Thing", "front_web") == "web.yaml"
+    assert map_type(env, "OS::Heat::Thing", "other") == "OS::Heat::None"
+    assert map_type(env, "OS::Heat::Thing") == "OS::Heat::None"
+
+
+def test_hooks_are_accepted_with_a_warning():
+    """Breakpoint hooks in a per-resource entry are named in a warning, not refused."""
+    env = parse_environment("resource_registry:\n  resources:\n    web:\n      hooks: pre-create\n")
+    assert env.resources == {"web": {}}
+    assert env.warnings and "environment.resource_registry.resources.web.hooks" in env.warnings[0]
+
+
+def test_nested_per_resource_entries_go_down_to_the_nested_stack():
+    """An entry under a resource's name applies inside the stack that resource makes."""
+    env = parse_environment(
+        "parameters: {a: 1}\nparameter_defaults: {b: 2}\n"
+        "resource_registry:\n  resources:\n    outer:\n      inner: {OS::Heat::Thing: deep.yaml}\n"
+    )
+    child = child_environment(env, "outer")
+    assert child.parameters == {} and child.parameter_defaults == {"b": 2}
+    assert map_type(child, "OS::Heat::Thing", "inner") == "deep.yaml"
+    assert child_environment(env, "elsewhere").resources == {}
+
+
+def test_per_resource_entry_must_be_a_map():
+    """A per-resource entry that is not a map is refused at its path."""
+    e = env_error("resource_registry:\n  resources:\n    web: OS::Heat::None\n")
+    assert e.path == "environments[0].resource_registry.resources.web"
 
 
 def test_registry_values_must_be_type_names():

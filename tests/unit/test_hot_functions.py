@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from control.hot import FUNCTIONS, TemplateError, calls, evaluate_condition, references, resolve
+from control.hot import FUNCTIONS, TemplateError, calls, evaluate_condition, references, resolve, select
 
 
 @dataclass
@@ -29,12 +29,15 @@ class FakeContext:
     def resource_id(self, name: str) -> Any:
         return self.ids[name]
 
-    def attribute(self, name: str, attribute: str) -> Any:
+    def attribute(self, name: str, attribute: str, path: list[Any]) -> Any:
         self.asked.append(f"{name}.{attribute}")
-        return self.attrs.get((name, attribute))
+        return select(self.attrs.get((name, attribute)), path)
 
     def file(self, path: str) -> str:
         return self.files[path]
+
+    def facade(self, key: str) -> Any:
+        return {"metadata": {"role": "web"}}.get(key)
 
     def condition(self, name: str) -> bool:
         return self.conditions[name]
@@ -76,8 +79,9 @@ def test_function_names():
         "if",
         "filter",
         "yaql",
+        "resource_facade",
     } <= FUNCTIONS
-    assert not {"Fn::Join", "get_input", "resource_facade"} & FUNCTIONS
+    assert not {"Fn::Join", "get_input"} & FUNCTIONS
 
 
 def test_plain_data_is_copied_unchanged():

@@ -21,6 +21,7 @@ from control.hot import (
     parse_template,
     resolve,
     resolve_parameters,
+    select,
 )
 
 
@@ -33,11 +34,14 @@ class AnyContext:
     def resource_id(self, name: str) -> Any:
         return f"id-{name}"
 
-    def attribute(self, name: str, attribute: str) -> Any:
-        return None if attribute == "none" else {"k": [attribute]}
+    def attribute(self, name: str, attribute: str, path: list[Any]) -> Any:
+        return select(None if attribute == "none" else {"k": [attribute]}, path)
 
     def file(self, path: str) -> str:
         return "text"
+
+    def facade(self, key: str) -> Any:
+        return None
 
     def condition(self, name: str) -> bool:
         return len(name) % 2 == 0

@@ -485,9 +485,15 @@ def test_unsupported_infrastructure_type_suggests_registry():
     assert 'resource_registry: {"OS::Neutron::SecurityGroup": OS::Heat::None}' in e.reason
 
 
+def test_an_alarm_type_suggests_the_registry_too():
+    """An Aodh alarm (no alarm service here) is refused with the resource_registry suggestion."""
+    e = error(doc({"cpu_high": {"type": "OS::Aodh::GnocchiAggregationByResourcesAlarm"}}))
+    assert 'resource_registry: {"OS::Aodh::GnocchiAggregationByResourcesAlarm": OS::Heat::None}' in e.reason
+
+
 def test_unsupported_other_type_has_no_registry_suggestion():
     """A non-infrastructure unsupported type lists the supported types only."""
-    e = error(doc({"r": {"type": "OS::Heat::AutoScalingGroup"}}))
+    e = error(doc({"r": {"type": "OS::Heat::SwiftSignal"}}))
     assert "supported types" in e.reason and "resource_registry" not in e.reason
 
 

@@ -19,6 +19,7 @@ from agent import wire
 from control.documents import seal
 from control.engine.stackdef import plain
 from control.hot import TemplateError, resolve, taint
+from control.hot.evaluation import select
 from control.hot.taint import Secret
 from control.resources import secrecy
 from control.signals.result import apply_signal
@@ -49,8 +50,11 @@ class Stack:
     def resource_id(self, name: str) -> Any:
         return f"id-{name}"
 
-    def attribute(self, name: str, attribute: str) -> Any:
-        return self.attributes.get((name, attribute))
+    def attribute(self, name: str, attribute: str, path: list[Any]) -> Any:
+        return select(self.attributes.get((name, attribute)), path)
+
+    def facade(self, key: str) -> Any:
+        return None
 
     def file(self, path: str) -> str:
         return "file text"

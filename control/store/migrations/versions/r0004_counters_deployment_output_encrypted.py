@@ -1,6 +1,6 @@
 """The revocation counter; a deployment's stdout and stderr stored encrypted.
 
-Revision 0003, after 0002. ``counters`` holds ``credential_revocations``, which every
+Revision 0004, after 0003. ``counters`` holds ``credential_revocations``, which every
 process watches to drop revoked agent credentials from its cache
 (``control/store/credentials.py``). ``deployments.stdout``/``stderr`` become JSON, as every
 encrypted column is (``control/store/crypt.py``): a hook's output may hold a secret. The
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

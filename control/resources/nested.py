@@ -1,0 +1,267 @@
+"""Nested stacks: the child stack rows that template resources and groups make.
+
+A nested stack is a stack like any other (its own row, traversal, work row, events),
+stepped by the same engine, with ``parent_id`` and ``parent_resource`` naming the
+resource that made it. The resource starts the child's create, update, delete, suspend
+or resume and stays IN_PROGRESS; when the child settles its step wakes the parent
+(``engine/settle.finish``) and the resource's ``check`` reads the child's state and
+outputs. Writing a stack's definition and retiring its resources is shared with the
+operator's requests (``services/stacks.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import string
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from control import hot
+from control.errors import ControlError
+from control.resources.base import Outcome, Res
+from control.resources.validate import check_definition
+from control.store.orm import ResourceRow, StackRow
+from control.txn import Txn
+
+#: Resource rows an update marks removed per statement (bounds the IN list).
+RETIRE_CHUNK = 1000
+#: Where a resource that makes a nested stack keeps the digest of what it last gave it.
+SOURCE = "anneal:source"
+_SHORT = string.ascii_lowercase + string.digits
+
+
+def short_id() -> str:
+    """A short random name part, as Heat's nested stack and scaling group member names have."""
+    return "".join(secrets.choice(_SHORT) for _ in range(12))
+
+
+def digest(*parts: Any) -> str:
+    """A stable digest of JSON-able *parts*: equal definitions give equal digests."""
+    text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def store_definition(
+    stack: StackRow,
+    template: Any,
+    files: Mapping[str, Any],
+    env: hot.Environment,
+    params: Mapping[str, Any],
+    defn: hot.Definition,
+    warnings: Iterable[str] = (),
+) -> None:
+    """Write a stack's template, files, environment and parameters as *defn* resolved them;
+    *warnings*: the definition check's (check_definition)."""
+    stack.template = template
+    stack.files = dict(files)
+    stack.environment = hot.environment_to_json(env)
+    stack.params_given = dict(params)
+    stack.parameters = hot.plain(dict(defn.params.values))
+    stack.hidden = sorted(defn.params.hidden)
+    stack.warnings = [*env.warnings, *defn.template.warnings, *defn.params.warnings, *warnings]
+
+
+def warning_events(txn: Txn, stack: StackRow) -> None:
+    """One WARNING event per warning of the definition, on the resource its path names."""
+    for warning in stack.warnings:
+        path = str(warning).partition(":")[0]
+        resource = path.split(".")[1] if path.startswith("resources.") and path.count(".") >= 1 else ""
+        txn.event(stack.id, resource, stack.action, "WARNING", str(warning), traversal=stack.traversal)
+
+
+async def retire(session: AsyncSession, stack_id: str, keep: set[str] | None) -> None:
+    """Mark the stack's resources not in *keep* (None: all of them) as not current.
+
+    Set-based: loading every resource row would decrypt every resource's properties
+    and attributes (hundreds of MB at 50,000 deployments) to change one column. The
+    rows' ``row_version`` is bumped as an ORM write would, so an engine step that
+    holds one of them and writes it afterwards fails (StaleDataError) and runs again.
+    """
+    retiring = (
+        update(ResourceRow)
+        .values(current=False, row_version=ResourceRow.row_version + 1)
+        .execution_options(synchronize_session=False)
+    )
+    if keep is None:
+        await session.execute(retiring.where(ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)))
+        return
+    names = await session.execute(
+        select(ResourceRow.id, ResourceRow.name).where(
+            ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)
+        )
+    )
+    removed = [row_id for row_id, name in names if name not in keep]
+    for start in range(0, len(removed), RETIRE_CHUNK):
+        await session.execute(retiring.where(ResourceRow.id.in_(removed[start : start + RETIRE_CHUNK])))
+
+
+def child_files(files: Mapping[str, str], roots: Iterable[str], env: hot.Environment) -> dict[str, str]:
+    """The parent's files a nested stack needs: its templates' and the environment's, transitively."""
+    registry = [*env.resource_registry.values(), *_per_resource_targets(env.resources)]
+    templates = [t for t in [*roots, *registry] if hot.is_template_ref(t, files)]
+    return hot.file_closure(files, templates, hot.load_yaml)
+
+
+def _per_resource_targets(entries: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for entry in entries.values():
+        for value in entry.values():
+            out += _per_resource_targets({"": value}) if isinstance(value, Mapping) else [value]
+    return out
+
+
+def _build(
+    txn: Txn, res: Res, stack_id: str, name: str, depth: int, parts: Mapping[str, Any]
+) -> tuple[hot.Definition, list[str]]:
+    """The child's definition, checked as a stack's is (a problem fails the parent's resource)."""
+    nesting = hot.Nesting(depth, txn.runtime.settings.max_nested_depth)
+    if depth > nesting.max_depth:
+        raise hot.TemplateError(
+            res.where, f"would nest stacks {depth} deep, more than the limit of {nesting.max_depth}"
+        )
+    try:
+        defn = hot.build(
+            parts["template"],
+            parts["files"],
+            parts["environment"],
+            parts["params"],
+            stack_name=name,
+            stack_id=stack_id,
+            nesting=nesting,
+        )
+        warnings = check_definition(defn.template)
+    except hot.TemplateError as e:
+        raise hot.TemplateError(f"{res.where}", f"nested stack: {e}") from e
+    return defn, warnings
+
+
+async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
+    """Create the nested stack of *res*: *parts* has its template, files, environment and params."""
+    parent = res.stack
+    child_id, now = str(uuid.uuid4()), time.time()
+    name = f"{parent.name}-{res.name}-{short_id()}"[-255:]
+    defn, warnings = _build(txn, res, child_id, name, parent.nested_depth + 1, parts)
+    child = StackRow(
+        id=child_id,
+        name=name,
+        action="CREATE",
+        status="IN_PROGRESS",
+        status_reason="Stack CREATE started",
+        created_at=now,
+        updated_at=now,
+        version=1,
+        traversal=1,
+        rollback=False,  # the parent's rollback takes it back, as Heat does
+        parent_id=parent.id,
+        parent_resource=res.name,
+        nested_depth=parent.nested_depth + 1,
+        facade=dict(res.nest.facade) if res.nest else {},
+        outputs={},
+        previous=None,
+    )
+    parts_of = (parts["template"], parts["files"], parts["environment"], parts["params"])
+    store_definition(child, *parts_of, defn, warnings)
+    txn.add(child)
+    reason = f"Stack CREATE started (nested: resource {res.name} of stack {parent.name})"
+    txn.event(child_id, "", "CREATE", "IN_PROGRESS", reason, traversal=1)
+    warning_events(txn, child)
+    txn.kicks.add(child_id)
+    return child
+
+
+async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, Any]) -> None:
+    """Give the nested stack a new definition: it walks again, changing only what differs."""
+    defn, warnings = _build(txn, res, child.id, child.name, child.nested_depth, parts)
+    parts_of = (parts["template"], parts["files"], parts["environment"], parts["params"])
+    store_definition(child, *parts_of, defn, warnings)
+    if res.nest is not None:  # a group's next batch keeps what the child had
+        child.facade = dict(res.nest.facade)
+    _restart(txn, child, "UPDATE")
+    warning_events(txn, child)
+    await retire(txn.session, child.id, set(defn.order()))
+
+
+async def delete_child(txn: Txn, child: StackRow) -> None:
+    """Start deleting the nested stack (DELETE configs run); it wakes its parent once gone."""
+    if child.action == "DELETE" and child.status == "IN_PROGRESS":
+        return
+    _restart(txn, child, "DELETE")
+    await retire(txn.session, child.id, None)
+
+
+def change_child(txn: Txn, child: StackRow, action: str) -> None:
+    """Start the nested stack's SUSPEND or RESUME."""
+    _restart(txn, child, action)
+
+
+def _restart(txn: Txn, child: StackRow, action: str) -> None:
+    if action == "UPDATE":
+        child.version += 1
+    child.traversal += 1
+    child.action, child.status, child.status_reason = action, "IN_PROGRESS", f"Stack {action} started"
+    child.updated_at = time.time()
+    txn.event(child.id, "", action, "IN_PROGRESS", child.status_reason, traversal=child.traversal)
+    txn.kicks.add(child.id)
+
+
+async def get_child(txn: Txn, physical_id: str | None) -> StackRow | None:
+    """The nested stack's row, to change it."""
+    return await txn.get(StackRow, physical_id) if physical_id else None
+
+
+@dataclass(frozen=True)
+class ChildState:
+    """What a parent's step reads of its nested stack while it waits: no definition decoded."""
+
+    id: str
+    name: str
+    action: str
+    status: str
+    status_reason: str
+
+
+async def child_state(txn: Txn, physical_id: str | None) -> ChildState | None:
+    if not physical_id:
+        return None
+    found = (
+        await txn.session.execute(
+            select(
+                StackRow.id, StackRow.name, StackRow.action, StackRow.status, StackRow.status_reason
+            ).where(StackRow.id == physical_id)
+        )
+    ).first()
+    return ChildState(*found) if found is not None else None
+
+
+async def child_outputs(txn: Txn, stack_id: str) -> dict[str, Any]:
+    """The nested stack's outputs as of its last COMPLETE."""
+    return dict(await txn.session.scalar(select(StackRow.outputs).where(StackRow.id == stack_id)) or {})
+
+
+def gone(row: ResourceRow) -> ControlError:
+    """The error of a resource whose nested stack is missing (deleted behind its back)."""
+    return ControlError(
+        f"the nested stack {row.physical_id} of {row.name} no longer exists", where=f"resources.{row.name}"
+    )
+
+
+def child_outcome(row: ResourceRow, child: ChildState | None, attributes: Mapping[str, Any]) -> Outcome:
+    """The resource's outcome from its nested stack's state; *attributes* once it is COMPLETE."""
+    if child is None:
+        if row.action == "DELETE":
+            return Outcome("COMPLETE", None, {})
+        return Outcome("FAILED", row.physical_id, row.attributes, "its nested stack no longer exists")
+    if child.status == "IN_PROGRESS":
+        return Outcome("IN_PROGRESS", row.physical_id, row.attributes)
+    if child.status == "FAILED":
+        reason = f"nested stack {child.name}: {child.status_reason}"
+        return Outcome("FAILED", row.physical_id, row.attributes, reason)
+    return Outcome("COMPLETE", child.id, attributes)

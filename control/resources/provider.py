@@ -1,0 +1,123 @@
+"""Template resources (Heat's provider templates): a resource whose type is a template.
+
+The resource's properties are the nested stack's parameters and its attributes are the
+nested stack's outputs, ``OS::stack_id``, and ``resource.<name>[.<attribute>]`` for the
+nested resources the parent reads: for each such path the parent's template reads
+(``Nest.wants``), the nested template gets a hidden output (``anneal:["resource.x.y", ...]``)
+computing it, so the value is evaluated inside the nested stack, as Heat does with the
+outputs it adds to group templates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from control import hot
+from control.resources import nested
+from control.resources.base import Outcome, Res, done
+from control.store.orm import ResourceRow
+from control.txn import Txn
+
+#: Output names the engine adds to a nested template start with this; `stack outputs` hides them.
+HIDDEN = "anneal:"
+
+
+def hidden_output(path: Iterable[Any]) -> str:
+    """The name of the output that answers ``get_attr`` path *path* of a template resource."""
+    return HIDDEN + json.dumps(list(path))
+
+
+def read(attributes: Mapping[str, Any], name: str, path: list[Any]) -> Any:
+    """``get_attr: [resource, name, *path]`` of a template resource."""
+    if name.startswith("resource."):
+        return attributes.get(hidden_output([name, *path]))
+    return hot.select(attributes.get(name), path)
+
+
+def _hidden_outputs(wants: frozenset[tuple[Any, ...]] | None, template: hot.Template) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for path in sorted(wants or (), key=json.dumps):
+        if not (path and isinstance(path[0], str) and path[0].startswith("resource.")):
+            continue
+        parts = path[0].split(".", 2)
+        if parts[1] not in template.resources:
+            continue
+        value = (
+            {"get_attr": [parts[1], parts[2], *path[1:]]} if len(parts) > 2 else {"get_resource": parts[1]}
+        )
+        out[hidden_output(path)] = {"value": value}
+    return out
+
+
+def parts(res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
+    """What the nested stack of *res* is made from: template, files, environment, parameters."""
+    assert res.nest is not None and res.nest.template is not None, "a template resource acts with its Nest"
+    files = res.stack.files
+    key, source = hot.load_nested(files, res.type, f"{res.where}.type")
+    template = dict(source)
+    template["outputs"] = {
+        **dict(source.get("outputs") or {}),
+        **_hidden_outputs(res.nest.wants, res.nest.template),
+    }
+    env = hot.child_environment(res.nest.environment, res.name)
+    return {
+        "template": hot.plain(template),
+        "files": nested.child_files(files, [key], env),
+        "environment": env,
+        "params": {k: v for k, v in props.items() if v is not None},
+    }
+
+
+def _digest(res: Res, built: Mapping[str, Any]) -> str:
+    env = hot.environment_to_json(built["environment"])
+    return nested.digest(built["template"], built["files"], env, res.nest.facade if res.nest else {})
+
+
+class TemplateResource:
+    """A resource of a template type: one nested stack, updated in place, never replaced."""
+
+    async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
+        built = parts(res, props)
+        child = await nested.start_child(txn, res, built)
+        return Outcome("IN_PROGRESS", child.id, {nested.SOURCE: _digest(res, built)})
+
+    async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
+        built = parts(res, props)
+        child = await nested.get_child(txn, row.physical_id)
+        if child is None:
+            return await self.create(txn, res, props)
+        await nested.update_child(txn, res, child, built)
+        return Outcome("IN_PROGRESS", child.id, {**row.attributes, nested.SOURCE: _digest(res, built)})
+
+    def changed(self, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> bool:
+        return (row.attributes or {}).get(nested.SOURCE) != _digest(res, parts(res, props))
+
+    async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
+        child = await nested.get_child(txn, row.physical_id)
+        if child is None:
+            return done()
+        await nested.delete_child(txn, child)
+        return Outcome("IN_PROGRESS", child.id, row.attributes)
+
+    async def check(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
+        child = await nested.child_state(txn, row.physical_id)
+        attributes: dict[str, Any] = {}
+        if child is not None and child.status == "COMPLETE":
+            attributes = {**await nested.child_outputs(txn, child.id), hot.STACK_ID: child.id}
+            attributes[nested.SOURCE] = (row.attributes or {}).get(nested.SOURCE)
+        return nested.child_outcome(row, child, attributes)
+
+    async def suspend(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
+        return await self._lifecycle(txn, row, "SUSPEND")
+
+    async def resume(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
+        return await self._lifecycle(txn, row, "RESUME")
+
+    async def _lifecycle(self, txn: Txn, row: ResourceRow, action: str) -> Outcome:
+        child = await nested.get_child(txn, row.physical_id)
+        if child is None:
+            return done(row.physical_id, **row.attributes)
+        nested.change_child(txn, child, action)
+        return Outcome("IN_PROGRESS", child.id, row.attributes)
