@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent import wire
+from control import hot
 from control.documents import seal
 from control.engine.stackdef import plain
 from control.hot import TemplateError, resolve, taint
@@ -231,3 +232,22 @@ def test_a_hook_writing_back_a_secret_is_kept_secret_and_never_quoted() -> None:
     assert ("FAILED", "err : bad ******") == (dep.status, dep.status_reason)
     assert {"err": Secret("bad hunter2-long"), "host": "db", "made": Secret("fresh-token")} == dep.outputs
     assert Secret("pw hunter2-long") == dep.stdout and "" == dep.stderr
+
+
+def test_a_secret_given_to_a_nested_stack_is_checked_as_plain_data_and_stays_hidden() -> None:
+    """A parent's hidden value as a nested stack's parameter converts to its type, is hidden, and no error shows it."""
+    child = {
+        "heat_template_version": "2018-08-31",
+        "parameters": {
+            "port": {"type": "number", "constraints": [{"range": {"max": 9}}]},
+            "pw": {"type": "string"},
+        },
+    }
+    given = {"port": Secret("7"), "pw": Secret(CANARY)}
+    defn = hot.build(child, {}, hot.Environment(), given, stack_name="c", stack_id="c")
+    assert ({"port": 7, "pw": CANARY}, {"port", "pw"}) == (defn.params.values, set(defn.params.hidden))
+    with pytest.raises(TemplateError) as e:
+        hot.build(
+            child, {}, hot.Environment(), {**given, "port": Secret("12345")}, stack_name="c", stack_id="c"
+        )
+    assert "12345" not in str(e.value)
