@@ -13,7 +13,8 @@ the loop                   ``loop`` (``Agent``: poll, run, heartbeat, status as 
 poll: where from           ``transports/`` (``switch``: the current source; ``http``,
                            ``tempurl``, ``file``, ``offline``)
 accept: verify, keep       ``verify`` (the document policy), ``ledger`` (the run-once journal)
-run                        ``dispatch`` (which hook, with a deadline), ``component``,
+run                        ``allowlist`` (the node's own limit), ``attempts`` (retries), ``dispatch`` (which hook,
+                           with a deadline), ``component``,
                            ``orders`` (stop orders), ``output`` (the hook's output on disk),
                            ``progress`` (IN_PROGRESS reports), ``proctree``
 signal                     ``outbox`` (results' signals, delivered in order until acknowledged)

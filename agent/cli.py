@@ -12,8 +12,10 @@ import signal
 import socket
 import sqlite3
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -66,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
             help="LOCAL transport: where the media with document.json (and, to enrol offline, enrol.json) is mounted",
         )
         p.add_argument("--signal-dir", help="LOCAL transport: signal outbox (default MEDIA_DIR/signals)")
+        p.add_argument(
+            "--allow-group",
+            action="append",
+            help="run only these hook groups (repeat; else agent.json's allowed_groups, else any)",
+        )
+        p.add_argument(
+            "--allow-config",
+            action="append",
+            metavar="sha256:HEX",
+            help="run only configs with these digests (repeat; else agent.json's allowed_configs, else any)",
+        )
     relay = sub.add_parser("relay", help="store and forward documents and signals for an isolated network")
     relay.add_argument("--listen", required=True, help="HOST:PORT the agents reach")
     relay.add_argument("--upstream", required=True, help="the control plane's URL")
@@ -128,9 +141,9 @@ async def _dispatch(args: argparse.Namespace) -> int:
         return 0
     heat = heatcompat.settings_for(args, state_dir)
     if heat is not None:
-        return await _run_agent(
-            args, await _open(args, lambda: heatcompat.HeatAgent(heat, state_dir, args.hook_dir))
-        )
+        agent = await _open(args, lambda: heatcompat.HeatAgent(heat, state_dir, args.hook_dir))
+        agent.config = agent.config.with_overrides(**_allowlist(args))
+        return await _run_agent(args, agent)
     cfg = config.load(state_dir)
     if cfg is None and args.command != "status" and args.media_dir and not args.url:
         cfg = enrol_offline(state_dir, Path(args.media_dir), args.signal_dir)
@@ -145,8 +158,17 @@ async def _dispatch(args: argparse.Namespace) -> int:
         hook_dirs=tuple(args.hook_dir) if args.hook_dir else None,
         media_dir=args.media_dir,
         signal_dir=args.signal_dir,
+        **_allowlist(args),
     )
     return await _run_agent(args, await _open(args, lambda: Agent(cfg, state_dir)))
+
+
+def _allowlist(args: argparse.Namespace) -> dict[str, Any]:
+    """The node allowlist given on the command line; what is not given stays as agent.json says."""
+    return {
+        "allowed_groups": tuple(args.allow_group) if args.allow_group else None,
+        "allowed_configs": tuple(args.allow_config) if args.allow_config else None,
+    }
 
 
 async def _open(args: argparse.Namespace, make: Callable[[], Agent]) -> Agent:
@@ -253,7 +275,7 @@ async def _run_until_signalled(agent: Agent, grace: float = STOP_GRACE) -> None:
         log.info("stopping: no new deployments; waiting up to %g s for the running one", grace)
 
         async def drain_then_stop() -> None:
-            await agent.drain(grace)
+            await _drain(agent, grace)
             task.cancel()
 
         draining.append(loop.create_task(drain_then_stop()))
@@ -265,3 +287,14 @@ async def _run_until_signalled(agent: Agent, grace: float = STOP_GRACE) -> None:
     agent.ledger.close()
     with contextlib.suppress(FileNotFoundError):
         pid_file.unlink()
+
+
+async def _drain(agent: Agent, grace: float) -> None:
+    """Stop starting work; wait up to *grace* seconds for the running hook and its signal."""
+    agent.stopping = True
+    deadline = time.monotonic() + grace
+    while agent.running is not None and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    while agent.ledger.pending_count() and time.monotonic() < deadline:
+        agent.outbox.wake.set()
+        await asyncio.sleep(0.1)

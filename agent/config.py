@@ -39,6 +39,10 @@ class AgentConfig:
     signal_dir: str = ""
     #: Added to every hook's environment: tool paths such as ANNEAL_SALT_CALL (docs/hooks.md).
     hook_env: dict[str, str] = field(default_factory=dict)
+    #: The node allowlist (agent/allowlist.py): hook groups, and ``sha256:<hex>`` config digests,
+    #: this server runs; None allows any.
+    allowed_groups: tuple[str, ...] | None = None
+    allowed_configs: tuple[str, ...] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_overrides(self, **changes: Any) -> AgentConfig:
@@ -60,6 +64,9 @@ def load(state_dir: Path) -> AgentConfig | None:
         raise ConfigError(f"{path}: not JSON: {e}") from e
     try:
         raw["hook_dirs"] = tuple(raw.get("hook_dirs", HEAT_HOOK_DIRS))
+        for key in ("allowed_groups", "allowed_configs"):
+            if raw.get(key) is not None:
+                raw[key] = _names(raw[key], f"{path}: {key}")
         return AgentConfig(**raw)
     except TypeError as e:
         raise ConfigError(f"{path}: {e}") from e
@@ -69,4 +76,13 @@ def save(state_dir: Path, config: AgentConfig) -> None:
     private_dir(state_dir)
     data = asdict(config)
     data["hook_dirs"] = list(config.hook_dirs)
+    for key in ("allowed_groups", "allowed_configs"):
+        if data[key] is not None:
+            data[key] = list(data[key])
     write_atomic(config_path(state_dir), json.dumps(data, indent=2, sort_keys=True).encode())
+
+
+def _names(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return tuple(value)

@@ -24,6 +24,8 @@ import aiohttp
 
 from agent import (
     addresses,
+    allowlist,
+    attempts,
     client,
     component,
     diskfull,
@@ -279,6 +281,10 @@ class Agent:
             log.warning("deployment %s: %s", item.name, note)
             await self._settle(item, None, wire.Signal(status_code=0), note=note)
             return wire.Signal(status_code=0)
+        if (refused := allowlist.refusal(self.config, chosen)) is not None:
+            log.warning("deployment %s: %s", item.name, refused.stderr)
+            await self._settle(item, meta, refused, note="refused by the node allowlist")
+            return refused
         return await self._run_hook(item, chosen, meta)
 
     async def _settle(
@@ -316,12 +322,11 @@ class Agent:
     async def _call_hook(
         self, item: wire.DeploymentItem, chosen: wire.DeploymentItem, meta: wire.ItemMeta | None, run: int
     ) -> wire.Signal:
-        """The hook's result, or why there is none; a stop order in a newer document ends it early."""
+        """The hook's result (its attempts, agent/attempts.py), or why there is none; a stop order ends it early."""
         argv = dispatch.hook_argv(chosen.group, self.config.hook_dirs)
         if argv is None:
             return dispatch.missing_hook(chosen.group, self.config.hook_dirs)
-        timeout = meta.timeout if meta and meta.timeout else self.config.hook_timeout
-        env = dispatch.hook_env(self.config.hook_env, self.state_dir, item.id, meta, timeout, run)
+        budget = meta.timeout if meta and meta.timeout else self.config.hook_timeout
 
         def started(pid: int) -> None:  # the hook runs already: a full disk must not leave it behind
             identity = output.hook_identity(pid)
@@ -330,20 +335,27 @@ class Agent:
             )
 
         async with self.outbox.progress_for(self._http, item, meta) as reporter:
+            feed = reporter.feed if reporter else (lambda chunk: None)
+
+            async def attempt(number: int, limit: float) -> wire.Signal:
+                if number != run:  # recovery counts the runs of a generation
+                    await self.disk.retry(
+                        "count the attempt", lambda: self.ledger.set_state(f"runs:{item.id}", str(number))
+                    )
+                env = dispatch.hook_env(self.config.hook_env, self.state_dir, item.id, meta, limit, number)
+                tee = output.output_paths(self.state_dir, item.id)
+                return await dispatch.run_hook(
+                    argv, chosen, env=env, timeout=limit, tee=tee, on_start=started, on_stderr=feed
+                )
+
             self._doc_changed.clear()
+            policy = attempts.Policy.of(meta.retry if meta else None)
             return await orders.run_unless_stopped(
-                dispatch.run_hook(
-                    argv,
-                    chosen,
-                    env=env,
-                    timeout=timeout,
-                    tee=output.output_paths(self.state_dir, item.id),
-                    on_start=started,
-                    on_stderr=reporter.feed if reporter else None,
-                ),
+                attempts.run(policy, run, budget, attempt, feed),
                 item.id,
                 self._doc_changed,
                 self.document,
+                self.state_dir,
             )
 
     async def _heartbeat_loop(self) -> None:
@@ -371,16 +383,6 @@ class Agent:
             payload["transport"] = self.transport.kind
         payload.update(await self.addresses.fields(fresh=report))
         await self.heartbeat.send(self._http, url, payload)
-
-    async def drain(self, grace: float) -> None:
-        """Stop starting work; wait up to *grace* seconds for the running hook and its signal."""
-        self.stopping = True
-        deadline = time.monotonic() + grace
-        while self.running is not None and time.monotonic() < deadline:
-            await asyncio.sleep(0.1)
-        while self.ledger.pending_count() and time.monotonic() < deadline:
-            self.outbox.wake.set()
-            await asyncio.sleep(0.1)
 
     def status(self) -> dict[str, Any]:
         doc = self.document()

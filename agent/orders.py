@@ -4,7 +4,9 @@
   its timeout passed) is marked ``stop`` in the document. A hook running it is
   stopped the way dispatch stops hooks (SIGTERM, then SIGKILL of its group); one
   not yet started is never started. Either way the run is recorded as finished
-  with status 143, so the ledger never runs that generation.
+  with status 143, so the ledger never runs that generation; a stopped hook's
+  signal carries the tail of what it printed until then, which the control plane
+  keeps with the FAILED status (why it was slow).
 - the ledger report sent with each heartbeat: per item of the current document,
   its deployment, generation, ledger state and status code. `anneal stack check`
   compares it with the database to find drift.
@@ -15,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable
+from pathlib import Path
 from typing import Any
 
-from agent import wire
+from agent import output, wire
 from agent.ledger import Ledger
 
 STOPPED_CODE = 143
@@ -29,8 +32,14 @@ def stop_requested(doc: wire.Document | None, item_id: str) -> bool:
     return bool(meta is not None and meta.stop)
 
 
+def stopped_signal(state_dir: Path, item_id: str) -> wire.Signal:
+    """Status 143 with the tail of what the stopped hook had printed."""
+    stdout, stderr = output.printed(state_dir, item_id)
+    return wire.Signal(STOPPED_CODE, stdout=stdout, stderr=f"{stderr.rstrip()}\n{STOPPED}".lstrip())
+
+
 async def run_unless_stopped(
-    hook: Awaitable[wire.Signal], item_id: str, changed: asyncio.Event, document: Any
+    hook: Awaitable[wire.Signal], item_id: str, changed: asyncio.Event, document: Any, state_dir: Path
 ) -> wire.Signal:
     """Run *hook*; stop it if a newer document (``changed``) marks *item_id* ``stop``."""
     task = asyncio.ensure_future(hook)
@@ -46,7 +55,7 @@ async def run_unless_stopped(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-                return wire.Signal(status_code=STOPPED_CODE, stderr=STOPPED)
+                return stopped_signal(state_dir, item_id)
     finally:
         if not task.done():  # the agent itself is stopping
             task.cancel()

@@ -74,6 +74,9 @@ class Outbox:
         verb = str(item.input_value("deploy_signal_verb") or "POST").upper()
         body = signal.to_json()
         body[wire.EXTRA_KEY] = {"config_id": item_id, "nonce": secrets.token_hex(16)}
+        for key in ("refused", "attempts"):  # the agent's own (allowlist.py, attempts.py), never a hook's
+            if signal.extra.get(key):
+                body[wire.EXTRA_KEY][key] = signal.extra[key]
         if meta is not None:
             body[wire.EXTRA_KEY]["generation"] = meta.generation
         return Outgoing(0, item_id, url, verb, encode_body(body), 0)

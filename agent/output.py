@@ -36,6 +36,13 @@ def discard_output(state_dir: Path, item_id: str) -> None:
             path.unlink()
 
 
+def printed(state_dir: Path, item_id: str) -> tuple[str, str]:
+    """The tails of what a hook printed so far: its tool's stdout when a built-in hook copied it
+    (else the hook's own stdout), and its stderr."""
+    out_path, err_path = output_paths(state_dir, item_id)
+    return read_tail(stdout_copy_path(state_dir, item_id)) or read_tail(out_path), read_tail(err_path)
+
+
 def read_tail(path: Path) -> str:
     """The end of *path* as a signal carries it (trimmed to the stream cap); empty when unreadable."""
     try:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from agent import proctree, wire, wire_caps
 from agent.ledger import Ledger
-from agent.output import output_paths, read_tail, stdout_copy_path
+from agent.output import printed
 
 log = logging.getLogger(__name__)
 #: Runs of one generation after interruptions before it is reported FAILED instead.
@@ -98,6 +98,12 @@ def rerun_allowed(item: wire.DeploymentItem | None) -> bool:
     return bool(item is not None and (item.options or {}).get("rerun_on_interrupt") is True)
 
 
+def retry_allows(meta: wire.ItemMeta | None, runs: int) -> bool:
+    """The deployment's retry policy names `interrupted` and has an attempt left (agent/attempts.py)."""
+    policy = (meta.retry if meta is not None else None) or {}
+    return "interrupted" in (policy.get("retry_on") or ()) and runs <= int(policy.get("retries") or 0)
+
+
 def attempts(ledger: Ledger, item_id: str) -> int:
     """How many times this generation's hook was started."""
     return int(ledger.get_state(f"runs:{item_id}", "0") or 0)
@@ -110,9 +116,9 @@ def recover(ledger: Ledger, state_dir: Path, lookup: Lookup) -> list[Rerun | Rep
         stop_orphan(ledger.get_state(f"hookpid:{entry.item_id}"))
         item, meta = lookup(entry.item_id)
         runs = attempts(ledger, entry.item_id)
-        if rerun_allowed(item) and runs <= MAX_RERUNS:
+        if (rerun_allowed(item) and runs <= MAX_RERUNS) or retry_allows(meta, runs):
             log.warning(
-                "deployment %s (%s) was interrupted; rerun_on_interrupt is set: running it again (run %d)",
+                "deployment %s (%s) was interrupted; its config or retry policy allows running it again (run %d)",
                 entry.name,
                 entry.item_id,
                 runs + 1,
@@ -131,9 +137,6 @@ def recover(ledger: Ledger, state_dir: Path, lookup: Lookup) -> list[Rerun | Rep
 
 def _interrupted_signal(state_dir: Path, item_id: str, why: str) -> wire.Signal:
     """FAILED with *why* and what the hook had printed before the interruption."""
-    out_path, err_path = output_paths(state_dir, item_id)
-    before = read_tail(err_path)
+    stdout, before = printed(state_dir, item_id)
     stderr = f"{why}\n" + (f"--- stderr before the interruption ---\n{before}" if before else "")
-    # The tool's own stdout when a built-in hook copied it, else whatever the hook printed.
-    stdout = read_tail(stdout_copy_path(state_dir, item_id)) or read_tail(out_path)
     return wire.Signal(status_code=INTERRUPTED_CODE, stdout=stdout, stderr=wire_caps.trim_stream(stderr))

@@ -138,6 +138,8 @@ class ItemMeta:
     sealed: tuple[str, ...] = ()
     #: The control plane gave up on this generation (cancelled, timed out): do not run it, stop it.
     stop: bool = False
+    #: The deployment's retry policy (agent/attempts.py): retries, backoff, retry_on, attempt_timeout.
+    retry: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -152,6 +154,8 @@ class ItemMeta:
             out["sealed"] = list(self.sealed)
         if self.stop:
             out["stop"] = True
+        if self.retry:
+            out["retry"] = dict(self.retry)
         return out
 
 
@@ -326,6 +330,7 @@ def decode_meta(obj: Any, path: str) -> ItemMeta:
         timeout=float(timeout) if timeout is not None else None,
         sealed=tuple(sealed),
         stop=bool(_optional(obj, "stop", bool, path) or False),
+        retry=_optional(obj, "retry", dict, path),
     )
 
 

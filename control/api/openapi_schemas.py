@@ -183,6 +183,12 @@ def schemas() -> dict[str, Any]:
                 "type": ["object", "null"],
                 "description": "the last progress signal: seq, output_tail, output_bytes, elapsed, at",
             },
+            attempts={
+                "type": ["array", "null"],
+                "description": "with a retry policy, the current generation's attempts: attempt, "
+                "status_code, started_at, ended_at, timed_out, stdout and stderr tails",
+                "items": OBJ,
+            },
         ),
         "Signal": {
             **obj(

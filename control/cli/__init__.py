@@ -18,6 +18,7 @@ from pathlib import Path
 
 from control.cli import background, commands, transport_options
 from control.cli.client import ClientError
+from control.cli.validate import validate
 
 FORMATS = ("table", "json", "yaml", "value")
 
@@ -35,14 +36,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="print the SQL it would run; change nothing")
     _stack(sub.add_parser("stack", help="stacks").add_subparsers(dest="command", required=True))
+    _template(sub.add_parser("template", help="templates").add_subparsers(dest="command", required=True))
     dep = sub.add_parser("deployment", help="deployments").add_subparsers(dest="command", required=True)
     p = _fmt(dep.add_parser("list", help="list deployments"))
     p.add_argument("--stack")
     p.add_argument("--server")
     p.add_argument("--status", choices=("IN_PROGRESS", "COMPLETE", "FAILED"))
-    _fmt(dep.add_parser("show", help="one deployment with inputs, outputs, stdout, stderr")).add_argument(
-        "id"
-    )
+    p = _fmt(dep.add_parser("show", help="one deployment with inputs, outputs, stdout, stderr"))
+    p.add_argument("id")
+    p.add_argument("--attempts", action="store_true", help="its attempts (retry policy): code, times, stderr")
     p = dep.add_parser("log", help="a deployment's output; --follow: live until it finishes")
     p.add_argument("id")
     p.add_argument("--follow", action="store_true", help="keep printing new output until it finishes")
@@ -210,15 +212,7 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p = _fmt(sub.add_parser(name, help=text))
         p.add_argument("name")
         p.add_argument("-t", "--template", required=True, type=Path, help="HOT template file")
-        p.add_argument(
-            "-e",
-            "--environment",
-            action="append",
-            default=[],
-            type=Path,
-            help="environment file (repeat; later ones win)",
-        )
-        p.add_argument("-P", "--parameter", action="append", default=[], metavar="KEY=VALUE")
+        _environment_and_parameters(p)
         p.add_argument(
             "--no-upload-outside",
             action="store_true",
@@ -282,6 +276,43 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--follow", action="store_true", help="keep printing new events until the stack settles")
 
 
+def _template(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = _fmt(
+        sub.add_parser(
+            "validate",
+            help="check a template offline as the control plane would (no control plane needed); exit 1 on any error",
+        )
+    )
+    p.add_argument("template", type=Path, metavar="FILE", help="HOT template file")
+    _environment_and_parameters(p)
+    p.add_argument(
+        "--max-template-bytes",
+        type=size,
+        default=512 * 1024,
+        metavar="SIZE",
+        help="the cap `anneal serve --max-template-bytes` applies (default 512K)",
+    )
+    p.add_argument(
+        "--max-nested-depth",
+        type=int,
+        default=5,
+        metavar="N",
+        help="the cap `anneal serve --max-nested-depth` applies (default 5)",
+    )
+
+
+def _environment_and_parameters(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-e",
+        "--environment",
+        action="append",
+        default=[],
+        type=Path,
+        help="environment file (repeat; later ones win)",
+    )
+    p.add_argument("-P", "--parameter", action="append", default=[], metavar="KEY=VALUE")
+
+
 def _fmt(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("-f", "--format", choices=FORMATS, default="table")
     return p
@@ -293,6 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.group in ("serve", "db"):
         return _on_this_machine(args, given)
     try:
+        if args.group == "template":  # offline: no control plane, no credentials
+            return validate(args)
         return commands.run(args)
     except ClientError as e:
         print(f"anneal: error: {e}", file=sys.stderr)

@@ -27,6 +27,7 @@ COLUMNS: dict[tuple[str, ...], list[str]] = {
     ("stack", "resources", "nested"): ["stack_name", "name", "type", "status", "physical_id", "current"],
     ("stack", "failures"): ["resource", "status", "reason", "deploy_status_code"],
     ("deployment", "list"): ["id", "name", "server_name", "action", "status", "status_reason"],
+    ("deployment", "attempts"): ["attempt", "status_code", "timed_out", "started_at", "ended_at", "stderr"],
     ("server", "list"): ["name", "id", "status", "agent", "serial"],
 }
 
@@ -269,8 +270,23 @@ def _deployment_list(client: Client, args: argparse.Namespace) -> int:
 
 
 def _deployment_show(client: Client, args: argparse.Namespace) -> int:
-    show(client.call("GET", f"/v1/deployments/{args.id}"), args.format)
+    dep = client.call("GET", f"/v1/deployments/{args.id}")
+    if not args.attempts:
+        show(dep, args.format)
+        return 0
+    # One attempt only (no retry policy): the result is that attempt.
+    rows = dep.get("attempts") or [
+        {"attempt": 1, "status_code": dep.get("deploy_status_code"), "stderr": dep.get("deploy_stderr")}
+    ]
+    if args.format == "table":
+        rows = [{**r, "stderr": _last_line(r.get("stderr"))} for r in rows]
+    show(rows, args.format, COLUMNS[("deployment", "attempts")])
     return 0
+
+
+def _last_line(text: Any) -> str:
+    lines = [line for line in str(text or "").splitlines() if line.strip()]
+    return lines[-1][-100:] if lines else ""
 
 
 def _deployment_log(client: Client, args: argparse.Namespace) -> int:

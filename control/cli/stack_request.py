@@ -29,11 +29,24 @@ from control.hot.loader import load_yaml
 MAX_DIRECTORY_FILES = 1000
 
 
-def stack_request(args: argparse.Namespace) -> dict[str, Any]:
-    """Read the template, the files it names and the environments; parse -P pairs."""
+def stack_request(args: argparse.Namespace, *, offline: bool = False) -> dict[str, Any]:
+    """Read the template, the files it names and the environments; parse -P pairs.
+
+    *offline* (`anneal template validate`) leaves what the control plane would refuse (text
+    that does not parse, a named file that is not there) to ``hot.validate``, so it is
+    reported exactly as the API reports it.
+    """
     template_text = _read(args.template, "template")
-    gathered = _Files(args.template, refuse_outside=bool(getattr(args, "no_upload_outside", False)))
-    gathered.template(_load(template_text, str(args.template)), "", str(args.template))
+    gathered = _Files(
+        args.template, refuse_outside=bool(getattr(args, "no_upload_outside", False)), offline=offline
+    )
+    try:
+        source = _load(template_text, str(args.template))
+    except ClientError:
+        if not offline:
+            raise
+    else:
+        gathered.template(source, "", str(args.template))
     environments = [gathered.environment(p) for p in args.environment]
     params = {}
     for pair in args.parameter:
@@ -42,7 +55,7 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
             raise ClientError(f"-P {pair!r}: expected KEY=VALUE")
         params[key] = value
     return {
-        "name": args.name,
+        "name": getattr(args, "name", ""),
         "template": template_text,
         "files": gathered.files,
         "parameters": params,
@@ -53,8 +66,9 @@ def stack_request(args: argparse.Namespace) -> dict[str, Any]:
 class _Files:
     """The files a request carries, keyed as the control plane looks them up."""
 
-    def __init__(self, template: Path, *, refuse_outside: bool) -> None:
+    def __init__(self, template: Path, *, refuse_outside: bool, offline: bool = False) -> None:
         self.top_file, self.top, self.refuse_outside = template, template.parent, refuse_outside
+        self.offline = offline
         self.files: dict[str, Any] = {}
 
     def template(self, source: Any, key: str, what: str) -> None:
@@ -72,6 +86,8 @@ class _Files:
         if key in self.files:
             return
         path = self._path(key)
+        if self.offline and not path.exists():
+            return  # the control plane's check names it, as the API would
         self._check_inside(path, what)
         if kind != "template":
             self.files[key] = _file(path, what)

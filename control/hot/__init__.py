@@ -25,7 +25,15 @@ from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.nesting import MAX_NESTED_DEPTH, STACK_ID, Nesting, load_nested
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.parser import parse_template
+from control.hot.retry import policy as retry_policy
 from control.hot.schema import PropSpec, TypeSpec, apply_defaults
+from control.hot.stackcheck import (
+    SUPPORTED_SIGNAL_TRANSPORTS,
+    Checked,
+    check_types,
+    load_sources,
+    validate,
+)
 from control.hot.taint import Secret
 from control.hot.template import OutputDef, ResourceDef, Template
 from control.hot.types import TYPES, component_action_clash, random_minimum
@@ -37,7 +45,9 @@ __all__ = [
     "MAX_TEMPLATE_BYTES",
     "PSEUDO_PARAMETERS",
     "STACK_ID",
+    "SUPPORTED_SIGNAL_TRANSPORTS",
     "TYPES",
+    "Checked",
     "Context",
     "Definition",
     "Environment",
@@ -55,6 +65,7 @@ __all__ = [
     "build",
     "call_of",
     "calls",
+    "check_types",
     "child_environment",
     "component_action_clash",
     "condition_values",
@@ -64,6 +75,7 @@ __all__ = [
     "file_closure",
     "is_template_ref",
     "load_nested",
+    "load_sources",
     "load_yaml",
     "lookup_file",
     "map_type",
@@ -75,5 +87,7 @@ __all__ = [
     "references",
     "resolve",
     "resolve_parameters",
+    "retry_policy",
     "select",
+    "validate",
 ]

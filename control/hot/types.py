@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from control.hot import retry
 from control.hot.errors import TemplateError, at
 from control.hot.functions import call_of
 from control.hot.groups import GROUP_TYPES
@@ -177,6 +178,7 @@ _DEPLOYMENT = {
     "name": _s(),
     "signal_transport": _s(allowed=SIGNAL_TRANSPORTS, update="replace"),
     "timeout": PropSpec("number"),
+    "retry": retry.SPEC,
 }
 _STRUCTURED = {
     "input_key": _s(default="get_input"),
@@ -204,13 +206,20 @@ TYPES: Mapping[str, TypeSpec] = {
             },
             frozenset({"config"}),
         ),
-        TypeSpec("OS::Heat::SoftwareDeployment", _DEPLOYMENT, None),
-        TypeSpec("OS::Heat::StructuredDeployment", _DEPLOYMENT | _STRUCTURED, None),
-        TypeSpec("OS::Heat::SoftwareDeploymentGroup", _GROUP, None, update_policy=GROUP_UPDATE_POLICY),
+        TypeSpec("OS::Heat::SoftwareDeployment", _DEPLOYMENT, None, check=retry.check),
+        TypeSpec("OS::Heat::StructuredDeployment", _DEPLOYMENT | _STRUCTURED, None, check=retry.check),
+        TypeSpec(
+            "OS::Heat::SoftwareDeploymentGroup",
+            _GROUP,
+            None,
+            check=retry.check,
+            update_policy=GROUP_UPDATE_POLICY,
+        ),
         TypeSpec(
             "OS::Heat::StructuredDeploymentGroup",
             _GROUP | _STRUCTURED,
             None,
+            check=retry.check,
             update_policy=GROUP_UPDATE_POLICY,
         ),
         TypeSpec(

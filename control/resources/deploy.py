@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
+from control import hot
 from control.documents import heatauth, seal
 from control.documents.render import iso
 from control.errors import BadRequestError, NotFoundError
@@ -24,14 +25,7 @@ from control.store.orm import DeploymentRow, ServerRow
 from control.transports.publisher import Transports
 from control.txn import Txn
 
-SUPPORTED_SIGNAL_TRANSPORTS = (
-    "CFN_SIGNAL",
-    "HTTP",
-    "NO_SIGNAL",
-    "TEMP_URL_SIGNAL",
-    "HEAT_SIGNAL",
-    "ZAQAR_SIGNAL",
-)
+SUPPORTED_SIGNAL_TRANSPORTS = hot.SUPPORTED_SIGNAL_TRANSPORTS
 #: Heat's transports this control plane has no service for, and the one that serves them instead.
 SIGNAL_STAND_INS = {"ZAQAR_SIGNAL": "HEAT_SIGNAL"}
 _DERIVED_DESCRIPTIONS = {
@@ -219,6 +213,7 @@ def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, 
     dep.completed_at = None
     dep.updated_at = now
     dep.stdout, dep.stderr, dep.status_code, dep.signal_nonce = "", "", None, None
+    dep.attempts = None
     dep.progress = None
     dep.outputs = {}
     if dep.signal_transport == "NO_SIGNAL":

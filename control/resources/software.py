@@ -151,6 +151,7 @@ class SoftwareDeployment:
             status="COMPLETE",
             status_reason="CREATE is not among the deployment's actions",
             timeout=deploy.timeout_for(props, source, txn.runtime.settings.deployment_timeout),
+            retry=_retry(res, props),
             input_values=dict(props.get("input_values") or {}),
             generation=0,
             created_at=now,
@@ -177,6 +178,7 @@ class SoftwareDeployment:
         dep.actions = effective_actions(props, source)
         dep.input_values = values
         dep.timeout = deploy.timeout_for(props, source, txn.runtime.settings.deployment_timeout)
+        dep.retry = _retry(res, props)
         await self._generation(txn, res, dep, source, "UPDATE")
         return True
 
@@ -270,6 +272,14 @@ class SoftwareDeployment:
         if dep.status == "IN_PROGRESS":
             return Outcome("IN_PROGRESS", dep.id, generation=dep.generation)
         return Outcome("COMPLETE", dep.id, deploy.attributes(dep), generation=dep.generation)
+
+
+def _retry(res: Res, props: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The `retry` policy the server's agent runs (None: one attempt); resolved values checked here."""
+    try:
+        return hot.retry_policy(props.get("retry"), f"{res.where}.properties.retry")
+    except hot.TemplateError as e:
+        raise ControlError(e.reason, where=e.path) from e
 
 
 def effective_actions(props: Mapping[str, Any], source: deploy.Source) -> list[str]:

@@ -284,6 +284,7 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
         deploy_stdout=shown_text(dep.stdout, secrets),
         deploy_stderr=shown_text(dep.stderr, secrets),
         progress=mask(dep.progress, secrets) if dep.progress else None,
+        attempts=shown_attempts(dep.attempts, secrets),
     )
     return view
 
@@ -295,6 +296,20 @@ def shown_text(value: Any, secrets: frozenset[str]) -> str:
         masked = taint.mask_text(text, secrets)
         return masked if masked != text else MASK
     return taint.mask_text(str(value or ""), secrets)
+
+
+def shown_attempts(attempts: Any, secrets: frozenset[str]) -> list[dict[str, Any]] | None:
+    """Each attempt (retry policy) with its stdout and stderr shown as ``shown_text`` shows them."""
+    if not attempts:
+        return None
+    streams = ("stdout", "stderr")
+    return [
+        {
+            k: (shown_text(v, secrets) if k in streams and v is not None else mask(v, secrets))
+            for k, v in a.items()
+        }
+        for a in attempts
+    ]
 
 
 def _inputs(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -39,11 +39,6 @@ def parse_request(
 
     The template's text and each environment's are capped at *max_bytes*.
     """
-    template = body.get("template")
-    if isinstance(template, str):
-        template = hot.load_yaml(template, "template", max_bytes)
-    if not isinstance(template, Mapping):
-        raise BadRequestError("template: expected a HOT template (text or object)", where="template")
     files = body.get("files") or {}
     if not isinstance(files, Mapping):
         raise BadRequestError("files: expected an object of path -> text", where="files")
@@ -52,13 +47,11 @@ def parse_request(
     envs = body.get("environments") or []
     if not isinstance(envs, list) or not all(isinstance(e, str) for e in envs):
         raise BadRequestError("environments: expected a list of environment texts", where="environments")
-    merged = hot.merge_environments(
-        [hot.parse_environment(text, f"environments[{i}]", max_bytes) for i, text in enumerate(envs)]
-    )
     params = body.get("parameters") or {}
     if not isinstance(params, Mapping):
         raise BadRequestError("parameters: expected an object", where="parameters")
-    return stackdef.plain(template), dict(files), merged, dict(params)
+    template, merged = hot.load_sources(body.get("template"), envs, max_bytes)
+    return template, dict(files), merged, dict(params)
 
 
 def _check_file(value: Any, where: str, *, directory: bool) -> None:

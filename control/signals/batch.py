@@ -38,7 +38,7 @@ from control.engine.settle import settle
 from control.errors import BadRequestError, ControlError, GoneError, NotFoundError
 from control.runtime import Runtime
 from control.signals import scope
-from control.signals.result import apply_signal, bad_status_code
+from control.signals.result import APPLIED, DUPLICATE, apply_signal, bad_status_code
 from control.store import bulk
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
@@ -151,14 +151,14 @@ class SignalBatch:
                     scope.check_answer(dep, p.generation, p.signal)
                     # apply_signal refuses (raises) before it changes anything
                     secrets = seal.texts_for(dep.item, texts.get(dep.stack_id or "", ()))
-                    changed = apply_signal(dep, p.generation, p.signal, secrets)
+                    outcome = apply_signal(dep, p.generation, p.signal, secrets)
                 except ControlError as e:
                     answers.append((p, e))
                     continue
-                if changed:  # an error from here on fails the whole batch (retried one by one)
+                if outcome == APPLIED:  # an error from here on fails the whole batch (retried one by one)
                     await settle(txn, dep, resources, traversals)
                 bad = bad_status_code(p.signal)  # recorded as the failure, and refused for good
-                view = _view(dep, p.generation, duplicate=not changed)
+                view = _view(dep, p.generation, duplicate=outcome == DUPLICATE)
                 answers.append((p, BadRequestError(bad, where="deploy_status_code") if bad else view))
             await txn.commit()
         kicks = {p.kick for p in batch}

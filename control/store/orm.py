@@ -166,6 +166,11 @@ class DeploymentRow(Base):
     signal_nonce: Mapped[str | None] = mapped_column(String(64), default=None)
     #: The last progress signal of the current generation (control/signals/progress.py), or None.
     progress: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
+    #: The `retry` property (agent/attempts.py runs it), and the current generation's attempts
+    #: as its result reported them (each code, times and output tails), or None; encrypted as
+    #: stdout is (an attempt's output that holds a secret text is a Secret).
+    retry: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
+    attempts: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float, default=None)

@@ -8,7 +8,8 @@ map_merge, list_concat, make_url, digest, an OS::Heat::Value, a RandomString, a 
 built with str_replace, a StructuredConfig's get_input, a deployment group, CloudConfig
 and MultipartMime, stack outputs, a deployment output the hook returns (declared
 `secret: true`) fed into another deployment, and an error_output the hook fills with a
-hidden value (a second stack, which fails). Every hook proves it got the real value by
+hidden value (a second stack, which fails), and a deployment retried under a retry
+policy whose every attempt prints a hidden value (a third stack, which fails). Every hook proves it got the real value by
 writing its SHA-256. Then the canaries' unique parts are searched for in: every file
 under the test's directory (control-plane and agent logs, the SQLite database and its
 WAL, the agent's state dir, the LOCAL published documents and media), a pg_dump of the
@@ -188,6 +189,31 @@ resources:
     properties: {config: {get_resource: cfgf}, server: canary, input_values: {FAILPW: {get_param: failpw}}}
 """
 
+#: A third stack: a deployment retried under a retry policy, every attempt printing the hidden value.
+RETRYING = """
+heat_template_version: 2018-08-31
+parameters:
+  retrypw: {type: string, hidden: true}
+resources:
+  cfgr:  # fails every attempt: each attempt's output is kept
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: RETRYPW}]
+      config: |
+        #!/bin/sh
+        echo "retrying with $RETRYPW"
+        echo "refused $RETRYPW" >&2
+        exit 3
+  depr:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfgr}
+      server: canary
+      input_values: {RETRYPW: {get_param: retrypw}}
+      retry: {retries: 2, backoff: {initial: 0.1, factor: 1}}
+"""
+
 #: What the canary test derives from hidden values (docs/security.md counts them).
 DERIVATIONS = (
     "whole hidden value",
@@ -212,6 +238,7 @@ DERIVATIONS = (
     "stack outputs",
     "secret deployment output into another deployment",
     "error_output",
+    "stdout and stderr of each attempt of a retried deployment (and its failure reason)",
 )
 
 # The StructuredConfig's hook: proves what it got by writing a SHA-256, nothing in clear.
@@ -241,6 +268,7 @@ class Canaries:
         self.listy = [self.tag("l1"), self.tag("l2")]
         self.echoed = self.tag("e")
         self.failpw = self.tag("f")
+        self.retrypw = self.tag("r")
         self.tags["digest"] = sha(self.pw)
 
     def tag(self, name: str) -> str:
@@ -327,7 +355,7 @@ def courier(cp: ControlPlane, media: Media, stacks: list[str], said: list[str]) 
 def answers(cp: ControlPlane) -> list[str]:
     """Every API answer and CLI output about the two stacks, the server and its deployments."""
     shown = []
-    for stack in ("leaky", "leakfail"):
+    for stack in ("leaky", "leakfail", "leakretry"):
         for path in ("", "/outputs", "/resources", "/events", "/failures"):
             shown.append(json.dumps(cp.api("GET", f"/v1/stacks/{stack}{path}").body))
     deployments = cp.api("GET", "/v1/deployments").body
@@ -336,11 +364,12 @@ def answers(cp: ControlPlane) -> list[str]:
     shown += [json.dumps(cp.api("GET", p).body) for p in ("/v1/servers", "/v1/servers/canary")]
     for fmt in ("table", "json", "yaml", "value"):
         commands = [["stack", "list"], ["deployment", "list"], ["server", "show", "canary"]]
-        for stack in ("leaky", "leakfail"):
+        for stack in ("leaky", "leakfail", "leakretry"):
             commands += [
                 ["stack", verb, stack] for verb in ("show", "outputs", "failures", "resources", "events")
             ]
         commands += [["deployment", "show", d["id"]] for d in deployments]
+        commands += [["deployment", "show", d["id"], "--attempts"] for d in deployments]
         for command in commands:
             done = cp.cli(*command, "-f", fmt)
             shown.append(done.stdout + done.stderr)
@@ -377,6 +406,9 @@ def test_values_derived_from_hidden_parameters_appear_nowhere_in_clear(
     failing = cp.create("leakfail", FAILING, params={"failpw": canaries.failpw})
     assert 201 == failing.status, failing.body
     assert {"leakfail": "CREATE_FAILED"} == courier(cp, media, ["leakfail"], said)
+    retrying = cp.create("leakretry", RETRYING, params={"retrypw": canaries.retrypw})
+    assert 201 == retrying.status, retrying.body
+    assert {"leakretry": "CREATE_FAILED"} == courier(cp, media, ["leakretry"], said)
 
     # The hooks got the real values.
     got = {name: (out / name).read_text() for name in canaries.expected()}
@@ -394,6 +426,11 @@ def test_values_derived_from_hidden_parameters_appear_nowhere_in_clear(
     failure = cp.api("GET", "/v1/stacks/leakfail/failures").body[0]
     assert failure["reason"].endswith("err : cannot log in with ******"), failure
     assert "trying ******" in failure["deploy_stdout"]
+    (retried,) = cp.api("GET", "/v1/stacks/leakretry/failures").body
+    assert retried["reason"].endswith("attempt 3: status code 3: refused ******"), retried
+    attempts = cp.api("GET", f"/v1/deployments/{retried['deployment_id']}").body["attempts"]
+    assert [1, 2, 3] == [a["attempt"] for a in attempts]
+    assert all("refused ******" in a["stderr"] and "with ******" in a["stdout"] for a in attempts), attempts
 
     shown = answers(cp)
     published = document_bytes(cp)
@@ -404,7 +441,7 @@ def test_values_derived_from_hidden_parameters_appear_nowhere_in_clear(
     # the ledger's outbox (until acknowledged) and the LOCAL outbox of signal files.
     state = cp.agent_dir("canary")
     agent_side = (state / "hooks", state / "output", media.outbox)
-    written_back = {canaries.tags["e"], canaries.tags["f"]}
+    written_back = {canaries.tags["e"], canaries.tags["f"], canaries.tags["r"]}
     hits = []
     files = sorted(p for p in tmp_path.rglob("*") if p.is_file() and not p.is_relative_to(out))
     for path in files:

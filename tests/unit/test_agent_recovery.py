@@ -54,3 +54,16 @@ def test_an_interrupted_run_that_allows_it_runs_again(tmp_path: Path) -> None:
 
     assert [recovery.Rerun("g1", f"{recovery.INTERRUPTED}; re-run (run 1)")] == decisions
     ledger.close()
+
+
+def test_an_interrupted_attempt_runs_again_when_its_retry_policy_names_interrupted(tmp_path: Path) -> None:
+    """retry_on [interrupted] with retries left: re-run; with the retries spent: reported FAILED."""
+    item = wire.DeploymentItem(id="g1", name="web", group="script", creation_time="")
+    meta = wire.ItemMeta("d", 1, "", "CREATE", retry={"retries": 2, "retry_on": ["interrupted"]})
+    for runs, expected in ((2, recovery.Rerun), (3, recovery.Report)):
+        (tmp_path / str(runs)).mkdir()
+        ledger = _interrupted(tmp_path / str(runs), "g1")
+        ledger.set_state("runs:g1", str(runs))
+        decisions = recovery.recover(ledger, tmp_path / str(runs), lambda item_id: (item, meta))
+        assert [expected] == [type(d) for d in decisions], runs
+        ledger.close()

@@ -9,7 +9,7 @@ import pytest
 from agent import wire, wire_caps
 from control.errors import StaleSignalError
 from control.resources.deploy import Source, declared_inputs, replace_on_change_differs
-from control.signals.result import apply_signal, result_status
+from control.signals.result import APPLIED, DUPLICATE, LATE, apply_signal, result_status
 from control.store.orm import DeploymentRow
 
 
@@ -98,7 +98,7 @@ def test_signal_for_current_generation_records_the_result():
     """A signal for the current generation sets status, outputs, streams, code and nonce."""
     dep = deployment(generation=2, outputs=[{"name": "out"}])
     signal = wire.Signal(0, "done\n", "warn\n", {"out": "v"}, {"nonce": "n1"})
-    assert apply_signal(dep, 2, signal) is True
+    assert APPLIED == apply_signal(dep, 2, signal)
     assert ("COMPLETE", "Outputs received") == (dep.status, dep.status_reason)
     assert ({"out": "v"}, "done\n", "warn\n", 0, "n1") == (
         dep.outputs,
@@ -113,7 +113,7 @@ def test_signal_for_current_generation_records_the_result():
 def test_failed_signal_records_failure():
     """A non-zero code recorded on the deployment makes it FAILED with the code kept."""
     dep = deployment()
-    assert apply_signal(dep, 1, wire.Signal(7, "", "boom")) is True
+    assert APPLIED == apply_signal(dep, 1, wire.Signal(7, "", "boom"))
     assert ("FAILED", 7, "boom") == (dep.status, dep.status_code, dep.stderr)
 
 
@@ -135,10 +135,10 @@ def test_signal_for_unknown_future_generation_is_refused():
 
 
 def test_duplicate_signal_changes_nothing():
-    """A repeat for a generation already recorded returns False and keeps the first result."""
+    """A repeat for a generation already recorded is a DUPLICATE and keeps the first result."""
     dep = deployment()
-    assert apply_signal(dep, 1, wire.Signal(0, "first", "")) is True
-    assert apply_signal(dep, 1, wire.Signal(5, "second", "")) is False
+    assert APPLIED == apply_signal(dep, 1, wire.Signal(0, "first", ""))
+    assert DUPLICATE == apply_signal(dep, 1, wire.Signal(5, "second", ""))
     assert ("COMPLETE", "first", 0) == (dep.status, dep.stdout, dep.status_code)
 
 
@@ -149,6 +149,25 @@ def test_huge_streams_are_trimmed():
     apply_signal(dep, 1, wire.Signal(0, big, ""))
     assert len(dep.stdout.encode()) < len(big) + 100
     assert dep.stdout.startswith("hhh") and dep.stdout.endswith("TAIL") and "bytes cut" in dep.stdout
+
+
+def test_a_result_after_the_timeout_keeps_its_output_and_stays_failed():
+    """A timed-out generation's late result is kept (output, code, reason noted) once; FAILED stays."""
+    dep = deployment(status="FAILED")
+    dep.status_reason = "timed out after 2 s; no progress received"  # and no result: status_code unset
+    assert LATE == apply_signal(dep, 1, wire.Signal(143, "slow step\n", "stopped", {}, {"nonce": "n"}))
+    assert ("FAILED", "slow step\n", 143) == (dep.status, dep.stdout, dep.status_code)
+    assert dep.status_reason.endswith("; the agent's late result: status code 143")
+    assert DUPLICATE == apply_signal(dep, 1, wire.Signal(0, "again", ""))
+    assert "slow step\n" == dep.stdout
+
+
+def test_a_late_result_for_a_failure_that_had_its_result_is_a_duplicate():
+    """A FAILED generation that got its own result (not timed out) is never overwritten."""
+    dep = deployment()
+    apply_signal(dep, 1, wire.Signal(3, "own", ""))
+    assert DUPLICATE == apply_signal(dep, 1, wire.Signal(0, "other", ""))
+    assert ("own", 3) == (dep.stdout, dep.status_code)
 
 
 # ------------------------------------------------------------------ declared_inputs

@@ -11,7 +11,7 @@ from agent import wire
 from control.cli import log
 from control.errors import BadRequestError, StaleSignalError
 from control.signals.progress import apply_progress, is_progress
-from control.signals.result import apply_signal
+from control.signals.result import DUPLICATE, apply_signal
 from control.store.orm import DeploymentRow
 
 
@@ -98,7 +98,7 @@ def test_log_prints_only_what_is_new_and_says_what_it_missed():
 def test_a_progress_body_read_as_a_result_never_completes_the_deployment():
     """Whatever path hands a progress body to apply_signal (it has no status code), nothing changes."""
     dep = running()
-    assert not apply_signal(dep, 2, wire.decode_signal(body(1)))
+    assert DUPLICATE == apply_signal(dep, 2, wire.decode_signal(body(1)))
     assert dep.status == "IN_PROGRESS"
 
 

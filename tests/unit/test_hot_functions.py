@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 
-from control.hot import FUNCTIONS, TemplateError, calls, evaluate_condition, references, resolve, select
+from control.hot import (
+    FUNCTIONS,
+    TemplateError,
+    calls,
+    evaluate_condition,
+    references,
+    resolve,
+    select,
+    yaqlfn,
+)
 
 
 @dataclass
@@ -530,10 +539,13 @@ def test_yaql_evaluates_an_expression_over_its_data() -> None:
     assert ev(node) == ["a!", "b!"]
 
 
-def test_yaql_bounds_refuse_what_would_run_long_or_grow_large() -> None:
+def test_yaql_bounds_refuse_what_would_run_long_or_grow_large(monkeypatch: pytest.MonkeyPatch) -> None:
     """A collection over 200 items, a string over the memory quota or a run over the time bound fail, naming yaql."""
+    # The size checks with time to spare on a loaded machine; the time bound with a short one.
+    monkeypatch.setattr(yaqlfn, "TIME_LIMIT", 60.0)
     assert "Collection length exceeds 200" in fails({"yaql": {"expression": "range(1000).sum()"}}).reason
     assert "MemoryQuota" in fails({"yaql": {"expression": "'a' * 100000"}}).reason
-    slow = "let(x => range(150).toList()) -> $x.join($x, true, [$1, $2]).len()"
-    assert "took longer than" in fails({"yaql": {"expression": slow}}).reason
     assert "bad expression" in fails({"yaql": {"expression": "$.data.("}}).reason
+    monkeypatch.setattr(yaqlfn, "TIME_LIMIT", 0.5)
+    slow = "let(x => range(150).toList()) -> $x.join($x, true, [$1, $2]).len()"
+    assert "took longer than 0.5 s" in fails({"yaql": {"expression": slow}}).reason

@@ -159,7 +159,7 @@ def templates(draw: st.DrawFn) -> dict[Any, Any]:
     )
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(templates())
 def test_parse_template_raises_only_template_error(source):
     """parse_template of any template-shaped map returns a Template or raises TemplateError."""
@@ -175,7 +175,7 @@ def test_parse_template_raises_only_template_error(source):
             resolve(output.value, AnyContext(), "outputs")
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(nodes)
 def test_parse_template_of_any_data_raises_only_template_error(data):
     """parse_template of arbitrary data raises nothing but TemplateError."""
@@ -186,7 +186,7 @@ def test_parse_template_of_any_data_raises_only_template_error(data):
         )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(nodes)
 def test_resolve_raises_only_template_error(node):
     """resolve of arbitrary data with a permissive context raises nothing but TemplateError."""
@@ -201,7 +201,7 @@ yaml_text = st.one_of(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(yaml_text)
 def test_yaml_loaders_raise_only_template_error(text):
     """load_yaml, parse_template and parse_environment raise only TemplateError on any text."""

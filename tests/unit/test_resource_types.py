@@ -19,7 +19,6 @@ from control.errors import BadRequestError
 from control.hot import TemplateError, parse_template
 from control.resources.deploy import substitute_inputs
 from control.resources.randomstring import CLASSES, generate
-from control.resources.validate import check_definition
 
 
 def doc(resources: dict[str, Any], **sections: Any) -> dict[str, Any]:
@@ -298,7 +297,7 @@ def test_get_attr_of_an_undeclared_output_is_a_warning_for_structured_and_compon
             },
         )
         defn = stackdef.build(template, {}, hot.Environment(), {}, stack_name="s", stack_id="i")
-        (warning,) = check_definition(defn.template)
+        (warning,) = hot.check_types(defn.template)
         assert warning.startswith("outputs.bad.value: ") and "'nope'" in warning and "null" in warning
 
 

@@ -23,7 +23,7 @@ from control.hot import TemplateError, resolve, taint
 from control.hot.evaluation import select
 from control.hot.taint import Secret
 from control.resources import secrecy
-from control.signals.result import apply_signal
+from control.signals.result import APPLIED, apply_signal
 from control.store.orm import DeploymentRow
 
 CANARY = "cnry-aaaa:cnry-bbbb"
@@ -228,10 +228,30 @@ def test_a_hook_writing_back_a_secret_is_kept_secret_and_never_quoted() -> None:
     )
     body = {"deploy_status_code": 0, "deploy_stdout": "pw hunter2-long", "err": "bad hunter2-long"}
     signal = wire.decode_signal({**body, "host": "db", "made": "fresh-token"})
-    assert apply_signal(dep, 1, signal, seal.texts_for(dep.item))
+    assert APPLIED == apply_signal(dep, 1, signal, seal.texts_for(dep.item))
     assert ("FAILED", "err : bad ******") == (dep.status, dep.status_reason)
     assert {"err": Secret("bad hunter2-long"), "host": "db", "made": Secret("fresh-token")} == dep.outputs
     assert Secret("pw hunter2-long") == dep.stdout and "" == dep.stderr
+
+
+def test_each_retried_attempt_holding_a_secret_is_kept_secret_and_its_reason_masks_it() -> None:
+    """A retried deployment's attempts keep a stream holding a secret as a Secret; the reason quotes it masked."""
+    dep = DeploymentRow(
+        id="d",
+        status="IN_PROGRESS",
+        generation=1,
+        item={"inputs": [{"name": "PW", "value": "hunter2-long", "secret": True}], "outputs": []},
+    )
+    attempts = [
+        {"attempt": n, "status_code": 3, "stdout": f"run {n}", "stderr": f"refused\nno hunter2-long {n}\n"}
+        for n in (1, 2)
+    ]
+    signal = wire.Signal(3, "run 2", "no hunter2-long 2", {}, {"attempts": attempts})
+    assert APPLIED == apply_signal(dep, 1, signal, seal.texts_for(dep.item))
+    assert "hunter2" not in dep.status_reason
+    assert dep.status_reason.endswith("attempt 2: status code 3: no ****** 2"), dep.status_reason
+    assert ["run 1", "run 2"] == [a["stdout"] for a in dep.attempts]
+    assert [Secret(a["stderr"]) for a in attempts] == [a["stderr"] for a in dep.attempts]
 
 
 def test_a_secret_given_to_a_nested_stack_is_checked_as_plain_data_and_stays_hidden() -> None:

@@ -1,11 +1,13 @@
-"""The revocation counter; a deployment's stdout and stderr stored encrypted.
+"""The revocation counter; a deployment's stdout, stderr and attempts stored encrypted.
 
-Revision 0004, after 0003. ``counters`` holds ``credential_revocations``, which every
+Revision 0005, after 0004. ``counters`` holds ``credential_revocations``, which every
 process watches to drop revoked agent credentials from its cache
 (``control/store/credentials.py``). ``deployments.stdout``/``stderr`` become JSON, as every
 encrypted column is (``control/store/crypt.py``): a hook's output may hold a secret. The
 text already stored becomes a JSON string, read as it is and encrypted on its next write
-(the revision cannot encrypt: the data key is not in the database).
+(the revision cannot encrypt: the data key is not in the database). ``deployments.attempts``
+(each attempt's stdout and stderr, revision 0004) is JSON already: its type does not change,
+a value stored in clear is read as it is and encrypted on its next write.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0005"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 
