@@ -1,20 +1,24 @@
 """The agent: runs on every server, fetches its document, runs the hooks, signals the results.
 
-Beyond the standard library it needs only aiohttp and cryptography, never the control plane.
+Beyond the standard library it needs only cryptography (and aiohttp for the relay's server),
+never the control plane. ``anneal-agent run`` on http:// URLs does not load ``ssl`` (``tls``).
 The map, stage by stage, in the order a document travels:
 
 =========================  ==================================================================
 stage                      modules
 =========================  ==================================================================
-command line, enrolment    ``cli`` (``anneal-agent``), ``config`` (agent.json), ``keys``
+command line, enrolment    ``cli`` (``anneal-agent``: parses, decides on TLS), ``commands``
+                           (what each command does), ``config`` (agent.json), ``keys``
                            (key pairs, ``Unsealer``), ``client`` (HTTP calls, heartbeats),
-                           ``addresses`` (the server's addresses, reported)
+                           ``httpclient`` (HTTP/1.1 on asyncio streams), ``tls`` (``ssl``
+                           only for https URLs), ``addresses`` (the server's addresses, reported)
 the loop                   ``loop`` (``Agent``: poll, run, heartbeat, status as tasks)
 poll: where from           ``transports/`` (``switch``: the current source; ``http``,
                            ``tempurl``, ``file``, ``offline``)
 accept: verify, keep       ``verify`` (the document policy), ``ledger`` (the run-once journal)
 run                        ``allowlist`` (the node's own limit), ``attempts`` (retries), ``dispatch`` (which hook,
-                           with a deadline), ``component``,
+                           with a deadline), ``inline`` (the built-in ``script`` hook, run by the agent
+                           itself), ``component``,
                            ``orders`` (stop orders), ``output`` (the hook's output on disk),
                            ``progress`` (IN_PROGRESS reports), ``proctree``
 signal                     ``outbox`` (results' signals, delivered in order until acknowledged)

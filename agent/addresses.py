@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import shutil
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -50,6 +49,8 @@ def parse(text: str) -> list[dict[str, Any]]:
 
 async def discover() -> list[dict[str, Any]]:
     """This machine's addresses now; [] when iproute2 is missing or fails (logged, not fatal)."""
+    import shutil  # noqa: PLC0415 - shutil loads bz2 and lzma (1 MiB) into the agent for this one call
+
     program = shutil.which("ip")
     if program is None:
         return []

@@ -1,40 +1,25 @@
-"""`anneal-agent`: enrol, run, once, status."""
+"""`anneal-agent`: the command line. It loads what the command needs only once parsed.
+
+``run`` for an agent whose every URL is http:// withholds ``ssl`` before asyncio is imported
+(``agent.tls``): the commands, the loop and asyncio are imported after that decision.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import json
 import logging
 import os
-import signal
-import socket
-import sqlite3
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-import aiohttp
-
-from agent import addresses, client, config, diskfull, heatcompat, keys, loglimit, status
-from agent.errors import AgentError, ConfigError
-from agent.fsutil import lock_state_dir, write_atomic
-from agent.ledger import Ledger
-from agent.loop import Agent, version
-from agent.transports import offline
-from agent.transports.switch import adopt_enrolment
-
-log = logging.getLogger("agent")
-#: Seconds a stopping agent waits for its running hook (systemd's TimeoutStopSec should exceed it).
-STOP_GRACE = 60.0
+from agent import config, loglimit, tls
+from agent.ledger import LEDGER_FILE
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="anneal-agent", description="Anneal's deployment agent")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {config.version()}")
     parser.add_argument("--log-level", default=os.environ.get("ANNEAL_LOG_LEVEL", "INFO"))
     sub = parser.add_subparsers(dest="command", required=True)
     enrol = sub.add_parser("enrol", help="register this server with the control plane")
@@ -112,189 +97,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     loglimit.install()  # a line repeated many times a second is logged once per window, with the count
-    if args.command == "relay":
-        from agent import relay, serving  # noqa: PLC0415 - only the relay needs the server side of aiohttp
+    if args.command == "run" and not needs_tls(args):
+        tls.withhold()
+    from agent import commands  # noqa: PLC0415 - after the TLS decision: asyncio imports ssl
 
-        limits = serving.Limits(max_agents=args.max_agents, idle_timeout=args.idle_timeout)
-        relay.serve(args.listen, args.upstream, args.state_dir, limits)
-        return 0
-    try:
-        return asyncio.run(_dispatch(args))
-    except AgentError as e:
-        print(f"anneal-agent: {e}", file=sys.stderr)
-        return 2
-    except (OSError, sqlite3.Error) as e:
-        if not diskfull.is_full(e):
-            raise
-        # Before the agent runs (opening the ledger, keys, config): one line, not a traceback.
-        print(f"anneal-agent: state dir {args.state_dir} is full: {diskfull.reason(e)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return commands.main(args, list(sys.argv[1:] if argv is None else argv))
 
 
-async def _dispatch(args: argparse.Namespace) -> int:
+def needs_tls(args: argparse.Namespace) -> bool:
+    """True unless every URL this agent knows is http://: its command line, agent.json, its ledger.
+
+    The ledger holds the transport the last document named, the document (signal URLs) and
+    the queued signals; its files are searched as bytes, so an old https URL left in a free
+    page only loads ``ssl`` for nothing. Heat's agent (``--heat-compat``) always has it.
+    """
+    if os.environ.get(tls.RESTART_ENV) or args.heat_compat or args.os_collect_config or args.metadata_url:
+        return True
     state_dir: Path = args.state_dir
-    if args.command == "enrol":
-        await enrol(state_dir, args.url, args.token)
-        print(f"enrolled; config written to {config.config_path(state_dir)}")
-        return 0
-    heat = heatcompat.settings_for(args, state_dir)
-    if heat is not None:
-        agent = await _open(args, lambda: heatcompat.HeatAgent(heat, state_dir, args.hook_dir))
-        agent.config = agent.config.with_overrides(**_allowlist(args))
-        return await _run_agent(args, agent)
-    cfg = config.load(state_dir)
-    if cfg is None and args.command != "status" and args.media_dir and not args.url:
-        cfg = enrol_offline(state_dir, Path(args.media_dir), args.signal_dir)
-    if cfg is None:
-        token = os.environ.get("ANNEAL_ENROL_TOKEN")
-        if not (args.url and token):
-            raise ConfigError(f"{state_dir} holds no enrolment; run `anneal-agent enrol` first")
-        cfg = await enrol(state_dir, args.url, token)
-    cfg = cfg.with_overrides(
-        poll_wait=args.poll_wait,
-        heartbeat_interval=args.heartbeat_interval,
-        hook_dirs=tuple(args.hook_dir) if args.hook_dir else None,
-        media_dir=args.media_dir,
-        signal_dir=args.signal_dir,
-        **_allowlist(args),
-    )
-    return await _run_agent(args, await _open(args, lambda: Agent(cfg, state_dir)))
-
-
-def _allowlist(args: argparse.Namespace) -> dict[str, Any]:
-    """The node allowlist given on the command line; what is not given stays as agent.json says."""
-    return {
-        "allowed_groups": tuple(args.allow_group) if args.allow_group else None,
-        "allowed_configs": tuple(args.allow_config) if args.allow_config else None,
-    }
-
-
-async def _open(args: argparse.Namespace, make: Callable[[], Agent]) -> Agent:
-    """The agent; `run` started on a full state dir waits for space to open its ledger, never exits."""
-    watch = diskfull.DiskWatch(args.state_dir)
-    tries = 0
-    while True:
-        try:
-            agent = make()
-        except (OSError, sqlite3.Error) as e:
-            if args.command != "run" or not diskfull.is_full(e):
-                raise
-            tries += 1
-            watch.note("open its ledger", e, tries)
-            await asyncio.sleep(watch.delay(tries))
-            continue
-        watch.clear()
-        return agent
-
-
-async def _run_agent(args: argparse.Namespace, agent: Agent) -> int:
-    if args.command != "status":
-        _lock(agent.state_dir)
-    if args.command == "status":
-        view = status.view(agent)
-        print(json.dumps(view, indent=2, sort_keys=True, default=str) if args.json else status.render(view))
-        return 0
-    if args.command == "once":
-        return await agent.once()
-    await _run_until_signalled(agent)
-    return 0
-
-
-def _lock(state_dir: Path) -> None:
-    """One agent per state dir: two would race on the run-once ledger."""
-    try:
-        lock_state_dir(state_dir)
-    except OSError as e:
-        pid_file = state_dir / "agent.pid"
-        holder = pid_file.read_text().strip() if pid_file.exists() else "unknown"
-        raise ConfigError(f"another agent (pid {holder}) is running on {state_dir}") from e
-
-
-async def enrol(state_dir: Path, url: str, token: str | None) -> config.AgentConfig:
-    if not token:
-        raise ConfigError("an enrolment token is required (--token or ANNEAL_ENROL_TOKEN)")
-    publics = keys.ensure_keys(state_dir)
-    async with aiohttp.ClientSession() as http:
-        found = await addresses.discover()
-        result = await client.enrol(http, url, token, publics, socket.gethostname(), found)
-    cfg = config.AgentConfig(
-        url=url.rstrip("/"),
-        server_id=result["server_id"],
-        name=result["name"],
-        credential=result["credential"],
-        document_url=result["document_url"],
-        heartbeat_url=result["heartbeat_url"],
-        control_public_key=result.get("control_public_key", ""),
-    )
-    ledger = Ledger(state_dir)
-    try:
-        kind = adopt_enrolment(ledger, result.get("transport"))
-    finally:
-        ledger.close()
-    config.save(state_dir, cfg)
-    log.info("enrolled as server %s (%s); documents come over %s", cfg.name, cfg.server_id, kind)
-    return cfg
-
-
-def enrol_offline(state_dir: Path, media_dir: Path, signal_dir: str | None) -> config.AgentConfig | None:
-    """Enrol from the bundle on the media (`anneal server media`), without any network; None if none."""
-    bundle = offline.read_bundle(media_dir)
-    if bundle is None:
-        return None
-    out_dir = Path(signal_dir) if signal_dir else media_dir / "signals"
-    cfg = offline.enrol(state_dir, bundle, str(media_dir), out_dir)
-    ledger = Ledger(state_dir)
-    try:
-        adopt_enrolment(ledger, bundle["transport"])
-    finally:
-        ledger.close()
-    config.save(state_dir, cfg)
-    log.info("enrolled offline as server %s (%s); documents come from %s", cfg.name, cfg.server_id, media_dir)
-    return cfg
-
-
-async def _run_until_signalled(agent: Agent, grace: float = STOP_GRACE) -> None:
-    """Run until SIGTERM/SIGINT; the first lets a running hook finish (up to *grace*), a second stops at once."""
-    pid_file = agent.state_dir / "agent.pid"
-    try:
-        write_atomic(pid_file, f"{os.getpid()}\n".encode(), 0o644)
-    except OSError as e:
-        if not diskfull.is_full(e):
-            raise
-        log.warning("%s: the agent runs without it", agent.disk.message(f"write {pid_file}", e))
-    task = asyncio.create_task(agent.run())
-    loop = asyncio.get_running_loop()
-    draining: list[asyncio.Task[None]] = []
-
-    def on_signal() -> None:
-        if draining:
-            task.cancel()
-            return
-        log.info("stopping: no new deployments; waiting up to %g s for the running one", grace)
-
-        async def drain_then_stop() -> None:
-            await _drain(agent, grace)
-            task.cancel()
-
-        draining.append(loop.create_task(drain_then_stop()))
-
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, on_signal)
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    agent.ledger.close()
-    with contextlib.suppress(FileNotFoundError):
-        pid_file.unlink()
-
-
-async def _drain(agent: Agent, grace: float) -> None:
-    """Stop starting work; wait up to *grace* seconds for the running hook and its signal."""
-    agent.stopping = True
-    deadline = time.monotonic() + grace
-    while agent.running is not None and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    while agent.ledger.pending_count() and time.monotonic() < deadline:
-        agent.outbox.wake.set()
-        await asyncio.sleep(0.1)
+    files = [config.config_path(state_dir), state_dir / LEDGER_FILE, state_dir / f"{LEDGER_FILE}-wal"]
+    return tls.needed([args.url or ""]) or tls.in_files(files)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -27,9 +30,11 @@ class AgentConfig:
     #: How documents are verified: "signed" (default) or "heat-compatible" (Heat's unsigned ones).
     document_policy: str = "signed"
     hook_dirs: tuple[str, ...] = HEAT_HOOK_DIRS
-    #: Seconds a long-poll may wait on the control plane.
-    poll_wait: float = 25.0
-    heartbeat_interval: float = 30.0
+    #: Seconds a long-poll may wait on the control plane (its maximum, ``long_poll_max``): an idle
+    #: agent makes one poll and one heartbeat a minute; a change still arrives as it is published.
+    poll_wait: float = 60.0
+    #: Seconds between heartbeats (x0.9-1.1); with its 10 s timeout well inside the 90 s heartbeat lease.
+    heartbeat_interval: float = 60.0
     #: Upper bound of the back-off after errors (seconds).
     backoff_max: float = 60.0
     #: Per-hook timeout when the document does not set one (seconds).
@@ -86,3 +91,21 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
     return tuple(value)
+
+
+@functools.cache
+def version() -> str:
+    """This agent's version as installed; pyproject.toml is its one source.
+
+    Read from the installed METADATA file: importlib.metadata would keep 2.5 MiB of modules
+    (email, zipfile, csv) in every agent for this one line.
+    """
+    for folder in sys.path:
+        for meta in sorted(Path(folder or ".").glob("anneal-*.dist-info/METADATA")):
+            with contextlib.suppress(OSError), open(meta, encoding="utf-8") as f:
+                for line in f:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+                    if not line.strip():
+                        break  # the headers end at the first blank line
+    return "unknown"  # run from a source tree that was never installed

@@ -2,8 +2,9 @@
 
 A group maps to an executable of that name in the hook dirs first (so hooks
 written for Heat's agents run unchanged), then to a built-in hook run as
-``python -m hooks.<group>``. A hook that produces no result is a failure
-with the reason, never a silent success.
+``python -m hooks.<group>``, but for ``script``, which the agent runs itself
+(``agent.inline``: no interpreter start-up per deployment). A hook that
+produces no result is a failure with the reason, never a silent success.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
-from agent import output, wire, wire_caps, wire_files
+from agent import inline, output, wire, wire_caps, wire_files
 
 log = logging.getLogger(__name__)
 BUILTIN_HOOKS = frozenset({"script", "puppet", "ansible", "salt", "chef", "docker-compose"})
@@ -46,8 +46,13 @@ def hook_argv(group: str, hook_dirs: Sequence[str]) -> list[str] | None:
         if path.is_file() and os.access(path, os.X_OK):
             return [str(path)]
     if name in BUILTIN_HOOKS:
-        return [sys.executable, "-m", f"hooks.{name.replace('-', '_')}"]
+        return builtin_argv(name)
     return None
+
+
+def builtin_argv(name: str) -> list[str]:
+    """The command of built-in hook *name*; the agent runs ``script``'s itself (``run_hook``)."""
+    return [sys.executable, "-m", f"hooks.{name.replace('-', '_')}"]
 
 
 def missing_hook(group: str, hook_dirs: Sequence[str]) -> wire.Signal:
@@ -143,6 +148,12 @@ async def run_hook(
     if (refused := unsafe_names(item)) is not None:
         return refused
     stdin = json.dumps(coerce_inputs(item.to_json())).encode()
+    if list(argv) == builtin_argv("script"):
+        # What the hook would read on stdin, without starting an interpreter to read it (agent/inline.py).
+        deployment = wire.decode_item(json.loads(stdin))
+        return await inline.run_script(
+            deployment, env=env, timeout=timeout, tee=tee, on_start=on_start, on_stderr=on_stderr
+        )
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -190,14 +201,14 @@ async def _communicate(
         await proc.stdin.drain()
     proc.stdin.close()
     out_tee, err_tee = tee if tee is not None else (None, None)
-    err_sink = _open_tee(err_tee)
+    err_sink = output.open_tee(err_tee)
     try:
         out, err = await asyncio.gather(
             _read_capped(proc.stdout, MAX_HOOK_STDOUT, out_tee),
-            _read_head_and_tail(proc.stderr, MAX_HOOK_STDERR, _teeing(err_sink, err_tee, on_stderr)),
+            _read_head_and_tail(proc.stderr, MAX_HOOK_STDERR, output.teeing(err_sink, err_tee, on_stderr)),
         )
     finally:
-        _close_quietly(err_sink)
+        output.close_quietly(err_sink)
     await proc.wait()
     return out, err
 
@@ -209,7 +220,7 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int, tee: Path | None 
     copy (logged once), never the hook.
     """
     kept = bytearray()
-    sink = _open_tee(tee)
+    sink = output.open_tee(tee)
     try:
         while chunk := await stream.read(65536):
             if len(kept) < cap:
@@ -221,50 +232,11 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int, tee: Path | None 
                         sink.flush()
                     except OSError as e:
                         log.warning("copy of hook output to %s stopped: %s", tee, e)
-                        _close_quietly(sink)
+                        output.close_quietly(sink)
                         sink = None
     finally:
-        _close_quietly(sink)
+        output.close_quietly(sink)
     return bytes(kept)
-
-
-def _open_tee(path: Path | None) -> BinaryIO | None:
-    if path is None:
-        return None
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        return os.fdopen(fd, "wb", buffering=0)
-    except OSError as e:
-        log.warning("cannot keep a copy of hook output in %s: %s", path, e)
-        return None
-
-
-def _close_quietly(sink: BinaryIO | None) -> None:
-    if sink is not None:
-        with contextlib.suppress(OSError):
-            sink.close()
-
-
-def _teeing(
-    sink: BinaryIO | None, path: Path | None, then: Callable[[bytes], None] | None
-) -> Callable[[bytes], None] | None:
-    """A stderr handler that also copies each chunk to *sink* (file *path*; the caller closes it)."""
-    if sink is None:
-        return then
-
-    def feed(chunk: bytes) -> None:
-        nonlocal sink
-        if sink is not None:
-            try:
-                sink.write(chunk)
-            except OSError as e:
-                log.warning("copy of hook output to %s stopped: %s", path, e)
-                _close_quietly(sink)
-                sink = None
-        if then is not None:
-            then(chunk)
-
-    return feed
 
 
 async def _read_head_and_tail(

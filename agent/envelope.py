@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from agent.wire import EXTRA_KEY, canonical_json
@@ -70,12 +69,14 @@ def strict_b64(text: Any, where: str, size: int) -> bytes:
 
 
 def public_raw(key: Ed25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return key.public_bytes_raw()
 
 
 def key_id(public: bytes) -> str:
     """A short, stable name for a public key: ``ed25519:`` and 16 hex digits of its SHA-256."""
-    return f"{ALG}:{hashlib.sha256(public).hexdigest()[:16]}"
+    digest = hashes.Hash(hashes.SHA256())  # cryptography's: hashlib would load a second libcrypto
+    digest.update(public)
+    return f"{ALG}:{digest.finalize().hex()[:16]}"
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from agent import client, wire, wire_caps
+from agent import wire, wire_caps
 from agent.config import AgentConfig
 from agent.errors import ConfigError, DocumentRejectedError, SourceNotAvailableError
 from agent.fsutil import write_atomic
+from agent.httpclient import ClientError
 from agent.ledger import Outgoing, encode_body
 from agent.loop import Agent
 from agent.outbox import Outbox
@@ -273,15 +272,17 @@ class HeatAgent(Agent):
     async def _request(self, url: str) -> dict[str, Any] | None:
         headers = {"If-None-Match": self._etag} if self._etag else {}
         try:
-            async with self._http.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=30)) as resp:
-                if resp.status == 304:
-                    return None
-                if resp.status != 200:
-                    raise SourceNotAvailableError(f"request collector: {resp.status} from the metadata URL")
-                body = await client.read_capped(resp.content, wire_caps.MAX_DOCUMENT_BYTES)
-                self._etag = resp.headers.get("ETag", "")
-        except (aiohttp.ClientError, TimeoutError) as e:
+            resp = await self._http.request(
+                "GET", url, headers=headers, timeout=30, cap=wire_caps.MAX_DOCUMENT_BYTES
+            )
+        except (ClientError, TimeoutError) as e:
             raise SourceNotAvailableError(f"request collector: {e!r}") from e
+        if resp.status == 304:
+            return None
+        if resp.status != 200:
+            raise SourceNotAvailableError(f"request collector: {resp.status} from the metadata URL")
+        body = resp.body
+        self._etag = resp.headers.get("etag", "")
         try:
             obj = wire.loads_capped(body, wire_caps.MAX_DOCUMENT_BYTES, "metadata")
         except wire.WireError as e:

@@ -7,9 +7,9 @@ secrets encrypted to this server (``Unsealer`` opens them).
 from __future__ import annotations
 
 import base64
+import contextlib
 from pathlib import Path
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
@@ -21,6 +21,9 @@ KEY_DIR = "keys"
 
 def ensure_keys(state_dir: Path) -> dict[str, str]:
     """Create the key pairs if missing; return the public keys, base64 raw bytes."""
+    # PEM (cryptography's serialization, 1.6 MiB) is loaded only to write or read a key file.
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+
     folder = private_dir(state_dir / KEY_DIR)
     publics = {}
     for kind, make in (("sign", Ed25519PrivateKey.generate), ("box", X25519PrivateKey.generate)):
@@ -37,15 +40,34 @@ def ensure_keys(state_dir: Path) -> dict[str, str]:
         key = serialization.load_pem_private_key(path.read_bytes(), password=None)
         if not isinstance(key, (Ed25519PrivateKey, X25519PrivateKey)):
             raise ValueError(f"{path}: unexpected key type")
-        raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+        raw = key.public_key().public_bytes_raw()
         publics[kind] = base64.b64encode(raw).decode()
     return publics
 
 
+#: A PKCS#8 X25519 private key (RFC 8410), as ``ensure_keys`` writes it, is this DER and the 32 key bytes.
+_X25519_PKCS8 = bytes.fromhex("302e020100300506032b656e04220420")
+_PEM = ("-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----")
+
+
 def load_box_key(state_dir: Path) -> X25519PrivateKey:
-    """The server's X25519 private key, which opens the secrets sealed to it."""
+    """The server's X25519 private key, which opens the secrets sealed to it.
+
+    The key this agent wrote is read straight from its fixed DER; any other PEM goes through
+    cryptography's PEM reader, which an idle agent would otherwise keep loaded (1.7 MiB).
+    """
     path = state_dir / KEY_DIR / "box.pem"
-    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    pem = path.read_bytes()
+    head, _, rest = pem.decode("ascii", "replace").strip().partition("\n")
+    body, _, tail = rest.partition("\n")
+    if (head, tail) == _PEM:
+        with contextlib.suppress(ValueError):  # not base64: cryptography's reader names the problem
+            der = base64.b64decode(body, validate=True)
+            if len(der) == 48 and der.startswith(_X25519_PKCS8):
+                return X25519PrivateKey.from_private_bytes(der[16:])
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - as in ensure_keys
+
+    key = serialization.load_pem_private_key(pem, password=None)
     if not isinstance(key, X25519PrivateKey):
         raise ValueError(f"{path}: not an X25519 private key")
     return key

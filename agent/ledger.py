@@ -97,6 +97,8 @@ class Ledger:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
+        # A small page cache: the agent reads its document back when it needs it, and keeps no copy.
+        self._db.execute("PRAGMA cache_size=-256")
         self._upgrade()
 
     def close(self) -> None:

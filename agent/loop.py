@@ -12,15 +12,12 @@ import asyncio
 import base64
 import contextlib
 import functools
-import importlib.metadata
 import logging
 import random
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
-
-import aiohttp
 
 from agent import (
     addresses,
@@ -39,8 +36,9 @@ from agent import (
     verify,
     wire,
 )
-from agent.config import AgentConfig
+from agent.config import AgentConfig, version
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
+from agent.httpclient import Session
 from agent.ledger import Ledger, ledger_items
 from agent.outbox import Outbox
 from agent.transports.switch import AgentTransport, backoff
@@ -48,15 +46,6 @@ from agent.transports.switch import AgentTransport, backoff
 log = logging.getLogger(__name__)
 #: Seconds, at most, an agent waits before its first poll.
 START_JITTER = 0.5
-
-
-@functools.cache
-def version() -> str:
-    """This agent's version as installed; pyproject.toml is its one source."""
-    try:
-        return importlib.metadata.version("anneal")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"  # run from a source tree that was never installed
 
 
 class Agent:
@@ -102,7 +91,7 @@ class Agent:
         """Run until cancelled; a full state dir is waited out, never a reason to exit."""
         self.disk.open()
         await self.disk.retry("settle the deployments a crash interrupted", self.recover)
-        async with aiohttp.ClientSession() as http:
+        async with Session() as http:
             self._http = http
             self._wake()
             send = functools.partial(self.outbox.run, http)
@@ -122,7 +111,7 @@ class Agent:
         A full state dir ends it with DiskFullError (reported first when possible): nothing waits.
         """
         self.disk.wait = False
-        async with aiohttp.ClientSession() as http:
+        async with Session() as http:
             self._http = http
             try:
                 failures = await self._one_pass()
@@ -268,6 +257,13 @@ class Agent:
             await self.work()
 
     async def _run(self, item: wire.DeploymentItem, meta: wire.ItemMeta | None) -> wire.Signal:
+        if sealed.unavailable(item, meta.sealed if meta else ()):
+            # Rendered before this server enrolled: enrolment renders the document anew, sealed to
+            # this server's key, and the item runs from that one (it stays unrun until then).
+            log.info(
+                "deployment %s: sealed before this server enrolled; waiting for the next document", item.name
+            )
+            return wire.Signal()
         try:
             # Secrets are opened only here, to go into the hook's stdin (and its environment, by the hook).
             opened = self.unsealer.open(item, meta)

@@ -12,15 +12,14 @@ import asyncio
 import contextlib
 import functools
 import logging
-import secrets
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
-import aiohttp
-
 from agent import client, progress, sealed, wire
 from agent.diskfull import DiskWatch
+from agent.httpclient import Session
 from agent.ledger import Ledger, Outgoing, encode_body
 from agent.transports.switch import AgentTransport, backoff
 
@@ -73,7 +72,7 @@ class Outbox:
             return None
         verb = str(item.input_value("deploy_signal_verb") or "POST").upper()
         body = signal.to_json()
-        body[wire.EXTRA_KEY] = {"config_id": item_id, "nonce": secrets.token_hex(16)}
+        body[wire.EXTRA_KEY] = {"config_id": item_id, "nonce": os.urandom(16).hex()}
         for key in ("refused", "attempts"):  # the agent's own (allowlist.py, attempts.py), never a hook's
             if signal.extra.get(key):
                 body[wire.EXTRA_KEY][key] = signal.extra[key]
@@ -105,7 +104,7 @@ class Outbox:
         )
 
     def progress_for(
-        self, http: aiohttp.ClientSession, item: wire.DeploymentItem, meta: wire.ItemMeta | None
+        self, http: Session, item: wire.DeploymentItem, meta: wire.ItemMeta | None
     ) -> contextlib.AbstractAsyncContextManager[progress.Progress | None]:
         """Progress reports for *item*, sent like its result; none for documents not ours (Heat's)."""
         if meta is None or self.compose(item.id, item, meta, wire.Signal()) is None:
@@ -114,7 +113,7 @@ class Outbox:
 
     async def _send_progress(
         self,
-        http: aiohttp.ClientSession,
+        http: Session,
         item: wire.DeploymentItem,
         meta: wire.ItemMeta | None,
         payload: dict[str, Any],
@@ -134,7 +133,7 @@ class Outbox:
             self.source_down, self._flush_all = False, True
             self.wake.set()
 
-    async def flush(self, http: aiohttp.ClientSession) -> None:
+    async def flush(self, http: Session) -> None:
         """Try every due signal once, in order; none while the source is down, all once it is back."""
         if self.source_down:
             return  # the poll loop probes the source; its first good poll wakes us
@@ -143,7 +142,7 @@ class Outbox:
         for out in self.ledger.due(now):
             await self._deliver(http, out)
 
-    async def _deliver(self, http: aiohttp.ClientSession, out: Outgoing) -> None:
+    async def _deliver(self, http: Session, out: Outgoing) -> None:
         status, reason = await self.transport.deliver(http, out)
         what = f"record the delivery of the signal for {out.item_id}"
         if 200 <= status < 300:
@@ -161,7 +160,7 @@ class Outbox:
                 lambda: self.ledger.retry_later(out, delay, f"{status} {reason}"),
             )
 
-    async def run(self, http: aiohttp.ClientSession) -> None:
+    async def run(self, http: Session) -> None:
         """Deliver signals as they are queued and come due, until cancelled."""
         while True:
             self.wake.clear()

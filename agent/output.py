@@ -8,11 +8,15 @@ recovery reads them back, and they are discarded once the result is recorded.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from agent import proctree, wire_caps
 
+log = logging.getLogger(__name__)
 OUTPUT_DIR = "output"
 
 
@@ -59,3 +63,44 @@ def read_tail(path: Path) -> str:
 def hook_identity(pid: int) -> str:
     """The hook's pid and start time: recovery kills that very process, never a recycled pid."""
     return f"{pid} {proctree.start_time(pid) or ''}"
+
+
+def open_tee(path: Path | None) -> BinaryIO | None:
+    """*path* opened for a copy of hook output (0600, no symlink followed); None when it cannot be."""
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        return os.fdopen(fd, "wb", buffering=0)
+    except OSError as e:
+        log.warning("cannot keep a copy of hook output in %s: %s", path, e)
+        return None
+
+
+def close_quietly(sink: BinaryIO | None) -> None:
+    """Close a copy's file; a close that fails (a full disk) loses only the copy."""
+    if sink is not None:
+        with contextlib.suppress(OSError):
+            sink.close()
+
+
+def teeing(
+    sink: BinaryIO | None, path: Path | None, then: Callable[[bytes], None] | None
+) -> Callable[[bytes], None] | None:
+    """A stderr handler that also copies each chunk to *sink* (file *path*; the caller closes it)."""
+    if sink is None:
+        return then
+
+    def feed(chunk: bytes) -> None:
+        nonlocal sink
+        if sink is not None:
+            try:
+                sink.write(chunk)
+            except OSError as e:
+                log.warning("copy of hook output to %s stopped: %s", path, e)
+                close_quietly(sink)
+                sink = None
+        if then is not None:
+            then(chunk)
+
+    return feed

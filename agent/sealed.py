@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -39,7 +39,7 @@ class SealError(ValueError):
 
 
 def _raw(key: X25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return key.public_bytes_raw()
 
 
 def _key(shared: bytes, ephemeral: bytes, recipient: bytes) -> bytes:
@@ -77,6 +77,14 @@ def open_sealed(text: Any, private: X25519PrivateKey, place: str) -> Any:
     except (InvalidTag, ValueError) as e:
         raise SealError(f"{place}: does not open with this server's key") from e
     return json.loads(plain)
+
+
+def unavailable(item: wire.DeploymentItem, fields: Iterable[str]) -> bool:
+    """Whether a sealed field of *item* holds UNAVAILABLE: rendered before this server enrolled."""
+    wanted = set(fields)
+    if "config" in wanted and item.config == UNAVAILABLE:
+        return True
+    return any(f"inputs.{i.name}" in wanted and i.value == UNAVAILABLE for i in item.inputs)
 
 
 def open_item(

@@ -13,8 +13,6 @@ for example ``deployments[1].inputs[0].name: required``.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -240,6 +238,10 @@ def idempotency_hash(item: DeploymentItem, action: str, key: bytes = b"") -> str
         "inputs": inputs,
         "action": action,
     }
+    # Only the control plane hashes items: hashlib would load OpenSSL's libcrypto (3.5 MiB) into every agent.
+    import hashlib  # noqa: PLC0415
+    import hmac  # noqa: PLC0415
+
     if key:
         return "hmac-sha256:" + hmac.new(key, canonical_json(body), hashlib.sha256).hexdigest()
     return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()

@@ -58,6 +58,7 @@ import aiohttp  # noqa: E402
 
 from agent import wire  # noqa: E402
 from agent.errors import SourceExpiredError, SourceNotAvailableError  # noqa: E402
+from agent.httpclient import ClientError, Session  # noqa: E402
 from agent.transports import tempurl  # noqa: E402
 from agent.transports.switch import backoff  # noqa: E402
 from bench.harness import Api, deployments_template  # noqa: E402
@@ -103,7 +104,7 @@ class StoreAgent:
         self.timeline.append((start, time.monotonic(), ok, kind))
         return result
 
-    async def step(self, http: aiohttp.ClientSession) -> None:
+    async def step(self, http: Session) -> None:
         fetched = await self._timed("poll", tempurl.fetch(http, self.section, self.etag, 0))
         self.good.append(time.monotonic())
         if fetched.body is None:
@@ -123,7 +124,7 @@ class StoreAgent:
                 body = json.dumps(wire.Signal(0, "", "", {}, extra).to_json()).encode()
                 self.queue[item.id] = (key, body)
 
-    async def deliver(self, http: aiohttp.ClientSession) -> None:
+    async def deliver(self, http: Session) -> None:
         for item_id, (key, body) in list(self.queue.items()):
             target = (self.section.get("signals") or {}).get(item_id)
             if not isinstance(target, dict) or "url" not in target:
@@ -135,7 +136,7 @@ class StoreAgent:
             elif status == 0:
                 raise SourceNotAvailableError(reason)
 
-    async def run(self, http: aiohttp.ClientSession, interval: float, cap: float) -> None:
+    async def run(self, http: Session, interval: float, cap: float) -> None:
         """As agent/loop.py: a poll every *interval* s, the signals after a good poll (none while
         the store is down), and after a failure the agent's back-off counted from the start of
         the failed request (a poll, or a signal PUT after a good poll)."""
@@ -146,7 +147,7 @@ class StoreAgent:
                 await self.deliver(http)
                 self.failures = 0
                 await asyncio.sleep(interval)
-            except (SourceNotAvailableError, SourceExpiredError, aiohttp.ClientError, TimeoutError):
+            except (SourceNotAvailableError, SourceExpiredError, ClientError, TimeoutError):
                 self.failures += 1
                 wait = backoff(self.failures, cap, interval)
                 await asyncio.sleep(max(0.0, self.last_start + wait - time.monotonic()))
@@ -227,8 +228,10 @@ async def outage(
     await asyncio.to_thread(front.blackhole, True)
     out, out_wall = time.monotonic(), time.time()
     await asyncio.sleep(seconds)
-    await asyncio.to_thread(front.blackhole, False)
+    # The return starts here: ending the blackhole cuts the requests it held, and a client that
+    # sees that cut at once (agent/httpclient.py) fails and retries before the call below returns.
     back, back_wall = time.monotonic(), time.time()
+    await asyncio.to_thread(front.blackhole, False)
     in_hand_by = back + args.interval + args.cap
     while time.monotonic() < in_hand_by + 60 and not all(
         any(g == generation for (_, g) in a.seen) for a in agents
@@ -292,7 +295,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         assert front is not None
         try:
             connector = aiohttp.TCPConnector(limit=args.agents + 20)
-            async with aiohttp.ClientSession(connector=connector) as session:
+            # The agents' own HTTP client for their store requests, as many connections as agents.
+            async with (
+                aiohttp.ClientSession(connector=connector) as session,
+                Session(args.agents + 20) as store,
+            ):
                 api = Api(session, cp)
                 await wait_ready(api)
                 agents = await enrol(api, args.agents)
@@ -300,7 +307,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await api.put_stack(
                     "r09", deployments_template(names, 1, "g1", transport="CFN_SIGNAL"), create=True
                 )
-                tasks = [asyncio.create_task(a.run(session, args.interval, args.cap)) for a in agents]
+                tasks = [asyncio.create_task(a.run(store, args.interval, args.cap)) for a in agents]
                 created = await api.wait_stack("r09", timeout=900 + 2 * args.agents)
                 results: dict[str, Any] = {"agents": args.agents, "create": created, "outages": []}
                 for generation, seconds in enumerate(args.outages, start=2):

@@ -1,7 +1,8 @@
 """Run the benchmarks: `python bench/run.py [--only a|b|c]` (or `make bench`).
 
 (a) publish-to-hook-start latency, (b) no-change polls per second on one core,
-(c) control-plane RSS at 1,000 servers. Each figure has its baseline measured in
+(c) control-plane RSS at 1,000 servers, (d) the agent's footprint (bench/agent_rss.py:
+idle VmRSS, idle requests, a no-op script deployment). Each figure has its baseline measured in
 the same run; goals are reported as PASS or MISS and never fail the run. The
 figures go to bench/results/<date>.json; docs/performance.md explains them.
 """
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/run.py` puts bench/, not the repository, on the path
     sys.path.insert(0, str(ROOT))
 
-from bench import latency, memory, polls  # noqa: E402
+from bench import agent_rss, latency, memory, polls  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 GOAL_P99_S = 1.0
@@ -37,6 +38,7 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "a": latency.measure,
     "b": polls.measure,
     "c": memory.measure,
+    "d": agent_rss.measure,
 }
 
 
@@ -151,12 +153,12 @@ def rows_c(r: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     ]
 
 
-ROWS = {"a": rows_a, "b": rows_b, "c": rows_c}
+ROWS = {"a": rows_a, "b": rows_b, "c": rows_c, "d": agent_rss.rows}
 
 
 def table(results: dict[str, Any]) -> str:
     head = ("figure", "measured", "baseline (same run)", "ratio", "goal")
-    rows = [head] + [row for key in "abc" if key in results for row in ROWS[key](results[key])]
+    rows = [head] + [row for key in "abcd" if key in results for row in ROWS[key](results[key])]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "-" * len(lines[0]))

@@ -41,6 +41,7 @@ if str(ROOT) not in sys.path:
 import aiohttp  # noqa: E402
 
 from agent.errors import SourceNotAvailableError  # noqa: E402
+from agent.httpclient import ClientError, Session  # noqa: E402
 from agent.transports import tempurl  # noqa: E402
 from bench.harness import (  # noqa: E402
     Api,
@@ -82,10 +83,10 @@ class Sim:
         self.seen: dict[tuple[str, int], float] = {}
         self.highest = 0
 
-    async def poll(self, http: aiohttp.ClientSession) -> None:
+    async def poll(self, http: aiohttp.ClientSession, store: Session) -> None:
         self.polls += 1
         if self.kind == "SWIFT" and self.section.get("kind") == "SWIFT":
-            fetched = await tempurl.fetch(http, self.section, self.etag, 0)
+            fetched = await tempurl.fetch(store, self.section, self.etag, 0)
             status, body, etag = (200 if fetched.body is not None else 304), fetched.body, fetched.etag
         else:
             headers = {"Authorization": f"Bearer {self.server.credential}"}
@@ -107,12 +108,12 @@ class Sim:
             self.seen.setdefault(key, now)
             self.highest = max(self.highest, key[1])
 
-    async def run(self, http: aiohttp.ClientSession, interval: float) -> None:
+    async def run(self, http: aiohttp.ClientSession, store: Session, interval: float) -> None:
         await asyncio.sleep(random.uniform(0, interval))
         while True:
             try:
-                await self.poll(http)
-            except (aiohttp.ClientError, TimeoutError, SourceNotAvailableError):
+                await self.poll(http, store)
+            except (aiohttp.ClientError, ClientError, TimeoutError, SourceNotAvailableError):
                 self.errors += 1
             await asyncio.sleep(interval)
 
@@ -198,10 +199,12 @@ async def fleet_run(
     assert (await api.wait_stack(stack, 600)).endswith("COMPLETE")
     sims = [Sim(s, kind, cp) for s in servers]
     connector = aiohttp.TCPConnector(limit=n + 10)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=30)) as http:
+    timeout = aiohttp.ClientTimeout(total=30)
+    # Store polls go through the agent's own HTTP client, as many connections as agents.
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http, Session(n + 10) as store:
         for sim in sims:  # the first document (over HTTP) names the transport, as for a real agent
-            await sim.poll(http)
-        tasks = [asyncio.create_task(s.run(http, interval)) for s in sims]
+            await sim.poll(http, store)
+        tasks = [asyncio.create_task(s.run(http, store, interval)) for s in sims]
         try:
             await asyncio.sleep(interval * 2)  # everyone has moved and settled
             # Idle: nothing changes; count requests and CPU.

@@ -2,7 +2,8 @@
 
 The control plane boots nothing. ``enrol`` (the default) waits for an agent
 to enrol with the server's one-time token. ``local`` starts one agent process
-per server on this machine, each with its own state dir (demo and tests).
+per server on this machine, each with its own state dir (demo and tests), named by the
+server's id: a name is never made into a path.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -68,7 +70,7 @@ class _Agent:
 
 
 class LocalProvisioner:
-    """One `anneal-agent run` subprocess per server, state under <data_dir>/agents/<name>.
+    """One `anneal-agent run` subprocess per server, state under <data_dir>/agents/<server id>.
 
     Like a systemd unit with Restart=on-failure, an agent that exits is started
     again after a second, until the server is released or the control plane stops.
@@ -87,19 +89,20 @@ class LocalProvisioner:
         self._watchers: dict[str, asyncio.Task[None]] = {}
         self._tokens: dict[str, str] = {}
 
-    def state_dir(self, name: str) -> Path:
-        return self._root / name
+    def state_dir(self, server_id: str) -> Path:
+        return self._root / str(uuid.UUID(server_id))  # ids are UUIDs: never '..' or a '/'
 
-    def enrolled(self, name: str) -> bool:
-        """Whether the agent of *name* holds its enrolment (its config in its state dir)."""
-        return (self.state_dir(name) / AGENT_CONFIG).is_file()
+    def enrolled(self, server_id: str) -> bool:
+        """Whether the agent of server *server_id* holds its enrolment (its config in its state dir)."""
+        return (self.state_dir(server_id) / AGENT_CONFIG).is_file()
 
     async def provision(self, server_id: str, name: str, enrol_token: str | None) -> None:
         if server_id in self._watchers:
             return
         if enrol_token:
             self._tokens[server_id] = enrol_token
-        state = self.state_dir(name)
+        state = self.state_dir(server_id)
+        await self._adopt_named(state, name)
         leftover = _leftover_pid(state)
         if leftover is not None:
             log.info("adopting agent pid %s still running for %s", leftover, name)
@@ -108,8 +111,25 @@ class LocalProvisioner:
             await self._start(server_id, name, enrol_token)
         self._watchers[server_id] = asyncio.create_task(self._watch(server_id, name))
 
+    async def _adopt_named(self, state: Path, name: str) -> None:
+        """Move a state dir an earlier version named by the server's name to its id (an upgrade).
+
+        Its agent keeps its keys and enrolment (no rebuild); one still running there is
+        stopped first, as it writes by that path. A name that is not one plain directory
+        entry of the agents dir is never followed.
+        """
+        legacy = self._root / name
+        plain = name not in ("", ".", "..") and "/" not in name and "\0" not in name
+        if not plain or state.exists() or legacy.is_symlink() or not legacy.is_dir():
+            return
+        running = _leftover_pid(legacy)
+        if running is not None:
+            await _Agent(running).stop()
+        legacy.rename(state)
+        log.info("moved the local agent state of %s to %s", name, state)
+
     async def _start(self, server_id: str, name: str, enrol_token: str | None) -> None:
-        state = self.state_dir(name)
+        state = self.state_dir(server_id)
         state.mkdir(parents=True, exist_ok=True, mode=0o700)
         env = dict(os.environ)
         if enrol_token:
@@ -133,7 +153,7 @@ class LocalProvisioner:
             await self._agents[server_id].wait()
             log.warning("local agent for %s exited; restarting", name)
             await asyncio.sleep(self.RESTART_DELAY)
-            if self.enrolled(name):
+            if self.enrolled(server_id):
                 self._tokens.pop(server_id, None)
             await self._start(server_id, name, self._tokens.get(server_id))
 
@@ -147,11 +167,10 @@ class LocalProvisioner:
         agent = self._agents.pop(server_id, None)
         if agent is not None:
             await agent.stop()
-        state = self.state_dir(name) if name else None
+        state = self.state_dir(server_id) if name else None  # no name: the control plane stops
         if state is not None and state.is_dir():
-            # The server is gone: a new server of the same name (a group scaled down and up
-            # again) must start from a fresh state dir, not enrol with a dead server's keys.
-            state.rename(state.with_name(f"{name}.{server_id}.released"))
+            # The server is gone: its state is kept aside, for an operator to read, never reused.
+            state.rename(state.with_name(f"{server_id}.released"))
 
     async def close(self) -> None:
         await asyncio.gather(*(self.release(sid, "") for sid in list(self._watchers)))

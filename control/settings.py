@@ -15,6 +15,8 @@ class Settings:
     data_dir: Path
     database_url: str = ""
     listen: str = DEFAULT_LISTEN
+    #: HOST:PORT of Heat's Orchestration API v1 (docs/heat-api.md); "" leaves it off.
+    heat_listen: str = ""
     #: URL agents use to reach this control plane; defaults to http://<listen>.
     public_url: str = ""
     provisioner: str = "enrol"
@@ -30,6 +32,9 @@ class Settings:
     max_template_bytes: int = 512 * 1024
     #: Body cap for every request (bytes); 0: twice the template cap, at least 2 MiB.
     max_request_bytes: int = 0
+    #: What evaluating one template's functions may build in all (bytes, docs/templates.md);
+    #: 0: 128 times the template cap, at least 64 MiB.
+    max_evaluation_bytes: int = 0
     #: How deep stacks may nest (template resources, groups); Heat's max_nested_stack_depth.
     max_nested_depth: int = 5
     #: Seconds a request body may take to arrive (408 after).
@@ -91,12 +96,25 @@ class Settings:
         return self.max_request_bytes or max(2 * 1024 * 1024, 2 * self.max_template_bytes)
 
     @property
+    def evaluation_cap(self) -> int:
+        """The evaluation budget in force: it grows with the template cap, as big stacks build more."""
+        return self.max_evaluation_bytes or max(64 * 1024 * 1024, 128 * self.max_template_bytes)
+
+    @property
     def base_url(self) -> str:
         return (self.public_url or f"http://{self.listen}").rstrip("/")
 
     def host_port(self) -> tuple[str, int]:
-        host, _, port = self.listen.rpartition(":")
-        return host.strip("[]") or "127.0.0.1", int(port)
+        return split_host_port(self.listen)
+
+    def heat_host_port(self) -> tuple[str, int]:
+        return split_host_port(self.heat_listen)
+
+
+def split_host_port(listen: str) -> tuple[str, int]:
+    """HOST:PORT (an IPv6 host in brackets) as (host, port); the host defaults to loopback."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
 
 
 def async_url(url: str) -> str:

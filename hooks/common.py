@@ -13,11 +13,8 @@ import json
 import logging
 import math
 import os
-import secrets
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -207,7 +204,7 @@ def json_kind(value: Any) -> str:
 
 def write_private(path: Path, text: str | bytes, mode: int = 0o600) -> Path:
     """Write *text* (or bytes, as they are) to *path* created with *mode*, atomically replacing any old file."""
-    tmp = path.with_name(f".{secrets.token_hex(8)}.tmp")
+    tmp = path.with_name(f".{os.urandom(8).hex()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(tmp, flags, mode)
     data = text.encode("utf-8") if isinstance(text, str) else text
@@ -294,6 +291,10 @@ def private_run(deployment: DeploymentItem, ctx: HookContext) -> Iterator[Privat
 
     It is removed afterwards whatever happens: the files a hook writes there hold the input values.
     """
+    # tempfile and shutil (with bz2 and lzma) cost the agent 1 MiB; the script hook it runs never needs them.
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
     prefix = ctx.outputs_dir / deployment.id
     root = Path(tempfile.mkdtemp(prefix=f"{deployment.id}.", dir=ctx.working_dir))
     try:
@@ -336,6 +337,8 @@ def find_tool(program: str, *, setting: str, install: str, env: Mapping[str, str
             f"{program} not found: ${setting} is {configured!r}, which is not an executable file; "
             f"install it with: {install}"
         )
+    import shutil  # noqa: PLC0415 - as in private_run
+
     found = shutil.which(program, path=env.get("PATH", os.defpath))
     if found is None:
         found = next(

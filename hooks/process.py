@@ -120,7 +120,7 @@ def run_tool(
             start_new_session=True,
         )
     except OSError as e:
-        return _not_started(argv, e)
+        return not_started(argv, e)
     out, err = Capture(), Capture()
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
@@ -133,16 +133,16 @@ def run_tool(
         raise
     if finished:
         _close(proc)  # both at end of file: closed here, not left to the garbage collector
-        return _result(proc.wait(), out, err)
+        return tool_result(proc.wait(), out, err)
     exited = proc.poll() is not None
     _stop_tree(proc)
     _pump(proc, {"out": out, "err": err}, time.monotonic() + DRAIN_GRACE, echo)
     _close(proc)
     if exited:  # the tool ended, but a process it started kept its output open
         note = f"{argv[0]}: a background process still held the output open after {timeout:g} s"
-        return _result(proc.wait(), out, err, note + "; it was stopped")
+        return tool_result(proc.wait(), out, err, note + "; it was stopped")
     note = f"{argv[0]} timed out after {timeout:g} s"
-    return _result(STATUS_TIMED_OUT, out, err, note, timed_out=True)
+    return tool_result(STATUS_TIMED_OUT, out, err, note, timed_out=True)
 
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:
@@ -193,7 +193,7 @@ def _close(proc: subprocess.Popen[bytes]) -> None:
             pipe.close()
 
 
-def _not_started(argv: Sequence[str], e: OSError) -> ToolResult:
+def not_started(argv: Sequence[str], e: OSError) -> ToolResult:
     missing = isinstance(e, FileNotFoundError | PermissionError)
     code = STATUS_NOT_FOUND if missing else STATUS_NOT_EXECUTABLE
     message = f"cannot run {argv[0]!r}: {e.strerror or e}"
@@ -205,19 +205,19 @@ def _not_started(argv: Sequence[str], e: OSError) -> ToolResult:
 def _stop_tree(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the tool's tree and group; SIGKILL whatever is left after KILL_GRACE."""
     pids = {proc.pid, *descendants(proc.pid)}
-    _signal_all(proc.pid, pids, signal.SIGTERM)
+    signal_all(proc.pid, pids, signal.SIGTERM)
     deadline = time.monotonic() + KILL_GRACE
     while time.monotonic() < deadline:
         proc.poll()  # reap the leader: a zombie still counts as a member of the group
-        if not _alive(proc.pid, pids):
+        if not alive(proc.pid, pids):
             break
         time.sleep(0.05)
     else:
-        _signal_all(proc.pid, pids | descendants(proc.pid), signal.SIGKILL)
+        signal_all(proc.pid, pids | descendants(proc.pid), signal.SIGKILL)
     proc.wait()
 
 
-def _signal_all(pgid: int, pids: set[int], signum: int) -> None:
+def signal_all(pgid: int, pids: set[int], signum: int) -> None:
     try:
         os.killpg(pgid, signum)
     except ProcessLookupError:
@@ -229,7 +229,7 @@ def _signal_all(pgid: int, pids: set[int], signum: int) -> None:
             os.kill(pid, signum)
 
 
-def _alive(pgid: int, pids: set[int]) -> bool:
+def alive(pgid: int, pids: set[int]) -> bool:
     try:
         os.killpg(pgid, 0)
         return True
@@ -238,7 +238,9 @@ def _alive(pgid: int, pids: set[int]) -> bool:
     return any((stat := stat_fields(pid)) is not None and stat[0] not in ("Z", "X") for pid in pids)
 
 
-def _result(code: int, out: Capture, err: Capture, note: str = "", *, timed_out: bool = False) -> ToolResult:
+def tool_result(
+    code: int, out: Capture, err: Capture, note: str = "", *, timed_out: bool = False
+) -> ToolResult:
     stderr = err.text()
     if note:
         stderr = f"{stderr.rstrip(chr(10))}\n{note}" if stderr else note

@@ -10,7 +10,6 @@ as ``<deployment id>.<generation>.json`` into
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,8 @@ async def fetch(config: AgentConfig, section: dict[str, Any], etag: str, wait: f
         body = await asyncio.to_thread(_read_capped, path)
     except OSError as e:
         raise SourceNotAvailableError(f"{path}: {e.strerror or e}") from e
+    import hashlib  # noqa: PLC0415 - LOCAL agents only: it loads OpenSSL's libcrypto (3.5 MiB)
+
     tag = '"' + hashlib.sha256(body).hexdigest() + '"'
     if tag != etag:
         return client.Fetched(tag, body)

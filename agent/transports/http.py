@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import aiohttp
-
 from agent import client
 from agent.config import AgentConfig
+from agent.httpclient import Session
 
 
 async def fetch(
-    session: aiohttp.ClientSession, config: AgentConfig, route: Callable[[str], str], etag: str, wait: float
+    session: Session, config: AgentConfig, route: Callable[[str], str], etag: str, wait: float
 ) -> client.Fetched:
     return await client.fetch_document(session, route(config.document_url), config.credential, etag, wait)

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from agent import keys, wire
@@ -72,6 +71,8 @@ def verify(public_key_b64: str, signature_b64: Any, message: bytes) -> bool:
 
 
 def _sign(state_dir: Path, message: bytes) -> str:
+    from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - as in keys.ensure_keys
+
     path = state_dir / keys.KEY_DIR / "sign.pem"
     key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     if not isinstance(key, Ed25519PrivateKey):

@@ -16,11 +16,10 @@ import random
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
-
 from agent import client
 from agent.config import AgentConfig
 from agent.errors import EnrolError, SourceExpiredError
+from agent.httpclient import Session
 from agent.ledger import Ledger, Outgoing
 from agent.transports import file, http, tempurl
 
@@ -107,7 +106,7 @@ class AgentTransport:
         """The control plane's signal URL of one generation, which this agent's credential opens."""
         return f"{_origin(self.config.document_url)}/v1/signal/{deployment_id}/{generation}"
 
-    async def fetch(self, session: aiohttp.ClientSession, etag: str, wait: float) -> client.Fetched:
+    async def fetch(self, session: Session, etag: str, wait: float) -> client.Fetched:
         """One poll of the current source; an expired store URL falls back to the control plane once."""
         kind = self.kind
         try:
@@ -143,7 +142,7 @@ class AgentTransport:
         self.ledger.set_state(STATE_KEY, json.dumps(self.section, sort_keys=True))
         return changed
 
-    async def deliver(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:
+    async def deliver(self, session: Session, out: Outgoing) -> tuple[int, str]:
         """Send one signal where the current transport says; (status, reason), 0 to retry."""
         target = (self.section.get("signals") or {}).get(out.item_id)
         if target is None and self.kind == "LOCAL":
@@ -159,7 +158,7 @@ class AgentTransport:
             log.warning("%s; trying the control plane's signal URL", reason)  # expired: where reachable
         return await self._send_http(session, out)
 
-    async def _send_http(self, session: aiohttp.ClientSession, out: Outgoing) -> tuple[int, str]:
+    async def _send_http(self, session: Session, out: Outgoing) -> tuple[int, str]:
         url = self.route(out.url)
         return await client.send(session, out.verb, url, out.body, self.auth_headers(url))
 

@@ -10,44 +10,41 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import aiohttp
-
 from agent import client, wire_caps
 from agent.errors import SourceExpiredError, SourceNotAvailableError
+from agent.httpclient import ClientError, Session
 
 #: Statuses of a store that mean "this URL no longer works" rather than "try again".
 EXPIRED = frozenset({401, 403})
 
 
-async def fetch(
-    session: aiohttp.ClientSession, section: dict[str, Any], etag: str, wait: float
-) -> client.Fetched:
+async def fetch(session: Session, section: dict[str, Any], etag: str, wait: float) -> client.Fetched:
     url = section.get("document_url")
     if not isinstance(url, str) or not url:
         raise SourceExpiredError(f"transport {section.get('kind')} names no document_url")
     headers = {"If-None-Match": etag} if etag else {}
     try:
-        async with session.get(url, headers=headers, timeout=aiohttp.ClientTimeout(total=30)) as resp:
-            if resp.status == 304:
-                fetched = client.Fetched(etag, None)
-            elif resp.status == 200:
-                body = await client.read_capped(resp.content, wire_caps.MAX_DOCUMENT_BYTES)
-                if len(body) > wire_caps.MAX_DOCUMENT_BYTES:
-                    raise SourceNotAvailableError(f"store document over {wire_caps.MAX_DOCUMENT_BYTES} bytes")
-                return client.Fetched(resp.headers.get("ETag", ""), body)
-            elif resp.status in EXPIRED:
-                raise SourceExpiredError(f"store refused the document URL ({resp.status}): expired?")
-            else:
-                raise SourceNotAvailableError(f"store answered {resp.status} for the document")
-    except (aiohttp.ClientError, TimeoutError) as e:
+        resp = await session.request(
+            "GET", url, headers=headers, timeout=30, cap=wire_caps.MAX_DOCUMENT_BYTES
+        )
+    except (ClientError, TimeoutError) as e:
         raise SourceNotAvailableError(f"store: {e!r}") from e
+    if resp.status == 200:
+        if len(resp.body) > wire_caps.MAX_DOCUMENT_BYTES:
+            raise SourceNotAvailableError(f"store document over {wire_caps.MAX_DOCUMENT_BYTES} bytes")
+        return client.Fetched(resp.headers.get("etag", ""), resp.body)
+    if resp.status in EXPIRED:
+        raise SourceExpiredError(f"store refused the document URL ({resp.status}): expired?")
+    if resp.status != 304:
+        raise SourceNotAvailableError(f"store answered {resp.status} for the document")
+    fetched = client.Fetched(etag, None)
     interval = float(section.get("poll_interval") or 5.0)
     if wait > 0:
         await asyncio.sleep(min(wait, interval))
     return fetched
 
 
-async def deliver(session: aiohttp.ClientSession, verb: str, url: str, body: bytes) -> tuple[int, str]:
+async def deliver(session: Session, verb: str, url: str, body: bytes) -> tuple[int, str]:
     """PUT the signal; an expired URL is retried (a fresh one comes with the next document)."""
     status, reason = await client.send(session, verb, url, body, {})
     if status in EXPIRED or status == 404:

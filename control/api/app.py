@@ -15,6 +15,7 @@ from agent import serving
 from control import keys
 from control.api import body, middleware
 from control.api.app_keys import DEFS, ENGINE, RUNTIME, UNAUTHENTICATED
+from control.api.heat_v1 import app as heat_v1
 from control.api.routes import ROUTES
 from control.documents import reconcile
 from control.engine.stackdef import Definitions
@@ -77,6 +78,8 @@ def make_app(settings: Settings) -> web.Application:
         await engine_db.dispose()
 
     app.cleanup_ctx.append(lifetime)
+    if settings.heat_listen:  # after lifetime: it reads what lifetime made, and closes first
+        app.cleanup_ctx.append(lambda main: heat_v1.serve_heat(main, settings))
     return app
 
 
@@ -122,7 +125,7 @@ async def restart_local_agents(runtime: Runtime) -> None:
         tokens: dict[str, str | None] = {}
         for server in rows:
             tokens[server.id] = None
-            if server.status != "ENROLLED" or not provisioner.enrolled(server.name):
+            if server.status != "ENROLLED" or not provisioner.enrolled(server.id):
                 token = keys.new_token()
                 server.enrol_token_hash = keys.token_hash(token)
                 server.enrol_expires = time.time() + runtime.settings.enrol_token_ttl

@@ -80,6 +80,20 @@ def _stack_paths() -> dict[str, Any]:
                 {"202": stack, **errors(401, 404, 409)},
             ),
         },
+        "/v1/stacks/{name}/abandon": _on_stack(
+            "post",
+            "Remove the stack running nothing (its servers and deployments stay, in no stack): "
+            "Heat's abandon data, which `/v1/adopt` takes back",
+            {"200": json_body(OBJ), **errors(401, 404, 409)},
+        ),
+        "/v1/adopt": {
+            "post": op(
+                "A stack again from its abandon data: ADOPT_COMPLETE at once, its deployments re-attached, nothing run",
+                ADMIN,
+                {"201": stack, **errors(400, 401, 409)},
+                requestBody=request_body(_adopt_request()),
+            )
+        },
         "/v1/stacks/{name}/suspend": _on_stack(
             "post",
             "Suspend a stack: deployments that list SUSPEND run it, dependents first",
@@ -359,3 +373,16 @@ def spec() -> dict[str, Any]:
             },
         },
     }
+
+
+def _adopt_request() -> dict[str, Any]:
+    return obj(
+        "name",
+        "adopt_stack_data",
+        name=STRING,
+        adopt_stack_data={
+            **obj("template", "resources", template=OBJ, resources=OBJ),
+            "description": "what /v1/stacks/{name}/abandon answered",
+        },
+        parameters=OBJ,
+    )

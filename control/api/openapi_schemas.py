@@ -14,12 +14,13 @@ STRING = {"type": "string"}
 ADMIN = "admin"
 #: The largest integer a query or path may give (the database's 32-bit integer columns).
 MAX_INT = 2**31 - 1
+#: Stack and server names: one grammar (docs/templates.md, "Names"; control/hot/names.py).
 STACK_NAME = {
     "type": "string",
     "pattern": "^[A-Za-z][A-Za-z0-9_.-]{0,254}$",
     "description": "a letter, then letters, digits, '_', '-', '.' (255 at most)",
 }
-SERVER_NAME = {"type": "string", "pattern": "^[^/]{1,255}$", "description": "1 to 255 characters, no '/'"}
+SERVER_NAME = STACK_NAME
 TRANSPORTS = ("HTTP", "SWIFT", "S3", "LOCAL", "RELAY", "POLL_SERVER_CFN", "POLL_SERVER_HEAT", "POLL_TEMP_URL")
 TRANSPORT = {
     "type": "string",
@@ -152,16 +153,22 @@ def schemas() -> dict[str, Any]:
         "if_match": {"type": ["string", "integer"]},
         "rollback": {"type": "boolean"},
         "disable_rollback": {"type": "boolean"},
+        "clear_parameters": {"type": "array", "items": STRING},
+        "tags": {"type": "array", "items": STRING},
+        "timeout_mins": {"type": "integer", "description": "default timeout of the stack's deployments"},
     }
     return {
         "Error": obj("error", error=obj(code=code, message=STRING, where=nullable)),
         "StackRequest": obj("name", "template", name=STACK_NAME, **stack_request),
-        "StackUpdate": obj("template", **stack_request),
+        # With `existing: true` the template may be left out: the stack keeps its own.
+        "StackUpdate": obj(**stack_request),
         "Stack": obj(
             **strings("id", "name", "status", "status_reason"),
             version=whole,
             traversal=whole,
             rollback={"type": "boolean"},
+            tags={"type": "array", "items": STRING},
+            timeout_mins={"type": ["integer", "null"]},
             parameters=OBJ,
             parent=nullable,
             parent_resource=nullable,

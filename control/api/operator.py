@@ -16,7 +16,7 @@ from control.api.middleware import auth, bool_query, int_query, ok, optional_int
 from control.api.openapi import spec
 from control.documents import heat
 from control.errors import BadRequestError
-from control.services import agents, converge, queries, resource_signals, signing, stacks
+from control.services import abandon, agents, converge, queries, resource_signals, signing, stacks
 from control.store.orm import ServerRow
 from control.transports import offline as offline_enrolment
 from control.transports import service as transport_service
@@ -88,6 +88,20 @@ async def update_stack(request: web.Request) -> web.Response:
 async def delete_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     return ok(await stacks.delete_stack(rt, engine.kick, request.match_info["name"]), 202)
+
+
+@routes.post("/v1/stacks/{name}/abandon")
+@auth("admin")
+async def abandon_stack(request: web.Request) -> web.Response:
+    """The stack's abandon data (Heat's format); the stack is removed and nothing runs on its servers."""
+    return ok(await abandon.abandon_stack(request.app[RUNTIME], request.match_info["name"]))
+
+
+@routes.post("/v1/adopt")
+@auth("admin")
+async def adopt_stack(request: web.Request) -> web.Response:
+    """`{name, adopt_stack_data}`: the abandoned stack again, ADOPT_COMPLETE, nothing run."""
+    return ok(await abandon.adopt_stack(request.app[RUNTIME], await read_object(request)), 201)
 
 
 @routes.post("/v1/stacks/{name}/suspend")

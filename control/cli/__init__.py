@@ -10,6 +10,7 @@ background: `anneal serve --background` and `--stop`; transport_options: serve's
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import sys
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from control.cli import background, commands, transport_options
 from control.cli.client import ClientError
+from control.cli.output import TerminalSafe
 from control.cli.validate import validate
 
 FORMATS = ("table", "json", "yaml", "value")
@@ -112,6 +114,12 @@ def _database(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def _serve(p: argparse.ArgumentParser) -> None:
     _database(p)
     p.add_argument("--listen", default="127.0.0.1:8770", help="HOST:PORT (default 127.0.0.1:8770)")
+    p.add_argument(
+        "--heat-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="also serve Heat's Orchestration API v1 here, for the openstack CLI (off by default; docs/heat-api.md)",
+    )
     p.add_argument("--public-url", default="", help="URL agents use to reach this control plane")
     p.add_argument(
         "--provisioner",
@@ -166,6 +174,13 @@ def _serve(p: argparse.ArgumentParser) -> None:
         default=0,
         metavar="SIZE",
         help="cap on any request body (default: twice the template cap, at least 2M)",
+    )
+    p.add_argument(
+        "--max-evaluation-bytes",
+        type=size,
+        default=0,
+        metavar="SIZE",
+        help="what one template's functions may build in all (default: 128 times the template cap, at least 64M)",
     )
     p.add_argument(
         "--max-agents",
@@ -238,6 +253,12 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.add_argument("name")
         p.add_argument("--wait", action="store_true")
         p.add_argument("--timeout", type=float, default=3600.0)
+    p = sub.add_parser("abandon", help="remove a stack, running nothing; print its data for `stack adopt`")
+    p.add_argument("name")
+    p.add_argument("--output-file", type=Path, help="write the abandon data here instead of printing it")
+    p = _fmt(sub.add_parser("adopt", help="a stack again from `stack abandon`'s data; nothing runs"))
+    p.add_argument("name")
+    p.add_argument("--adopt-file", type=Path, required=True, help="the data `stack abandon` wrote")
     p = _fmt(sub.add_parser("list", help="list stacks"))
     p.add_argument("--nested", action="store_true", help="list nested stacks too (with their parent)")
     _fmt(
@@ -323,15 +344,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(given)
     if args.group in ("serve", "db"):
         return _on_this_machine(args, given)
-    try:
-        if args.group == "template":  # offline: no control plane, no credentials
-            return validate(args)
-        return commands.run(args)
-    except ClientError as e:
-        print(f"anneal: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+    # What the control plane answers (names, reasons, a hook's output) reaches a terminal escaped.
+    with (
+        contextlib.redirect_stdout(TerminalSafe(sys.stdout)),
+        contextlib.redirect_stderr(TerminalSafe(sys.stderr)),
+    ):
+        try:
+            if args.group == "template":  # offline: no control plane, no credentials
+                return validate(args)
+            return commands.run(args)
+        except ClientError as e:
+            print(f"anneal: error: {e}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
 
 
 def _on_this_machine(args: argparse.Namespace, given: list[str]) -> int:

@@ -14,6 +14,13 @@ from typing import Any
 DEFAULT_URL = "http://127.0.0.1:8770"
 
 
+def api_path(*segments: Any) -> str:
+    """``/v1/<segment>/...`` with each segment quoted whole: a name's '/', '?', '#', '%' or '..'
+    stays a part of that segment and can never reach another route or add a query."""
+    quoted = (urllib.parse.quote(str(s), safe="") for s in segments)
+    return "/v1/" + "/".join(q.replace(".", "%2E") if q in (".", "..") else q for q in quoted)
+
+
 class ClientError(Exception):
     """A request failed; the message is what the operator should read."""
 
@@ -55,6 +62,8 @@ class Client:
         query: dict[str, str] | None = None,
         headers: dict[str, str] | None = None,
     ) -> Any:
+        if not path.startswith("/v1") or any(c in path for c in "?# "):
+            raise ValueError(f"{path!r}: build API paths with api_path(); the query goes in query=")
         url = self.url + path
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from control.cli import log, signal_import
-from control.cli.client import Client, ClientError
+from control.cli.client import Client, ClientError, api_path
 from control.cli.output import show, when
 from control.cli.stack_request import stack_request
 
@@ -48,7 +48,7 @@ def _stack_create(client: Client, args: argparse.Namespace) -> int:
     body = stack_request(args)
     if args.rollback:
         body["rollback"] = True
-    stack = client.call("POST", "/v1/stacks", body)
+    stack = client.call("POST", api_path("stacks"), body)
     return _after_change(client, args, stack, "created")
 
 
@@ -59,22 +59,37 @@ def _stack_update(client: Client, args: argparse.Namespace) -> int:
         body["rollback"] = True
     if args.if_match:
         body["if_match"] = args.if_match
-    stack = client.call("PUT", f"/v1/stacks/{args.name}", body)
+    stack = client.call("PUT", api_path("stacks", args.name), body)
     return _after_change(client, args, stack, "update started")
 
 
 def _stack_delete(client: Client, args: argparse.Namespace) -> int:
-    stack = client.call("DELETE", f"/v1/stacks/{args.name}")
+    stack = client.call("DELETE", api_path("stacks", args.name))
     return _after_change(client, args, stack, "delete started")
 
 
+def _stack_abandon(client: Client, args: argparse.Namespace) -> int:
+    text = json.dumps(client.call("POST", f"/v1/stacks/{args.name}/abandon"), indent=2)
+    if args.output_file:
+        args.output_file.write_text(text)
+    else:
+        print(text)
+    return 0
+
+
+def _stack_adopt(client: Client, args: argparse.Namespace) -> int:
+    body = {"name": args.name, "adopt_stack_data": json.loads(args.adopt_file.read_text())}
+    show(client.call("POST", "/v1/adopt", body), args.format)
+    return 0
+
+
 def _stack_suspend(client: Client, args: argparse.Namespace) -> int:
-    stack = client.call("POST", f"/v1/stacks/{args.name}/suspend")
+    stack = client.call("POST", api_path("stacks", args.name, "suspend"))
     return _after_change(client, args, stack, "suspend started")
 
 
 def _stack_resume(client: Client, args: argparse.Namespace) -> int:
-    stack = client.call("POST", f"/v1/stacks/{args.name}/resume")
+    stack = client.call("POST", api_path("stacks", args.name, "resume"))
     return _after_change(client, args, stack, "resume started")
 
 
@@ -92,7 +107,7 @@ def _last_event_before(client: Client, stack: dict[str, Any]) -> int:
     """The id just before the first event of the traversal *stack* started (its "started" event)."""
     query = {"traversal": str(stack["traversal"]), "limit": "1"}
     try:
-        first = client.call("GET", f"/v1/stacks/{stack['id']}/events", query=query)
+        first = client.call("GET", api_path("stacks", stack["id"], "events"), query=query)
     except ClientError as err:
         if err.status == 404:  # deleted before we looked: wait_for says so
             return 0
@@ -115,17 +130,18 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
     while time.monotonic() < deadline:
         try:
             # The stack first: events read after it include every one up to the state it shows.
-            stack = client.call("GET", f"/v1/stacks/{name}", query={"summary": "true"})
+            stack = client.call("GET", api_path("stacks", name), query={"summary": "true"})
             query = {"after": str(last)}
             if stack["status"].endswith("IN_PROGRESS"):
                 query["wait"] = "5"  # long-poll: answered as soon as a newer event exists
-            events = client.call("GET", f"/v1/stacks/{name}/events", query=query)
+            events = client.call("GET", api_path("stacks", name, "events"), query=query)
         except ClientError as err:
             if err.status == 404:
                 # Its events stay readable by its name: the last ones come before the verdict.
                 with contextlib.suppress(ClientError):
                     _print_events(
-                        client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)}), last
+                        client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)}),
+                        last,
                     )
                 print(f"stack {name} deleted")
                 return 0
@@ -133,12 +149,12 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
         if not stack["status"].endswith("IN_PROGRESS"):
             # Events that happened between the two reads above come before the last line.
             with contextlib.suppress(ClientError):
-                events = client.call("GET", f"/v1/stacks/{name}/events", query={"after": str(last)})
+                events = client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)})
         last = _print_events(events, last)
         if not stack["status"].endswith("IN_PROGRESS"):
             print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
             if stack["status"].endswith("FAILED"):
-                for f in client.call("GET", f"/v1/stacks/{name}/failures"):
+                for f in client.call("GET", api_path("stacks", name, "failures")):
                     _print_failure(f)
                 return 1
             return 0
@@ -158,15 +174,15 @@ def _print_failure(f: dict[str, Any]) -> None:
 
 def _stack_list(client: Client, args: argparse.Namespace) -> int:
     if args.nested:
-        data = client.call("GET", "/v1/stacks", query={"nested": "true"})
+        data = client.call("GET", api_path("stacks"), query={"nested": "true"})
         show(data, args.format, COLUMNS[("stack", "list", "nested")])
         return 0
-    show(client.call("GET", "/v1/stacks"), args.format, COLUMNS[("stack", "list")])
+    show(client.call("GET", api_path("stacks")), args.format, COLUMNS[("stack", "list")])
     return 0
 
 
 def _stack_show(client: Client, args: argparse.Namespace) -> int:
-    stack = client.call("GET", f"/v1/stacks/{args.name}")
+    stack = client.call("GET", api_path("stacks", args.name))
     if args.format != "table":
         show(stack, args.format)
         return 0
@@ -180,19 +196,23 @@ def _stack_show(client: Client, args: argparse.Namespace) -> int:
 
 
 def _stack_outputs(client: Client, args: argparse.Namespace) -> int:
-    show(client.call("GET", f"/v1/stacks/{args.name}/outputs"), args.format, COLUMNS[("stack", "outputs")])
+    show(
+        client.call("GET", api_path("stacks", args.name, "outputs")),
+        args.format,
+        COLUMNS[("stack", "outputs")],
+    )
     return 0
 
 
 def _stack_resources(client: Client, args: argparse.Namespace) -> int:
     query = {"nested_depth": str(args.nested_depth)} if args.nested_depth else None
-    data = client.call("GET", f"/v1/stacks/{args.name}/resources", query=query)
+    data = client.call("GET", api_path("stacks", args.name, "resources"), query=query)
     show(data, args.format, COLUMNS[("stack", "resources", "nested") if query else ("stack", "resources")])
     return 0
 
 
 def _stack_failures(client: Client, args: argparse.Namespace) -> int:
-    data = client.call("GET", f"/v1/stacks/{args.name}/failures")
+    data = client.call("GET", api_path("stacks", args.name, "failures"))
     if args.format == "table":
         for f in data:
             _print_failure(f)
@@ -204,14 +224,14 @@ def _stack_failures(client: Client, args: argparse.Namespace) -> int:
 
 
 def _stack_cancel(client: Client, args: argparse.Namespace) -> int:
-    stack = client.call("POST", f"/v1/stacks/{args.name}/cancel")
+    stack = client.call("POST", api_path("stacks", args.name, "cancel"))
     show(stack, args.format)
     return 0
 
 
 def _stack_check(client: Client, args: argparse.Namespace) -> int:
     """Exit 0 when in sync, 1 when anything drifted."""
-    report = client.call("GET", f"/v1/stacks/{args.name}/check")
+    report = client.call("GET", api_path("stacks", args.name, "check"))
     if args.format != "table":
         show(report, args.format)
         return 0 if report["in_sync"] else 1
@@ -227,7 +247,7 @@ def _stack_check(client: Client, args: argparse.Namespace) -> int:
 
 
 def _stack_converge(client: Client, args: argparse.Namespace) -> int:
-    stack = client.call("POST", f"/v1/stacks/{args.name}/converge")
+    stack = client.call("POST", api_path("stacks", args.name, "converge"))
     return _after_change(
         client, args, stack, f"converge started ({len(stack.get('reapplied', []))} to re-apply)"
     )
@@ -237,7 +257,7 @@ def _stack_events(client: Client, args: argparse.Namespace) -> int:
     if args.follow:
         return wait_for(client, args.name, 24 * 3600.0)
     query = {"nested_depth": str(args.nested_depth)} if args.nested_depth else None
-    events = client.call("GET", f"/v1/stacks/{args.name}/events", query=query)
+    events = client.call("GET", api_path("stacks", args.name, "events"), query=query)
     for e in events:
         e["time"] = when(e["timestamp"])
     show(events, args.format, COLUMNS[("stack", "events", "nested") if query else ("stack", "events")])
@@ -250,7 +270,7 @@ def _stack_resource(client: Client, args: argparse.Namespace) -> int:
         details = json.loads(args.data) if args.data else {}
     except ValueError as e:
         raise ClientError(f"--data: not JSON: {e}") from e
-    path = f"/v1/stacks/{args.name}/resources/{args.resource}/signal"
+    path = api_path("stacks", args.name, "resources", args.resource, "signal")
     result = client.call("POST", path, details)
     if args.format == "table":
         print(f"{result['stack']}/{result['resource']}: {result['result']}")
@@ -264,13 +284,13 @@ def _stack_resource(client: Client, args: argparse.Namespace) -> int:
 
 def _deployment_list(client: Client, args: argparse.Namespace) -> int:
     query = {"stack": args.stack, "server": args.server, "status": args.status}
-    data = client.call("GET", "/v1/deployments", query={k: v for k, v in query.items() if v})
+    data = client.call("GET", api_path("deployments"), query={k: v for k, v in query.items() if v})
     show(data, args.format, COLUMNS[("deployment", "list")])
     return 0
 
 
 def _deployment_show(client: Client, args: argparse.Namespace) -> int:
-    dep = client.call("GET", f"/v1/deployments/{args.id}")
+    dep = client.call("GET", api_path("deployments", args.id))
     if not args.attempts:
         show(dep, args.format)
         return 0
@@ -299,7 +319,7 @@ def _server_create(client: Client, args: argparse.Namespace) -> int:
         body["transport"] = args.transport
     if getattr(args, "heat_compatible", False):
         body["heat_compatible"] = True
-    server = client.call("POST", "/v1/servers", body)
+    server = client.call("POST", api_path("servers"), body)
     if "metadata_url" not in server:
         return _print_token(client, args, server)
     if args.format != "table":
@@ -312,7 +332,7 @@ def _server_create(client: Client, args: argparse.Namespace) -> int:
 
 
 def _server_transport(client: Client, args: argparse.Namespace) -> int:
-    show(client.call("PATCH", f"/v1/servers/{args.name}", {"transport": args.transport}), args.format)
+    show(client.call("PATCH", api_path("servers", args.name), {"transport": args.transport}), args.format)
     return 0
 
 
@@ -325,7 +345,7 @@ def _signal_import(client: Client, args: argparse.Namespace) -> int:
 
 
 def _server_media(client: Client, args: argparse.Namespace) -> int:
-    bundle = client.call("POST", f"/v1/servers/{args.name}/media")
+    bundle = client.call("POST", api_path("servers", args.name, "media"))
     path = signal_import.write_bundle(args.dir, bundle)
     if args.format == "table":
         print(f"server {bundle['name']} ({bundle['server_id']}): offline enrolment bundle written to {path}")
@@ -339,7 +359,7 @@ def _server_media(client: Client, args: argparse.Namespace) -> int:
 
 
 def _server_token(client: Client, args: argparse.Namespace) -> int:
-    return _print_token(client, args, client.call("POST", f"/v1/servers/{args.name}/token"))
+    return _print_token(client, args, client.call("POST", api_path("servers", args.name, "token")))
 
 
 def _print_token(client: Client, args: argparse.Namespace, server: dict[str, Any]) -> int:
@@ -353,22 +373,22 @@ def _print_token(client: Client, args: argparse.Namespace, server: dict[str, Any
 
 
 def _server_list(client: Client, args: argparse.Namespace) -> int:
-    show(client.call("GET", "/v1/servers"), args.format, COLUMNS[("server", "list")])
+    show(client.call("GET", api_path("servers")), args.format, COLUMNS[("server", "list")])
     return 0
 
 
 def _server_show(client: Client, args: argparse.Namespace) -> int:
-    show(client.call("GET", f"/v1/servers/{args.name}"), args.format)
+    show(client.call("GET", api_path("servers", args.name)), args.format)
     return 0
 
 
 def _key_show(client: Client, args: argparse.Namespace) -> int:
-    show(client.call("GET", "/v1/keys"), args.format)
+    show(client.call("GET", api_path("keys")), args.format)
     return 0
 
 
 def _key_rotate(client: Client, args: argparse.Namespace) -> int:
-    result = client.call("POST", "/v1/keys/rotate")
+    result = client.call("POST", api_path("keys", "rotate"))
     if args.format == "table":
         print(f"signing key rotated: {result['previous_key_id']} -> {result['key_id']}")
         print(
@@ -383,6 +403,8 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("stack", "create"): _stack_create,
     ("stack", "update"): _stack_update,
     ("stack", "delete"): _stack_delete,
+    ("stack", "abandon"): _stack_abandon,
+    ("stack", "adopt"): _stack_adopt,
     ("stack", "suspend"): _stack_suspend,
     ("stack", "resume"): _stack_resume,
     ("stack", "list"): _stack_list,

@@ -13,18 +13,19 @@ import sys
 import time
 from typing import Any, TextIO
 
-from control.cli.client import Client
+from control.cli.client import Client, api_path
 
 #: Seconds between two polls of a running deployment.
 POLL = 1.0
 
 
-def show_log(client: Client, dep_id: str, *, follow: bool, timeout: float, out: TextIO = sys.stdout) -> int:
-    """Print the deployment's output; with *follow*, until it finishes (or *timeout* passes)."""
+def show_log(client: Client, dep_id: str, *, follow: bool, timeout: float, out: TextIO | None = None) -> int:
+    """Print the deployment's output (to stdout as it is when called); with *follow*, until it finishes."""
+    out = out or sys.stdout
     deadline = time.monotonic() + timeout
     cursor: tuple[Any, int] = (None, 0)  # (generation, output bytes already printed)
     while True:
-        dep = client.call("GET", f"/v1/deployments/{dep_id}")
+        dep = client.call("GET", api_path("deployments", dep_id))
         progress = dep.get("progress") or {}
         if progress:
             cursor = print_new(progress, cursor, out)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 
@@ -17,6 +19,37 @@ TIME_KEYS = (
     "last_seen",
     "timestamp",
 )
+
+
+# C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides that reorder a line.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """*text* with those characters escaped (``\\x1b``, ``\\u202e``): a name or a hook's output can
+    neither move the cursor, recolour or retitle the operator's terminal, nor forge a line."""
+    return _UNSAFE.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), text)
+
+
+class TerminalSafe(io.TextIOBase):
+    """A text stream that writes through ``terminal_safe``; the CLI prints through it."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(terminal_safe(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def writable(self) -> bool:
+        return True
 
 
 def show(data: Any, fmt: str, columns: list[str] | None = None) -> None:

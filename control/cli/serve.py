@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -16,6 +17,17 @@ from control.store.db import SchemaError
 
 log = logging.getLogger("control")
 ACCESS_LOG = "control.access"
+# Line breaks, C0 and C1 controls and the bidirectional overrides.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+class OneLine(logging.Formatter):
+    """Each record's message escaped to one line of plain text: a name or a path taken from a
+    request cannot forge a log line or send escape codes to whoever reads the log."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = _UNSAFE.sub(lambda m: m[0].encode("unicode_escape").decode("ascii"), record.message)
+        return super().formatMessage(record)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -23,6 +35,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         data_dir=args.data_dir.resolve(),
         database_url=args.db,
         listen=args.listen,
+        heat_listen=args.heat_listen,
         public_url=args.public_url,
         provisioner=args.provisioner,
         deployment_timeout=args.deployment_timeout,
@@ -33,6 +46,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         max_template_bytes=args.max_template_bytes,
         max_nested_depth=args.max_nested_depth,
         max_request_bytes=args.max_request_bytes,
+        max_evaluation_bytes=args.max_evaluation_bytes,
         max_agents=args.max_agents,
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
@@ -41,11 +55,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLine("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     # A line repeated many times a second is logged once per window, with the count (the access log is not).
     loglimit.install(exempt=[ACCESS_LOG])
     # aiosqlite logs every statement with its parameters at DEBUG: never, whatever the level.
@@ -67,6 +79,9 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
+    if settings.heat_listen:
+        heat_host, heat_port = settings.heat_host_port()
+        log.info("Heat's Orchestration API v1 on http://%s:%s/v1/<project>", heat_host, heat_port)
     limits = serving.Limits(max_agents=settings.max_agents, idle_timeout=settings.idle_timeout)
     ready = background.announce(Path(args.pid_file).resolve()) if args.pid_file else None
     try:

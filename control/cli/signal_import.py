@@ -19,7 +19,7 @@ from typing import Any
 from agent import wire_caps
 from agent.fsutil import write_atomic
 from agent.transports import offline
-from control.cli.client import Client, ClientError
+from control.cli.client import Client, ClientError, api_path
 
 
 def signal_files(directory: Path) -> list[Path]:
@@ -58,7 +58,7 @@ def import_enrolment(client: Client, path: Path) -> dict[str, Any]:
         body = json.loads(raw)
     except ValueError as e:
         raise ClientError(f"not JSON: {e}") from e
-    result = client.call("POST", "/v1/enrolments/import", body)
+    result = client.call("POST", api_path("enrolments", "import"), body)
     return {"file": path.name, **result}
 
 
@@ -85,7 +85,7 @@ def import_dir(client: Client, directory: Path) -> tuple[list[dict[str, Any]], l
             if len(raw) > wire_caps.MAX_SIGNAL_BYTES:
                 raise ClientError(f"{len(raw)} bytes is over the cap of {wire_caps.MAX_SIGNAL_BYTES}")
             text = raw.decode("utf-8")
-            result = client.call("POST", "/v1/signals/import", {"name": name, "signal": text})
+            result = client.call("POST", api_path("signals", "import"), {"name": name, "signal": text})
         except UnicodeDecodeError as e:
             errors.append(f"{path}: not UTF-8 text: {e}")
             continue

@@ -53,6 +53,13 @@ async def stack_texts(session: AsyncSession, stack_ids: Iterable[str]) -> dict[s
     return out
 
 
+async def secret_strings(session: AsyncSession, stack_id: str | None) -> set[str]:
+    """One stack's secret texts (``stack_texts``), for masking what the Heat API shows."""
+    if not stack_id:
+        return set()
+    return set((await stack_texts(session, [stack_id])).get(stack_id, frozenset()))
+
+
 def texts_for(item: Mapping[str, Any] | None, stack: Iterable[str] = ()) -> frozenset[str]:
     """The secret texts a hook's write-back is searched for: its secret inputs' and *stack*'s."""
     values = [i.get("value") for i in (item or {}).get("inputs", []) if i.get("secret")]

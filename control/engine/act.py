@@ -48,9 +48,9 @@ class Actor:
                 self._nest(rdef, ctx) if composite else None,
                 self.defn.template.reads(name),
             )
-            props = _with_defaults(
-                rdef.type, stackdef.plain(hot.resolve(rdef.properties, ctx, f"resources.{name}.properties"))
-            )
+            with hot.evaluating(hot.Budget(txn.runtime.settings.evaluation_cap)):
+                resolved = hot.resolve(rdef.properties, ctx, f"resources.{name}.properties")
+            props = _with_defaults(rdef.type, stackdef.plain(resolved))
             secrecy.check_carriers(rdef.type, props, f"resources.{name}.properties")
             if row is not None and _unchanged(res, row, props):
                 row.traversal = stack.traversal

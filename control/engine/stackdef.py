@@ -103,15 +103,17 @@ class Definitions:
         key = (stack.id, stack.version)
         found = self._cache.get(key)
         if found is None:
-            found = build(
-                stack.template,
-                stack.files,
-                environment_from_json(stack.environment),
-                stack.params_given,
-                stack_name=stack.name,
-                stack_id=stack.id,
-                nesting=hot.Nesting(stack.nested_depth, self.max_depth),
-            )
+            # Its parameter values were checked when given: allowed_pattern is not matched again.
+            with hot.evaluating(hot.Budget(None, patterns=False)):
+                found = build(
+                    stack.template,
+                    stack.files,
+                    environment_from_json(stack.environment),
+                    stack.params_given,
+                    stack_name=stack.name,
+                    stack_id=stack.id,
+                    nesting=hot.Nesting(stack.nested_depth, self.max_depth),
+                )
             self._cache = {k: v for k, v in self._cache.items() if k[0] != stack.id}
             self._cache[key] = found
         return found

@@ -5,6 +5,7 @@ TemplateError whose ``path`` says where (``resources.web.properties.config``).
 """
 
 from control.hot.binding import condition_values, resolve_parameters
+from control.hot.budget import DEFAULT_TOTAL_BYTES, Budget, BudgetError, evaluating
 from control.hot.definition import Definition, build, plain
 from control.hot.environment import (
     Environment,
@@ -40,6 +41,7 @@ from control.hot.types import TYPES, component_action_clash, random_minimum
 
 __all__ = [
     "CONDITION_FUNCTIONS",
+    "DEFAULT_TOTAL_BYTES",
     "FUNCTIONS",
     "MAX_NESTED_DEPTH",
     "MAX_TEMPLATE_BYTES",
@@ -47,6 +49,8 @@ __all__ = [
     "STACK_ID",
     "SUPPORTED_SIGNAL_TRANSPORTS",
     "TYPES",
+    "Budget",
+    "BudgetError",
     "Checked",
     "Context",
     "Definition",
@@ -72,6 +76,7 @@ __all__ = [
     "environment_from_json",
     "environment_to_json",
     "evaluate_condition",
+    "evaluating",
     "file_closure",
     "is_template_ref",
     "load_nested",

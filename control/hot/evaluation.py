@@ -5,7 +5,9 @@ the branch it picks. Errors are ``TemplateError(path of the call, "<function>: r
 Secrecy follows values (``taint``): a call given a Secret anywhere in its arguments
 returns a Secret; ``get_param`` and ``get_attr`` keep a Secret found on their path;
 ``if`` on a secret condition returns a Secret. An error of a call given a secret never
-quotes it.
+quotes it. What the calls build and look up (a Secret's value included) is counted
+against the current ``budget`` (a dry run's budget turns a call's other errors into
+null: its arguments may be placeholders).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from control.hot import taint
+from control.hot import budget, taint
 from control.hot.errors import TemplateError, at, show
 from control.hot.functions import call_of, check_shape
 from control.hot.transforms import TRANSFORMS
@@ -53,9 +55,12 @@ def _resolve(node: Any, ctx: Context, path: str) -> Any:
     if call is not None:
         name, args = call
         check_shape(name, args, path)
-        if name == "if":
-            return _if(args, ctx, path)
-        return _apply(name, resolve(args, ctx, at(path, name)), ctx, path)
+        try:
+            return _call(name, args, ctx, path)
+        except TemplateError as e:
+            if not budget.current().tolerates(e):
+                raise
+            return None
     if isinstance(node, Mapping):
         pairs = ((key, _resolve(value, ctx, at(path, key))) for key, value in node.items())
         return {key: value for key, value in pairs if value is not OMITTED}
@@ -65,17 +70,27 @@ def _resolve(node: Any, ctx: Context, path: str) -> Any:
     return node
 
 
+def _call(name: str, args: Any, ctx: Context, path: str) -> Any:
+    if name == "if":
+        return _if(args, ctx, path)
+    return _apply(name, resolve(args, ctx, at(path, name)), ctx, path)
+
+
 def _apply(name: str, args: Any, ctx: Context, path: str) -> Any:
     """Call *name* on its evaluated *args*: a Secret among them makes the result a Secret."""
     if name in _SELECTS:
         check_shape(name, args, path)
-        return _SELECTS[name](args, ctx, path)
+        return budget.current().take(_SELECTS[name](args, ctx, path), path, name)
     if not taint.tainted(args):
         check_shape(name, args, path)
-        return _LOOKUPS[name](args, ctx, path) if name in _LOOKUPS else TRANSFORMS[name](args, path)
+        if name in TRANSFORMS:
+            return TRANSFORMS[name](args, path)
+        return budget.current().take(_LOOKUPS[name](args, ctx, path), path, name)
     plain = taint.reveal(args)
     try:
         return taint.Secret(_apply(name, plain, ctx, path))
+    except budget.BudgetError:
+        raise  # it names sizes and the call, never a value (and a dry run must not tolerate it)
     except TemplateError as e:  # its message may quote the secret, whole or cut short
         raise _masked_error(name, args, ctx, path, e) from None
 
@@ -86,8 +101,9 @@ def _masked_error(name: str, args: Any, ctx: Context, path: str, failed: Templat
     When the masked call does not fail (the error came from the secret's value itself),
     the error says so without quoting anything.
     """
-    try:
-        _apply(name, taint.masked(args), ctx, path)
+    try:  # on a budget of its own: what it builds is not the template's
+        with budget.evaluating(budget.Budget(None)):
+            _apply(name, taint.masked(args), ctx, path)
     except TemplateError as e:
         return TemplateError(e.path, taint.mask_text(e.reason, taint.texts(args, 1)))
     return TemplateError(failed.path, f"{name}: cannot be evaluated with the hidden value it was given")

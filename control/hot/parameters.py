@@ -9,10 +9,14 @@ import contextlib
 import json
 import math
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import regex
+
+from control.hot import budget
 from control.hot.errors import TemplateError, at
 from control.hot.schema import describe
 
@@ -150,9 +154,10 @@ def _check_constraint(c: Any, ptype: str, path: str, warnings: list[str]) -> Non
     elif kind == "allowed_values" and not isinstance(arg, list):
         raise TemplateError(at(path, kind), "expected a list of values")
     elif kind == "allowed_pattern":
-        try:
+        try:  # Python's syntax is Heat's; the engine that matches must read it too
             re.compile(arg)
-        except (re.error, TypeError) as e:
+            regex.compile(arg)
+        except (re.error, regex.error, TypeError) as e:
             raise TemplateError(at(path, kind), f"not a valid regular expression: {e}") from None
     elif kind == "custom_constraint":
         if not isinstance(arg, str):
@@ -245,7 +250,7 @@ def convert(ptype: str, value: Any, path: str, hidden: bool = False) -> Any:
 def check_constraints(pdef: ParameterDef, value: Any, path: str) -> None:
     """Raise TemplateError(path, ...) for the first constraint the converted value breaks."""
     for c in pdef.constraints:
-        problem = _violation(c, pdef.type, value, _show(value, pdef.hidden))
+        problem = _violation(c, pdef.type, value, _show(value, pdef.hidden), path)
         if problem is not None:
             raise TemplateError(path, c.get("description") or problem)
 
@@ -258,7 +263,7 @@ def _within(number: float, bounds: Mapping[str, Any]) -> bool:
     return bool(bounds.get("min", number) <= number <= bounds.get("max", number))
 
 
-def _violation(c: Mapping[str, Any], ptype: str, value: Any, shown: str) -> str | None:
+def _violation(c: Mapping[str, Any], ptype: str, value: Any, shown: str, path: str) -> str | None:
     kind = next(k for k in c if k != "description")
     arg = c[kind]
     if kind == "length" and not _within(len(value), arg):
@@ -272,9 +277,37 @@ def _violation(c: Mapping[str, Any], ptype: str, value: Any, shown: str) -> str 
         items = value if isinstance(value, list) else [value]
         if any(item not in allowed for item in items):
             return f"{shown} is not one of {json.dumps(arg, default=str)}"
-    if kind == "allowed_pattern" and re.fullmatch(arg, value) is None:
+    if kind == "allowed_pattern" and not _matches(arg, value, path):
         return f"{shown} does not match the pattern {arg!r}"
     return None
+
+
+def _matches(pattern: str, value: str, path: str) -> bool:
+    """Whether *value* matches *pattern* whole, within the evaluation's time for patterns.
+
+    Python's ``re`` (Heat's engine) backtracks without bound: ``(a|a)+`` on 30 characters
+    takes hours. ``regex`` reads the same syntax, stops at a timeout and lets go of the GIL
+    while it matches, so a check run in a worker thread never stalls the event loop.
+    """
+    spent = budget.current()
+    if not spent.patterns:
+        return True  # checked when the values were given
+    started = time.monotonic()
+    try:
+        return (
+            regex.fullmatch(pattern, value, timeout=max(spent.pattern_left, 0.001), concurrent=True)
+            is not None
+        )
+    except TimeoutError:
+        raise TemplateError(
+            path,
+            f"allowed_pattern {pattern!r} took more than the {spent.pattern_seconds:g} s the template's "
+            "patterns may take to match: it backtracks (as (a|a)+ does); rewrite it",
+        ) from None
+    except regex.error as e:
+        raise TemplateError(path, f"allowed_pattern {pattern!r} cannot be evaluated: {e}") from None
+    finally:
+        spent.pattern_left -= time.monotonic() - started
 
 
 def _allowed_as(ptype: str, allowed: Any) -> Any:

@@ -6,7 +6,6 @@ structural problem, or raises TemplateError naming the first problem's path.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +15,7 @@ from control.hot.errors import TemplateError, at
 from control.hot.files import is_template_ref
 from control.hot.groups import MEMBER_PROPERTY, check_member
 from control.hot.loader import check_document, load_yaml
+from control.hot.names import resource_name_problem
 from control.hot.nesting import Nesting, parse_nested
 from control.hot.nesting import check_properties as check_nested_properties
 from control.hot.parameters import ParameterDef, parse_parameter_defs
@@ -56,7 +56,6 @@ INFRASTRUCTURE = (
     "OS::Aodh::",  # alarms: no alarm service here; a scaling policy is signalled by its URL
     "AWS::",
 )
-_RESOURCE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 def parse_template(
@@ -217,8 +216,9 @@ class _Scope:
 
 
 def _check_keys(name: str, body: Any, path: str) -> None:
-    if not _RESOURCE_NAME.fullmatch(name):
-        raise TemplateError(path, "a resource name has only letters, digits, '_', '-' and '.'")
+    problem = resource_name_problem(name)
+    if problem is not None:  # the path holds the name only when it cannot forge a line
+        raise TemplateError(path if name.isprintable() else "resources", problem)
     if not isinstance(body, Mapping):
         raise TemplateError(path, f"expected a map with at least 'type', got {describe(body)}")
     for key in body:

@@ -15,11 +15,10 @@ from typing import Any
 from urllib import parse as urlparse
 
 from control.hot import yaqlfn
+from control.hot.budget import SLOT, Meter, current, meter
 from control.hot.errors import TemplateError, show
 
 DIGESTS = frozenset({"md5", "sha1", "sha224", "sha256", "sha384", "sha512"})
-# Cap on what one repeat/str_replace may build, so a small template cannot exhaust memory.
-MAX_RESULT = 8 * 1024 * 1024
 
 
 def _text(value: Any, name: str, path: str) -> str:
@@ -68,9 +67,8 @@ def _str_replace(a: Any, path: str, name: str = "str_replace") -> Any:
         texts[key] = _text(value, name, path)
         if name == "str_replace_vstrict" and (value is None or texts[key] in ("", "[]", "{}")):
             raise TemplateError(path, f"{name}: param {key!r} is empty")
-    size = len(template) + sum(template.count(k) * len(v) for k, v in texts.items())
-    if size > MAX_RESULT:
-        raise TemplateError(path, f"{name}: the result would exceed {MAX_RESULT} characters")
+    # An upper bound: each occurrence of a key spliced, none of them rescanned.
+    meter(path, name).add(len(template) + sum(template.count(k) * len(v) for k, v in texts.items()))
     result, found = _replace(template, texts)
     missing = sorted(set(texts) - found)
     if missing and name != "str_replace":
@@ -90,7 +88,11 @@ def _list_join(a: Any, path: str) -> Any:
         if not isinstance(value, list):
             raise TemplateError(path, f"list_join: expects lists to join, not {show(value)}")
         items.extend(value)
-    return delimiter.join(_text(item, "list_join", path) for item in items)
+    counted, budget, texts = meter(path, "list_join"), current(), []
+    for item in items:
+        counted.add(len(delimiter) + budget.size(item))  # before a map or list is written as JSON
+        texts.append(_text(item, "list_join", path))
+    return delimiter.join(texts)
 
 
 def _digest(a: Any, path: str) -> Any:
@@ -108,15 +110,19 @@ def _digest(a: Any, path: str) -> Any:
     return hashlib.new(algorithm.lower(), data, usedforsecurity=False).hexdigest()
 
 
-def _substitute(node: Any, pairs: list[tuple[str, str]]) -> Any:
+def _substitute(node: Any, pairs: list[tuple[str, str]], counted: Meter) -> Any:
+    """The template with each placeholder replaced, every string's growth checked before it is built."""
     if isinstance(node, str):
         for key, text in pairs:
+            counted.check(len(node) + node.count(key) * (len(text) - len(key)))
             node = node.replace(key, text)
+        counted.add(len(node))
         return node
+    counted.add(SLOT)
     if isinstance(node, Mapping):
-        return {_substitute(k, pairs): _substitute(v, pairs) for k, v in node.items()}
+        return {_substitute(k, pairs, counted): _substitute(v, pairs, counted) for k, v in node.items()}
     if isinstance(node, list):
-        return [_substitute(item, pairs) for item in node]
+        return [_substitute(item, pairs, counted) for item in node]
     return node
 
 
@@ -139,10 +145,10 @@ def _repeat(a: Any, path: str) -> Any:
     count = 1
     for values in lists:
         count = count * len(values) if permutations else len(values)
-    if count * len(json.dumps(a["template"], default=str)) > MAX_RESULT:
-        raise TemplateError(path, f"repeat: the result would exceed {MAX_RESULT} characters")
+    counted = meter(path, "repeat")
+    counted.add(count * SLOT)  # the list itself; each copy is counted as it is built
     combos = itertools.product(*lists) if permutations else zip(*lists, strict=True)
-    return [_substitute(a["template"], list(zip(keys, combo, strict=True))) for combo in combos]
+    return [_substitute(a["template"], list(zip(keys, combo, strict=True)), counted) for combo in combos]
 
 
 def _str_split(a: Any, path: str) -> Any:
@@ -154,6 +160,7 @@ def _str_split(a: Any, path: str) -> Any:
         return None
     if not isinstance(text, str):
         raise TemplateError(path, f"str_split: expects a string to split, not {show(text)}")
+    meter(path, "str_split").add(len(text) + SLOT * (text.count(delimiter) + 1))
     parts = text.split(delimiter)
     if len(a) == 2:
         return parts
@@ -166,9 +173,11 @@ def _str_split(a: Any, path: str) -> Any:
 def _map_merge(a: Any, path: str) -> Any:
     """map_merge: [MAP, ...]; later maps win, nulls are skipped."""
     merged: dict[Any, Any] = {}
+    counted, budget = meter(path, "map_merge"), current()
     for value in a:
         if value is not None and not isinstance(value, Mapping):
             raise TemplateError(path, f"map_merge: expects maps to merge, not {show(value)}")
+        counted.add(budget.size(value))
         merged.update(value or {})
     return merged
 
@@ -181,6 +190,8 @@ def _map_replace(a: Any, path: str) -> Any:
     new_keys, new_values = how.get("keys") or {}, how.get("values") or {}
     if not (isinstance(new_keys, Mapping) and isinstance(new_values, Mapping)):
         raise TemplateError(path, "map_replace: keys and values must be maps")
+    budget = current()
+    meter(path, "map_replace").add(budget.size(source) + budget.size(new_keys) + budget.size(new_values))
     out: dict[Any, Any] = {}
     for key, value in source.items():
         new = key if new_keys.get(key) is None else new_keys[key]
@@ -198,13 +209,42 @@ def _map_replace(a: Any, path: str) -> Any:
 def _list_concat(a: Any, path: str, unique: bool = False) -> Any:
     """list_concat: [LIST, ...] gives one list (nulls skipped); list_concat_unique drops repeats."""
     out: list[Any] = []
+    counted, budget, seen = meter(path, "list_concat"), current(), _Seen()
     for value in a:
         if value is not None and not isinstance(value, list):
             raise TemplateError(path, f"list_concat: expects lists, not {show(value)}")
+        counted.add(budget.size(value))
         for item in value or []:
-            if not unique or item not in out:
+            if not unique or seen.first(item):
                 out.append(item)
     return out
+
+
+class _Seen:
+    """Values met so far, found in constant time (a list scan made list_concat_unique quadratic)."""
+
+    def __init__(self, values: Any = ()) -> None:
+        self._keys = {_frozen(v) for v in values}
+
+    def first(self, value: Any) -> bool:
+        """True the first time a value equal to *value* is met."""
+        key = _frozen(value)
+        if key in self._keys:
+            return False
+        self._keys.add(key)
+        return True
+
+    def __contains__(self, value: Any) -> bool:
+        return _frozen(value) in self._keys
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable stand-in equal for equal values: maps as sets of items, lists as tuples."""
+    if isinstance(value, Mapping):
+        return ("map", frozenset((_frozen(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("list", tuple(_frozen(v) for v in value))
+    return value
 
 
 def _contains(a: Any, path: str) -> Any:
@@ -224,7 +264,9 @@ def _filter(a: Any, path: str) -> Any:
         return sequence
     if not isinstance(sequence, list) or not isinstance(values or [], list):
         raise TemplateError(path, "filter: expects [values to remove, list]")
-    return [item for item in sequence if item not in (values or [])]
+    meter(path, "filter").add(current().size(sequence))
+    removed = _Seen(values or [])
+    return [item for item in sequence if item not in removed]
 
 
 def _make_url(a: Any, path: str) -> Any:
@@ -244,6 +286,8 @@ def _make_url(a: Any, path: str) -> Any:
             raise TemplateError(path, f"make_url: invalid port {show(port)}") from None
         if not 0 < port <= 65535:
             raise TemplateError(path, f"make_url: port {port} is not in 1..65535")
+    # Quoting makes each character at most three.
+    meter(path, "make_url").add(3 * current().size(a))
     netloc = urlparse.quote(a.get("username", ""), safe="")
     if a.get("password"):
         netloc += ":" + urlparse.quote(a["password"], safe="")

@@ -340,6 +340,23 @@ TYPES: Mapping[str, TypeSpec] = {
             frozenset({"value"}),
         ),
         *GROUP_TYPES.values(),
+        TypeSpec(
+            "OS::Heat::TestResource",
+            {
+                "value": _s(default="test_string"),
+                "update_replace": PropSpec("boolean", default=False),
+                "update_replace_value": _s(update="replace"),
+                "fail": PropSpec("boolean", default=False),
+                # Heat's test knobs for slow actions and clients: nothing here is slow or has a client.
+                "wait_secs": PropSpec("number", default=0, ignored=True),
+                "action_wait_secs": PropSpec("map", ignored=True),
+                "attr_wait_secs": PropSpec("number", default=0, ignored=True),
+                "client_name": _s(ignored=True),
+                "entity_name": _s(ignored=True),
+                "constraint_prop_secs": PropSpec("number", default=0, ignored=True),
+            },
+            frozenset({"output"}),
+        ),
     )
 }
 # Heat's older names for the groups, still accepted (hidden aliases there too).

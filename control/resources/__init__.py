@@ -19,11 +19,13 @@ from control.resources.software import (
     forget_deployment,
 )
 from control.resources.structured import StructuredConfig, StructuredDeployment
+from control.resources.testresource import TestResource
 from control.resources.waits import WaitCondition, WaitConditionHandle
 
 HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::None": Nothing(),
     "OS::Heat::Value": Value(),
+    "OS::Heat::TestResource": TestResource(),
     "OS::Heat::SoftwareConfig": SoftwareConfig(),
     "OS::Heat::SoftwareComponent": SoftwareComponent(),
     "OS::Heat::StructuredConfig": StructuredConfig(),

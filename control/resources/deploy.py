@@ -21,7 +21,7 @@ from control.documents import heatauth, seal
 from control.documents.render import iso
 from control.errors import BadRequestError, NotFoundError
 from control.hot import taint
-from control.store.orm import DeploymentRow, ServerRow
+from control.store.orm import DeploymentRow, ServerRow, StackRow
 from control.transports.publisher import Transports
 from control.txn import Txn
 
@@ -72,6 +72,13 @@ def timeout_for(props: Mapping[str, Any], source: Source, default: float) -> flo
             except ValueError:
                 pass
     return default
+
+
+def stack_timeout(txn: Txn, stack: StackRow) -> float:
+    """The default timeout of a stack's deployments: its timeout_mins (Heat's), else the control plane's."""
+    if stack.timeout_mins:
+        return float(stack.timeout_mins) * 60.0
+    return txn.runtime.settings.deployment_timeout
 
 
 def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.InputItem]:

@@ -10,6 +10,8 @@ from typing import Any
 from sqlalchemy import select
 
 from control.documents import heat
+from control.errors import BadRequestError
+from control.hot.names import name_problem
 from control.keys import new_token, token_hash
 from control.resources import deploy
 from control.resources.base import REPLACE, Outcome, Res, done, warn
@@ -51,7 +53,7 @@ class Server:
     """OS::Heat::DeployedServer and adopted OS::Nova::Server: a named server and its agent."""
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
-        name = str(props.get("name") or f"{res.stack.name}-{res.name}")
+        name = server_name(res.stack.name, res.name, props)
         server = await deploy.server_named(txn, name)
         if server is None:
             server, _ = await create_server(txn, name, owner_stack_id=res.stack.id)
@@ -69,7 +71,7 @@ class Server:
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
         old_name = (row.properties or {}).get("name") or f"{res.stack.name}-{res.name}"
-        if str(props.get("name") or f"{res.stack.name}-{res.name}") != old_name:
+        if server_name(res.stack.name, res.name, props) != old_name:
             return REPLACE
         server = await txn.get(ServerRow, row.physical_id or "")
         if server is None:
@@ -130,13 +132,28 @@ class Server:
         return done()
 
 
-async def create_server(txn: Txn, name: str, *, owner_stack_id: str | None) -> tuple[ServerRow, str]:
+def server_name(stack: str, resource: str, props: Mapping[str, Any]) -> str:
+    """The server's name: its `name` property, else <stack>-<resource>; BadRequestError unless a valid name."""
+    given = props.get("name")
+    name = given if isinstance(given, str) and given else f"{stack}-{resource}"
+    problem = name_problem(name, "server")
+    if given is not None and not isinstance(given, str):
+        problem = f"a server name is a string, not {type(given).__name__}"
+    if problem is not None:
+        where = f"resources.{resource}.properties" + (".name" if given else "")
+        raise BadRequestError(problem, where=where)
+    return name
+
+
+async def create_server(
+    txn: Txn, name: str, *, owner_stack_id: str | None, server_id: str | None = None
+) -> tuple[ServerRow, str]:
     """A server awaiting enrolment and its one-time token; the provisioner gets it after commit."""
     settings = txn.runtime.settings
     token = new_token()
     now = time.time()
     server = ServerRow(
-        id=str(uuid.uuid4()),
+        id=server_id or str(uuid.uuid4()),
         name=name,
         status="AWAITING_ENROLMENT",
         owner_stack_id=owner_stack_id,

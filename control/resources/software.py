@@ -150,7 +150,7 @@ class SoftwareDeployment:
             signal_transport=transport,
             status="COMPLETE",
             status_reason="CREATE is not among the deployment's actions",
-            timeout=deploy.timeout_for(props, source, txn.runtime.settings.deployment_timeout),
+            timeout=deploy.timeout_for(props, source, deploy.stack_timeout(txn, res.stack)),
             retry=_retry(res, props),
             input_values=dict(props.get("input_values") or {}),
             generation=0,
@@ -177,7 +177,7 @@ class SoftwareDeployment:
         dep.config_id = props.get("config") or None
         dep.actions = effective_actions(props, source)
         dep.input_values = values
-        dep.timeout = deploy.timeout_for(props, source, txn.runtime.settings.deployment_timeout)
+        dep.timeout = deploy.timeout_for(props, source, deploy.stack_timeout(txn, res.stack))
         dep.retry = _retry(res, props)
         await self._generation(txn, res, dep, source, "UPDATE")
         return True

@@ -14,6 +14,7 @@ from agent import wire
 from control.documents import heat, seal
 from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
 from control.hot import taint
+from control.hot.names import name_problem
 from control.keys import new_token, token_hash
 from control.resources import create_server
 from control.resources.servers import refresh_addresses
@@ -36,8 +37,9 @@ async def create_server_record(
 
     A Heat-compatible server runs Heat's own agent chain: it gets a metadata URL instead.
     """
-    if not isinstance(name, str) or not name or len(name) > 255 or "/" in name:
-        raise BadRequestError("name: a non-empty server name without '/'", where="name")
+    problem = name_problem(name, "server")
+    if problem is not None:
+        raise BadRequestError(f"name: {problem}", where="name")
     if not isinstance(heat_compatible, bool):
         raise BadRequestError("heat_compatible: expected true or false", where="heat_compatible")
     async with rt.sessions() as session:

@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from control.engine.settle import finish
 from control.errors import ConflictError
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, Res
 from control.resources.group_members import STATE
@@ -100,6 +101,52 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
         "drift": drift,
         "in_sync": not drift,
     }
+
+
+async def check_stack(rt: Runtime, ref: str) -> dict[str, Any]:
+    """Heat's CHECK action, at once: the stack ends CHECK_COMPLETE, or CHECK_FAILED naming each drift.
+
+    A deployment resource whose server missed or failed its generation is left
+    CHECK_FAILED, so the next update replaces it (runs it again), as Heat does.
+    """
+    async with rt.sessions() as session:
+        txn = Txn(session, rt)
+        stack = await get_stack(session, ref)
+        if stack.status == "IN_PROGRESS":
+            raise ConflictError(f"stack {stack.name} is {stack.action}_IN_PROGRESS; check when it settles")
+        if stack.action == "DELETE":
+            raise ConflictError(f"stack {stack.name} is being deleted", where="name")
+        report = await _check(rt, session, stack)
+        problems = [d for d in report["drift"] if d["kind"] != "unknown"]
+        stack.traversal += 1
+        stack.action, stack.status, stack.updated_at = "CHECK", "IN_PROGRESS", time.time()
+        txn.event(stack.id, "", "CHECK", "IN_PROGRESS", "Stack CHECK started", traversal=stack.traversal)
+        rows = {
+            r.physical_id: r for r in await session.scalars(_current(stack)) if r.type in DEPLOYMENT_TYPES
+        }
+        for drift in problems:
+            row = rows.get(drift.get("deployment_id"))
+            if row is not None:
+                row.action, row.status, row.status_reason = (
+                    "CHECK",
+                    "FAILED",
+                    f"{drift['kind']}: {drift['reason']}",
+                )
+                _touch(row, stack)
+                txn.event(stack.id, row.name, "CHECK", "FAILED", row.status_reason, traversal=stack.traversal)
+        if problems:
+            where = "; ".join(
+                f"{d.get('resource') or d.get('server')}: {d['kind']} ({d['reason']})" for d in problems
+            )
+            finish(txn, stack, "FAILED", f"Stack CHECK failed: {where}")
+        else:
+            finish(txn, stack, "COMPLETE", "Stack CHECK completed successfully")
+        await txn.commit()
+        return {**stack_view(stack), "check": report}
+
+
+def _current(stack: StackRow) -> Any:
+    return select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
 
 
 async def converge(rt: Runtime, kick: Callable[[str], None], ref: str) -> dict[str, Any]:

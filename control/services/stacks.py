@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+import asyncio
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -12,75 +12,90 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
-from agent import wire_files
 from control import hot
 from control.engine import stackdef
+from control.engine.rollback import start_rollback
 from control.engine.settle import settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.hot import taint
+from control.hot.names import name_problem
 from control.resources.nested import retire, store_definition, warning_events
-from control.resources.validate import check_definition
+from control.resources.validate import DryContext, check_definition, dry_run
 from control.runtime import Runtime
-from control.store.orm import DeploymentRow, StackRow
+from control.services.stack_request import (
+    StackRequest,
+    check_options,
+    cleared_parameters,
+    parse_request,
+    rollback_wanted,
+    tags_given,
+    timeout_given,
+)
+from control.settings import Settings
+from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
 UPDATE_RETRIES = 5
-_STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,254}$")
 MASK = taint.MASK
 #: Loader options for a stack row read for its identity and state only: nothing of its
 #: definition (at 50,000 deployments the template alone is 12 MB) is read or decoded.
 STATE_ONLY = stackdef.without("files", *stackdef.DEFINITION_COLUMNS)
 
 
-def parse_request(
-    body: Mapping[str, Any], max_bytes: int
-) -> tuple[Any, dict[str, Any], hot.Environment, dict[str, Any]]:
-    """Template source, files, merged environment and parameters from a create/update body.
+def validated(
+    settings: Settings,
+    template: Any,
+    files: dict[str, Any],
+    env: hot.Environment,
+    params: dict[str, Any],
+    *,
+    stack_name: str,
+    stack_id: str,
+    nesting: hot.Nesting,
+) -> tuple[stackdef.Definition, list[str]]:
+    """Parse, check and dry-run a definition under one evaluation budget; raises naming the path.
 
-    The template's text and each environment's are capped at *max_bytes*.
+    Returns it with check_definition's warnings. Called in a worker thread: a big template's parse, or an allowed_pattern matched without
+    the GIL until its timeout, leaves the event loop serving other requests.
     """
-    files = body.get("files") or {}
-    if not isinstance(files, Mapping):
-        raise BadRequestError("files: expected an object of path -> text", where="files")
-    for ref, value in files.items():
-        _check_file(value, f"files.{ref}", directory=True)
-    envs = body.get("environments") or []
-    if not isinstance(envs, list) or not all(isinstance(e, str) for e in envs):
-        raise BadRequestError("environments: expected a list of environment texts", where="environments")
-    params = body.get("parameters") or {}
-    if not isinstance(params, Mapping):
-        raise BadRequestError("parameters: expected an object", where="parameters")
-    template, merged = hot.load_sources(body.get("template"), envs, max_bytes)
-    return template, dict(files), merged, dict(params)
+    with hot.evaluating(hot.Budget(settings.evaluation_cap)):
+        defn = stackdef.build(
+            template, files, env, params, stack_name=stack_name, stack_id=stack_id, nesting=nesting
+        )
+        warnings = check_definition(defn.template)
+        pseudo = {"OS::stack_name": stack_name, "OS::stack_id": stack_id, "OS::project_id": ""}
+        # hidden values as the engine gives them (StackContext): no error of the dry run quotes one
+        values = {k: taint.Secret(v) if k in defn.params.hidden else v for k, v in defn.params.values.items()}
+        ctx = DryContext({**values, **pseudo}, defn.conditions, files)
+        outputs = [n for n in defn.template.outputs if defn.output_active(n)]
+        dry_run(defn.template, ctx, defn.order(), outputs, stack_name)
+    return defn, warnings
 
 
-def _check_file(value: Any, where: str, *, directory: bool) -> None:
-    """A ``files`` entry: text, a binary envelope, or (at the top) a directory of those."""
-    if isinstance(value, str) or wire_files.opened(value) is not None:
-        return
-    inner = value.get(wire_files.DIRECTORY_KEY) if isinstance(value, Mapping) and len(value) == 1 else None
-    if directory and isinstance(inner, Mapping):
-        for name, entry in inner.items():
-            _check_file(entry, f"{where}.{name}", directory=False)
-        return
-    raise BadRequestError(
-        f"{where}: expected text, {{{wire_files.BINARY_KEY!r}: base64}}"
-        + (f" or {{{wire_files.DIRECTORY_KEY!r}: {{path: file}}}}" if directory else ""),
-        where=where,
-    )
+def check_stack_name(name: Any) -> str:
+    """*name* if it is a valid stack name (control/hot/names.py), else 400 naming the rule."""
+    problem = name_problem(name, "stack")
+    if problem is not None or not isinstance(name, str):
+        raise BadRequestError(f"name: {problem}", where="name")
+    return name
 
 
 async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any]) -> dict[str, Any]:
-    name = body.get("name")
-    if not isinstance(name, str) or not _STACK_NAME.match(name):
-        raise BadRequestError(
-            "name: a stack name starts with a letter and has only letters, digits, '_', '-', '.'",
-            where="name",
-        )
-    template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
+    name = check_stack_name(body.get("name"))
+    req = parse_request(body, rt.settings.max_template_bytes)
+    tags, timeout_mins, rollback = tags_given(body) or [], timeout_given(body), rollback_wanted(body)
     stack_id = str(uuid.uuid4())
-    defn = stackdef.build(template, files, env, params, stack_name=name, stack_id=stack_id, nesting=_top(rt))
-    warnings = check_definition(defn.template)
+    defn, warnings = await asyncio.to_thread(
+        validated,
+        rt.settings,
+        req.template,
+        req.files,
+        req.environment,
+        req.parameters,
+        stack_name=name,
+        stack_id=stack_id,
+        nesting=_top(rt),
+    )
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
@@ -96,9 +111,11 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             updated_at=now,
             version=1,
             traversal=1,
+            tags=tags,
+            timeout_mins=timeout_mins,
         )
-        store_definition(stack, template, files, env, params, defn, warnings)
-        stack.rollback = _rollback_wanted(body)
+        store_definition(stack, req.template, req.files, req.environment, req.parameters, defn, warnings)
+        stack.rollback = rollback
         session.add(stack)
         txn.event(stack_id, "", "CREATE", "IN_PROGRESS", "Stack CREATE started", traversal=1)
         warning_events(txn, stack)
@@ -108,23 +125,51 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
 
 
 async def update_stack(
-    rt: Runtime, kick: Callable[[str], None], name: str, body: Mapping[str, Any]
+    rt: Runtime,
+    kick: Callable[[str], None],
+    name: str,
+    body: Mapping[str, Any],
+    *,
+    keep_rollback: bool = False,
 ) -> dict[str, Any]:
     """Accept a new definition at once, superseding a running update.
 
+    With ``existing`` (Heat's PATCH) the stack's parameters, files and environment are
+    kept and the body's are merged over them; without a template the stack keeps its own.
+    Tags and timeout_mins not given are kept; so is the rollback choice with
+    *keep_rollback* (Heat's rule; Anneal's own API asks for rollback per request).
     Two writers racing on one stack row (two updates, or an update and an engine
     step): its row_version column lets only one commit. The loser reads the stack
     again and retries; with ``if_match`` the re-read version decides, so an update
     that lost to another update answers 409 (the stack changed meanwhile).
     """
-    template, files, env, params = parse_request(body, rt.settings.max_template_bytes)
+    existing = bool(body.get("existing"))
+    req = parse_request(body, rt.settings.max_template_bytes, template_optional=existing)
+    check_options(body)  # refused before anything is read
     for attempt in range(UPDATE_RETRIES):
         try:
-            return await _update_once(rt, kick, name, body, template, files, env, params)
+            return await _update_once(rt, kick, name, body, req, keep_rollback)
         except StaleDataError:
             if attempt == UPDATE_RETRIES - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def merged_request(stack: StackRow, body: Mapping[str, Any], req: StackRequest) -> StackRequest:
+    """An update's request over the stack's own definition: Heat's PATCH (``existing``)."""
+    if not body.get("existing"):
+        return req
+    params = {**stack.params_given, **req.parameters}
+    for cleared in cleared_parameters(body):
+        params.pop(cleared, None)
+    return StackRequest(
+        template=stack.template if req.template is None else req.template,
+        files={**stack.files, **req.files},
+        environment=hot.merge_environments(
+            [stackdef.environment_from_json(stack.environment), req.environment]
+        ),
+        parameters=params,
+    )
 
 
 async def _update_once(
@@ -132,15 +177,12 @@ async def _update_once(
     kick: Callable[[str], None],
     name: str,
     body: Mapping[str, Any],
-    template: Any,
-    files: dict[str, Any],
-    env: hot.Environment,
-    params: dict[str, Any],
+    given: StackRequest,
+    keep_rollback: bool,
 ) -> dict[str, Any]:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
-        _not_nested(stack)
         if_match = body.get("if_match")
         if if_match is not None and str(if_match) != str(stack.version):
             raise ConflictError(
@@ -150,20 +192,31 @@ async def _update_once(
             raise ConflictError(f"stack {name} is being deleted", where="name")
         if stack.action == "SUSPEND":  # Heat's rule: a suspended stack is resumed before it changes
             raise ConflictError(f"stack {name} is suspended; resume it before updating", where="name")
-        if body.get("existing"):
-            params = {**stack.params_given, **params}
-        defn = stackdef.build(
-            template, files, env, params, stack_name=stack.name, stack_id=stack.id, nesting=_top(rt)
+        _not_nested(stack)
+        req = merged_request(stack, body, given)
+        defn, warnings = await asyncio.to_thread(
+            validated,
+            rt.settings,
+            req.template,
+            req.files,
+            req.environment,
+            req.parameters,
+            stack_name=stack.name,
+            stack_id=stack.id,
+            nesting=_top(rt),
         )
-        warnings = check_definition(defn.template)
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.
         if not (stack.status == "IN_PROGRESS" and stack.previous is not None):
             stack.previous = (
                 None if stack.action == "CREATE" and stack.status == "IN_PROGRESS" else _definition(stack)
             )
-        stack.rollback = _rollback_wanted(body)
-        store_definition(stack, template, files, env, params, defn, warnings)
+        if not keep_rollback or "disable_rollback" in body or "rollback" in body:
+            stack.rollback = rollback_wanted(body)
+        tags = tags_given(body)
+        stack.tags = stack.tags if tags is None else tags
+        stack.timeout_mins = timeout_given(body) or stack.timeout_mins
+        store_definition(stack, req.template, req.files, req.environment, req.parameters, defn, warnings)
         stack.version += 1
         stack.traversal += 1
         stack.action, stack.status, stack.status_reason = "UPDATE", "IN_PROGRESS", "Stack UPDATE started"
@@ -194,19 +247,25 @@ async def delete_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
         return stack_view(stack)
 
 
-async def cancel_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> dict[str, Any]:
+async def cancel_stack(
+    rt: Runtime, kick: Callable[[str], None], name: str, *, only: Sequence[str] = (), rollback: bool = False
+) -> dict[str, Any]:
     """Fail every deployment in progress as cancelled and stop the stack's traversal.
 
     The cancelled generations are marked ``stop`` in their servers' documents: an
     agent running one stops its hook (SIGTERM, then SIGKILL), one not yet started
-    never starts it. Nested stacks in progress below it are cancelled with it.
+    never starts it. *only* limits the actions that may be cancelled (Heat's
+    cancel_update: UPDATE); with *rollback* the stack then returns to its previous
+    definition, as Heat's cancel_update does.
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
-        if stack.status != "IN_PROGRESS":
+        if stack.status != "IN_PROGRESS" or (only and stack.action not in only):
             raise ConflictError(
-                f"stack {name} is {stack.action}_{stack.status}: nothing to cancel", where="name"
+                f"stack {name} is {stack.action}_{stack.status}: "
+                + (f"only {' or '.join(only)} in progress can be cancelled" if only else "nothing to cancel"),
+                where="name",
             )
         todo = [stack]
         while todo:
@@ -215,6 +274,12 @@ async def cancel_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> d
             todo += await session.scalars(
                 select(StackRow).where(StackRow.parent_id == current.id, StackRow.status == "IN_PROGRESS")
             )
+        if rollback:
+            rows = await session.scalars(
+                select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
+            )
+            await start_rollback(txn, stack, list(rows), stack.status_reason)
+        txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)
 
@@ -264,6 +329,15 @@ async def change_stack(rt: Runtime, kick: Callable[[str], None], name: str, acti
         return stack_view(stack)
 
 
+def _definition(stack: StackRow) -> dict[str, Any]:
+    return {
+        "template": stack.template,
+        "files": dict(stack.files),
+        "environment": dict(stack.environment),
+        "params_given": dict(stack.params_given),
+    }
+
+
 def _top(rt: Runtime) -> hot.Nesting:
     """A top-level stack's place: depth 0, nesting capped by the operator's setting."""
     return hot.Nesting(0, rt.settings.max_nested_depth)
@@ -277,28 +351,6 @@ def _not_nested(stack: StackRow) -> None:
             "change the parent stack",
             where="name",
         )
-
-
-def _rollback_wanted(body: Mapping[str, Any]) -> bool:
-    """`rollback: true`, or Heat's `disable_rollback: false`."""
-    if "disable_rollback" in body:
-        value = body["disable_rollback"]
-        if not isinstance(value, bool):
-            raise BadRequestError("disable_rollback: expected true or false", where="disable_rollback")
-        return not value
-    value = body.get("rollback", False)
-    if not isinstance(value, bool):
-        raise BadRequestError("rollback: expected true or false", where="rollback")
-    return value
-
-
-def _definition(stack: StackRow) -> dict[str, Any]:
-    return {
-        "template": stack.template,
-        "files": dict(stack.files),
-        "environment": dict(stack.environment),
-        "params_given": dict(stack.params_given),
-    }
 
 
 async def get_stack(session: AsyncSession, ref: str, *options: Any) -> StackRow:
@@ -322,13 +374,15 @@ def stack_view(stack: StackRow) -> dict[str, Any]:
         "version": stack.version,
         "traversal": stack.traversal,
         "rollback": stack.rollback,
+        "parent": stack.parent_id,
+        "parent_resource": stack.parent_resource or None,
+        "nested_depth": stack.nested_depth,
+        "tags": list(stack.tags or []),
+        "timeout_mins": stack.timeout_mins,
         "parameters": masked_parameters(stack),
         "warnings": list(stack.warnings),
         "created_at": stack.created_at,
         "updated_at": stack.updated_at,
-        "parent": stack.parent_id,
-        "parent_resource": stack.parent_resource or None,
-        "nested_depth": stack.nested_depth,
     }
 
 

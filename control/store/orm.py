@@ -81,6 +81,10 @@ class StackRow(Base):
     traversal: Mapped[int] = mapped_column(Integer, default=1)
     #: Roll back to ``previous`` (or, after a create, to nothing) when this action fails.
     rollback: Mapped[bool] = mapped_column(default=False)
+    #: Heat's stack tags (strings, no commas), for listing filters.
+    tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    #: Heat's timeout_mins: the default timeout of the stack's deployments that set none.
+    timeout_mins: Mapped[int | None] = mapped_column(Integer, default=None)
     #: template, files, environment and params_given before the running create/update.
     previous: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
     #: A nested stack's parent stack and the parent's resource that made it (None: a top-level stack).

@@ -14,8 +14,8 @@ import json
 import logging
 import os
 import re
-import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from agent import wire_files
 from agent.wire import DeploymentItem, InputItem, Signal
 from hooks.common import (
     HookContext,
+    ToolResult,
     check_names,
     clear_outputs,
     json_kind,
@@ -39,28 +40,60 @@ SHELL = "/bin/sh"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A script written and ready to run: its command, its environment, where its outputs go."""
+
+    argv: list[str]
+    env: dict[str, str]
+    prefix: Path
+    notes: list[str]
+    #: The config came sealed (``ANNEAL_SEALED``): ``forget`` removes the script once it ran.
+    sealed: bool = False
+
+
 def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     """Write the config as a script, run it, and report its status, output and outputs."""
+    plan = prepare(deployment, ctx, os.environ)
+    if plan is None:
+        return Signal()
+    try:
+        result = run_tool(plan.argv, env=plan.env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo)
+    finally:
+        forget(plan)
+    return finish(deployment, plan, result)
+
+
+def prepare(deployment: DeploymentItem, ctx: HookContext, base: Mapping[str, str]) -> Plan | None:
+    """Check the names, write the script and clear old outputs; None when there is nothing to run.
+
+    The agent runs the plan itself (agent/inline.py); ``run`` runs it here, in the hook's process.
+    """
     check_names(deployment)
     program = wire_files.opened(deployment.config)  # get_file of a binary file: its very bytes
     script = _script_text(deployment.config) if program is None else program.decode("latin-1")
     if nothing_to_run(deployment, script, "config"):
-        return Signal()
+        return None
     prefix = ctx.outputs_dir / deployment.id
-    env, notes = script_env(deployment.inputs, prefix, os.environ, ctx.working_dir / f"{deployment.id}.files")
+    env, notes = script_env(deployment.inputs, prefix, base, ctx.working_dir / f"{deployment.id}.files")
     command = interpreter(script, cwd=ctx.working_dir, path=env.get("PATH", os.defpath))
     path = write_private(ctx.working_dir / deployment.id, script if program is None else program, mode=0o700)
     clear_outputs(prefix, deployment.outputs)
     logger.info("deployment %s: running %s with %s", deployment.id, path, command[0])
-    try:
-        result = run_tool(
-            [*command, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo
-        )
-    finally:
-        if "config" in os.environ.get("ANNEAL_SEALED", "").split(","):  # a secret config leaves no copy
-            path.unlink(missing_ok=True)
-    outputs, problems = take_outputs(prefix, deployment.outputs)
-    stderr = "\n".join(part for part in (*notes, result.stderr, *problems) if part)
+    sealed = "config" in base.get("ANNEAL_SEALED", "").split(",")
+    return Plan([*command, str(path)], env, prefix, notes, sealed)
+
+
+def forget(plan: Plan) -> None:
+    """Remove the script once it ran when its config came sealed: a secret config leaves no copy."""
+    if plan.sealed:
+        Path(plan.argv[-1]).unlink(missing_ok=True)
+
+
+def finish(deployment: DeploymentItem, plan: Plan, result: ToolResult) -> Signal:
+    """The signal of a finished run: the script's status and output, and the outputs it wrote."""
+    outputs, problems = take_outputs(plan.prefix, deployment.outputs)
+    stderr = "\n".join(part for part in (*plan.notes, result.stderr, *problems) if part)
     status = result.returncode or (1 if problems else 0)
     return Signal(status_code=status, stdout=result.stdout, stderr=stderr, outputs=outputs)
 
@@ -143,4 +176,6 @@ def _env_finds(command: Sequence[str], path: str) -> bool:
         words = words[1:]
     if not words or words[0].startswith("-") or "=" in words[0]:
         return True
+    import shutil  # noqa: PLC0415 - the agent runs this hook: shutil loads bz2 and lzma for one call
+
     return shutil.which(words[0], path=path) is not None

@@ -40,6 +40,7 @@ SEMANTIC = [
     "POST /v1/servers",
     "PATCH /v1/servers/{name}",
     "POST /v1/signals/import",
+    "POST /v1/adopt",
 ]
 
 

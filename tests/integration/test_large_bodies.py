@@ -12,10 +12,10 @@ import asyncio
 import hashlib
 from pathlib import Path
 
-import aiohttp
 from aiohttp import web
 
 from agent import client, wire_caps
+from agent.httpclient import Session
 from agent.relay import Relay
 from agent.transports import tempurl
 from tests.support.controlplane import ControlPlane
@@ -51,7 +51,7 @@ def test_documents_and_relayed_signals_longer_than_one_read_arrive_whole(tmp_pat
         up_runner, up_url = await serve(upstream)
         relay_runner, relay_url = await serve(Relay(up_url, tmp_path / "relay").app())
         try:
-            async with aiohttp.ClientSession() as http:
+            async with Session() as http:
                 direct = await client.fetch_document(http, f"{up_url}/v1/agent/document", "c", "", 0)
                 relayed = await client.fetch_document(http, f"{relay_url}/v1/agent/document", "c", "", 0)
                 store = await tempurl.fetch(http, {"document_url": f"{up_url}/v1/agent/document"}, "", 0)

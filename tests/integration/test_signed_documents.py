@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -25,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from agent import envelope, wire
 from agent.config import AgentConfig
 from agent.errors import ConfigError, DocumentRejectedError
+from agent.httpclient import Session
 from agent.loop import Agent
 
 T0 = 1_900_000_000.0
@@ -92,7 +92,7 @@ class Signer:
 async def setup(aiohttp_server: Any, tmp_path: Path) -> AsyncIterator[Any]:
     store = Store()
     server = await aiohttp_server(store.app())
-    http = aiohttp.ClientSession()
+    http = Session()
     signer = Signer(tmp_path / "marker")
 
     def agent(policy: str = "signed") -> Agent:
@@ -114,7 +114,7 @@ async def setup(aiohttp_server: Any, tmp_path: Path) -> AsyncIterator[Any]:
         return a
 
     yield store, signer, agent
-    await http.close()
+    http.close()
 
 
 def runs(signer: Signer) -> list[str]:

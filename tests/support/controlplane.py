@@ -216,7 +216,10 @@ class ControlPlane:
         }
 
     def agent_dir(self, server_name: str) -> Path:
-        return self.data_dir / "agents" / server_name
+        """The local provisioner's state dir of the server: named by the server's id, never its name."""
+        found = self.api("GET", f"/v1/servers/{server_name}")
+        assert 200 == found.status, f"server {server_name}: {found.body}"
+        return self.data_dir / "agents" / str(found.body["id"])
 
 
 def start_control_plane(

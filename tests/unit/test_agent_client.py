@@ -6,12 +6,12 @@ import importlib.metadata
 import logging
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
 
 from agent import cli
 from agent.client import Heartbeat
+from agent.httpclient import Session
 
 
 async def test_heartbeat_trouble_is_logged_once_per_change_not_every_beat(
@@ -29,7 +29,7 @@ async def test_heartbeat_trouble_is_logged_once_per_change_not_every_beat(
     url = str(server.make_url("/v1/agent/heartbeat"))
     heartbeat = Heartbeat("cred-1")
     caplog.set_level(logging.INFO, logger="agent.client")
-    async with aiohttp.ClientSession() as http:
+    async with Session() as http:
         for status in (503, 503, 503, 200, 200):
             answer["status"] = status
             await heartbeat.send(http, url, {"running": None})

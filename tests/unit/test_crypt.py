@@ -101,6 +101,16 @@ def test_without_a_server_key_secrets_are_withheld_not_sent_in_clear() -> None:
         sealed.open_item(out, fields, "srv", X25519PrivateKey.generate())
 
 
+def test_an_item_sealed_before_enrolment_is_told_apart_so_the_agent_waits_for_the_next_document() -> None:
+    """The agent leaves unrun an item rendered before its server enrolled; one sealed to its key it runs."""
+    withheld, fields = seal.seal_item(ITEM, "srv", None, True)
+    assert sealed.unavailable(withheld, fields)
+    private = X25519PrivateKey.generate()
+    closed, fields = seal.seal_item(ITEM, "srv", private.public_key().public_bytes_raw(), True)
+    assert not sealed.unavailable(closed, fields)
+    assert not sealed.unavailable(ITEM, ())
+
+
 def test_nothing_secret_leaves_the_item_unchanged() -> None:
     """An item with no secret input, no secret config and no credential comes back as it was."""
     plain = wire.DeploymentItem(

@@ -11,13 +11,13 @@ import asyncio
 import base64
 from pathlib import Path
 
-import aiohttp
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from agent import client, envelope
 from agent.config import AgentConfig
 from agent.errors import DocumentRejectedError
+from agent.httpclient import Session
 from agent.loop import Agent
 from tests.support.envelopes import NOW, document, pub, rotated
 
@@ -55,7 +55,7 @@ class Harness:
     def offer(self, raw: bytes) -> str:
         """'accepted', or the kind of the rejection."""
 
-        async def fetch(session: aiohttp.ClientSession, etag: str, wait: float) -> client.Fetched:
+        async def fetch(session: Session, etag: str, wait: float) -> client.Fetched:
             return client.Fetched(f'"{len(raw)}"', raw)
 
         self.agent.transport.fetch = fetch  # type: ignore[method-assign]

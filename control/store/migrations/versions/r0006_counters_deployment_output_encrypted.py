@@ -1,6 +1,6 @@
 """The revocation counter; a deployment's stdout, stderr and attempts stored encrypted.
 
-Revision 0005, after 0004. ``counters`` holds ``credential_revocations``, which every
+Revision 0006, after 0005. ``counters`` holds ``credential_revocations``, which every
 process watches to drop revoked agent credentials from its cache
 (``control/store/credentials.py``). ``deployments.stdout``/``stderr`` become JSON, as every
 encrypted column is (``control/store/crypt.py``): a hook's output may hold a secret. The
@@ -15,8 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

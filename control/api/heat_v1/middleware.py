@@ -1,0 +1,224 @@
+"""Heat's boundary: the token, the project in the path, Heat's error body, its query parameters.
+
+Every route declares its policy with ``control.api.middleware.auth`` as the operator's
+routes do (``public`` or ``project``); a route without one answers 403. ``project``
+routes take the admin token in ``X-Auth-Token`` (as keystoneauth's admin_token sends
+it) or ``Authorization: Bearer``; the caller and the path's project go into
+``request[SCOPE]`` for the routes (and, later, per-project checks) to read.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm.exc import StaleDataError
+
+from control.api.app_keys import RUNTIME
+from control.api.middleware import Handler
+from control.errors import (
+    AuthError,
+    BadRequestError,
+    ConflictError,
+    ControlError,
+    ForbiddenError,
+    GoneError,
+    NotFoundError,
+    TooLargeError,
+)
+from control.hot.errors import TemplateError
+
+log = logging.getLogger(__name__)
+SCOPE = "anneal.heat_scope"
+
+#: webob's title and explanation for each status Heat answers with.
+_TITLES = {
+    400: (
+        "Bad Request",
+        "The server could not comply with the request since it is either malformed or otherwise incorrect.",
+    ),
+    401: (
+        "Unauthorized",
+        "This server could not verify that you are authorized to access the document you requested.",
+    ),
+    403: ("Forbidden", "Access was denied to this resource."),
+    404: ("Not Found", "The resource could not be found."),
+    405: ("Method Not Allowed", "The method is not allowed for this resource."),
+    409: ("Conflict", "There was a conflict when trying to complete your request."),
+    410: ("Gone", "This resource is no longer available."),
+    413: ("Request Entity Too Large", "The body of your request was too large for this server."),
+    415: ("Unsupported Media Type", "The request media type is not supported by this server."),
+    500: (
+        "Internal Server Error",
+        "The server has either erred or is incapable of performing the requested operation.",
+    ),
+    503: (
+        "Service Unavailable",
+        "The server is currently unavailable. Please retry your request after some time.",
+    ),
+}
+#: Heat's exception names (heat/api/middleware/fault.py) for ours.
+_TYPES: tuple[tuple[type[Exception], str], ...] = (
+    (TooLargeError, "RequestLimitExceeded"),
+    (BadRequestError, "HTTPBadRequest"),
+    (AuthError, "HTTPUnauthorized"),
+    (ForbiddenError, "Forbidden"),
+    (NotFoundError, "EntityNotFound"),
+    (ConflictError, "ActionInProgress"),
+    (GoneError, "HTTPGone"),
+)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Who calls and for which project: the path's project id, and whether the caller may use any project.
+
+    Today the one credential is the admin token, which may name any project; a project
+    exists once something is made in it. Per-project tokens and roles check here.
+    """
+
+    project: str
+    admin: bool = True
+
+
+def heat_error(status: int, kind: str, message: str) -> web.Response:
+    """Heat's error body; the traceback is never sent."""
+    title, explanation = _TITLES.get(status, _TITLES[500])
+    body = {
+        "code": status,
+        "title": title,
+        "explanation": explanation,
+        "error": {"message": message, "type": kind, "traceback": None},
+    }
+    return json_response(body, status=status)
+
+
+def error_type(e: ControlError) -> str:
+    if isinstance(e, ConflictError) and e.where == "name" and "already exists" in e.message:
+        return "StackExists"
+    return next((name for cls, name in _TYPES if isinstance(e, cls)), "HTTPInternalServerError")
+
+
+@web.middleware
+async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:  # noqa: PLR0911
+    """Every failure as Heat's error body; only a bug gives a 500."""
+    try:
+        return await handler(request)
+    except ControlError as e:
+        return heat_error(e.status, error_type(e), e.message)
+    except TemplateError as e:
+        return heat_error(400, "StackValidationFailed", str(e))
+    except web.HTTPRequestEntityTooLarge:
+        cap = request.app[RUNTIME].settings.request_cap
+        return heat_error(413, "RequestLimitExceeded", f"Request body is over the cap of {cap} bytes")
+    except IntegrityError as e:
+        log.info("conflicting write on %s %s: %s", request.method, request.path, e)
+        return heat_error(409, "Conflict", "The request conflicts with a concurrent change")
+    except (OperationalError, StaleDataError) as e:
+        log.warning("database unavailable on %s %s: %s", request.method, request.path, e)
+        response = heat_error(503, "HTTPServiceUnavailable", "Busy or raced a concurrent change; retry later")
+        response.headers["Retry-After"] = "5"
+        return response
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        response = heat_error(e.status, "HTTP" + e.reason.replace(" ", ""), f"{e.reason}: {request.path}")
+        if "Allow" in e.headers:
+            response.headers["Allow"] = e.headers["Allow"]
+        return response
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return heat_error(500, "HTTPInternalServerError", "Internal error; see the control plane's log")
+
+
+@web.middleware
+async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Default deny: ``public`` routes pass, ``project`` routes need the token; nothing else gets through."""
+    policy = getattr(request.match_info.route.handler, "anneal_auth", None)
+    if request.match_info.http_exception is not None or policy == "public":
+        return await handler(request)
+    if policy != "project":
+        raise ForbiddenError("route has no access policy", where=request.path)
+    token = request.headers.get("X-Auth-Token", "").strip() or _bearer(request)
+    admin = request.app[RUNTIME].keys.admin_token
+    if not token or not hmac.compare_digest(token, admin):
+        raise AuthError("Authentication required: X-Auth-Token must be the admin token", where="X-Auth-Token")
+    request[SCOPE] = Scope(project=request.match_info["project_id"])
+    return await handler(request)
+
+
+def _bearer(request: web.Request) -> str:
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" else ""
+
+
+def scope(request: web.Request) -> Scope:
+    found = request[SCOPE]
+    assert isinstance(found, Scope)
+    return found
+
+
+# ------------------------------------------------------------------ Heat's query parameters
+
+
+def bool_param(request: web.Request, name: str, default: bool = False) -> bool:
+    """Heat's extract_bool: true/false, yes/no, 1/0, any case."""
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in ("true", "yes", "1", "t", "y", "on"):
+        return True
+    if value in ("false", "no", "0", "f", "n", "off"):
+        return False
+    raise BadRequestError(
+        f'Unrecognized value "{raw}" for "{name}", acceptable values are: true, false', where=name
+    )
+
+
+def int_param(request: web.Request, name: str) -> int | None:
+    """Heat's extract_int: a non-negative integer, or None when absent."""
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError as e:
+        raise BadRequestError(f"Only integer is acceptable by '{name}'.", where=name) from e
+    if value < 0:
+        raise BadRequestError(f"Only non-negative integer is acceptable by '{name}'.", where=name)
+    return value
+
+
+def mixed_param(request: web.Request, name: str) -> list[str]:
+    """Every value a query gives for *name* (a filter may be repeated: ``status=A&status=B``)."""
+    return [v for v in request.query.getall(name, []) if v]
+
+
+def sort_dir(request: web.Request) -> str | None:
+    raw = request.query.get("sort_dir")
+    if raw is None:
+        return None
+    if raw.lower() not in ("asc", "desc"):
+        raise BadRequestError(f"sort_dir: expected asc or desc, got {raw!r}", where="sort_dir")
+    return raw.lower()
+
+
+def refuse_unknown(request: web.Request, allowed: Iterable[str]) -> None:
+    """Heat refuses a filter it does not know rather than ignoring it."""
+    unknown = sorted(set(request.query) - set(allowed))
+    if unknown:
+        raise BadRequestError(f"Invalid filter parameters {unknown}", where=unknown[0])
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    """A JSON body typed `application/json` with no charset parameter, as Heat sends it (clients compare)."""
+    return web.Response(
+        body=json.dumps(data).encode(), status=status, headers=headers, content_type="application/json"
+    )

@@ -1,0 +1,327 @@
+"""Heat's stack routes: list, create (and adopt), look up (302), show, update, patch, delete, abandon, template, outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+from sqlalchemy import select
+
+from control.api.app_keys import DEFS, ENGINE, RUNTIME
+from control.api.body import read_object
+from control.api.heat_v1 import translate, views
+from control.api.heat_v1.middleware import (
+    bool_param,
+    int_param,
+    json_response,
+    mixed_param,
+    scope,
+    sort_dir,
+)
+from control.api.middleware import auth
+from control.errors import BadRequestError, NotFoundError
+from control.services import abandon, preview, queries, stacks
+from control.services.stack_listing import FILTER_COLUMNS, StackQuery, count_stacks, list_stacks
+from control.services.stack_resources import identified_stack
+from control.store.orm import EventRow
+
+P = "/v1/{project_id}"
+STACK = P + "/stacks/{stack_name}/{stack_id}"
+#: What a path under a stack's name (no id yet) may go on to, as Heat's lookup redirects it.
+SUBPATHS = "resources|events|template|actions|environment|files|outputs|preview|abandon|export|snapshots"
+TAG_PARAMS = ("tags", "tags_any", "not_tags", "not_tags_any")
+MASK = "******"
+
+routes = web.RouteTableDef()
+
+
+@routes.get(P + "/stacks")
+@auth("project")
+async def list_stacks_route(request: web.Request) -> web.Response:
+    """Heat's stack list: filters, tags, sort_keys/sort_dir, limit/marker, with_count, show_nested;
+    show_deleted, show_hidden and global_tenant are accepted (no deleted or hidden stacks here)."""
+    for name in ("show_deleted", "show_hidden", "global_tenant"):
+        bool_param(request, name)
+    query = StackQuery(
+        filters={k: mixed_param(request, k) for k in FILTER_COLUMNS},
+        tags={k: _tag_list(request.query.get(k)) for k in TAG_PARAMS if request.query.get(k)},
+        sort_keys=request.query.getall("sort_keys", []),
+        sort_dir=sort_dir(request),
+        limit=int_param(request, "limit"),
+        marker=request.query.get("marker"),
+        nested=bool_param(request, "show_nested"),
+    )
+    async with request.app[RUNTIME].sessions() as session:
+        found = [views.stack_summary(request, v) for v in await list_stacks(session, query)]
+        body: dict[str, Any] = {"stacks": found}
+        if query.limit and len(found) == query.limit:
+            params = [(k, v) for k, v in request.query.items() if k != "marker"] + [
+                ("marker", found[-1]["id"])
+            ]
+            body["links"] = [views.link(f"{request.url.with_query(None)}?{urlencode(params)}", "next")]
+        if bool_param(request, "with_count"):
+            body["count"] = await count_stacks(session, query)
+    return json_response(body)
+
+
+def _tag_list(raw: str | None) -> list[str]:
+    return [t.strip() for t in (raw or "").split(",") if t.strip()]
+
+
+@routes.get(P + "/stacks/detail")
+@auth("project")
+async def list_stacks_detail(request: web.Request) -> web.Response:
+    async with request.app[RUNTIME].sessions() as session:
+        found = await list_stacks(session, StackQuery())
+    return json_response({"stacks": [views.stack_detail(request, v, "", None) for v in found]})
+
+
+@routes.post(P + "/stacks")
+@auth("project")
+async def create_stack(request: web.Request) -> web.Response:
+    """201 with the new stack's id and link, and its URL in Location."""
+    body = await read_object(request)
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    if body.get("adopt_stack_data"):  # `stack adopt`: the template comes with the data
+        given = translate.anneal_body({**body, "adopt_stack_data": None}, existing=True)
+        given.pop("existing")
+        adopted = {"name": translate.stack_name(body), "adopt_stack_data": body["adopt_stack_data"], **given}
+        view = await abandon.adopt_stack(rt, adopted)
+    else:
+        converted = {"name": translate.stack_name(body), **translate.anneal_body(body)}
+        view = await stacks.create_stack(rt, engine.kick, converted)
+    link = views.stack_link(request, view)
+    return json_response({"stack": {"id": view["id"], "links": [link]}}, 201, {"Location": link["href"]})
+
+
+@routes.post(P + "/stacks/preview")
+@auth("project")
+async def preview_create(request: web.Request) -> web.Response:
+    """Named so `stack create --dry-run` learns it is not supported, not that no stack is called preview."""
+    raise BadRequestError(
+        "stack preview (stack create --dry-run) is not supported; "
+        "`openstack orchestration template validate` checks a template",
+        where="preview",
+    )
+
+
+@routes.route("*", P + "/stacks/{stack_name}")
+@auth("project")
+async def lookup(request: web.Request) -> web.Response:
+    """Heat's lookup: a stack's name or id redirects (302) to its canonical URL, query kept."""
+    return await _redirect(request, "")
+
+
+@routes.route("*", P + "/stacks/{stack_name}/{path:" + SUBPATHS + "}")
+@auth("project")
+async def lookup_subpath(request: web.Request) -> web.Response:
+    return await _redirect(request, request.match_info["path"])
+
+
+async def _redirect(request: web.Request, path: str) -> web.Response:
+    ref = request.match_info["stack_name"]
+    async with request.app[RUNTIME].sessions() as session:
+        try:
+            stack = await stacks.get_stack(session, ref, *stacks.STATE_ONLY)
+            name, stack_id = stack.name, stack.id
+        except NotFoundError:
+            if path != "events":
+                raise NotFoundError(f"The Stack ({ref}) could not be found.", where="stack") from None
+            name, stack_id = await _deleted(session, ref)
+    location = views.stack_url(request, name, stack_id) + (f"/{path}" if path else "")
+    if request.query_string:
+        location += "?" + request.query_string
+    return web.Response(status=302, headers={"Location": location})
+
+
+async def _deleted(session: Any, ref: str) -> tuple[str, str]:
+    """A deleted stack's name and id from its events, so its event list still answers (as Heat's)."""
+    found = (
+        await session.execute(
+            select(EventRow.stack_name, EventRow.stack_id)
+            .where((EventRow.stack_name == ref) | ((EventRow.stack_id == ref) & (EventRow.stack_name != "")))
+            .order_by(EventRow.id.desc())
+            .limit(1)
+        )
+    ).first()
+    if found is None:
+        raise NotFoundError(f"The Stack ({ref}) could not be found.", where="stack")
+    return str(found[0]), str(found[1])
+
+
+@routes.get(STACK)
+@auth("project")
+async def show_stack(request: web.Request) -> web.Response:
+    """The stack with its parameters and (unless ``resolve_outputs=false``) its outputs."""
+    resolve = bool_param(request, "resolve_outputs", True)
+    async with request.app[RUNTIME].sessions() as session:
+        stack = await identified_stack(
+            session, request.match_info["stack_name"], request.match_info["stack_id"]
+        )
+        outputs = await queries.stack_outputs(session, request.app[DEFS], stack.id) if resolve else None
+        description = _description(stack.template)
+        view = stacks.stack_view(stack)
+    return json_response({"stack": views.stack_detail(request, view, description, outputs)})
+
+
+def _description(template: Any) -> str:
+    return str(template.get("description") or "") if isinstance(template, dict) else ""
+
+
+@routes.put(STACK)
+@auth("project")
+async def update_stack(request: web.Request) -> web.Response:
+    return await _update(request, existing=False)
+
+
+@routes.patch(STACK)
+@auth("project")
+async def patch_stack(request: web.Request) -> web.Response:
+    """Heat's PATCH: the stack's parameters, environment, files and template stay unless given."""
+    return await _update(request, existing=True)
+
+
+async def _update(request: web.Request, *, existing: bool) -> web.Response:
+    body = translate.anneal_body(await read_object(request), existing=existing)
+    stack_id = await _identify(request)
+    rt, engine = request.app[RUNTIME], request.app[ENGINE]
+    await stacks.update_stack(rt, engine.kick, stack_id, body, keep_rollback=True)
+    return web.Response(status=202)
+
+
+async def _identify(request: web.Request) -> str:
+    async with request.app[RUNTIME].sessions() as session:
+        stack = await identified_stack(
+            session, request.match_info["stack_name"], request.match_info["stack_id"], *stacks.STATE_ONLY
+        )
+        return stack.id
+
+
+@routes.delete(STACK)
+@auth("project")
+async def delete_stack(request: web.Request) -> web.Response:
+    stack_id = await _identify(request)
+    await stacks.delete_stack(request.app[RUNTIME], request.app[ENGINE].kick, stack_id)
+    return web.Response(status=204)
+
+
+@routes.get(STACK + "/template")
+@auth("project")
+async def stack_template(request: web.Request) -> web.Response:
+    async with request.app[RUNTIME].sessions() as session:
+        stack = await identified_stack(
+            session, request.match_info["stack_name"], request.match_info["stack_id"]
+        )
+        return json_response(stack.template)
+
+
+@routes.get(STACK + "/environment")
+@auth("project")
+async def stack_environment(request: web.Request) -> web.Response:
+    """The merged environment, the stack's given parameters in it (hidden ones masked), as Heat returns it."""
+    async with request.app[RUNTIME].sessions() as session:
+        stack = await identified_stack(
+            session, request.match_info["stack_name"], request.match_info["stack_id"]
+        )
+        env = dict(stack.environment)
+        hidden = set(stack.hidden)
+        given = {**(env.get("parameters") or {}), **stack.params_given}
+        env["parameters"] = {k: MASK if k in hidden else v for k, v in given.items()}
+        env["parameter_defaults"] = {
+            k: MASK if k in hidden else v for k, v in (env.get("parameter_defaults") or {}).items()
+        }
+    return json_response({**env, "encrypted_param_names": [], "event_sinks": []})
+
+
+@routes.get(STACK + "/files")
+@auth("project")
+async def stack_files(request: web.Request) -> web.Response:
+    async with request.app[RUNTIME].sessions() as session:
+        stack = await identified_stack(
+            session, request.match_info["stack_name"], request.match_info["stack_id"]
+        )
+        return json_response(dict(stack.files))
+
+
+@routes.get(STACK + "/outputs")
+@auth("project")
+async def list_outputs(request: web.Request) -> web.Response:
+    outputs = await _outputs(request)
+    return json_response(
+        {"outputs": [{"output_key": o["output_key"], "description": o["description"]} for o in outputs]}
+    )
+
+
+@routes.get(STACK + "/outputs/{output_key}")
+@auth("project")
+async def show_output(request: web.Request) -> web.Response:
+    key = request.match_info["output_key"]
+    found = next((o for o in await _outputs(request) if o["output_key"] == key), None)
+    if found is None:
+        raise NotFoundError(f"Specified output key {key} not found.", where="output_key")
+    return json_response({"output": found})
+
+
+async def _outputs(request: web.Request) -> list[dict[str, Any]]:
+    async with request.app[RUNTIME].sessions() as session:
+        stack = await identified_stack(
+            session, request.match_info["stack_name"], request.match_info["stack_id"]
+        )
+        return await queries.stack_outputs(session, request.app[DEFS], stack.id)
+
+
+@routes.put(STACK + "/preview")
+@auth("project")
+async def preview_update(request: web.Request) -> web.Response:
+    return await _preview(request, existing=False)
+
+
+@routes.patch(STACK + "/preview")
+@auth("project")
+async def preview_patch(request: web.Request) -> web.Response:
+    return await _preview(request, existing=True)
+
+
+async def _preview(request: web.Request, *, existing: bool) -> web.Response:
+    """``{"resource_changes": {added, deleted, replaced, updated, unchanged}}``; nothing changes."""
+    bool_param(request, "show_nested")
+    body = translate.anneal_body(await read_object(request), existing=existing)
+    names = request.match_info["stack_name"], request.match_info["stack_id"]
+    found = await preview.preview_update(request.app[RUNTIME], *names, body)
+    project = scope(request).project
+    changes = {kind: [_changed(project, names, item) for item in items] for kind, items in found.items()}
+    return json_response({"resource_changes": changes})
+
+
+def _changed(project: str, names: tuple[str, str], item: dict[str, Any]) -> dict[str, Any]:
+    """A resource as Heat's preview lists it (format_stack_resource without detail)."""
+    row, stack = item["row"], {"tenant": project, "stack_name": names[0], "stack_id": names[1], "path": ""}
+    return {
+        "resource_name": item["name"],
+        "resource_type": item["type"],
+        "resource_action": row.action if row is not None else "INIT",
+        "resource_status": row.status if row is not None else "COMPLETE",
+        "resource_status_reason": row.status_reason if row is not None else "",
+        "physical_resource_id": (row.physical_id if row is not None else None) or "",
+        "resource_identity": {**stack, "path": f"/resources/{item['name']}"},
+        "stack_identity": stack,
+        "stack_name": names[0],
+        "required_by": [],
+    }
+
+
+@routes.delete(STACK + "/abandon")
+@auth("project")
+async def abandon_stack(request: web.Request) -> web.Response:
+    """Heat's abandon data; the stack is removed and nothing runs on its servers (control/services/abandon.py)."""
+    stack_id = await _identify(request)
+    return json_response(await abandon.abandon_stack(request.app[RUNTIME], stack_id))
+
+
+@routes.route("*", STACK + "/{what:export|snapshots}")
+@auth("project")
+async def not_supported(request: web.Request) -> web.Response:
+    """Named here so the answer says what is missing instead of a bare 404."""
+    what = request.match_info["what"]
+    raise BadRequestError(f"stack {what} is not supported by Anneal's Heat API yet", where=what)

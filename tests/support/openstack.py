@@ -1,0 +1,149 @@
+"""The real openstack CLI (python-openstackclient + python-heatclient from PyPI) against Anneal's Heat API.
+
+Installed by `ci/tools.d/80-openstackclient.sh` into `.venv/tools/openstackclient`;
+it authenticates as an operator without Keystone would: keystoneauth's admin_token
+plugin, the endpoint given, the admin token sent as X-Auth-Token (docs/heat-api.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.support.controlplane import ControlPlane, start_control_plane
+from tests.support.processes import ROOT, free_port
+from tests.support.waiting import wait_until
+
+OPENSTACK = ROOT / ".venv" / "tools" / "openstackclient" / "bin" / "openstack"
+#: gabbi's virtualenv with heat-tempest-plugin's gabbi files beside it (ci/tools.d/81-gabbi.sh).
+GABBI = ROOT / ".venv" / "tools" / "gabbi"
+#: The project id the tests put in the Heat endpoint's path.
+PROJECT = "ops-team"
+
+GREETER = """
+heat_template_version: 2018-08-31
+description: one script on one server
+parameters:
+  who: {type: string, default: world}
+  pause: {type: number, default: 0}
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: %(server)s}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: WHO}, {name: PAUSE}]
+      outputs: [{name: greeting}]
+      config: |
+        #!/bin/sh
+        sleep "$PAUSE"
+        echo "greeting $WHO"
+        printf 'hello %%s' "$WHO" > "$heat_outputs_path.greeting"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: box}
+      actions: [CREATE, UPDATE, SUSPEND, RESUME]
+      input_values: {WHO: {get_param: who}, PAUSE: {get_param: pause}}
+outputs:
+  greeting: {value: {get_attr: [dep, greeting]}, description: what the script said}
+"""
+
+
+def start_heat_plane(tmp: Path) -> tuple[ControlPlane, str]:
+    """A control plane with Heat's API on a free port, and that API's root URL (from the line announcing it)."""
+    cp = start_control_plane(tmp, "--heat-listen", f"127.0.0.1:{free_port()}")
+    line = wait_until(
+        lambda: next((x for x in cp.log.read_text().splitlines() if "Orchestration API v1 on" in x), None),
+        "the Heat API was not announced",
+    )
+    return cp, line.split(" on ", 1)[1].split("/v1/", 1)[0]
+
+
+def write_template(work: Path, name: str, text: str) -> str:
+    """Write *text* to work/name for a `-t` or `--config-file` argument; its path."""
+    path = work / name
+    path.write_text(text)
+    return str(path)
+
+
+def heat_request(
+    cp: ControlPlane, heat_url: str, method: str, path: str, body: Any = None, token: str | None = "admin"
+) -> tuple[int, Any]:
+    """One request to the Heat endpoint of project PROJECT, as any HTTP client sends it: (status, JSON body)."""
+    secret = cp.token if token == "admin" else token
+    headers = {"Content-Type": "application/json", **({"X-Auth-Token": secret} if secret else {})}
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"{heat_url}/v1/{PROJECT}{path}", data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as e:
+        with e:
+            return e.code, json.loads(e.read())
+
+
+def require_openstack() -> None:
+    """Fail (not skip) when the CLI is missing, naming the command that installs it."""
+    if not OPENSTACK.exists():
+        raise AssertionError(f"the openstack CLI is missing ({OPENSTACK}): run `make tools`")
+
+
+@dataclass
+class OpenStack:
+    """`openstack ...` aimed at one control plane's Heat endpoint for one project."""
+
+    cp: ControlPlane
+    endpoint: str
+
+    def __post_init__(self) -> None:
+        require_openstack()
+
+    def run(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+        """Run `openstack *args*`; the result as the operator would see it (stdout, stderr, exit status)."""
+        argv = [
+            str(OPENSTACK),
+            "--os-auth-type",
+            "admin_token",
+            "--os-endpoint",
+            self.endpoint,
+            "--os-token",
+            self.cp.token,
+            *args,
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+
+    def ok(self, *args: str, timeout: float = 240) -> str:
+        """Run and expect exit status 0; the stdout."""
+        done = self.run(*args, timeout=timeout)
+        assert done.returncode == 0, (
+            f"openstack {' '.join(args)}: {done.stderr}\n{done.stdout}\nlog: {self.cp.log}"
+        )
+        return done.stdout
+
+    def json(self, *args: str, timeout: float = 240) -> Any:
+        """Run with `-f json` and parse what it printed."""
+        return json.loads(self.ok(*args, "-f", "json", timeout=timeout))
+
+
+def run_heat_gabbits(cp: ControlPlane, heat_url: str, prefix: str) -> dict[str, Any]:
+    """Heat's own API tests (heat-tempest-plugin's gabbi files) against *cp*'s Heat endpoint: each outcome."""
+    if not (GABBI / "gabbits").is_dir():
+        raise AssertionError(f"gabbi or Heat's gabbi files are missing ({GABBI}): run `make tools`")
+    done = subprocess.run(
+        [str(GABBI / "bin" / "python"), str(ROOT / "tests" / "support" / "heat_gabbi.py"),
+         f"{heat_url}/v1/{PROJECT}", str(GABBI / "gabbits")],
+        env={**os.environ, "OS_TOKEN": cp.token, "PREFIX": prefix},
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
