@@ -124,6 +124,7 @@ def hook_env(
     env["ANNEAL_HOOK_TIMEOUT"] = f"{timeout:g}"
     if meta is not None:
         env["DEPLOY_IDEMPOTENCY_KEY"] = meta.hash
+        env["ANNEAL_SEALED"] = ",".join(meta.sealed)  # fields that were secret: hooks keep no copy
     env.update(ANNEAL_IDEMPOTENCY_KEY=item_id, ANNEAL_RUN_ATTEMPT=str(run))
     env["ANNEAL_HOOK_STDOUT_COPY"] = str(output.stdout_copy_path(state_dir, item_id))
     return env

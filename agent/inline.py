@@ -54,17 +54,20 @@ async def run_script(
         if plan is None:
             return wire.Signal()
         copy = env.get("ANNEAL_HOOK_STDOUT_COPY")
-        result = await run_tool(
-            plan.argv,
-            env=plan.env,
-            cwd=ctx.working_dir,
-            timeout=ctx.timeout or timeout,
-            copies=(Path(copy) if copy else None, tee[1] if tee else None),
-            on_start=on_start,
-            on_output=on_stderr,
-            # The line the hook logged first: the copy and the progress reports show what ran.
-            banner=f"deployment {deployment.id}: running {plan.argv[-1]} with {plan.argv[0]}\n",
-        )
+        try:
+            result = await run_tool(
+                plan.argv,
+                env=plan.env,
+                cwd=ctx.working_dir,
+                timeout=ctx.timeout or timeout,
+                copies=(Path(copy) if copy else None, tee[1] if tee else None),
+                on_start=on_start,
+                on_output=on_stderr,
+                # The line the hook logged first: the copy and the progress reports show what ran.
+                banner=f"deployment {deployment.id}: running {plan.argv[-1]} with {plan.argv[0]}\n",
+            )
+        finally:
+            script.forget(plan)  # a sealed config leaves no copy, as with the hook
         return script.finish(deployment, plan, result)
     except HookError as e:
         log.error("deployment %s: %s", deployment.id, e)

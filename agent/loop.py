@@ -257,6 +257,13 @@ class Agent:
             await self.work()
 
     async def _run(self, item: wire.DeploymentItem, meta: wire.ItemMeta | None) -> wire.Signal:
+        if sealed.unavailable(item, meta.sealed if meta else ()):
+            # Rendered before this server enrolled: enrolment renders the document anew, sealed to
+            # this server's key, and the item runs from that one (it stays unrun until then).
+            log.info(
+                "deployment %s: sealed before this server enrolled; waiting for the next document", item.name
+            )
+            return wire.Signal()
         try:
             # Secrets are opened only here, to go into the hook's stdin (and its environment, by the hook).
             opened = self.unsealer.open(item, meta)

@@ -79,6 +79,14 @@ def open_sealed(text: Any, private: X25519PrivateKey, place: str) -> Any:
     return json.loads(plain)
 
 
+def unavailable(item: wire.DeploymentItem, fields: Iterable[str]) -> bool:
+    """Whether a sealed field of *item* holds UNAVAILABLE: rendered before this server enrolled."""
+    wanted = set(fields)
+    if "config" in wanted and item.config == UNAVAILABLE:
+        return True
+    return any(f"inputs.{i.name}" in wanted and i.value == UNAVAILABLE for i in item.inputs)
+
+
 def open_item(
     item: wire.DeploymentItem, fields: Iterable[str], server_id: str, private: X25519PrivateKey
 ) -> wire.DeploymentItem:

@@ -75,12 +75,16 @@ class OutputItem:
     type: str = "String"
     description: str | None = None
     error_output: bool = False
+    #: Anneal's extension: the value the hook returns is kept and shown as a secret.
+    secret: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "type": self.type}
         if self.description is not None:
             out["description"] = self.description
         out["error_output"] = self.error_output
+        if self.secret:
+            out["secret"] = True
         return out
 
 
@@ -293,6 +297,7 @@ def decode_output(obj: Any, path: str) -> OutputItem:
         type=_optional(obj, "type", str, path) or "String",
         description=_optional(obj, "description", str, path),
         error_output=bool(obj.get("error_output", False)),
+        secret=bool(obj.get("secret", False)),
     )
 
 

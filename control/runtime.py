@@ -12,12 +12,12 @@ from typing import Protocol
 from sqlalchemy import select, update
 
 from agent import envelope
-from control.documents import seal
 from control.documents.publish import Publisher
 from control.documents.render import render_document
 from control.keys import Keys
 from control.provision import Provisioner
 from control.settings import Settings
+from control.store.credentials import Credentials
 from control.store.db import Sessions
 from control.store.orm import DeploymentRow, ServerRow
 
@@ -44,8 +44,8 @@ class Runtime:
     sessions: Sessions
     publisher: Publisher
     provisioner: Provisioner
-    #: credential hash -> server id, so that polls need no database read.
-    credentials: dict[str, str] = field(default_factory=dict)
+    #: Agent credentials, cached so that polls need no database read (at most BOUND old).
+    credentials: Credentials = field(default_factory=Credentials)
     #: server id -> serial of the document this process last handed to the publisher.
     published: dict[str, int] = field(default_factory=dict)
     #: The queue result signals are applied from in batches, made on the first signal.
@@ -85,15 +85,13 @@ class Runtime:
             by_server: dict[str, list[DeploymentRow]] = {}
             for row in rows:
                 by_server.setdefault(row.server_id, []).append(row)
-            stack_ids = {r.stack_id for rs in by_server.values() for r in rs if r.stack_id}
-            hidden = await seal.stack_secrets(session, stack_ids)
         for server_id in ids:
             server = servers.get(server_id)
             if server is None:
                 await self.publisher.withdraw(server_id)
                 self.published.pop(server_id, None)
                 continue
-            doc = render_document(server, by_server.get(server_id, []), self.settings.document_ttl, hidden)
+            doc = render_document(server, by_server.get(server_id, []), self.settings.document_ttl)
             section = self.publisher.section(server, by_server.get(server_id, []))
             if section is not None:
                 doc = dataclasses.replace(doc, transport=section)

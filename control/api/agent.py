@@ -7,7 +7,7 @@ from aiohttp import web
 from agent import wire_caps
 from control.api.app_keys import ENGINE, RUNTIME
 from control.api.body import read_details, read_json, read_object
-from control.api.middleware import AUTH_SERVER, MAX_INT, auth, ok, seconds_query
+from control.api.middleware import AUTH_CREDENTIAL, AUTH_SERVER, MAX_INT, auth, ok, seconds_query
 from control.errors import AuthError, BadRequestError, ForbiddenError
 from control.services import agents, resource_signals
 from control.transports.publisher import http_publisher
@@ -38,6 +38,13 @@ async def document(request: web.Request) -> web.StreamResponse:
     doc = publisher.get(server_id)
     if doc is not None and doc.etag == etag and wait > 0:
         doc = await publisher.wait_newer(server_id, etag, wait) or doc
+        # The credential may have been revoked while the request waited (e.g. the agent enrolled
+        # again), and the change that woke it may be that very revocation: a new document is
+        # handed over only to a credential the database holds now, not one cached a moment ago.
+        if doc.etag != etag:
+            await agents.check_still_held(rt, server_id, request[AUTH_CREDENTIAL])
+        else:
+            await agents.authenticate(rt, request[AUTH_CREDENTIAL])
     if doc is None:
         raise BadRequestError("no document for this server", where="server")
     if doc.etag == etag:
@@ -49,7 +56,8 @@ async def document(request: web.Request) -> web.StreamResponse:
 @auth("agent")
 async def heartbeat(request: web.Request) -> web.Response:
     body = await read_object(request, 64 * 1024)
-    return ok(await agents.heartbeat(request.app[RUNTIME], request[AUTH_SERVER], body))
+    rt = request.app[RUNTIME]
+    return ok(await agents.heartbeat(rt, request[AUTH_SERVER], request[AUTH_CREDENTIAL], body))
 
 
 @routes.post("/v1/signal/{deployment_id}/{generation}")
@@ -62,7 +70,14 @@ async def signal(request: web.Request) -> web.Response:
     agents.check_signal_credential(rt, deployment_id, generation, sig, server_id)
     body = await read_json(request, wire_caps.MAX_SIGNAL_BYTES)
     result = await agents.record_signal(
-        rt, engine.kick, deployment_id, generation, body, sig=sig, server_id=server_id
+        rt,
+        engine.kick,
+        deployment_id,
+        generation,
+        body,
+        sig=sig,
+        server_id=server_id,
+        credential=request.get(AUTH_CREDENTIAL),
     )
     return ok(result)
 

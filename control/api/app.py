@@ -70,6 +70,7 @@ def make_app(settings: Settings) -> web.Application:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await engine.close()
+        await runtime.credentials.close()
         if runtime.signal_batch is not None:  # made on the first signal
             await runtime.signal_batch.close()
         await publisher.close()

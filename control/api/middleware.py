@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -21,13 +22,23 @@ from agent.serving import LINGER
 from control.api import diskfull
 from control.api.app_keys import RUNTIME
 from control.api.body import check_text
-from control.errors import AuthError, BadRequestError, ControlError, ForbiddenError, UnavailableError
+from control.errors import (
+    AuthError,
+    BadRequestError,
+    ControlError,
+    ForbiddenError,
+    UnavailableError,
+)
+from control.hot import taint
 from control.hot.errors import TemplateError
+from control.keys import token_hash
 from control.services import agents
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AUTH_SERVER = "anneal.server_id"
+#: The SHA-256 of the agent credential that authenticated the request (agent and signal routes).
+AUTH_CREDENTIAL = "anneal.credential_hash"
 #: Refusals sent before the body was read: the connection is closed after them.
 CLOSE_AFTER = frozenset({408, 411, 413})
 #: The largest integer a query may give: the database's integer columns are 32-bit on PostgreSQL.
@@ -148,7 +159,8 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
             raise AuthError("this route needs the admin token", where="Authorization")
     elif policy in ("agent", "signal"):
         if token is not None:
-            request[AUTH_SERVER] = await agents.authenticate(rt, token)
+            request[AUTH_CREDENTIAL] = token_hash(token)
+            request[AUTH_SERVER] = await agents.authenticate(rt, request[AUTH_CREDENTIAL])
         elif policy == "agent" or "sig" not in request.query:
             raise AuthError("this route needs the agent's credential", where="Authorization")
     else:
@@ -178,7 +190,18 @@ def _bearer(request: web.Request) -> str | None:
 
 
 def ok(data: Any, status: int = 200) -> web.Response:
-    return web.json_response(data, status=status)
+    """*data* as JSON; a Secret that reached an answer anyway is shown masked, never in clear."""
+    return web.json_response(data, status=status, dumps=_dumps)
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, default=_masked)
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, taint.Secret):
+        return taint.MASK
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def int_query(request: web.Request, name: str, default: int) -> int:

@@ -305,9 +305,9 @@ def _agent_paths() -> dict[str, Any]:
         },
         "/v1/agent/heartbeat": {
             "post": op(
-                "Agent heartbeat",
+                "Agent heartbeat; 401 once the credential is revoked (the agent enrolled again, its server removed)",
                 "agent",
-                {"200": json_body(OBJ), **errors(401, 404, body=True)},
+                {"200": json_body(OBJ), **errors(401, body=True)},
                 requestBody=request_body(OBJ),
             )
         },

@@ -29,7 +29,7 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
-from control.documents import heatauth
+from control.documents import heatauth, seal
 from control.documents.render import iso
 from control.errors import ForbiddenError, NotFoundError
 from control.runtime import Runtime
@@ -147,7 +147,7 @@ async def metadata(rt: Runtime, server_id: str) -> tuple[dict[str, Any], str, st
     # Not render_document: Heat's chain cannot open secrets sealed to an agent key (it has
     # none), so a Heat-compatible server gets them as Heat sends them, behind its
     # credential (docs/heat-compat.md).
-    items = [wire.decode_item(r.item, f"deployment {r.id}") for r in rows]
+    items = [seal.load_item(r.item, f"deployment {r.id}")[0] for r in rows]
     meta = {
         i.id: wire.ItemMeta(r.id, r.generation, r.hash, r.action, r.timeout)
         for i, r in zip(items, rows, strict=True)

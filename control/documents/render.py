@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from agent import wire
@@ -10,20 +10,14 @@ from control.documents import seal
 from control.store.orm import DeploymentRow, ServerRow
 
 
-def render_document(
-    server: ServerRow,
-    rows: Iterable[DeploymentRow],
-    ttl: float,
-    hidden: Mapping[str, frozenset[str]] | None = None,
-) -> wire.Document:
+def render_document(server: ServerRow, rows: Iterable[DeploymentRow], ttl: float) -> wire.Document:
     """The server's document: every deployment on it, Heat's shape plus our extras, secrets sealed."""
     items = []
     meta = {}
     recipient = seal.box_key(server.public_keys or {})
     for row in rows:
-        item = wire.decode_item(row.item, f"deployment {row.id}")
-        strings = (hidden or {}).get(row.stack_id or "", frozenset())
-        item, fields = seal.seal_item(item, server.id, recipient, strings)
+        item, config_secret = seal.load_item(row.item, f"deployment {row.id}")
+        item, fields = seal.seal_item(item, server.id, recipient, config_secret)
         items.append(item)
         # A generation failed without a signal (cancelled, timed out): its agent stops the hook.
         stop = row.status == "FAILED" and row.status_code is None

@@ -1,14 +1,17 @@
-"""Which values of a document are secret, and sealing them to the server's key.
+"""Which values of a document are secret, sealing them to the server's key, and secret texts.
 
-A value is secret when its input is declared ``secret: true`` (Anneal's
-extension) or when it contains a *secret string* of its stack: the value of one
-of the stack's ``hidden`` parameters or of an ``OS::Heat::RandomString`` (also
-inside a larger string, e.g. after ``str_replace``). A config body containing a
-secret string, or the value of one of its deployment's secret inputs (a
-StructuredConfig's ``get_input``), is secret too, and so is a signal URL that
-carries its own credential. Secret values leave the control plane only sealed
-(``agent/sealed.py``), to the X25519 key the server gave at enrolment, and are
-masked wherever the API shows them (``control/services/queries.py``).
+Secrecy is a property of the value (``control/hot/taint.py``), decided when the
+deployment's generation is derived (``resources/deploy.py``): an input is secret when
+its value is a Secret (derived from a hidden parameter, a random string, a secret
+output) or when it is declared ``secret: true`` (Anneal's extension); the config is
+secret when any part of it is (a StructuredConfig's ``get_input`` of a secret input
+included), which the stored item records by keeping its config a Secret. A signal URL
+that carries its own credential is secret too. Secret values leave the control plane
+only sealed (``agent/sealed.py``), to the X25519 key the server gave at enrolment.
+
+What a hook writes back (outputs, stdout, stderr, progress) is text the taint cannot
+follow: it is searched for the *secret texts* of its deployment, the texts of its
+secret inputs and of its stack's hidden parameters and random strings (``texts_for``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent import sealed, wire
+from control.hot import taint
 from control.store.orm import ResourceRow, StackRow
 
 #: Derived inputs that are credentials when they carry a query string (a signature).
@@ -31,45 +35,56 @@ CREDENTIAL_URLS = ("deploy_signal_id",)
 GENERATED = ("OS::Heat::RandomString",)
 
 
-def hidden_strings(parameters: Mapping[str, Any], hidden: Iterable[str]) -> frozenset[str]:
-    """The string forms of the hidden parameters' values (empty values left out)."""
-    values = (parameters.get(name) for name in hidden)
-    return frozenset(_text(v) for v in values if v not in (None, ""))
-
-
-async def stack_secrets(session: AsyncSession, stack_ids: Iterable[str]) -> dict[str, frozenset[str]]:
-    """Each stack's secret strings: hidden parameter values and generated values (RandomString)."""
+async def stack_texts(session: AsyncSession, stack_ids: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Each stack's secret texts: its hidden parameters' values and its random strings."""
     ids = sorted(set(stack_ids))
     if not ids:
         return {}
     query = select(StackRow.id, StackRow.parameters, StackRow.hidden).where(StackRow.id.in_(ids))
-    out = {sid: hidden_strings(params, names) for sid, params, names in await session.execute(query)}
+    out = {
+        sid: frozenset(taint.texts(taint.Secret([params.get(n) for n in names if n in params])))
+        for sid, params, names in await session.execute(query)
+    }
     generated = select(ResourceRow.stack_id, ResourceRow.attributes).where(
         ResourceRow.stack_id.in_(ids), ResourceRow.type.in_(GENERATED)
     )
     for sid, attributes in await session.execute(generated):
-        value = (attributes or {}).get("value")
-        if isinstance(value, str) and value:
-            out[sid] = out.get(sid, frozenset()) | {value}
+        out[sid] = out.get(sid, frozenset()) | taint.texts(taint.Secret((attributes or {}).get("value")))
     return out
 
 
 async def secret_strings(session: AsyncSession, stack_id: str | None) -> set[str]:
-    """One stack's secret strings, for masking what the API shows."""
+    """One stack's secret texts (``stack_texts``), for masking what the Heat API shows."""
     if not stack_id:
         return set()
-    return set((await stack_secrets(session, [stack_id])).get(stack_id, frozenset()))
+    return set((await stack_texts(session, [stack_id])).get(stack_id, frozenset()))
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else str(wire.canonical_json(value), "utf-8")
+def texts_for(item: Mapping[str, Any] | None, stack: Iterable[str] = ()) -> frozenset[str]:
+    """The secret texts a hook's write-back is searched for: its secret inputs' and *stack*'s."""
+    values = [i.get("value") for i in (item or {}).get("inputs", []) if i.get("secret")]
+    return frozenset(taint.texts(taint.Secret(values))) | frozenset(stack)
 
 
-def contains(value: Any, secrets: frozenset[str]) -> bool:
-    if not secrets or value is None:
-        return False
-    text = value if isinstance(value, str) else wire.canonical_json(value).decode()
-    return any(s in text for s in secrets)
+def stored_item(item: wire.DeploymentItem, config_secret: bool) -> dict[str, Any]:
+    """The item as a deployment row keeps it: a secret config stays a Secret (sealed when published)."""
+    raw = item.to_json()
+    if config_secret:
+        raw["config"] = taint.Secret(raw["config"])
+    return raw
+
+
+def load_item(raw: Any, where: str) -> tuple[wire.DeploymentItem, bool]:
+    """A deployment row's item, and whether its config is secret (``stored_item`` reversed)."""
+    config = raw.get("config") if isinstance(raw, Mapping) else None
+    if isinstance(config, taint.Secret):
+        return wire.decode_item({**raw, "config": config.value}, where), True
+    return wire.decode_item(raw, where), False
+
+
+def is_credential(inp: wire.InputItem) -> bool:
+    """A derived input that carries its own credential (a signed signal URL)."""
+    return inp.name in CREDENTIAL_URLS and "?" in str(inp.value or "")
 
 
 def box_key(public_keys: Mapping[str, Any]) -> bytes | None:
@@ -82,7 +97,7 @@ def box_key(public_keys: Mapping[str, Any]) -> bytes | None:
 
 
 def seal_item(
-    item: wire.DeploymentItem, server_id: str, recipient: bytes | None, secrets: frozenset[str]
+    item: wire.DeploymentItem, server_id: str, recipient: bytes | None, config_secret: bool
 ) -> tuple[wire.DeploymentItem, tuple[str, ...]]:
     """*item* with its secret fields sealed, and the names of those fields."""
 
@@ -93,15 +108,12 @@ def seal_item(
 
     fields: list[str] = []
     config = item.config
-    # A secret input's value substituted into the config (get_input) makes the config secret.
-    own = frozenset(_text(i.value) for i in item.inputs if i.secret and i.value not in (None, ""))
-    if contains(config, secrets | own):
+    if config_secret:
         config = close(config, "config")
         fields.append("config")
     inputs = []
     for inp in item.inputs:
-        credential = inp.name in CREDENTIAL_URLS and recipient is not None and "?" in str(inp.value or "")
-        if inp.secret or credential or contains(inp.value, secrets):
+        if inp.secret or (recipient is not None and is_credential(inp)):
             field = f"inputs.{inp.name}"
             inputs.append(dataclasses.replace(inp, value=close(inp.value, field), secret=True))
             fields.append(field)

@@ -19,6 +19,7 @@ from control.resources import (
     Res,
     composite_for,
     handler_for,
+    secrecy,
 )
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
@@ -50,6 +51,7 @@ class Actor:
             with hot.evaluating(hot.Budget(txn.runtime.settings.evaluation_cap)):
                 resolved = hot.resolve(rdef.properties, ctx, f"resources.{name}.properties")
             props = _with_defaults(rdef.type, stackdef.plain(resolved))
+            secrecy.check_carriers(rdef.type, props, f"resources.{name}.properties")
             if row is not None and _unchanged(res, row, props):
                 row.traversal = stack.traversal
                 return row

@@ -13,6 +13,7 @@ from typing import TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm.util import identity_key
 
+from control.hot import taint
 from control.resources import deploy, forget_deployment
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
@@ -86,7 +87,7 @@ def timed_out_reason(dep: DeploymentRow) -> str:
     reason = f"timed out after {dep.timeout:g} s"
     progress = getattr(dep, "progress", None) or {}
     text = str(progress.get("output_tail") or "") if progress.get("generation") == dep.generation else ""
-    text = text or (dep.stdout or "") + "\n" + (dep.stderr or "")
+    text = text or f"{taint.masked(dep.stdout) or ''}\n{taint.masked(dep.stderr) or ''}"
     tail = [line for line in text.splitlines() if line.strip()]
     if tail:
         reason += "; last output: " + " | ".join(tail[-3:])[-500:]

@@ -9,6 +9,7 @@ from sqlalchemy.orm import defer
 
 from agent import wire_files
 from control import hot
+from control.hot import taint
 from control.hot.definition import Definition, build, plain
 from control.resources import read_attribute
 from control.store.orm import StackRow
@@ -52,7 +53,8 @@ class StackContext:
         pseudo = {"OS::stack_name": self._stack.name, "OS::stack_id": self._stack.id, "OS::project_id": ""}
         if name in pseudo:
             return pseudo[name]
-        return self._defn.params.values[name]
+        value = self._defn.params.values[name]
+        return taint.Secret(value) if name in self._defn.params.hidden else value
 
     def resource_id(self, name: str) -> Any:
         """What get_resource gives: the physical id, or the reference a handler set (a URL)."""

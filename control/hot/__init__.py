@@ -35,6 +35,7 @@ from control.hot.stackcheck import (
     load_sources,
     validate,
 )
+from control.hot.taint import Secret
 from control.hot.template import OutputDef, ResourceDef, Template
 from control.hot.types import TYPES, component_action_clash, random_minimum
 
@@ -60,6 +61,7 @@ __all__ = [
     "Parameters",
     "PropSpec",
     "ResourceDef",
+    "Secret",
     "Template",
     "TemplateError",
     "TypeSpec",

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from control.hot import taint
 from control.hot.environment import Environment
 from control.hot.errors import TemplateError
 from control.hot.evaluation import evaluate_condition
@@ -21,6 +23,9 @@ def resolve_parameters(template: Template, environment: Environment, given: Mapp
             if name not in template.parameters:
                 raise TemplateError(f"parameters.{name}", "not declared by the template")
     values: dict[str, Any] = {}
+    # A value given as a Secret (a parent stack passing a hidden value to a nested one) makes
+    # its parameter hidden here too: it is checked as plain data, and stays secret when read.
+    secret = {n for n in template.parameters if taint.tainted(given.get(n))}
     for name, pdef in template.parameters.items():
         path = f"parameters.{name}"
         raw = next(
@@ -33,13 +38,15 @@ def resolve_parameters(template: Template, environment: Environment, given: Mapp
         )
         if raw is None:
             raise TemplateError(path, "no value given and no default")
-        values[name] = convert(pdef.type, raw, path, pdef.hidden)
-        check_constraints(pdef, values[name], path)
+        # A secret-given value's messages never show it.
+        checked = dataclasses.replace(pdef, hidden=True) if name in secret else pdef
+        values[name] = convert(checked.type, taint.reveal(raw), path, checked.hidden)
+        check_constraints(checked, values[name], path)
     unused = sorted(str(n) for n in environment.parameter_defaults if n not in template.parameters)
     warnings = [f"parameter_defaults: not declared by the template, ignored: {', '.join(unused)}"]
     return Parameters(
         values=values,
-        hidden=frozenset(n for n, p in template.parameters.items() if p.hidden),
+        hidden=frozenset(n for n, p in template.parameters.items() if p.hidden or n in secret),
         warnings=tuple(warnings if unused else ()),
     )
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
 
+from control.hot import taint
 from control.hot.errors import TemplateError
 
 #: Cap on what one function call may build (bytes), whatever the total.
@@ -73,6 +74,8 @@ class Budget:
         """The bytes *value* counts for: its strings' characters plus SLOT per scalar, item and entry."""
         if isinstance(value, str):
             return len(value)
+        if isinstance(value, taint.Secret):  # a hidden value counts as what it holds
+            return self.size(value.value)
         if not isinstance(value, Mapping | list):
             return SLOT
         known = self._sizes.get(id(value))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from control.hot import taint
 from control.hot.binding import condition_values, resolve_parameters
 from control.hot.environment import Environment
 from control.hot.errors import TemplateError
@@ -90,5 +91,9 @@ def build(
 
 
 def plain(value: Any) -> Any:
-    """The JSON form of a resolved value, for storage and comparison."""
-    return json.loads(json.dumps(value, default=str))
+    """The JSON form of a resolved value, for storage and comparison; Secrets stay Secrets."""
+    return taint.loads(json.dumps(value, default=_stored))
+
+
+def _stored(value: Any) -> Any:
+    return taint.json_default(value) if isinstance(value, taint.Secret) else str(value)

@@ -2,8 +2,12 @@
 
 ``resolve`` evaluates calls bottom-up (arguments first) except ``if``, which evaluates only
 the branch it picks. Errors are ``TemplateError(path of the call, "<function>: reason")``.
-What the calls build and look up is counted against the current ``budget`` (a dry run's
-budget turns a call's other errors into null: its arguments may be placeholders).
+Secrecy follows values (``taint``): a call given a Secret anywhere in its arguments
+returns a Secret; ``get_param`` and ``get_attr`` keep a Secret found on their path;
+``if`` on a secret condition returns a Secret. An error of a call given a secret never
+quotes it. What the calls build and look up (a Secret's value included) is counted
+against the current ``budget`` (a dry run's budget turns a call's other errors into
+null: its arguments may be placeholders).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from control.hot import budget
+from control.hot import budget, taint
 from control.hot.errors import TemplateError, at, show
 from control.hot.functions import call_of, check_shape
 from control.hot.transforms import TRANSFORMS
@@ -69,11 +73,40 @@ def _resolve(node: Any, ctx: Context, path: str) -> Any:
 def _call(name: str, args: Any, ctx: Context, path: str) -> Any:
     if name == "if":
         return _if(args, ctx, path)
-    resolved = resolve(args, ctx, at(path, name))
-    check_shape(name, resolved, path)
-    if name in TRANSFORMS:
-        return TRANSFORMS[name](resolved, path)
-    return budget.current().take(_LOOKUPS[name](resolved, ctx, path), path, name)
+    return _apply(name, resolve(args, ctx, at(path, name)), ctx, path)
+
+
+def _apply(name: str, args: Any, ctx: Context, path: str) -> Any:
+    """Call *name* on its evaluated *args*: a Secret among them makes the result a Secret."""
+    if name in _SELECTS:
+        check_shape(name, args, path)
+        return budget.current().take(_SELECTS[name](args, ctx, path), path, name)
+    if not taint.tainted(args):
+        check_shape(name, args, path)
+        if name in TRANSFORMS:
+            return TRANSFORMS[name](args, path)
+        return budget.current().take(_LOOKUPS[name](args, ctx, path), path, name)
+    plain = taint.reveal(args)
+    try:
+        return taint.Secret(_apply(name, plain, ctx, path))
+    except budget.BudgetError:
+        raise  # it names sizes and the call, never a value (and a dry run must not tolerate it)
+    except TemplateError as e:  # its message may quote the secret, whole or cut short
+        raise _masked_error(name, args, ctx, path, e) from None
+
+
+def _masked_error(name: str, args: Any, ctx: Context, path: str, failed: TemplateError) -> TemplateError:
+    """The error of the call made again with each secret as MASK: it cannot quote what it never saw.
+
+    When the masked call does not fail (the error came from the secret's value itself),
+    the error says so without quoting anything.
+    """
+    try:  # on a budget of its own: what it builds is not the template's
+        with budget.evaluating(budget.Budget(None)):
+            _apply(name, taint.masked(args), ctx, path)
+    except TemplateError as e:
+        return TemplateError(e.path, taint.mask_text(e.reason, taint.texts(args, 1)))
+    return TemplateError(failed.path, f"{name}: cannot be evaluated with the hidden value it was given")
 
 
 def evaluate_condition(expr: Any, ctx: Context, path: str = "") -> bool:
@@ -83,35 +116,49 @@ def evaluate_condition(expr: Any, ctx: Context, path: str = "") -> bool:
 
 def _truth(value: Any, ctx: Context, path: str) -> bool:
     """The truth of an evaluated condition: a boolean, or the name of a condition."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        return bool(ctx.condition(value))
+    plain = taint.reveal(value)
+    if isinstance(plain, bool):
+        return plain
+    if isinstance(plain, str):
+        return bool(ctx.condition(plain))
     raise TemplateError(path, f"a condition must be true, false or a condition name, not {show(value)}")
 
 
 def select(value: Any, keys: list[Any], missing: Any = None) -> Any:
-    """Follow map keys and list indices (ints or digit strings); ``missing`` when it cannot."""
-    for key in keys:
-        if isinstance(key, bool) or not isinstance(key, str | int):
-            return missing
-        if isinstance(value, Mapping):
-            if key not in value:
-                return missing
-            value = value[key]
-        elif isinstance(value, list):
-            try:
-                value = value[int(key)]
-            except (ValueError, IndexError):
-                return missing
-        else:
+    """Follow map keys and list indices (ints or digit strings); ``missing`` when it cannot.
+
+    A Secret on the way makes the result a Secret (a member of a secret map is secret).
+    """
+    if taint.tainted(keys):
+        return taint.Secret(select(taint.reveal(value), taint.reveal(keys), missing))
+    for i, key in enumerate(keys):
+        if isinstance(value, taint.Secret):
+            return taint.Secret(select(value.value, keys[i:], missing))
+        value = _step(value, key, missing)
+        if value is missing:
             return missing
     return value
+
+
+def _step(value: Any, key: Any, missing: Any) -> Any:
+    """One map key or list index down from *value*; ``missing`` when there is none."""
+    if isinstance(key, bool) or not isinstance(key, str | int):
+        return missing
+    if isinstance(value, Mapping):
+        return value.get(key, missing)
+    if isinstance(value, list):
+        try:
+            return value[int(key)]
+        except (ValueError, IndexError):
+            return missing
+    return missing
 
 
 def _get_param(a: Any, ctx: Context, path: str) -> Any:
     """get_param: NAME or [NAME, key/index, ...]; a path that leads nowhere gives '' (Heat)."""
     name, keys = (a, []) if isinstance(a, str) else (a[0], list(a[1:]))
+    if isinstance(name, taint.Secret):
+        return taint.Secret(_get_param(taint.reveal(a), ctx, path))
     if not isinstance(name, str):
         raise TemplateError(path, "get_param: the parameter name must be a string")
     return select(ctx.param(name), keys, "")
@@ -124,6 +171,8 @@ def _get_resource(a: Any, ctx: Context, path: str) -> Any:
 
 def _get_attr(a: Any, ctx: Context, path: str) -> Any:
     """get_attr: [RESOURCE, ATTRIBUTE, key/index, ...]; None when the attribute or path is absent."""
+    if taint.tainted(a[:2]):
+        return taint.Secret(_get_attr(taint.reveal(a), ctx, path))
     if not (isinstance(a[0], str) and isinstance(a[1], str)):
         raise TemplateError(path, "get_attr: the resource and attribute names must be strings")
     return ctx.attribute(a[0], a[1], list(a[2:]))
@@ -143,10 +192,13 @@ def _if(args: Any, ctx: Context, path: str) -> Any:
     if call_of(args) is not None:
         args = resolve(args, ctx, at(path, "if"))
         check_shape("if", args, path)
-    chosen = 1 if evaluate_condition(args[0], ctx, at(at(path, "if"), 0)) else 2
+    where = at(at(path, "if"), 0)
+    condition = resolve(args[0], ctx, where)
+    chosen = 1 if _truth(condition, ctx, where) else 2
     if chosen >= len(args):
         return OMITTED
-    return _resolve(args[chosen], ctx, at(at(path, "if"), chosen))
+    value = _resolve(args[chosen], ctx, at(at(path, "if"), chosen))
+    return value if value is OMITTED else taint.taint(value, condition)
 
 
 def _truths(a: Any, ctx: Context, path: str, name: str) -> Iterator[bool]:
@@ -155,11 +207,14 @@ def _truths(a: Any, ctx: Context, path: str, name: str) -> Iterator[bool]:
         yield _truth(value, ctx, at(at(path, name), i))
 
 
+# Reading a stack value along a path: a Secret on the path taints what is read, not the rest.
+_SELECTS: dict[str, Callable[[Any, Context, str], Any]] = {
+    "get_param": _get_param,
+    "get_attr": _get_attr,
+}
 # get_* read the stack; the condition functions may name a condition of it.
 _LOOKUPS: dict[str, Callable[[Any, Context, str], Any]] = {
-    "get_param": _get_param,
     "get_resource": _get_resource,
-    "get_attr": _get_attr,
     "get_file": _get_file,
     "resource_facade": lambda a, c, p: c.facade(a),
     "equals": lambda a, c, p: a[0] == a[1],

@@ -34,6 +34,7 @@ OUTPUT_SCHEMA = {
     "description": _s(),
     "type": _s(allowed=IO_TYPES),
     "error_output": PropSpec("boolean"),
+    "secret": PropSpec("boolean"),  # Anneal's extension: the returned value is kept as a secret
 }
 ACTIONS = ("CREATE", "UPDATE", "DELETE", "SUSPEND", "RESUME")
 SIGNAL_TRANSPORTS = ("CFN_SIGNAL", "HTTP", "NO_SIGNAL", "TEMP_URL_SIGNAL", "HEAT_SIGNAL", "ZAQAR_SIGNAL")

@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from control.hot import taint
 from control.resources.base import Res
 from control.resources.software import SoftwareConfig
 from control.store.orm import ConfigRow
@@ -32,33 +33,41 @@ class CloudConfig(SoftwareConfig):
 
     async def body(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
         data = props.get("cloud_config") or {}
-        text = "#cloud-config\n" + yaml.safe_dump(data, default_flow_style=False, sort_keys=False)
-        return {"config": text, "inputs": None, "outputs": None, "options": None}
+        plain = taint.reveal(data)
+        text = "#cloud-config\n" + yaml.safe_dump(plain, default_flow_style=False, sort_keys=False)
+        return {"config": taint.taint(text, data), "inputs": None, "outputs": None, "options": None}
 
 
 class MultipartMime(SoftwareConfig):
     """One MIME multipart message of its parts: inline text or the id of another config."""
 
     async def body(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
-        message = MIMEMultipart()
+        message, secret = MIMEMultipart(), False
         for part in props.get("parts") or []:
-            text = await _part_text(txn, str(part.get("config") or ""))
+            found = await _part_text(txn, part.get("config") or "")
+            secret = secret or taint.tainted(found)
+            text = taint.reveal(found)
             if part.get("type") == "multipart":
                 for sub in email.message_from_string(text).walk():
                     if not sub.is_multipart():
                         message.attach(sub)
                 continue
             message.attach(_text_part(text, part.get("filename"), part.get("subtype")))
-        return {"config": message.as_string(), "inputs": None, "outputs": None, "options": None}
+        config = taint.Secret(message.as_string()) if secret else message.as_string()
+        return {"config": config, "inputs": None, "outputs": None, "options": None}
 
 
-async def _part_text(txn: Txn, ref: str) -> str:
-    """A part's text: a config's ``config`` when *ref* is the id of one, else *ref* itself."""
+async def _part_text(txn: Txn, ref: Any) -> Any:
+    """A part's text (a Secret when it is one): a config's ``config`` when *ref* is the id of one, else *ref*."""
+    if isinstance(ref, taint.Secret):
+        return taint.Secret(str(ref.value))
+    ref = str(ref)
     if _UUID.match(ref):
         row = await txn.get(ConfigRow, ref)
         if row is not None:
             config = row.body.get("config")
-            return config if isinstance(config, str) else yaml.safe_dump(config)
+            text = taint.reveal(config)
+            return taint.taint(text if isinstance(text, str) else yaml.safe_dump(text), config)
     return ref
 
 

@@ -17,9 +17,10 @@ from sqlalchemy import select
 
 from agent import wire
 from control import hot
-from control.documents import heatauth
+from control.documents import heatauth, seal
 from control.documents.render import iso
 from control.errors import BadRequestError, NotFoundError
+from control.hot import taint
 from control.store.orm import DeploymentRow, ServerRow, StackRow
 from control.transports.publisher import Transports
 from control.txn import Txn
@@ -81,23 +82,30 @@ def stack_timeout(txn: Txn, stack: StackRow) -> float:
 
 
 def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.InputItem]:
-    """Declared inputs with their values (or defaults), then undeclared values as Strings."""
+    """Declared inputs with their values (or defaults), then undeclared values as Strings.
+
+    A value derived from a secret makes its input secret (sealed in the document); a
+    secret default is left out of the declaration the document shows.
+    """
     left = dict(values)
     items = []
     for decl in source.inputs:
-        name = str(decl["name"])
+        name, default = str(decl["name"]), decl.get("default")
+        value = left.pop(name, default)
         items.append(
             wire.InputItem(
                 name=name,
-                value=left.pop(name, decl.get("default")),
+                value=taint.reveal(value),
                 type=str(decl.get("type") or "String"),
                 description=decl.get("description"),
-                default=decl.get("default"),
+                default=None if taint.tainted(default) else default,
                 replace_on_change=bool(decl.get("replace_on_change", False)),
-                secret=bool(decl.get("secret", False)),
+                secret=bool(decl.get("secret", False)) or taint.tainted(value),
             )
         )
-    items.extend(wire.InputItem(name=k, value=v) for k, v in left.items())
+    items.extend(
+        wire.InputItem(name=k, value=taint.reveal(v), secret=taint.tainted(v)) for k, v in left.items()
+    )
     return items
 
 
@@ -189,20 +197,22 @@ def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, 
     values = dict(dep.input_values)
     inputs = declared_inputs(source, values) + derived_inputs(txn, dep, stack_path, action)
     config = source.config
-    if source.input_key is not None:
-        given = {i.name: i.value for i in inputs}
+    if source.input_key is not None:  # a secret input's value makes the config secret where it lands
+        given = {
+            i.name: taint.Secret(i.value) if i.secret or seal.is_credential(i) else i.value for i in inputs
+        }
         config = substitute_inputs(config, source.input_key, given, source.strict, source.where)
     item = wire.DeploymentItem(
         id=str(uuid.uuid4()),
         name=source.name,
         group=source.group,
         creation_time=iso(now),
-        config=config,
+        config=taint.reveal(config),
         inputs=tuple(inputs),
         outputs=tuple(wire.decode_output(o, "outputs") for o in source.outputs),
         options=dict(source.options) if source.options is not None else None,
     )
-    dep.item = item.to_json()
+    dep.item = seal.stored_item(item, config_secret=taint.tainted(config))
     dep.item_id = item.id
     dep.name = source.name
     dep.hash = wire.idempotency_hash(item, action, txn.runtime.keys.data_key)
@@ -223,6 +233,8 @@ def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, 
 
 def substitute_inputs(node: Any, key: str, inputs: Mapping[str, Any], strict: bool, where: str) -> Any:
     """Replace every map ``{key: NAME}`` in *node* by input NAME's value (Heat's StructuredDeployment)."""
+    if isinstance(node, taint.Secret):
+        return taint.Secret(substitute_inputs(node.value, key, inputs, strict, where))
     if isinstance(node, Mapping):
         if len(node) == 1 and key in node:
             name = node[key]

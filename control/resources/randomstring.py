@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from control.errors import BadRequestError
+from control.hot import taint
 from control.resources.base import REPLACE, Outcome, Res, done
 from control.store.orm import ResourceRow
 from control.txn import Txn
@@ -64,7 +65,7 @@ class RandomString:
     """The value is made once; any property change makes a new one (Heat: properties replace)."""
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
-        return done(str(uuid.uuid4()), value=generate(props, f"{res.where}.properties"))
+        return done(str(uuid.uuid4()), value=taint.Secret(generate(props, f"{res.where}.properties")))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
         if row.properties == props and "value" in row.attributes:

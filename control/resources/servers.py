@@ -185,8 +185,8 @@ async def create_server(
 
 async def remove_server(txn: Txn, server: ServerRow) -> None:
     """Forget a server: its credential stops working and its agent is released."""
-    if server.credential_hash:
-        txn.runtime.credentials.pop(server.credential_hash, None)
+    if server.credential_hash:  # every process stops accepting it within credentials.BOUND
+        await txn.runtime.credentials.revoke(txn.session, server.credential_hash)
     await txn.session.delete(server)
     txn.publish.add(server.id)
     provisioner, sid, name = txn.runtime.provisioner, server.id, server.name

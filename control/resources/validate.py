@@ -11,6 +11,7 @@ from typing import Any
 from agent import wire_files
 from control import hot
 from control.hot.budget import current
+from control.resources import secrecy
 from control.resources.servers import server_name
 
 GROUPS = frozenset({"OS::Heat::SoftwareDeploymentGroup", "OS::Heat::StructuredDeploymentGroup"})
@@ -66,7 +67,8 @@ def dry_run(
         for name in resources:
             rdef, path = template.resources[name], f"resources.{name}.properties"
             props = hot.resolve(rdef.properties, ctx, path)
-            if rdef.type in SERVERS:
+            if rdef.type in SERVERS:  # a hidden value is refused as a name, as the engine refuses it
+                secrecy.check_carriers(rdef.type, props, path)
                 server_name(stack, name, props if isinstance(props, Mapping) else {})
             servers = props.get("servers") if rdef.type in GROUPS else None
             if isinstance(servers, Mapping) and len(servers) > 1:  # each member stores the properties

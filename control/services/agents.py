@@ -11,8 +11,9 @@ from typing import Any
 from sqlalchemy import select, update
 
 from agent import wire
-from control.documents import heat
+from control.documents import heat, seal
 from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
+from control.hot import taint
 from control.hot.names import name_problem
 from control.keys import new_token, token_hash
 from control.resources import create_server
@@ -130,8 +131,8 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
             await txn.write_events()  # committed with the enrolment below
             server.rebuilds = [*(server.rebuilds or []), record]
         credential = new_token()
-        if server.credential_hash:
-            rt.credentials.pop(server.credential_hash, None)
+        if server.credential_hash:  # every process stops accepting it within credentials.BOUND
+            await rt.credentials.revoke(session, server.credential_hash)
         server.credential_hash = token_hash(credential)
         server.enrol_token_hash, server.enrol_expires = None, None
         server.public_keys = {k: keys[k] for k in KEY_KINDS}
@@ -142,7 +143,7 @@ async def enrol(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
         # Secrets in the document are sealed to the box key just given: render it anew.
         server.serial, server.serial_at = server.serial + 1, time.time()
         await txn.commit()
-        rt.credentials[server.credential_hash] = server.id
+        rt.credentials.remember(server.credential_hash, server.id)
         await rt.publish([server.id])
         base = rt.settings.base_url
         return {
@@ -197,22 +198,23 @@ def _check_key(value: Any, where: str) -> None:
         raise BadRequestError(f"{where}: expected a 32-byte raw public key", where=where)
 
 
-async def authenticate(rt: Runtime, credential: str) -> str:
-    """The server id a credential belongs to (cached: polls read no database)."""
-    digest = token_hash(credential)
-    server_id = rt.credentials.get(digest)
-    if server_id is not None:
-        return server_id
-    async with rt.sessions() as session:
-        server_id = await session.scalar(select(ServerRow.id).where(ServerRow.credential_hash == digest))
+async def authenticate(rt: Runtime, digest: str) -> str:
+    """The server id the credential hashing to *digest* belongs to (cached at most BOUND: polls read no database)."""
+    server_id = await rt.credentials.server_of(rt.sessions, digest)
     if server_id is None:
-        raise AuthError("unknown agent credential", where="Authorization")
-    rt.credentials[digest] = server_id
+        raise AuthError("unknown or revoked agent credential", where="Authorization")
     return server_id
 
 
-async def heartbeat(rt: Runtime, server_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
-    """Note that the agent is alive; one UPDATE, so a concurrent delete cannot make it fail."""
+async def check_still_held(rt: Runtime, server_id: str, digest: str) -> None:
+    """Refuse *digest* unless the database holds it for *server_id* now (no cache: one SELECT)."""
+    async with rt.sessions() as session:
+        held = await session.scalar(select(ServerRow.credential_hash).where(ServerRow.id == server_id))
+    scope.check_held(held, digest)
+
+
+async def heartbeat(rt: Runtime, server_id: str, digest: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Note that the agent is alive; one UPDATE, which also checks the credential is still the server's."""
     status = {
         k: body[k]
         for k in ("version", "serial", "running", "queued", "generations", "rejections", "disk_full")
@@ -227,7 +229,7 @@ async def heartbeat(rt: Runtime, server_id: str, body: Mapping[str, Any]) -> dic
     async with rt.sessions() as session:
         serial = await session.scalar(
             update(ServerRow)
-            .where(ServerRow.id == server_id)
+            .where(ServerRow.id == server_id, ServerRow.credential_hash == digest)
             .values(last_seen=time.time(), agent_status=status)
             .returning(ServerRow.serial)
         )
@@ -237,8 +239,8 @@ async def heartbeat(rt: Runtime, server_id: str, body: Mapping[str, Any]) -> dic
             await txn.commit()
         else:
             await session.commit()
-    if serial is None:
-        raise NotFoundError("server no longer exists", where="server")
+    if serial is None:  # revoked (the agent enrolled again) or the server removed
+        raise AuthError("unknown or revoked agent credential", where="Authorization")
     if isinstance(body.get("transport"), str):
         await arrived_via(rt, server_id, body["transport"])
     return {"serial": serial}
@@ -260,10 +262,13 @@ async def record_signal(
     *,
     sig: str | None,
     server_id: str | None,
+    credential: str | None = None,
 ) -> dict[str, Any]:
     """Store a deployment's result; duplicates are answered idempotently, stale ones refused.
 
     A progress signal (control/progress.py) is checked the same way and only recorded.
+    *credential* is the hash of the agent credential that named *server_id*: it is
+    checked again in the transaction applying the signal, so a revoked one applies nothing.
     """
     # The credential first: a wrong one learns nothing, not even whether the deployment exists.
     scope.check_credential(rt.keys, deployment_id, generation, sig, server_id)
@@ -276,7 +281,7 @@ async def record_signal(
     if signal is not None:
         # Applied with the other signals arriving meanwhile, in one transaction; answered after it commits.
         return await batch.batch_for(rt).apply(
-            kick, deployment_id, generation, signal, sig=sig, server_id=server_id
+            kick, deployment_id, generation, signal, sig=sig, server_id=server_id, credential=credential
         )
     async with rt.sessions() as session:
         dep = await session.get(DeploymentRow, deployment_id)
@@ -285,7 +290,14 @@ async def record_signal(
         if dep is None:
             raise NotFoundError(f"deployment {deployment_id!r} not found", where="deployment")
         scope.check_owner(dep, sig, server_id)
+        if credential is not None:
+            held = await session.scalar(select(ServerRow.credential_hash).where(ServerRow.id == server_id))
+            scope.check_held(held, credential)
         value = progress.apply_progress(dep, generation, body)
+        if value is not None:  # kept and shown masked: the tail is what the hook printed
+            stack = await seal.stack_texts(session, [dep.stack_id] if dep.stack_id else [])
+            secrets = seal.texts_for(dep.item, stack.get(dep.stack_id or "", ()))
+            value["output_tail"] = taint.mask_text(value["output_tail"], secrets)
         recorded = value is not None and await progress.store_progress(session, dep, generation, value)
         return {
             "deployment_id": dep.id,

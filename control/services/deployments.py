@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from control.documents import seal
 from control.documents.seal import secret_strings
 from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.resources import create_server, deploy, forget_deployment
@@ -259,6 +260,7 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
 def deployment_view(dep: DeploymentRow, secrets: set[str]) -> dict[str, Any]:
     """Heat's deployment (heat/engine/api.py format_software_deployment); times as seconds, secrets masked."""
     hidden = {i["name"] for i in (dep.item or {}).get("inputs") or [] if i.get("secret")}
+    secrets = secrets | seal.texts_for(dep.item)  # what the hook wrote back may quote a secret input
     outputs = dict(dep.outputs or {})
     if dep.status_code is not None or dep.stdout or dep.stderr:
         outputs.update(deploy_stdout=dep.stdout, deploy_stderr=dep.stderr, deploy_status_code=dep.status_code)

@@ -11,9 +11,10 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control import hot
-from control.documents.seal import secret_strings
+from control.documents import seal
 from control.engine import stackdef
 from control.errors import BadRequestError, NotFoundError
+from control.hot import taint
 from control.resources import composite_for
 from control.resources.group_members import failed_member
 from control.resources.provider import HIDDEN as HIDDEN_OUTPUT
@@ -35,14 +36,13 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
     )
     ctx = stackdef.StackContext(stack, defn, {r.name: r for r in rows})
-    secrets = await secret_strings(session, stack.id)
     out = []
     for name, odef in defn.template.outputs.items():
         if not defn.output_active(name) or name.startswith(HIDDEN_OUTPUT):
             continue
         entry: dict[str, Any] = {"output_key": name, "description": odef.description or ""}
         try:
-            entry["output_value"] = mask(hot.resolve(odef.value, ctx, f"outputs.{name}.value"), secrets)
+            entry["output_value"] = taint.masked(hot.resolve(odef.value, ctx, f"outputs.{name}.value"))
         except hot.TemplateError as e:
             entry["output_value"], entry["output_error"] = None, str(e)
         out.append(entry)
@@ -189,7 +189,7 @@ async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]
     named by their path (``mid/leaf/leaf_dep``).
     """
     stack = await get_stack(session, ref, *STATE_ONLY)
-    secrets = await secret_strings(session, stack.id)
+    stack_texts = (await seal.stack_texts(session, [stack.id])).get(stack.id, frozenset())
     failures = []
     rows = await session.scalars(
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.status == "FAILED")
@@ -210,12 +210,13 @@ async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]
         dep_id = failed_member(r) or r.physical_id  # a group names the member that failed it
         dep = await session.get(DeploymentRow, dep_id) if dep_id else None
         if dep is not None:
+            secrets = seal.texts_for(dep.item, stack_texts)
             entry.update(
                 deployment_id=dep.id,
                 server_id=dep.server_id,
                 deploy_status_code=dep.status_code,
-                deploy_stdout=mask(_tail(dep.stdout), secrets),
-                deploy_stderr=mask(_tail(dep.stderr), secrets),
+                deploy_stdout=_tail(shown_text(dep.stdout, secrets)),
+                deploy_stderr=_tail(shown_text(dep.stderr, secrets)),
             )
         failures.append(entry)
     return failures
@@ -264,7 +265,8 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
     if dep is None:
         raise NotFoundError(f"deployment {dep_id!r} not found", where="deployment")
     server = await session.get(ServerRow, dep.server_id)
-    secrets = await secret_strings(session, dep.stack_id)
+    stack_texts = await seal.stack_texts(session, [dep.stack_id] if dep.stack_id else [])
+    secrets = seal.texts_for(dep.item, stack_texts.get(dep.stack_id or "", ()))
     view = deployment_summary(dep, server.name if server else "")
     item = dep.item or {}
     view.update(
@@ -277,14 +279,37 @@ async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
         actions=dep.actions,
         timeout=dep.timeout,
         input_values=mask({k: v for k, v in _inputs(item).items() if k != "deploy_signal_id"}, secrets),
-        output_values=mask(dep.outputs, secrets),
+        output_values=mask(taint.masked(dep.outputs), secrets),
         deploy_status_code=dep.status_code,
-        deploy_stdout=mask(dep.stdout, secrets),
-        deploy_stderr=mask(dep.stderr, secrets),
+        deploy_stdout=shown_text(dep.stdout, secrets),
+        deploy_stderr=shown_text(dep.stderr, secrets),
         progress=mask(dep.progress, secrets) if dep.progress else None,
-        attempts=mask(dep.attempts, secrets) if dep.attempts else None,
+        attempts=shown_attempts(dep.attempts, secrets),
     )
     return view
+
+
+def shown_text(value: Any, secrets: frozenset[str]) -> str:
+    """What a hook printed, its secret texts masked (all of it when they changed since)."""
+    if isinstance(value, taint.Secret):
+        text = str(value.value)
+        masked = taint.mask_text(text, secrets)
+        return masked if masked != text else MASK
+    return taint.mask_text(str(value or ""), secrets)
+
+
+def shown_attempts(attempts: Any, secrets: frozenset[str]) -> list[dict[str, Any]] | None:
+    """Each attempt (retry policy) with its stdout and stderr shown as ``shown_text`` shows them."""
+    if not attempts:
+        return None
+    streams = ("stdout", "stderr")
+    return [
+        {
+            k: (shown_text(v, secrets) if k in streams and v is not None else mask(v, secrets))
+            for k, v in a.items()
+        }
+        for a in attempts
+    ]
 
 
 def _inputs(item: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
+from control.documents import seal
 from control.documents.render import iso
 from control.resources import deploy
 from control.store.orm import DeploymentRow, ServerRow
@@ -37,7 +38,7 @@ def is_rebuild(server: ServerRow, new_keys: dict[str, Any]) -> bool:
 
 def _regenerate(txn: Txn, dep: DeploymentRow, reason: str) -> int:
     """A new generation of the item already on the server, with fresh derived inputs."""
-    item = wire.decode_item(dep.item, f"deployment {dep.id}")
+    item, config_secret = seal.load_item(dep.item, f"deployment {dep.id}")
     stack_path = str(item.input_value("deploy_stack_id") or "")
     dep.generation += 1
     derived = deploy.derived_inputs(txn, dep, stack_path, dep.action)
@@ -45,8 +46,8 @@ def _regenerate(txn: Txn, dep: DeploymentRow, reason: str) -> int:
     kept = [i for i in item.inputs if i.name not in names and not i.name.startswith("deploy_")]
     now = time.time()
     new = dataclasses.replace(item, id=str(uuid.uuid4()), creation_time=iso(now), inputs=(*kept, *derived))
-    dep.item, dep.item_id = new.to_json(), new.id
-    dep.hash = wire.idempotency_hash(new, dep.action)
+    dep.item, dep.item_id = seal.stored_item(new, config_secret), new.id
+    dep.hash = wire.idempotency_hash(new, dep.action, txn.runtime.keys.data_key)
     dep.started_at, dep.completed_at, dep.updated_at = now, None, now
     dep.stdout, dep.stderr, dep.status_code, dep.signal_nonce = "", "", None, None
     dep.outputs = {}

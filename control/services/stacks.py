@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
@@ -17,6 +17,7 @@ from control.engine import stackdef
 from control.engine.rollback import start_rollback
 from control.engine.settle import settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
+from control.hot import taint
 from control.hot.names import name_problem
 from control.resources.nested import retire, store_definition, warning_events
 from control.resources.validate import DryContext, check_definition, dry_run
@@ -35,7 +36,7 @@ from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
 UPDATE_RETRIES = 5
-MASK = "******"
+MASK = taint.MASK
 #: Loader options for a stack row read for its identity and state only: nothing of its
 #: definition (at 50,000 deployments the template alone is 12 MB) is read or decoded.
 STATE_ONLY = stackdef.without("files", *stackdef.DEFINITION_COLUMNS)
@@ -63,7 +64,9 @@ def validated(
         )
         warnings = check_definition(defn.template)
         pseudo = {"OS::stack_name": stack_name, "OS::stack_id": stack_id, "OS::project_id": ""}
-        ctx = DryContext({**defn.params.values, **pseudo}, defn.conditions, files)
+        # hidden values as the engine gives them (StackContext): no error of the dry run quotes one
+        values = {k: taint.Secret(v) if k in defn.params.hidden else v for k, v in defn.params.values.items()}
+        ctx = DryContext({**values, **pseudo}, defn.conditions, files)
         outputs = [n for n in defn.template.outputs if defn.output_active(n)]
         dry_run(defn.template, ctx, defn.order(), outputs, stack_name)
     return defn, warnings
@@ -388,14 +391,13 @@ def masked_parameters(stack: StackRow) -> dict[str, Any]:
     return {k: (MASK if k in hidden else v) for k, v in stack.parameters.items()}
 
 
-def mask(value: Any, secrets: set[str]) -> Any:
-    """Replace every occurrence of a secret string inside *value*."""
+def mask(value: Any, secrets: Collection[str]) -> Any:
+    """*value* with every Secret, and every occurrence of one of *secrets* in its text, masked."""
+    value = taint.masked(value)
     if not secrets:
         return value
     if isinstance(value, str):
-        for secret in sorted(secrets, key=len, reverse=True):
-            value = value.replace(secret, MASK)
-        return value
+        return taint.mask_text(value, secrets)
     if isinstance(value, Mapping):
         return {k: mask(v, secrets) for k, v in value.items()}
     if isinstance(value, Sequence):

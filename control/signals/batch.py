@@ -33,13 +33,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from agent import wire
+from control.documents import seal
 from control.engine.settle import settle
 from control.errors import BadRequestError, ControlError, GoneError, NotFoundError
 from control.runtime import Runtime
 from control.signals import scope
 from control.signals.result import APPLIED, DUPLICATE, apply_signal, bad_status_code
 from control.store import bulk
-from control.store.orm import DeploymentRow, ResourceRow, StackRow
+from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,8 @@ class _Pending:
     signal: wire.Signal
     sig: str | None
     server_id: str | None
+    #: The hash of the agent credential that named server_id (None for a URL signature or a store).
+    credential: str | None
     kick: Callable[[str], None]
     answer: asyncio.Future[dict[str, Any]] = field(repr=False)
 
@@ -78,10 +81,12 @@ class SignalBatch:
         *,
         sig: str | None,
         server_id: str | None,
+        credential: str | None = None,
     ) -> dict[str, Any]:
         """Apply one result signal; returns once the transaction holding it has committed."""
         answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(deployment_id, generation, signal, sig, server_id, kick, answer))
+        pending = _Pending(deployment_id, generation, signal, sig, server_id, credential, kick, answer)
+        self._queue.append(pending)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain(), name="signal-batch")
         return await answer
@@ -134,14 +139,19 @@ class SignalBatch:
             bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow))
             txn = Txn(session, self._rt)
             deps, resources, traversals = await _load(session, sorted({p.deployment_id for p in batch}))
+            held = await _credentials(session, batch)
+            texts = await seal.stack_texts(session, {d.stack_id for d in deps.values() if d.stack_id})
             for p in batch:
                 dep = deps.get(p.deployment_id)
                 try:
                     _check(p, dep)
+                    if p.credential is not None:
+                        scope.check_held(held.get(p.server_id or ""), p.credential)
                     assert dep is not None  # _check raised otherwise
                     scope.check_answer(dep, p.generation, p.signal)
                     # apply_signal refuses (raises) before it changes anything
-                    outcome = apply_signal(dep, p.generation, p.signal)
+                    secrets = seal.texts_for(dep.item, texts.get(dep.stack_id or "", ()))
+                    outcome = apply_signal(dep, p.generation, p.signal, secrets)
                 except ControlError as e:
                     answers.append((p, e))
                     continue
@@ -197,6 +207,17 @@ async def _load(
         )
         traversals = {r[0]: r[1] for r in found}
     return deps, resources, traversals
+
+
+async def _credentials(session: AsyncSession, batch: list[_Pending]) -> dict[str, str | None]:
+    """The credential hash each signalling server holds now, in one query (none for URL signatures)."""
+    ids = sorted({p.server_id for p in batch if p.credential is not None and p.server_id})
+    if not ids:
+        return {}
+    found = await session.execute(
+        select(ServerRow.id, ServerRow.credential_hash).where(ServerRow.id.in_(ids))
+    )
+    return {r[0]: r[1] for r in found}
 
 
 def _check(p: _Pending, dep: DeploymentRow | None) -> None:

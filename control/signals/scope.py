@@ -38,6 +38,12 @@ def check_credential(
         raise AuthError("a signal needs its URL's signature or the agent's credential", where="Authorization")
 
 
+def check_held(held: str | None, credential: str) -> None:
+    """Refuse an agent credential the database no longer holds for its server (revoked since)."""
+    if held != credential:
+        raise AuthError("unknown or revoked agent credential", where="Authorization")
+
+
 def check_owner(dep: DeploymentRow, sig: str | None, server_id: str | None) -> None:
     if sig is None and server_id != dep.server_id:
         log.warning("refused signal for deployment %s from the agent of server %s", dep.id, server_id)

@@ -4,4 +4,5 @@
 * ``db``: engine, sessions, schema creation; ``sqliteconn``: the SQLite connection class.
 * ``bulk``: changed rows written in one ``executemany`` per shape.
 * ``workrow``, ``work``: the durable work table and its lease protocol.
+* ``credentials``: agent credentials cached per process, revocations seen everywhere within a bound.
 """

@@ -3,9 +3,10 @@
 The data key is ``<data dir>/data-key`` (0600). It is attached to the database
 engine's dialect when the database is opened, so each control plane in a process
 uses its own key and no global holds it. A stored value is
-``{"anneal_enc": "v1", "kid": <key id>, "ct": base64(nonce || ciphertext)}``;
-a value without that shape was written before encryption and is read as it is
-(and encrypted on its next write), so an existing database keeps working.
+``{"anneal_enc": "v1", "kid": <key id>, "ct": base64(nonce || ciphertext)}``, and a
+Secret (``control/hot/taint.py``) inside it stays a Secret when read back. A value
+without that shape was written before encryption and is read as it is (and
+encrypted on its next write), so an existing database keeps working.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from sqlalchemy import JSON
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
+from control.hot import taint
+
 DIALECT_ATTR = "anneal_data_key"
 _AAD = b"anneal-db-v1"
 
@@ -39,7 +42,7 @@ def key_id(key: bytes) -> str:
 
 def encrypt(key: bytes, value: Any) -> dict[str, str]:
     nonce = os.urandom(12)
-    plain = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    plain = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=taint.json_default).encode()
     ct = AESGCM(key).encrypt(nonce, plain, _AAD)
     return {"anneal_enc": "v1", "kid": key_id(key), "ct": base64.b64encode(nonce + ct).decode()}
 
@@ -51,7 +54,7 @@ def decrypt(key: bytes, stored: dict[str, Any]) -> Any:
         )
     raw = base64.b64decode(stored["ct"])
     try:
-        return json.loads(AESGCM(key).decrypt(raw[:12], raw[12:], _AAD))
+        return taint.loads(AESGCM(key).decrypt(raw[:12], raw[12:], _AAD))
     except InvalidTag as e:
         raise DataKeyError("an encrypted value does not authenticate (altered?)") from e
 

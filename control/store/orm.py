@@ -163,16 +163,18 @@ class DeploymentRow(Base):
     timeout: Mapped[float] = mapped_column(Float, default=3600.0)
     input_values: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
     outputs: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
-    stdout: Mapped[str] = mapped_column(Text, default="")
-    stderr: Mapped[str] = mapped_column(Text, default="")
+    #: What the hook printed (encrypted: it may hold a secret, then it is a Secret).
+    stdout: Mapped[Any] = mapped_column(EncryptedJSON, default="")
+    stderr: Mapped[Any] = mapped_column(EncryptedJSON, default="")
     status_code: Mapped[int | None] = mapped_column(Integer, default=None)
     signal_nonce: Mapped[str | None] = mapped_column(String(64), default=None)
     #: The last progress signal of the current generation (control/signals/progress.py), or None.
     progress: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     #: The `retry` property (agent/attempts.py runs it), and the current generation's attempts
-    #: as its result reported them (each code, times and output tails), or None.
+    #: as its result reported them (each code, times and output tails), or None; encrypted as
+    #: stdout is (an attempt's output that holds a secret text is a Secret).
     retry: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
-    attempts: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
+    attempts: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float, default=None)
@@ -204,3 +206,11 @@ class EventRow(Base):
 
 
 Index("ix_events_stack", EventRow.stack_id, EventRow.id)
+
+
+class CounterRow(Base):
+    """A named counter other processes watch (``credential_revocations``: control/store/credentials.py)."""
+
+    __tablename__ = "counters"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[int] = mapped_column(Integer, default=0)

@@ -2,7 +2,9 @@
 
 The config is written to ``<working_dir>/<id>`` (0700) and run there, by the interpreter
 of its ``#!`` line or by /bin/sh; a binary config (``get_file`` of a binary file) is
-written byte for byte, and a binary input is a file whose path is its variable. The program sets outputs by writing the files
+written byte for byte, and a binary input is a file whose path is its variable; a config
+that came sealed (``ANNEAL_SEALED`` names ``config``) is removed once it ran. The program
+sets outputs by writing the files
 ``$heat_outputs_path.<output name>``; its exit status is ``deploy_status_code``.
 """
 
@@ -46,6 +48,8 @@ class Plan:
     env: dict[str, str]
     prefix: Path
     notes: list[str]
+    #: The config came sealed (``ANNEAL_SEALED``): ``forget`` removes the script once it ran.
+    sealed: bool = False
 
 
 def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
@@ -53,7 +57,10 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     plan = prepare(deployment, ctx, os.environ)
     if plan is None:
         return Signal()
-    result = run_tool(plan.argv, env=plan.env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo)
+    try:
+        result = run_tool(plan.argv, env=plan.env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo)
+    finally:
+        forget(plan)
     return finish(deployment, plan, result)
 
 
@@ -73,7 +80,14 @@ def prepare(deployment: DeploymentItem, ctx: HookContext, base: Mapping[str, str
     path = write_private(ctx.working_dir / deployment.id, script if program is None else program, mode=0o700)
     clear_outputs(prefix, deployment.outputs)
     logger.info("deployment %s: running %s with %s", deployment.id, path, command[0])
-    return Plan([*command, str(path)], env, prefix, notes)
+    sealed = "config" in base.get("ANNEAL_SEALED", "").split(",")
+    return Plan([*command, str(path)], env, prefix, notes, sealed)
+
+
+def forget(plan: Plan) -> None:
+    """Remove the script once it ran when its config came sealed: a secret config leaves no copy."""
+    if plan.sealed:
+        Path(plan.argv[-1]).unlink(missing_ok=True)
 
 
 def finish(deployment: DeploymentItem, plan: Plan, result: ToolResult) -> Signal:

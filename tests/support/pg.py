@@ -61,6 +61,26 @@ class Postgres:
         asyncio.run(create())
         return self.url(name)
 
+    def dump(self, url: str) -> bytes:
+        """`pg_dump` of the database *url* names (as `new_database` gave it): every row, as SQL text."""
+        done = subprocess.run(
+            [
+                str(_bin_dir() / "pg_dump"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                url.rsplit("/", 1)[1],
+            ],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert 0 == done.returncode, done.stderr.decode("utf-8", "replace")
+        return done.stdout
+
 
 def _as_postgres(argv: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *argv] if os.geteuid() == 0 else argv

@@ -11,6 +11,8 @@ from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agent import sealed, wire
 from control.documents import seal
+from control.hot import taint
+from control.resources import deploy
 from control.settings import async_url
 from control.store import crypt
 from control.store.db import open_database
@@ -60,16 +62,16 @@ ITEM = wire.DeploymentItem(
     inputs=(
         wire.InputItem("PLAIN", "visible"),
         wire.InputItem("TOKEN", {"k": [1, 2]}, secret=True),
-        wire.InputItem("DSN", "pg://u:hunter2-long@db"),
+        wire.InputItem("DSN", "pg://u:hunter2-long@db", secret=True),  # derived from a secret
         wire.InputItem("deploy_signal_id", "http://cp/v1/signal/d/1?sig=abc"),
     ),
 )
 
 
 def test_secret_fields_are_sealed_and_open_only_for_their_server_and_place() -> None:
-    """Declared, hidden-derived and credential fields are sealed; they open with the right key only."""
+    """Secret inputs, a secret config and credential fields are sealed; they open with the right key only."""
     private, public = _pair()
-    out, fields = seal.seal_item(ITEM, "srv", public, frozenset({"hunter2-long"}))
+    out, fields = seal.seal_item(ITEM, "srv", public, True)
     assert set(fields) == {"config", "inputs.TOKEN", "inputs.DSN", "inputs.deploy_signal_id"}
     text = wire.canonical_json(out.to_json()).decode()
     assert "hunter2-long" not in text and "sig=abc" not in text and "visible" in text
@@ -92,33 +94,51 @@ def test_secret_fields_are_sealed_and_open_only_for_their_server_and_place() -> 
 
 def test_without_a_server_key_secrets_are_withheld_not_sent_in_clear() -> None:
     """A server that never enrolled gets a placeholder, and its agent says why it cannot open it."""
-    out, fields = seal.seal_item(ITEM, "srv", None, frozenset({"hunter2-long"}))
+    out, fields = seal.seal_item(ITEM, "srv", None, True)
     assert "inputs.deploy_signal_id" not in fields  # Heat's own agents need that one as it is
     assert out.input_value("TOKEN") == sealed.UNAVAILABLE
     with pytest.raises(sealed.SealError, match="enrol"):
         sealed.open_item(out, fields, "srv", X25519PrivateKey.generate())
 
 
+def test_an_item_sealed_before_enrolment_is_told_apart_so_the_agent_waits_for_the_next_document() -> None:
+    """The agent leaves unrun an item rendered before its server enrolled; one sealed to its key it runs."""
+    withheld, fields = seal.seal_item(ITEM, "srv", None, True)
+    assert sealed.unavailable(withheld, fields)
+    private = X25519PrivateKey.generate()
+    closed, fields = seal.seal_item(ITEM, "srv", private.public_key().public_bytes_raw(), True)
+    assert not sealed.unavailable(closed, fields)
+    assert not sealed.unavailable(ITEM, ())
+
+
 def test_nothing_secret_leaves_the_item_unchanged() -> None:
-    """An item with none of the secret names among its inputs comes back as it was, nothing sealed."""
+    """An item with no secret input, no secret config and no credential comes back as it was."""
     plain = wire.DeploymentItem(
         id="i", name="n", group="script", creation_time="", inputs=(wire.InputItem("A", "b"),)
     )
-    assert seal.seal_item(plain, "srv", _pair()[1], frozenset({"zzz"})) == (plain, ())
+    assert seal.seal_item(plain, "srv", _pair()[1], False) == (plain, ())
 
 
 def test_a_structured_config_holding_a_secret_inputs_value_is_sealed() -> None:
-    """get_input put a `secret: true` input's value into the config: the config is sealed too."""
+    """get_input put a `secret: true` input's value into the config: the stored config is a Secret, sealed."""
     private, public = _pair()
-    item = wire.DeploymentItem(
-        id="i",
-        name="n",
-        group="apply-config",
-        creation_time="",
-        config={"db": {"password": "s3cret-value", "port": 5432}},
-        inputs=(wire.InputItem("PASSWORD", "s3cret-value", secret=True), wire.InputItem("PORT", 5432)),
+    inputs = (wire.InputItem("PASSWORD", "s3cret-value", secret=True), wire.InputItem("PORT", 5432))
+    given = {i.name: taint.Secret(i.value) if i.secret else i.value for i in inputs}
+    config = deploy.substitute_inputs(
+        {"db": {"password": {"get_input": "PASSWORD"}, "port": {"get_input": "PORT"}}},
+        "get_input",
+        given,
+        True,
+        "c",
     )
-    out, fields = seal.seal_item(item, "srv", public, frozenset())
+    item = wire.DeploymentItem(
+        id="i", name="n", group="apply-config", creation_time="", config=taint.reveal(config), inputs=inputs
+    )
+    stored = seal.stored_item(item, taint.tainted(config))
+    loaded, config_secret = seal.load_item(stored, "item")
+    out, fields = seal.seal_item(loaded, "srv", public, config_secret)
     assert set(fields) == {"config", "inputs.PASSWORD"}
     assert "s3cret-value" not in wire.canonical_json(out.to_json()).decode()
-    assert sealed.open_item(out, fields, "srv", private).config == item.config
+    assert sealed.open_item(out, fields, "srv", private).config == {
+        "db": {"password": "s3cret-value", "port": 5432}
+    }

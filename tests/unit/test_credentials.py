@@ -1,0 +1,95 @@
+"""Agent credentials cached per process (control/store/credentials.py), against a real SQLite database.
+
+Two ``Credentials`` on one database stand for two control-plane processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, update
+
+from control.keys import token_hash
+from control.store.credentials import Credentials
+from control.store.orm import ServerRow
+from tests.support.database import Database, sqlite_database
+
+
+async def _server(db: Database, credential: str) -> str:
+    async with db.sessions() as session:
+        session.add(
+            ServerRow(
+                id="s1", name="s1", status="ENROLLED", credential_hash=token_hash(credential), created_at=0.0
+            )
+        )
+        await session.commit()
+    return "s1"
+
+
+def _count_statements(db: Database) -> list[str]:
+    seen: list[str] = []
+
+    def note(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        seen.append(statement)
+
+    event.listen(db.engine.sync_engine, "before_cursor_execute", note)
+    return seen
+
+
+def test_fresh_cache_answers_polls_without_the_database(tmp_path: Path) -> None:
+    """While the counter read is fresh, 1,000 lookups of a known credential make no database statement."""
+
+    async def run() -> None:
+        async with sqlite_database(tmp_path) as db:
+            server = await _server(db, "c1")
+            cache = Credentials(bound=600.0)
+            assert server == await cache.server_of(db.sessions, token_hash("c1"))
+            statements = _count_statements(db)
+            for _ in range(1000):
+                assert server == await cache.server_of(db.sessions, token_hash("c1"))
+            assert [] == statements
+
+    asyncio.run(run())
+
+
+def test_revocation_in_one_process_reaches_the_other_within_the_bound(tmp_path: Path) -> None:
+    """A credential revoked through one cache is refused by the other cache after its next counter read."""
+
+    async def run() -> None:
+        async with sqlite_database(tmp_path) as db:
+            server = await _server(db, "old")
+            here, there = Credentials(bound=0.2), Credentials(bound=0.2)
+            assert server == await there.server_of(db.sessions, token_hash("old"))
+            async with db.sessions() as session:
+                await session.execute(
+                    update(ServerRow).where(ServerRow.id == server).values(credential_hash=token_hash("new"))
+                )
+                await here.revoke(session, token_hash("old"))
+                await session.commit()
+            committed = time.monotonic()
+            assert await here.server_of(db.sessions, token_hash("old")) is None
+            deadline = committed + 10
+            while await there.server_of(db.sessions, token_hash("old")) is not None:
+                assert time.monotonic() < deadline, "the other process kept the revoked credential"
+                await asyncio.sleep(0.01)
+            assert await there.server_of(db.sessions, token_hash("old")) is None
+            assert server == await there.server_of(db.sessions, token_hash("new"))
+            assert there.rechecks >= 1
+
+    asyncio.run(run())
+
+
+def test_unknown_credential_is_refused_and_not_cached(tmp_path: Path) -> None:
+    """A credential no server holds is refused each time (read from the database, never remembered)."""
+
+    async def run() -> None:
+        async with sqlite_database(tmp_path) as db:
+            await _server(db, "c1")
+            cache = Credentials(bound=600.0)
+            for _ in range(3):
+                assert await cache.server_of(db.sessions, token_hash("nobody")) is None
+
+    asyncio.run(run())
