@@ -194,7 +194,9 @@ async def _measure(
         api = Api(http, cp)
         servers = await enrol_servers(api, [f"sim-{i:03d}" for i in range(SIMULATED)])
         await start_real_agents(api, stamps)
-        if sorted(p.name for p in agents_dir.iterdir()) != sorted(REAL):
+        # Local agents' state dirs are named by server id: only the real servers may have one.
+        real_dirs = sorted(cp.agent_dir(name).name for name in REAL)
+        if sorted(p.name for p in agents_dir.iterdir()) != real_dirs:
             raise SystemExit(f"expected local agents for {REAL} only, found {sorted(agents_dir.iterdir())}")
         long_poll = Scenario(api, Fleet(servers, url), stamps, agents_dir)
         await long_poll.fleet.start(wait=LONG_POLL_WAIT)
