@@ -223,30 +223,6 @@ def canonical_json(obj: Any) -> bytes:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def idempotency_hash(item: DeploymentItem, action: str, key: bytes = b"") -> str:
-    """A deterministic hash of what a derived config applies (ids, times and credentials left out).
-
-    With *key* it is an HMAC, so that the published hash cannot be used to guess secret inputs.
-    """
-    inputs = [[i.name, i.type, i.value] for i in item.inputs if i.name not in CREDENTIAL_INPUTS]
-    body = {
-        "name": item.name,
-        "group": item.group,
-        "config": item.config,
-        "options": item.options,
-        "outputs": [o.to_json() for o in item.outputs],
-        "inputs": inputs,
-        "action": action,
-    }
-    # Only the control plane hashes items: hashlib would load OpenSSL's libcrypto (3.5 MiB) into every agent.
-    import hashlib  # noqa: PLC0415
-    import hmac  # noqa: PLC0415
-
-    if key:
-        return "hmac-sha256:" + hmac.new(key, canonical_json(body), hashlib.sha256).hexdigest()
-    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
-
-
 # ---------------------------------------------------------------- decoding
 
 

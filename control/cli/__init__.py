@@ -1,8 +1,8 @@
 """`anneal`: run the control plane (`serve`) and ask it things (everything else, over REST).
 
 This module parses the command line. commands: the COMMANDS table and its handlers;
-output: tables, json, yaml; client: the REST client; stack_request, signal_import, log:
-the longer commands' parts; serve: `anneal serve`, imported only when it runs, so the
+output: tables, json, yaml; client: the REST client; follow: `--wait` and `--follow`;
+stack_request, signal_import, log: the longer commands' parts; serve: `anneal serve`, imported only when it runs, so the
 operator commands never load SQLAlchemy; db: `anneal db`, imported the same way;
 background: `anneal serve --background` and `--stop`; transport_options: serve's store options.
 """

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
-from control.cli import log, signal_import
+from control.cli import follow, log, signal_import
 from control.cli.client import Client, ClientError, api_path
 from control.cli.output import show, when
 from control.cli.stack_request import stack_request
@@ -49,7 +47,7 @@ def _stack_create(client: Client, args: argparse.Namespace) -> int:
     if args.rollback:
         body["rollback"] = True
     stack = client.call("POST", api_path("stacks"), body)
-    return _after_change(client, args, stack, "created")
+    return follow.after_change(client, args, stack, "created")
 
 
 def _stack_update(client: Client, args: argparse.Namespace) -> int:
@@ -60,12 +58,12 @@ def _stack_update(client: Client, args: argparse.Namespace) -> int:
     if args.if_match:
         body["if_match"] = args.if_match
     stack = client.call("PUT", api_path("stacks", args.name), body)
-    return _after_change(client, args, stack, "update started")
+    return follow.after_change(client, args, stack, "update started")
 
 
 def _stack_delete(client: Client, args: argparse.Namespace) -> int:
     stack = client.call("DELETE", api_path("stacks", args.name))
-    return _after_change(client, args, stack, "delete started")
+    return follow.after_change(client, args, stack, "delete started")
 
 
 def _stack_abandon(client: Client, args: argparse.Namespace) -> int:
@@ -85,91 +83,12 @@ def _stack_adopt(client: Client, args: argparse.Namespace) -> int:
 
 def _stack_suspend(client: Client, args: argparse.Namespace) -> int:
     stack = client.call("POST", api_path("stacks", args.name, "suspend"))
-    return _after_change(client, args, stack, "suspend started")
+    return follow.after_change(client, args, stack, "suspend started")
 
 
 def _stack_resume(client: Client, args: argparse.Namespace) -> int:
     stack = client.call("POST", api_path("stacks", args.name, "resume"))
-    return _after_change(client, args, stack, "resume started")
-
-
-def _after_change(client: Client, args: argparse.Namespace, stack: dict[str, Any], what: str) -> int:
-    if not args.wait:
-        show(stack, args.format)
-        return 0
-    print(f"stack {stack['name']} {what} (version {stack['version']})")
-    for warning in stack.get("warnings", []):
-        print(f"warning: {warning}")
-    return wait_for(client, stack["name"], args.timeout, since=_last_event_before(client, stack))
-
-
-def _last_event_before(client: Client, stack: dict[str, Any]) -> int:
-    """The id just before the first event of the traversal *stack* started (its "started" event)."""
-    query = {"traversal": str(stack["traversal"]), "limit": "1"}
-    try:
-        first = client.call("GET", api_path("stacks", stack["id"], "events"), query=query)
-    except ClientError as err:
-        if err.status == 404:  # deleted before we looked: wait_for says so
-            return 0
-        raise
-    return (first[0]["id"] - 1) if first else 0
-
-
-def _print_events(events: list[dict[str, Any]], last: int) -> int:
-    for ev in events:
-        last = ev["id"]
-        reason = f": {ev['reason']}" if ev["reason"] and ev["reason"] != "state changed" else ""
-        print(f"{when(ev['timestamp'])}  {ev['resource_name']:<24} {ev['action']}_{ev['status']}{reason}")
-    return last
-
-
-def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
-    """Print events as they happen until the stack settles; 0 on COMPLETE."""
-    deadline = time.monotonic() + timeout
-    last = since
-    while time.monotonic() < deadline:
-        try:
-            # The stack first: events read after it include every one up to the state it shows.
-            stack = client.call("GET", api_path("stacks", name), query={"summary": "true"})
-            query = {"after": str(last)}
-            if stack["status"].endswith("IN_PROGRESS"):
-                query["wait"] = "5"  # long-poll: answered as soon as a newer event exists
-            events = client.call("GET", api_path("stacks", name, "events"), query=query)
-        except ClientError as err:
-            if err.status == 404:
-                # Its events stay readable by its name: the last ones come before the verdict.
-                with contextlib.suppress(ClientError):
-                    _print_events(
-                        client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)}),
-                        last,
-                    )
-                print(f"stack {name} deleted")
-                return 0
-            raise
-        if not stack["status"].endswith("IN_PROGRESS"):
-            # Events that happened between the two reads above come before the last line.
-            with contextlib.suppress(ClientError):
-                events = client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)})
-        last = _print_events(events, last)
-        if not stack["status"].endswith("IN_PROGRESS"):
-            print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
-            if stack["status"].endswith("FAILED"):
-                for f in client.call("GET", api_path("stacks", name, "failures")):
-                    _print_failure(f)
-                return 1
-            return 0
-        time.sleep(0.05)
-    print(f"anneal: stack {name} still in progress after {timeout:g} s", file=sys.stderr)
-    return 1
-
-
-def _print_failure(f: dict[str, Any]) -> None:
-    print(f"  {f['resource']}: {f['reason']}")
-    for key in ("deploy_stdout", "deploy_stderr"):
-        if f.get(key):
-            print(f"    {key} (tail):")
-            for line in str(f[key]).splitlines():
-                print(f"      {line}")
+    return follow.after_change(client, args, stack, "resume started")
 
 
 def _stack_list(client: Client, args: argparse.Namespace) -> int:
@@ -215,7 +134,7 @@ def _stack_failures(client: Client, args: argparse.Namespace) -> int:
     data = client.call("GET", api_path("stacks", args.name, "failures"))
     if args.format == "table":
         for f in data:
-            _print_failure(f)
+            follow.print_failure(f)
         if not data:
             print("(no failures)")
         return 0
@@ -248,14 +167,14 @@ def _stack_check(client: Client, args: argparse.Namespace) -> int:
 
 def _stack_converge(client: Client, args: argparse.Namespace) -> int:
     stack = client.call("POST", api_path("stacks", args.name, "converge"))
-    return _after_change(
+    return follow.after_change(
         client, args, stack, f"converge started ({len(stack.get('reapplied', []))} to re-apply)"
     )
 
 
 def _stack_events(client: Client, args: argparse.Namespace) -> int:
     if args.follow:
-        return wait_for(client, args.name, 24 * 3600.0)
+        return follow.wait_for(client, args.name, 24 * 3600.0)
     query = {"nested_depth": str(args.nested_depth)} if args.nested_depth else None
     events = client.call("GET", api_path("stacks", args.name, "events"), query=query)
     for e in events:

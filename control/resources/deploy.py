@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from agent import wire
 from control import hot
-from control.documents import heatauth, seal
+from control.documents import hashing, heatauth, seal
 from control.documents.render import iso
 from control.errors import BadRequestError, NotFoundError
 from control.hot import taint
@@ -215,7 +215,7 @@ def start_generation(txn: Txn, dep: DeploymentRow, source: Source, action: str, 
     dep.item = seal.stored_item(item, config_secret=taint.tainted(config))
     dep.item_id = item.id
     dep.name = source.name
-    dep.hash = wire.idempotency_hash(item, action, txn.runtime.keys.data_key)
+    dep.hash = hashing.idempotency_hash(item, action, txn.runtime.keys.data_key)
     dep.started_at = now
     dep.completed_at = None
     dep.updated_at = now

@@ -130,17 +130,10 @@ class GroupStack:
         return child
 
     async def suspend(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
-        return await self._lifecycle(txn, row, "SUSPEND")
+        return await nested.lifecycle(txn, row, "SUSPEND")
 
     async def resume(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
-        return await self._lifecycle(txn, row, "RESUME")
-
-    async def _lifecycle(self, txn: Txn, row: ResourceRow, action: str) -> Outcome:
-        child = await nested.get_child(txn, row.physical_id)
-        if child is None:
-            return done(row.physical_id, **row.attributes)
-        nested.change_child(txn, child, action)
-        return Outcome("IN_PROGRESS", child.id, row.attributes)
+        return await nested.lifecycle(txn, row, "RESUME")
 
     def _template(self, plan: dict[str, Any], old: Mapping[str, Any]) -> dict[str, Any]:
         """The nested template of the plan's next batch, which is taken off the plan."""

@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from control import hot
 from control.errors import ControlError
-from control.resources.base import Outcome, Res
+from control.resources.base import Outcome, Res, done
 from control.resources.validate import check_definition
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
@@ -265,3 +265,12 @@ def child_outcome(row: ResourceRow, child: ChildState | None, attributes: Mappin
         reason = f"nested stack {child.name}: {child.status_reason}"
         return Outcome("FAILED", row.physical_id, row.attributes, reason)
     return Outcome("COMPLETE", child.id, attributes)
+
+
+async def lifecycle(txn: Txn, row: ResourceRow, action: str) -> Outcome:
+    """SUSPEND or RESUME the nested stack of *row*; done at once when it has none."""
+    child = await get_child(txn, row.physical_id)
+    if child is None:
+        return done(row.physical_id, **row.attributes)
+    change_child(txn, child, action)
+    return Outcome("IN_PROGRESS", child.id, row.attributes)

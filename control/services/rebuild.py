@@ -20,8 +20,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from agent import wire
-from control.documents import seal
+from control.documents import hashing, seal
 from control.documents.render import iso
 from control.resources import deploy
 from control.store.orm import DeploymentRow, ServerRow
@@ -47,7 +46,7 @@ def _regenerate(txn: Txn, dep: DeploymentRow, reason: str) -> int:
     now = time.time()
     new = dataclasses.replace(item, id=str(uuid.uuid4()), creation_time=iso(now), inputs=(*kept, *derived))
     dep.item, dep.item_id = seal.stored_item(new, config_secret), new.id
-    dep.hash = wire.idempotency_hash(new, dep.action, txn.runtime.keys.data_key)
+    dep.hash = hashing.idempotency_hash(new, dep.action, txn.runtime.keys.data_key)
     dep.started_at, dep.completed_at, dep.updated_at = now, None, now
     dep.stdout, dep.stderr, dep.status_code, dep.signal_nonce = "", "", None, None
     dep.outputs = {}

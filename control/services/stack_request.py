@@ -1,4 +1,5 @@
-"""What a stack create or update body says: template, files, environments, parameters and options.
+"""What a stack create or update body says (template, files, environments, parameters, options), and
+the definition it makes, checked and dry-run under the evaluation budget (`validated`).
 
 Both APIs build this body: Anneal's own (`/v1/stacks`) sends it as it is, Heat's
 (`control/api/heat_v1`) translates its fields into it first.
@@ -14,6 +15,9 @@ from agent import wire_files
 from control import hot
 from control.engine import stackdef
 from control.errors import BadRequestError
+from control.hot import taint
+from control.resources.validate import DryContext, check_definition, dry_run
+from control.settings import Settings
 
 #: Heat's limits on a tag (heat/engine/api.py: extract_args).
 MAX_TAG_CHARS = 80
@@ -140,3 +144,34 @@ def check_options(body: Mapping[str, Any]) -> None:
     tags_given(body)
     timeout_given(body)
     cleared_parameters(body)
+
+
+def validated(
+    settings: Settings,
+    template: Any,
+    files: dict[str, Any],
+    env: hot.Environment,
+    params: dict[str, Any],
+    *,
+    stack_name: str,
+    stack_id: str,
+    nesting: hot.Nesting,
+) -> tuple[stackdef.Definition, list[str]]:
+    """Parse, check and dry-run a definition under one evaluation budget; raises naming the path.
+
+    Returns it with check_definition's warnings. Called in a worker thread: a big template's
+    parse, or an allowed_pattern matched without the GIL until its timeout, leaves the event
+    loop serving other requests.
+    """
+    with hot.evaluating(hot.Budget(settings.evaluation_cap)):
+        defn = stackdef.build(
+            template, files, env, params, stack_name=stack_name, stack_id=stack_id, nesting=nesting
+        )
+        warnings = check_definition(defn.template)
+        pseudo = {"OS::stack_name": stack_name, "OS::stack_id": stack_id, "OS::project_id": ""}
+        # hidden values as the engine gives them (StackContext): no error of the dry run quotes one
+        values = {k: taint.Secret(v) if k in defn.params.hidden else v for k, v in defn.params.values.items()}
+        ctx = DryContext({**values, **pseudo}, defn.conditions, files)
+        outputs = [n for n in defn.template.outputs if defn.output_active(n)]
+        dry_run(defn.template, ctx, defn.order(), outputs, stack_name)
+    return defn, warnings

@@ -20,7 +20,6 @@ from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.hot import taint
 from control.hot.names import name_problem
 from control.resources.nested import retire, store_definition, warning_events
-from control.resources.validate import DryContext, check_definition, dry_run
 from control.runtime import Runtime
 from control.services.stack_request import (
     StackRequest,
@@ -30,8 +29,8 @@ from control.services.stack_request import (
     rollback_wanted,
     tags_given,
     timeout_given,
+    validated,
 )
-from control.settings import Settings
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
@@ -40,36 +39,6 @@ MASK = taint.MASK
 #: Loader options for a stack row read for its identity and state only: nothing of its
 #: definition (at 50,000 deployments the template alone is 12 MB) is read or decoded.
 STATE_ONLY = stackdef.without("files", *stackdef.DEFINITION_COLUMNS)
-
-
-def validated(
-    settings: Settings,
-    template: Any,
-    files: dict[str, Any],
-    env: hot.Environment,
-    params: dict[str, Any],
-    *,
-    stack_name: str,
-    stack_id: str,
-    nesting: hot.Nesting,
-) -> tuple[stackdef.Definition, list[str]]:
-    """Parse, check and dry-run a definition under one evaluation budget; raises naming the path.
-
-    Returns it with check_definition's warnings. Called in a worker thread: a big template's parse, or an allowed_pattern matched without
-    the GIL until its timeout, leaves the event loop serving other requests.
-    """
-    with hot.evaluating(hot.Budget(settings.evaluation_cap)):
-        defn = stackdef.build(
-            template, files, env, params, stack_name=stack_name, stack_id=stack_id, nesting=nesting
-        )
-        warnings = check_definition(defn.template)
-        pseudo = {"OS::stack_name": stack_name, "OS::stack_id": stack_id, "OS::project_id": ""}
-        # hidden values as the engine gives them (StackContext): no error of the dry run quotes one
-        values = {k: taint.Secret(v) if k in defn.params.hidden else v for k, v in defn.params.values.items()}
-        ctx = DryContext({**values, **pseudo}, defn.conditions, files)
-        outputs = [n for n in defn.template.outputs if defn.output_active(n)]
-        dry_run(defn.template, ctx, defn.order(), outputs, stack_name)
-    return defn, warnings
 
 
 def check_stack_name(name: Any) -> str:

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent import wire, wire_caps
+from control.documents import hashing
 
 HEAT_ITEM: dict[str, Any] = {
     "id": "3d5ec2a8-7004-43b6-a7f6-542bdbe9d434",
@@ -124,10 +125,10 @@ def test_hash_ignores_ids_times_and_credentials():
         creation_time="t2",
         inputs=[*HEAT_ITEM["inputs"][:2], {"name": "deploy_signal_id", "value": "other"}],
     )
-    assert wire.idempotency_hash(a, "CREATE") == wire.idempotency_hash(b, "CREATE")
-    assert wire.idempotency_hash(a, "CREATE") != wire.idempotency_hash(a, "UPDATE")
+    assert hashing.idempotency_hash(a, "CREATE") == hashing.idempotency_hash(b, "CREATE")
+    assert hashing.idempotency_hash(a, "CREATE") != hashing.idempotency_hash(a, "UPDATE")
     c = item(inputs=[{"name": "foo", "value": "changed"}])
-    assert wire.idempotency_hash(a, "CREATE") != wire.idempotency_hash(c, "CREATE")
+    assert hashing.idempotency_hash(a, "CREATE") != hashing.idempotency_hash(c, "CREATE")
 
 
 @given(st.text())
