@@ -42,6 +42,12 @@ async def create_server_record(
         raise BadRequestError(f"name: {problem}", where="name")
     if not isinstance(heat_compatible, bool):
         raise BadRequestError("heat_compatible: expected true or false", where="heat_compatible")
+    if heat_compatible and transport is not None:
+        raise BadRequestError(
+            "transport: a Heat-compatible server reads its metadata URL with Heat's own agent chain;"
+            " leave transport out (or null)",
+            where="transport",
+        )
     async with rt.sessions() as session:
         if await session.scalar(select(ServerRow.id).where(ServerRow.name == name)) is not None:
             raise ConflictError(f"server {name!r} already exists", where="name")
