@@ -84,7 +84,9 @@ def test_metadata_url_is_a_capability_for_one_server(cp: ControlPlane) -> None:
     bad = cp.api("POST", "/v1/servers", {"name": "cap-bad", "heat_compatible": "yes"})
     assert 400 == bad.status and bad.body["error"]["where"] == "heat_compatible"
     for transport in ("__main__", "swift"):  # found by the API fuzzer: a transport was silently ignored
-        both = cp.api("POST", "/v1/servers", {"name": "cap-both", "heat_compatible": True, "transport": transport})
+        both = cp.api(
+            "POST", "/v1/servers", {"name": "cap-both", "heat_compatible": True, "transport": transport}
+        )
         assert 400 == both.status and both.body["error"]["where"] == "transport", both.body
     assert 404 == cp.api("GET", "/v1/servers/cap-both").status
 
