@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 
 from control import hot
-from control.engine import idle, lifecycle, rollback, stackdef
+from control.engine import breakpoints, idle, lifecycle, rollback, stackdef
 from control.engine.act import Actor, error_reason
 from control.engine.settle import finish, in_session, settle, timed_out_reason
 from control.engine.slices import Light, Row, Slices, done, preload
@@ -177,6 +177,10 @@ class Step:
                 if all(done(current.get(d), traversal) for d in defn.requires(name)):
                     if isinstance(row, Light):
                         continue  # its row is gone since the step began: the next step walks what is left
+                    if await breakpoints.holds(self.txn, self.stack, defn.environment, name, row):
+                        if row is None:
+                            current[name] = actor.placeholder(name)  # listed, so `hook clear` finds it
+                        continue  # paused until its hook is cleared (the clearing signal kicks the stack)
                     current[name] = await actor.act(name, row, current)
                     slices.acted += 1
                     if current[name].status != "IN_PROGRESS":
