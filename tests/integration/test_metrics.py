@@ -13,17 +13,25 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.controlplane import ControlPlane, serve_once, start_control_plane, stop_control_plane
 from tests.support.processes import free_port
 from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_until
 
 SIGNAL_ROUTE = "/v1/signal/{deployment_id}/{generation}"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
 @pytest.fixture
-def metrics_plane(tmp_path: Path, db_args: list[str]) -> Iterator[tuple[ControlPlane, int]]:
-    """A control plane with --metrics-listen on a loopback port, on SQLite and on PostgreSQL."""
-    port = free_port()
-    cp = start_control_plane(tmp_path, *db_args, "--metrics-listen", f"127.0.0.1:{port}")
-    yield cp, port
+def metrics_plane(tmp_path: Path, db_args: list[str]) -> Iterator[tuple[ControlPlane, int, int]]:
+    """A control plane with --metrics-listen on a loopback port, on SQLite and on PostgreSQL;
+    its local agent (one server) serves its own metrics on another loopback port."""
+    port, agent_port = free_port(), free_port()
+    cp = start_control_plane(
+        tmp_path,
+        *db_args,
+        "--metrics-listen",
+        f"127.0.0.1:{port}",
+        f"--agent-arg=--metrics-listen=127.0.0.1:{agent_port}",
+    )
+    yield cp, port, agent_port
     stop_control_plane(cp)
 
 
@@ -52,9 +60,10 @@ def total(found: Samples, name: str, **labels: str) -> float:
     return sum(v for (n, ls), v in found.items() if n == name and want <= ls)
 
 
-def test_metrics_count_the_stack_that_just_ran(metrics_plane: tuple[ControlPlane, int]) -> None:
-    """After a stack's deployment completes, /metrics shows it: gauges, signals, durations, requests."""
-    cp, port = metrics_plane
+def test_metrics_count_the_stack_that_just_ran(metrics_plane: tuple[ControlPlane, int, int]) -> None:
+    """After a stack's deployment completes, /metrics shows it (gauges, signals, durations, requests),
+    and so does its agent's own metrics port."""
+    cp, port, agent_port = metrics_plane
     assert 201 == cp.create("m", one_script_deployment("#!/bin/sh\necho hello\n")).status
     assert "CREATE_COMPLETE" == cp.wait_stack("m")["status"]
     deployments = cp.api("GET", "/v1/deployments?stack=m").body
@@ -83,6 +92,24 @@ def test_metrics_count_the_stack_that_just_ran(metrics_plane: tuple[ControlPlane
     status, _, open_text = scrape(f"http://127.0.0.1:{port}/metrics")
     assert 200 == status
     assert complete == total(samples(open_text), "anneal_deployments", status="COMPLETE")
+    check_agent_metrics(cp, agent_port)
+
+
+def check_agent_metrics(cp: ControlPlane, agent_port: int) -> None:
+    """The agent's loopback port shows its server, the signalled generation, an empty outbox."""
+    (server,) = cp.api("GET", "/v1/servers").body
+    url = f"http://127.0.0.1:{agent_port}/metrics"
+
+    def signalled() -> Samples | None:  # the agent marks it once the control plane's answer is in
+        found = samples(scrape(url)[2])
+        return found if total(found, "anneal_agent_generations", state="signalled") == 1 else None
+
+    found = wait_until(signalled, "the agent's metrics never showed the generation signalled", 30)
+    assert 1 == total(found, "anneal_agent_info", server_id=server["id"], policy="signed")
+    assert 0 == total(found, "anneal_agent_signals_queued")
+    assert 1 <= total(found, "anneal_agent_document_serial") <= server["serial"]
+    status, content_type, _ = scrape(f"http://127.0.0.1:{agent_port}/other")
+    assert (404, "text/plain") == (status, content_type)
 
 
 def test_metrics_need_a_token_on_the_main_port(control_plane: ControlPlane) -> None:
