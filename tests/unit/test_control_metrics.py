@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent import metrics as agent_metrics
 from control.metrics import FleetCounts, Metrics, families
 from control.settings import Settings, metrics_listen_problem
 
@@ -55,13 +56,18 @@ def test_fleet_gauges_say_to_aggregate_with_max():
 
 
 def test_the_grafana_dashboard_uses_only_metrics_that_exist():
-    """Every anneal_* name in docs/grafana-dashboard.json is a family (or its _bucket/_count/_sum)."""
-    known = set(families(Metrics()))
+    """Every anneal_* name in docs/grafana-dashboard.json is a family of the control plane's or the
+    agent's metrics (or its _bucket/_count/_sum)."""
+    agent_view = {"document": {"serial": 1, "age_seconds": 2.0}, "rejections": {"counts": {"serial": 1}}}
+    agent_families = {f.name for f in text_string_to_metric_families(agent_metrics.exposition(agent_view))}
+    known = set(families(Metrics())) | agent_families
     dashboard = json.loads((DOCS / "grafana-dashboard.json").read_text())
     exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
     assert exprs
     used = {name for expr in exprs for name in re.findall(r"\banneal_[a-z_]+", expr)}
-    unknown = {n for n in used if re.sub(r"_(bucket|count|sum|total)$", "", n) not in known and n not in known}
+    unknown = {
+        n for n in used if re.sub(r"_(bucket|count|sum|total)$", "", n) not in known and n not in known
+    }
     assert set() == unknown
 
 
@@ -79,7 +85,9 @@ def test_the_grafana_dashboard_uses_only_metrics_that_exist():
 )
 def test_metrics_listen_stays_on_loopback_unless_allowed(listen, public, problem):
     """--metrics-listen asks no token: off loopback it is refused unless --metrics-public, naming both."""
-    found = metrics_listen_problem(Settings(Path("/nonexistent"), metrics_listen=listen, metrics_public=public))
+    found = metrics_listen_problem(
+        Settings(Path("/nonexistent"), metrics_listen=listen, metrics_public=public)
+    )
     if problem is None:
         assert found is None
     else:
