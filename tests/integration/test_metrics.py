@@ -69,6 +69,8 @@ def test_metrics_count_the_stack_that_just_ran(metrics_plane: tuple[ControlPlane
     deployments = cp.api("GET", "/v1/deployments?stack=m").body
     complete = sum(1 for d in deployments if d["status"] == "COMPLETE")
     assert complete == len(deployments) == 1
+    forged = cp.api("POST", f"/v1/signal/{deployments[0]['id']}/1?sig=forged", {}, token=None)
+    assert 403 == forged.status
 
     status, content_type, text = scrape(f"{cp.url}/metrics", cp.token)
     assert 200 == status
@@ -79,6 +81,7 @@ def test_metrics_count_the_stack_that_just_ran(metrics_plane: tuple[ControlPlane
     assert 1 == total(found, "anneal_stacks", action="CREATE", status="COMPLETE")
     assert 1 == total(found, "anneal_agents", state="alive")
     assert total(found, "anneal_signals_received_total", outcome="applied") >= complete
+    assert 1 == total(found, "anneal_signals_refused_total", reason="forbidden")
     assert complete == total(
         found, "anneal_deployment_duration_seconds_count", status="COMPLETE", group="script"
     )
