@@ -1,4 +1,4 @@
-"""What the agent keeps out of its memory: the PEM reader for its own box key, TLS for http:// URLs."""
+"""What the agent keeps out of its memory: cryptography (its own box key, verifying, opening), TLS for http://."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
-from agent import keys, tls
+from agent import envelope, keys, sealed, tls
+from tests.support.envelopes import NOW, document, pub, rotated
 
 
-def test_the_box_key_the_agent_wrote_is_read_without_the_pem_reader(tmp_path: Path) -> None:
-    """The key ensure_keys wrote loads as the same key, and cryptography's serialization stays unloaded."""
+def test_the_box_key_the_agent_wrote_is_read_without_cryptography(tmp_path: Path) -> None:
+    """The key ensure_keys wrote loads as the same raw key, and cryptography stays unloaded."""
     keys.ensure_keys(tmp_path)
     code = (
         "import json, sys\nfrom pathlib import Path\nfrom agent import keys\n"
         f"k = keys.load_box_key(Path({str(tmp_path)!r}))\n"
-        "print(json.dumps([k.private_bytes_raw().hex(), "
-        "'cryptography.hazmat.primitives.serialization' in sys.modules]))\n"
+        "print(json.dumps([k.hex(), 'cryptography' in sys.modules]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     raw, pem_reader = json.loads(out.stdout)
@@ -35,9 +35,10 @@ def test_a_box_key_in_another_pem_form_still_loads(tmp_path: Path) -> None:
     """A box key written with other line breaks is read by cryptography's PEM reader, not refused."""
     keys.ensure_keys(tmp_path)
     path = tmp_path / keys.KEY_DIR / "box.pem"
-    original = keys.load_box_key(tmp_path).private_bytes_raw()
+    original = keys.load_box_key(tmp_path)
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
-    assert original == keys.load_box_key(tmp_path).private_bytes_raw()
+    assert len(original) == 32
+    assert original == keys.load_box_key(tmp_path)
 
 
 def test_a_box_key_that_is_not_one_is_refused_with_its_path(tmp_path: Path) -> None:
@@ -70,3 +71,27 @@ def test_ssl_withheld_before_asyncio_loads_nothing_and_asks_for_a_restart() -> N
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert [True, False, False, True, [1]] == json.loads(out.stdout)
+
+
+def test_a_running_agent_verifies_and_opens_secrets_without_cryptography(tmp_path: Path) -> None:
+    """A chained, signed document verifies and a sealed secret opens in an agent process that never loads
+    cryptography nor hashlib's libcrypto binding: the system's libcrypto does both."""
+    keys.ensure_keys(tmp_path)
+    signers, chain = rotated(2)
+    raw = envelope.sign(document(), signers[1], chain)
+    box = keys.load_box_key(tmp_path)
+    secret = sealed.seal(
+        {"password": "s3cr3t"},
+        X25519PrivateKey.from_private_bytes(box).public_key().public_bytes_raw(),
+        "srv/d/config",
+    )
+    code = (
+        "import json, sys\nfrom pathlib import Path\nfrom agent import tls\ntls.withhold()\n"
+        "import agent.commands, agent.loop, agent.inline\nfrom agent import crypto, envelope, keys, sealed\n"
+        f"signer = envelope.verify({raw!r}, bytes.fromhex({pub(signers[0]).hex()!r}), {NOW}).signer\n"
+        f"opened = sealed.open_sealed({secret!r}, keys.load_box_key(Path({str(tmp_path)!r})), 'srv/d/config')\n"
+        "print(json.dumps([signer.hex(), opened, crypto.backend().name, "
+        "[m for m in ('cryptography', '_hashlib', 'ssl') if sys.modules.get(m)]]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert [pub(signers[1]).hex(), {"password": "s3cr3t"}, "libcrypto", []] == json.loads(out.stdout)
