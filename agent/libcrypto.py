@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_uint, c_ulong, c_void_p
 from typing import Any
 
@@ -114,7 +114,7 @@ class LibCrypto:
         self._ok(lib.EVP_Digest(data, len(data), out, ctypes.byref(size), lib.EVP_sha256(), None), "SHA-256")
         return out.raw[: size.value]
 
-    def _pkey(self, kind: int, private: bool, raw: bytes) -> Any:
+    def _pkey(self, kind: int, private: bool, raw: bytes) -> AbstractContextManager[int]:
         make = self._lib.EVP_PKEY_new_raw_private_key if private else self._lib.EVP_PKEY_new_raw_public_key
         _exact(raw, 32, "an X25519 or Ed25519 key")
         return self._new(make(kind, None, raw, len(raw)), self._lib.EVP_PKEY_free, "reading a raw key")
@@ -187,26 +187,32 @@ class LibCrypto:
             raise CryptoError(
                 f"a sealed text of {len(sealed)} bytes with {len(aad)} bytes of associated data"
             )
-        lib = self._lib
         body, tag = sealed[:-16], sealed[-16:]
         out = ctypes.create_string_buffer(max(len(body), 1))
+        try:
+            size = self._open(out, key, nonce, body, tag, aad)
+        except CryptoError:
+            ctypes.memset(out, 0, len(out))  # nothing of an unauthenticated plaintext is kept
+            raise
+        return out.raw[:size]
+
+    def _open(self, out: Any, key: bytes, nonce: bytes, body: bytes, tag: bytes, aad: bytes) -> int:
+        """Decrypt *body* into *out*; its length, or CryptoError unless the tag matches."""
+        lib = self._lib
         ignored, done, last = c_int(0), c_int(0), c_int(0)
         with self._new(lib.EVP_CIPHER_CTX_new(), lib.EVP_CIPHER_CTX_free, "EVP_CIPHER_CTX_new") as ctx:
             cipher = lib.EVP_chacha20_poly1305()
             self._ok(lib.EVP_DecryptInit_ex(ctx, cipher, None, key, nonce), "ChaCha20-Poly1305 init")
             if aad:
-                self._ok(
-                    lib.EVP_DecryptUpdate(ctx, None, ctypes.byref(ignored), aad, len(aad)), "associated data"
-                )
+                self._ok(lib.EVP_DecryptUpdate(ctx, None, ctypes.byref(ignored), aad, len(aad)), "AAD")
             if body:
                 self._ok(lib.EVP_DecryptUpdate(ctx, out, ctypes.byref(done), body, len(body)), "decrypt")
             self._ok(lib.EVP_CIPHER_CTX_ctrl(ctx, _AEAD_SET_TAG, 16, tag), "setting the tag")
             end = ctypes.cast(ctypes.addressof(out) + done.value, c_void_p)
             if lib.EVP_DecryptFinal_ex(ctx, end, ctypes.byref(last)) != 1:
-                ctypes.memset(out, 0, len(out))  # nothing of an unauthenticated plaintext is kept
                 lib.ERR_clear_error()
                 raise CryptoError("ChaCha20-Poly1305: the tag does not match (wrong key, or altered)")
-        return out.raw[: done.value + last.value]
+        return done.value + last.value
 
 
 def load(name: str | None = None) -> LibCrypto:

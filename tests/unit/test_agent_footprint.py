@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,24 @@ def test_a_running_agent_verifies_and_opens_secrets_without_cryptography(tmp_pat
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert [pub(signers[1]).hex(), {"password": "s3cr3t"}, "libcrypto", []] == json.loads(out.stdout)
+
+
+def test_parsing_the_command_line_keeps_shutil_out_and_help_still_fits_the_terminal() -> None:
+    """argparse's formatter would load shutil (and bz2, lzma) for good; ours reads COLUMNS as shutil would."""
+    code = (
+        "import json, sys\nfrom agent import cli\n"
+        "cli.build_parser().parse_args(['run', '--state-dir', '/tmp/x'])\n"
+        "print(json.dumps([m for m in ('shutil', 'bz2', 'lzma') if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert [] == json.loads(out.stdout)
+    env = {**os.environ, "COLUMNS": "50"}
+    helps = []
+    for formatter in ("cli._Formatter", "argparse.HelpFormatter"):  # ours, then argparse's own
+        code = f"import argparse\nfrom agent import cli\ncli._Formatter = {formatter}\ncli.main(['run', '--help'])\n"
+        run = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env
+        )
+        helps.append(run.stdout)
+    assert "--state-dir" in helps[0]
+    assert helps[0] == helps[1]
