@@ -90,6 +90,8 @@ _chosen: list[Backend] = []
 def choose(name: str | None = None) -> Backend:
     """Pick the backend now: *name* if given, else cryptography when $ANNEAL_AGENT_CRYPTO says so,
     else libcrypto when it loads and cryptography when it does not."""
+    if name not in (None, "libcrypto", "cryptography"):
+        raise CryptoError(f"no crypto backend {name!r}: libcrypto or cryptography")
     wanted = name if name is not None else os.environ.get(ENV, "")
     picked: Backend
     if wanted == "cryptography":

@@ -50,9 +50,9 @@ def chosen() -> Iterator[None]:
     crypto._chosen[:] = before
 
 
-def test_the_system_libcrypto_is_used_here(chosen: None) -> None:
+def test_the_system_libcrypto_is_used_here(chosen: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """On this Debian machine (OpenSSL 3) the agent picks libcrypto, and it passes its known answers."""
-    os.environ.pop(crypto.ENV, None)
+    monkeypatch.delenv(crypto.ENV, raising=False)
     assert "libcrypto" == crypto.choose().name
     assert [] == libcrypto.known_answers(LIBCRYPTO)
 
@@ -220,6 +220,20 @@ def test_a_library_without_openssl_s_functions_falls_back_to_cryptography(
     assert any("libcrypto cannot be used" in r.getMessage() for r in caplog.records)
     with pytest.raises(CryptoError, match="libcrypto cannot be used"):
         crypto.choose("libcrypto")  # asked for by name, it is an error rather than a quiet fallback
+
+
+def test_an_unknown_setting_is_named_and_changes_nothing(
+    chosen: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ANNEAL_AGENT_CRYPTO=openssl is logged as a warning and taken as unset; an unknown name in code is an error."""
+    monkeypatch.setenv(crypto.ENV, "openssl")
+    with caplog.at_level(logging.WARNING, logger="agent.crypto"):
+        assert "libcrypto" == crypto.choose().name
+    assert ["ANNEAL_AGENT_CRYPTO='openssl' is neither libcrypto nor cryptography: taken as unset"] == [
+        r.getMessage() for r in caplog.records
+    ]
+    with pytest.raises(CryptoError, match="no crypto backend 'openssl'"):
+        crypto.choose("openssl")
 
 
 def test_the_environment_forces_cryptography_in_a_fresh_agent_process() -> None:
