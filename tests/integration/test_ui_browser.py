@@ -1,0 +1,205 @@
+"""The web view in a real headless Chromium (DevTools protocol): login, the live graph, the pages, no changes.
+
+Screenshots go to $UI_SCREENSHOTS (``make ui-screenshots`` sets docs/ui, which docs/ui.md shows),
+else to the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support.browser import Page, chromium, open_page
+from tests.support.controlplane import ControlPlane
+from tests.support.waiting import wait_until
+
+BINARY = chromium()
+pytestmark = pytest.mark.skipif(
+    BINARY is None, reason="chromium is not installed: run ci/tools.d/72-chromium.sh"
+)
+
+SECRET = "s3cret-value-7f1"
+GREEN, BLUE = "rgb(46,125,50)", "rgb(21,101,192)"
+#: Every control the read-only view has: none of them changes the control plane.
+HARMLESS_BUTTONS = {"Log out", "Previous", "Next", "Filter"}
+
+
+def template(go: Path) -> str:
+    """A server, a config, a deployment that waits for the file *go*, and a group of three values."""
+    return f"""
+heat_template_version: 2018-08-31
+parameters:
+  password: {{type: string, hidden: true, default: {SECRET}}}
+resources:
+  srv: {{type: OS::Heat::DeployedServer}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{{name: GO}}, {{name: PASSWORD}}]
+      config: |
+        #!/bin/sh
+        i=0; while [ ! -e "$GO" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+        echo "went with $PASSWORD"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {{get_resource: cfg}}
+      server: {{get_resource: srv}}
+      input_values: {{GO: "{go}", PASSWORD: {{get_param: password}}}}
+  grp:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: 3
+      resource_def: {{type: OS::Heat::Value, properties: {{value: x}}}}
+"""
+
+
+def shots(tmp_path: Path) -> Path:
+    target = Path(os.environ.get("UI_SCREENSHOTS") or tmp_path / "shots")
+    target.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+async def log_in(page: Page, cp: ControlPlane, token: str) -> None:
+    await page.evaluate(f"document.getElementById('token').value = {json.dumps(token)}")
+    await page.evaluate("document.getElementById('login').submit(); true")
+    await asyncio.sleep(0.2)
+    await page.wait_for("document.readyState === 'complete'", "the answer to the login form")
+
+
+async def check_page_rules(page: Page) -> None:
+    """No CSP violation, no script error, and only harmless controls on the page shown."""
+    await page.wait_for(
+        "!document.querySelector('#main .muted') || document.readyState === 'complete'", "page"
+    )
+    assert [] == await page.evaluate("window.__csp"), "a Content-Security-Policy violation"
+    assert [] == page.console
+    buttons = set(await page.evaluate("[...document.querySelectorAll('button')].map((b) => b.textContent)"))
+    assert buttons <= HARMLESS_BUTTONS, buttons
+    posts = await page.evaluate("[...document.querySelectorAll('form[method=post]')].map((f) => f.action)")
+    assert all(p.endswith("/ui/logout") for p in posts), posts
+
+
+async def test_unauthenticated_view_goes_to_login_and_a_bad_token_is_refused_there(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """/ui/ without a session lands on the login form; a wrong token gets the form again, saying so."""
+    assert BINARY is not None
+    async with open_page(BINARY, tmp_path / "profile") as page:
+        await page.goto(control_plane.url + "/ui/")
+        assert "/ui/login" == await page.evaluate("location.pathname")
+        await log_in(page, control_plane, "not-the-token")
+        assert "/ui/login" == await page.evaluate("location.pathname")
+        alert = await page.wait_for("document.querySelector('[role=alert]')?.textContent", "the refusal")
+        assert "not accepted" in alert
+        await page.goto(control_plane.url + "/ui/stacks/anything")
+        assert "/ui/login" == await page.evaluate("location.pathname")
+        await page.screenshot(shots(tmp_path) / "login.png")
+        assert [] == await page.evaluate("window.__csp")
+
+
+def node_states(page: Page) -> str:
+    return (
+        "window.annealGraph && annealGraph.nodes().map((n) => "
+        "[n.data('label'), n.data('state'), n.style('background-color'), n.data('size') || 0])"
+    )
+
+
+async def test_live_stack_graph_pages_and_logout_in_chromium(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """After login the graph shows each resource in its status colour, turns a deployment green without a
+    reload, and the deployment, servers, events and failures pages show what the API says, secrets masked."""
+    assert BINARY is not None
+    cp, go, out = control_plane, tmp_path / "go", shots(tmp_path)
+    assert 201 == cp.create("web", template(go)).status
+
+    def waiting_on_go():
+        rows = {r["name"]: r["status"] for r in cp.api("GET", "/v1/stacks/web/resources").body}
+        return (
+            rows if rows.get("dep") == "CREATE_IN_PROGRESS" and rows.get("grp") == "CREATE_COMPLETE" else None
+        )
+
+    statuses = wait_until(waiting_on_go, "dep running and grp complete", 60)
+    (dep,) = cp.api("GET", "/v1/deployments?stack=web").body
+    async with open_page(BINARY, tmp_path / "profile") as page:
+        await page.goto(cp.url + "/ui/")
+        await log_in(page, cp, cp.token)
+        assert "/ui/" == await page.evaluate("location.pathname")
+        assert "" == await page.evaluate("document.cookie"), "the session cookie is HttpOnly"
+        await page.wait_for(
+            "document.querySelector('#main table')?.textContent.includes('web')", "the stacks"
+        )
+        await check_page_rules(page)
+
+        await page.goto(cp.url + "/ui/stacks/web")
+        nodes = await page.wait_for(
+            f"({node_states(page)})?.length === 4 && ({node_states(page)})", "the graph"
+        )
+        colours = {"CREATE_COMPLETE": GREEN, "CREATE_IN_PROGRESS": BLUE}
+        expected = {
+            name: [name, status.split("_", 1)[1], colours[status]] for name, status in statuses.items()
+        }
+        assert expected == {label: [label, state, colour] for label, state, colour, _ in nodes}
+        assert {"grp": 3} == {label: size for label, _, _, size in nodes if size}
+        assert 2 == await page.evaluate("annealGraph.edges().length")  # cfg -> dep, srv -> dep
+        await page.wait_for("document.getElementById('live')?.textContent === 'live'", "the event stream")
+        await page.screenshot(out / "stack-running.png")
+        await check_page_rules(page)
+
+        await page.evaluate("window.__same_document = true")
+        go.write_text("go")
+        green = f"({node_states(page)}).find((n) => n[0] === 'dep')"
+        assert ["dep", "COMPLETE", GREEN, 0] == await page.wait_for(
+            f"{green}[1] === 'COMPLETE' && {green}", "dep green"
+        )
+        assert await page.evaluate("window.__same_document === true"), "the page was reloaded"
+        await page.wait_for(
+            "document.querySelector('#stack-status')?.textContent === 'CREATE_COMPLETE'", "status"
+        )
+        await page.screenshot(out / "stack.png")
+
+        await page.goto(cp.url + f"/ui/deployments/{dep['id']}")
+        await page.wait_for("document.getElementById('stdout')?.textContent.includes('went with')", "stdout")
+        api_view = cp.api("GET", f"/v1/deployments/{dep['id']}").body
+        shown = await page.evaluate("document.body.innerText")
+        assert SECRET not in shown
+        assert api_view["input_values"]["PASSWORD"] in shown and api_view["deploy_stdout"].strip() in shown
+        assert "generation 1" in shown and "CREATE_COMPLETE" in shown
+        await page.screenshot(out / "deployment.png")
+        await check_page_rules(page)
+
+        servers = cp.api("GET", "/v1/servers").body
+        await page.goto(cp.url + f"/ui/servers?server={servers[0]['name']}")
+        text = await page.wait_for("document.querySelector('#main h2') && document.body.innerText", "servers")
+        for server in servers:
+            assert server["name"] in text and server["agent"] in text
+        assert dep["name"] in text  # what the server runs
+        await page.screenshot(out / "servers.png")
+        await check_page_rules(page)
+
+        await page.goto(cp.url + "/ui/events?stack=web&resource=dep&status=COMPLETE")
+        rows = await page.wait_for(
+            "document.querySelector('#main table') && [...document.querySelectorAll('#main tbody tr')]"
+            ".map((r) => [r.cells[2].textContent, r.cells[3].textContent])",
+            "the filtered events",
+        )
+        assert [["dep", "CREATE_COMPLETE"]] == rows
+        await page.screenshot(out / "events.png")
+        await check_page_rules(page)
+
+        await page.goto(cp.url + "/ui/failures")
+        await page.wait_for("document.body.innerText.includes('Nothing has failed')", "the failures view")
+        await check_page_rules(page)
+
+        csp = await page.evaluate("fetch('/ui/').then((r) => r.headers.get('content-security-policy'))")
+        assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+        await page.evaluate("document.getElementById('logout').click(); true")
+        await page.wait_for("location.pathname === '/ui/login'", "the login form after logout")
+        await page.goto(cp.url + "/ui/")
+        assert "/ui/login" == await page.evaluate("location.pathname")
