@@ -121,7 +121,7 @@ def _by_resource(rows: list[Row[Any]], children: dict[str, str], counts: dict[st
         if r.physical_id in children:
             child = counts[r.physical_id]
             node.update(nested=children[r.physical_id], counts=dict(child), size=sum(child.values()))
-        elif r.type == "OS::Heat::SoftwareDeployment" or r.type.endswith("Deployment"):
+        elif r.type.endswith("Deployment"):  # Software-, Structured- and the AWS-named ones
             node["deployment"] = r.physical_id
         nodes.append(node)
         edges += [

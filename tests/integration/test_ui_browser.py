@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.browser import Page, chromium, open_page
 from tests.support.controlplane import ControlPlane
+from tests.support.templates import one_script_deployment
 from tests.support.waiting import wait_until
 
 BINARY = chromium()
@@ -65,7 +66,7 @@ def shots(tmp_path: Path) -> Path:
     return target
 
 
-async def log_in(page: Page, cp: ControlPlane, token: str) -> None:
+async def log_in(page: Page, token: str) -> None:
     await page.evaluate(f"document.getElementById('token').value = {json.dumps(token)}")
     await page.evaluate("document.getElementById('login').submit(); true")
     await asyncio.sleep(0.2)
@@ -93,7 +94,7 @@ async def test_unauthenticated_view_goes_to_login_and_a_bad_token_is_refused_the
     async with open_page(BINARY, tmp_path / "profile") as page:
         await page.goto(control_plane.url + "/ui/")
         assert "/ui/login" == await page.evaluate("location.pathname")
-        await log_in(page, control_plane, "not-the-token")
+        await log_in(page, "not-the-token")
         assert "/ui/login" == await page.evaluate("location.pathname")
         alert = await page.wait_for("document.querySelector('[role=alert]')?.textContent", "the refusal")
         assert "not accepted" in alert
@@ -103,7 +104,8 @@ async def test_unauthenticated_view_goes_to_login_and_a_bad_token_is_refused_the
         assert [] == await page.evaluate("window.__csp")
 
 
-def node_states(page: Page) -> str:
+def node_states() -> str:
+    """The graph's nodes as [label, state, drawn colour, members] (members: a group's size, else 0)."""
     return (
         "window.annealGraph && annealGraph.nodes().map((n) => "
         "[n.data('label'), n.data('state'), n.style('background-color'), n.data('size') || 0])"
@@ -118,6 +120,8 @@ async def test_live_stack_graph_pages_and_logout_in_chromium(
     assert BINARY is not None
     cp, go, out = control_plane, tmp_path / "go", shots(tmp_path)
     assert 201 == cp.create("web", template(go)).status
+    broken = one_script_deployment("#!/bin/sh\necho half way\necho the disk is gone >&2\nexit 3\n")
+    assert 201 == cp.create("broken", broken).status
 
     def waiting_on_go():
         rows = {r["name"]: r["status"] for r in cp.api("GET", "/v1/stacks/web/resources").body}
@@ -129,18 +133,17 @@ async def test_live_stack_graph_pages_and_logout_in_chromium(
     (dep,) = cp.api("GET", "/v1/deployments?stack=web").body
     async with open_page(BINARY, tmp_path / "profile") as page:
         await page.goto(cp.url + "/ui/")
-        await log_in(page, cp, cp.token)
+        await log_in(page, cp.token)
         assert "/ui/" == await page.evaluate("location.pathname")
         assert "" == await page.evaluate("document.cookie"), "the session cookie is HttpOnly"
         await page.wait_for(
             "document.querySelector('#main table')?.textContent.includes('web')", "the stacks"
         )
+        await page.screenshot(out / "stacks.png")
         await check_page_rules(page)
 
         await page.goto(cp.url + "/ui/stacks/web")
-        nodes = await page.wait_for(
-            f"({node_states(page)})?.length === 4 && ({node_states(page)})", "the graph"
-        )
+        nodes = await page.wait_for(f"({node_states()})?.length === 4 && ({node_states()})", "the graph")
         colours = {"CREATE_COMPLETE": GREEN, "CREATE_IN_PROGRESS": BLUE}
         expected = {
             name: [name, status.split("_", 1)[1], colours[status]] for name, status in statuses.items()
@@ -154,7 +157,7 @@ async def test_live_stack_graph_pages_and_logout_in_chromium(
 
         await page.evaluate("window.__same_document = true")
         go.write_text("go")
-        green = f"({node_states(page)}).find((n) => n[0] === 'dep')"
+        green = f"({node_states()}).find((n) => n[0] === 'dep')"
         assert ["dep", "COMPLETE", GREEN, 0] == await page.wait_for(
             f"{green}[1] === 'COMPLETE' && {green}", "dep green"
         )
@@ -175,7 +178,7 @@ async def test_live_stack_graph_pages_and_logout_in_chromium(
         await check_page_rules(page)
 
         servers = cp.api("GET", "/v1/servers").body
-        await page.goto(cp.url + f"/ui/servers?server={servers[0]['name']}")
+        await page.goto(cp.url + f"/ui/servers?server={dep['server_name']}")
         text = await page.wait_for("document.querySelector('#main h2') && document.body.innerText", "servers")
         for server in servers:
             assert server["name"] in text and server["agent"] in text
@@ -193,8 +196,16 @@ async def test_live_stack_graph_pages_and_logout_in_chromium(
         await page.screenshot(out / "events.png")
         await check_page_rules(page)
 
+        assert "CREATE_FAILED" == cp.wait_stack("broken")["status"]
         await page.goto(cp.url + "/ui/failures")
-        await page.wait_for("document.body.innerText.includes('Nothing has failed')", "the failures view")
+        text = await page.wait_for(
+            "document.querySelector('#main h3') && document.body.innerText", "failures"
+        )
+        (failure,) = cp.api("GET", "/v1/stacks/broken/failures").body
+        assert "broken" in text and "web" not in text.replace("web-", "")
+        for shown in ("half way", "the disk is gone", failure["reason"], "exit 3"):
+            assert shown in text, shown
+        await page.screenshot(out / "failures.png")
         await check_page_rules(page)
 
         csp = await page.evaluate("fetch('/ui/').then((r) => r.headers.get('content-security-policy'))")

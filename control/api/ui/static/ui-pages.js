@@ -187,7 +187,8 @@
       parts.push(el("h2", {}, stackLink(s.stack), " ", s.status ? badge(s.status) : null), s.reason ? el("p", {}, s.reason) : null);
       for (const f of s.failures) {
         parts.push(el("h3", {}, f.resource, " ", badge(f.status)), el("p", {}, f.reason),
-          f.deployment_id ? el("p", {}, depLink(f.deployment_id, "the deployment"), ` on ${f.server_id}, exit ${f.deploy_status_code ?? "—"}`) : null,
+          f.deployment_id ? el("p", {}, depLink(f.deployment_id, "the deployment"), " on server ",
+            el("a", { href: `/ui/servers?server=${enc(f.server_id)}` }, f.server_id), `, exit ${f.deploy_status_code ?? "—"}`) : null,
           f.deploy_stdout ? [el("div", { class: "muted" }, "stdout (tail)"), el("pre", {}, f.deploy_stdout)] : null,
           f.deploy_stderr ? [el("div", { class: "muted" }, "stderr (tail)"), el("pre", {}, f.deploy_stderr)] : null);
       }
