@@ -196,13 +196,18 @@
     show(parts);
   }
 
+  /** Read the page again in *ms* (the stacks and servers pages: their rows change as agents beat). */
+  function again(ms) {
+    setTimeout(() => route().catch(failed), ms);
+  }
+
   function route() {
     const path = window.location.pathname;
     const match = (prefix) => (path.startsWith(prefix) ? decodeURIComponent(path.slice(prefix.length)) : null);
-    if (path === "/ui/") return stacksPage();
+    if (path === "/ui/") return stacksPage().then(() => again(5000));
     if (match("/ui/stacks/")) return stackPage(match("/ui/stacks/"));
     if (match("/ui/deployments/")) return deploymentPage(match("/ui/deployments/"));
-    if (path === "/ui/servers") return serversPage();
+    if (path === "/ui/servers") return serversPage().then(() => again(10000));
     if (path === "/ui/events") return eventsPage();
     if (path === "/ui/failures") return failuresPage();
     return Promise.reject(new Error(`no page at ${path}`));
