@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -68,6 +69,20 @@ async def test_login_sets_a_strict_httponly_cookie_for_ui_only_that_does_not_hol
     assert cookie["httponly"] and "Strict" == cookie["samesite"] and "/ui" == cookie["path"]
     assert not cookie["secure"]
     assert cp.token not in cookie.value and cookie.value.startswith("admin.")
+
+
+async def test_behind_an_https_public_url_the_cookie_is_secure(
+    tmp_path: Path, http: aiohttp.ClientSession
+) -> None:
+    """With --public-url https://... (a TLS front before the control plane) the cookie is also Secure."""
+    plane = start_control_plane(
+        tmp_path, "--provisioner", "enrol", "--public-url", "https://anneal.example:8443"
+    )
+    try:
+        response = await login(http, plane, plane.token)
+        assert response.cookies["anneal_ui"]["secure"] and response.cookies["anneal_ui"]["httponly"]
+    finally:
+        stop_control_plane(plane)
 
 
 async def test_a_wrong_token_gets_the_form_again_saying_it_was_not_accepted(

@@ -84,7 +84,7 @@ async def login(request: web.Request) -> web.Response:
         max_age=session.LIFETIME,
         httponly=True,
         samesite="Strict",
-        secure=request.secure,
+        secure=_over_https(request),
     )
     raise response
 
@@ -94,8 +94,15 @@ async def login(request: web.Request) -> web.Response:
 async def logout(request: web.Request) -> web.Response:
     """Forget the session cookie in this browser (a copy taken elsewhere lasts until it expires)."""
     response = web.HTTPSeeOther("/ui/login")
-    response.del_cookie(session.COOKIE, path="/ui", httponly=True, samesite="Strict", secure=request.secure)
+    response.del_cookie(
+        session.COOKIE, path="/ui", httponly=True, samesite="Strict", secure=_over_https(request)
+    )
     raise response
+
+
+def _over_https(request: web.Request) -> bool:
+    """Served over https: directly, or behind the TLS front that --public-url names."""
+    return request.secure or request.app[RUNTIME].settings.base_url.startswith("https://")
 
 
 async def shell(request: web.Request) -> web.Response:
