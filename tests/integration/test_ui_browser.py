@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,8 @@ pytestmark = pytest.mark.skipif(
 
 SECRET = "s3cret-value-7f1"
 GREEN, BLUE = "rgb(46,125,50)", "rgb(21,101,192)"
+#: True when the graph is neither reading nor laying out (ui-graph.js counts its changes under way).
+GRAPH_AT_REST = "Number(document.getElementById('graph').dataset.busy || 0) === 0"
 #: Every control the read-only view has: none of them changes the control plane.
 HARMLESS_BUTTONS = {"Log out", "Previous", "Next", "Filter"}
 
@@ -104,6 +107,27 @@ async def test_unauthenticated_view_goes_to_login_and_a_bad_token_is_refused_the
         assert [] == await page.evaluate("window.__csp")
 
 
+async def click_node(page: Page, label: str, until: str) -> Any:
+    """Click (a real mouse press and release) on the top-level node *label*; wait for *until*."""
+    where = f"""(() => {{
+        const node = annealGraph.nodes().filter((n) => n.data('label') === {json.dumps(label)} && !n.data('parent'))[0];
+        const box = node.renderedBoundingBox({{ includeLabels: false }});
+        const frame = annealGraph.container().getBoundingClientRect();
+        // An opened box is clicked in its padding, above its members; a closed one in its middle.
+        const down = node.isParent() ? 6 : box.h / 2;
+        return [frame.left + box.x1 + box.w / 2, frame.top + box.y1 + down];
+    }})()"""
+    await page.wait_for(GRAPH_AT_REST, "the graph at rest")
+    x, y = await page.evaluate(where)
+    for kind in (
+        "mouseMoved",
+        "mousePressed",
+        "mouseReleased",
+    ):  # moved first, as a hand does: Cytoscape tracks it
+        await page.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+    return await page.wait_for(f"{GRAPH_AT_REST} && ({until})", f"the graph after a click on {label}")
+
+
 def node_states() -> str:
     """The graph's nodes as [label, state, drawn colour, members] (members: a group's size, else 0)."""
     return (
@@ -154,6 +178,12 @@ async def test_live_stack_graph_pages_and_logout_in_chromium(
         await page.wait_for("document.getElementById('live')?.textContent === 'live'", "the event stream")
         await page.screenshot(out / "stack-running.png")
         await check_page_rules(page)
+
+        members = "annealGraph.$('node[parent]').map((n) => [n.data('label'), n.data('state')])"
+        opened = await click_node(page, "grp", f"{members}.length === 3 && {members}")
+        assert [["0", "COMPLETE"], ["1", "COMPLETE"], ["2", "COMPLETE"]] == sorted(opened)
+        await page.screenshot(out / "stack-group-open.png")
+        await click_node(page, "grp", "annealGraph.nodes().length === 4")
 
         await page.evaluate("window.__same_document = true")
         go.write_text("go")

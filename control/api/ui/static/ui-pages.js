@@ -36,10 +36,8 @@
       el("h2", {}, "Events ", el("a", { href: `/ui/events?stack=${enc(name)}` }, "(all, with filters)")),
       el("table", {}, el("thead", {}, el("tr", {}, EVENT_HEADINGS.map((h) => el("th", {}, h)))), eventsBody));
     drawHead(head, data);
-    const graph = window.Anneal.graph.draw(graphBox, data, (node) => {
-      if (node.nested) window.location.assign(`/ui/stacks/${enc(node.nested)}`);
-      else if (node.deployment) window.location.assign(`/ui/deployments/${enc(node.deployment)}`);
-    });
+    const graph = window.Anneal.graph.draw(graphBox, data,
+      (node) => window.location.assign(`/ui/deployments/${enc(node.deployment)}`));
     const pager = resourceList(listBox, base);
     await pager.load(1);
     const recent = await getJSON(`${base}/events?limit=200`);
@@ -75,7 +73,8 @@
       `${data.total} resources: drawn as one node per resource type; the list below has every one.`) : null;
     return el("div", {}, el("p", { class: "legend muted" },
       ["COMPLETE", "IN_PROGRESS", "FAILED", "INIT"].map((s) => el("span", {}, badge(s, s)))),
-      "Dashed: replaced or removed, awaiting cleanup. Boxes: nested stacks and groups (click to open).", note);
+      "Dashed: replaced or removed, awaiting cleanup. Boxes: nested stacks and groups: " +
+      "a click opens one in place (another closes it); the resource list below links its page.", note);
   }
 
   function drawHead(head, data) {
