@@ -88,12 +88,16 @@ async def stack_events(
     traversal: int | None = None,
     limit: int | None = None,
     nested_depth: int = 0,
+    *,
+    resource: str | None = None,
+    status: str | None = None,
 ) -> list[dict[str, Any]]:
     """A stack's events after *after*, oldest first: of one *traversal* only when given, at most *limit*.
 
     With *nested_depth*, the events of its nested stacks that many levels down are merged in
     (the traversal filter applies to the stack's own events). A deleted stack's events stay
-    queryable by its name or id.
+    queryable by its name or id. *resource* and *status* keep the events of that resource or
+    status (``FAILED``, ``COMPLETE``, ``IN_PROGRESS``) only.
     """
     stack_id, name = await _events_of(session, ref)
     names = {stack_id: name, **(await nested_stacks(session, stack_id, nested_depth))}
@@ -103,6 +107,10 @@ async def stack_events(
         own = own & (EventRow.traversal == traversal)
     where = own | EventRow.stack_id.in_([k for k in names if k != stack_id]) if len(names) > 1 else own
     stmt = select(EventRow).where(where, EventRow.id > after).order_by(EventRow.id)
+    if resource is not None:
+        stmt = stmt.where(EventRow.resource_name == resource)
+    if status is not None:
+        stmt = stmt.where(EventRow.status == status)
     rows = await session.scalars(stmt.limit(limit))
     return [
         {
