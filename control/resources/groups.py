@@ -56,24 +56,20 @@ class DeploymentGroup:
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
         old, state = row.properties or {}, load_plan(row)
         members = await load_members(txn, state)
-        if await self._replaces(txn, res, old, props, members):
+        if await self._replaced_because(txn, res, old, props, members) is not None:
             return REPLACE
-        servers, old_servers = read_servers(props, res), read_servers(old, res)
-        queue, retiring = [], dict(state.get("retiring") or {})
-        changed = shared_props(props) != shared_props(old)
-        for key in sorted(servers):
-            if key in members and servers[key] == old_servers.get(key):
-                if changed:
-                    queue.append(["update", key])  # unchanged members do not run again
-            else:
-                queue.append(["create", key])
-                if key in members:
-                    retiring[f"{key}@{members[key].id}"] = members[key].id
-        for key in sorted(set(members) - set(servers)):
-            retiring[key] = members[key].id
+        servers = read_servers(props, res)
+        queue, leaving = member_queue(members, read_servers(old, res), servers, old, props)
+        retiring = dict(state.get("retiring") or {})
+        for key in leaving:  # a member moved to another server leaves under a key of its own
+            retiring[f"{key}@{members[key].id}" if key in servers else key] = members[key].id
         state.update(action="UPDATE", queue=queue, retiring=retiring, running=[], pause_until=None)
         state["batch"] = _policy(res, "rolling_update")
         return await self._step(txn, res, props, state, [], row.physical_id or str(uuid.uuid4()))
+
+    async def replacement(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> str | None:
+        members = await load_members(txn, load_plan(row))
+        return await self._replaced_because(txn, res, row.properties or {}, props, members)
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         state = load_plan(row)
@@ -273,24 +269,53 @@ class DeploymentGroup:
             return Outcome("IN_PROGRESS", physical_id, await aggregate(txn, state))
         return done(physical_id, **await aggregate(txn, state))
 
-    async def _replaces(
+    async def _replaced_because(
         self,
         txn: Txn,
         res: Res,
         old: Mapping[str, Any],
         props: Mapping[str, Any],
         members: Mapping[str, DeploymentRow],
-    ) -> bool:
-        """The whole group is replaced (blue/green) on a new name, transport or replace_on_change value."""
+    ) -> str | None:
+        """Why the whole group is replaced (blue/green): a new name, transport or replace_on_change value."""
         if props.get("signal_transport") != old.get("signal_transport"):
-            return True
+            return f"signal_transport {old.get('signal_transport')} -> {props.get('signal_transport')}"
         servers = read_servers(props, res)
         for key, dep in members.items():
             source = await self._member.source(txn, res, member_props(props, key, servers))
             values = dict(props.get("input_values") or {})
-            if source.name != dep.name or deploy.replace_on_change_differs(dep, source, values):
-                return True
-        return False
+            if source.name != dep.name:
+                return f"member {key}: name {dep.name} -> {source.name}"
+            changed = deploy.replace_on_change_differs(dep, source, values)
+            if changed:
+                return f"member {key}: replace_on_change input {changed} changed"
+        return None
+
+
+def member_queue(
+    members: Mapping[str, Any],
+    old_servers: Mapping[str, str],
+    servers: Mapping[str, str],
+    old: Mapping[str, Any],
+    props: Mapping[str, Any],
+) -> tuple[list[list[str]], list[str]]:
+    """What an update does to each member: the ``[op, key]`` queue, and the members that leave.
+
+    A member on a new server is created anew (its old deployment leaves); members run
+    UPDATE only when the group's shared properties changed.
+    """
+    queue, leaving = [], []
+    changed = shared_props(props) != shared_props(old)
+    for key in sorted(servers):
+        if key in members and servers[key] == old_servers.get(key):
+            if changed:
+                queue.append(["update", key])  # unchanged members do not run again
+        else:
+            queue.append(["create", key])
+            if key in members:
+                leaving.append(key)
+    leaving += sorted(set(members) - set(servers))
+    return queue, leaving
 
 
 def _policy(res: Res, name: str) -> dict[str, Any]:
