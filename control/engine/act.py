@@ -86,6 +86,7 @@ class Actor:
         with hot.evaluating(hot.Budget(self.txn.runtime.settings.evaluation_cap)):
             resolved = hot.resolve(rdef.properties, ctx, f"resources.{name}.properties")
         props = changes.with_defaults(rdef.type, stackdef.plain(resolved))
+        props = changes.with_stack_defaults(rdef.type, props, self.defn.environment.deployment_defaults)
         secrecy.check_carriers(rdef.type, props, f"resources.{name}.properties")
         return res, props
 

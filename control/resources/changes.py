@@ -38,6 +38,19 @@ def with_defaults(type_name: str, props: Any) -> Any:
     return plain(hot.apply_defaults(spec, props))
 
 
+def with_stack_defaults(type_name: str, props: Any, defaults: Mapping[str, Any]) -> Any:
+    """*props* with the environment's ``deployment_defaults`` for what the resource leaves unset.
+
+    Stored with the properties, so a group's later batches and a plan see them too, and a
+    changed default changes the deployments that take it, as a changed property would.
+    """
+    spec = hot.TYPES.get(type_name)
+    if spec is None or not isinstance(props, dict) or not defaults:
+        return props
+    missing = {k: v for k, v in defaults.items() if k in spec.properties and props.get(k) is None}
+    return {**props, **plain(missing)} if missing else props
+
+
 def unchanged(res: Res, row: ResourceRow, props: Any) -> bool:
     """True when the resource is as its definition asks: nothing to do in this traversal.
 

@@ -118,7 +118,9 @@ def test_dry_run_prints_the_plan_and_leaves_the_database_byte_for_byte(
     before = _settled_database(cp)
     done = _update(cp, "--dry-run")
     assert done.returncode == 0, done.stderr
-    assert "replace    backend_deployment (OS::Heat::SoftwareDeployment) on bg-backend_server: " in done.stdout
+    assert (
+        "replace    backend_deployment (OS::Heat::SoftwareDeployment) on bg-backend_server: " in done.stdout
+    )
     assert "runs CREATE (new), DELETE (old)" in done.stdout
     assert "input BACKEND_ADDR: " in done.stdout and "input VERSION: 'v1' -> 'v2'" in done.stdout
     assert "1 to replace, 1 to update in place, 4 unchanged" in done.stdout, done.stdout
@@ -139,7 +141,9 @@ def test_heat_preview_of_blue_green_in_heat_categories_changes_nothing(
     (tmp_path / "scripts").mkdir()
     for name, text in _files().items():
         (tmp_path / name).write_text(text)
-    found = osc.json("stack", "update", "--dry-run", "-t", str(template), "--parameter", "backend_version=v2", "bg")
+    found = osc.json(
+        "stack", "update", "--dry-run", "-t", str(template), "--parameter", "backend_version=v2", "bg"
+    )
     names = {kind: sorted(r["resource_name"] for r in _listed(found[kind])) for kind in found}
     assert names["replaced"] == ["backend_deployment"]
     assert names["updated"] == ["frontend_deployment"]
