@@ -80,6 +80,14 @@ def _stack_paths() -> dict[str, Any]:
                 {"202": stack, **errors(401, 404, 409)},
             ),
         },
+        "/v1/stacks/{name}/preview": _on_stack(
+            "put",
+            "The plan of an update (the body of PUT /v1/stacks/{name}): per resource create, replace, "
+            "update, unchanged, delete or fail, with the reason, the server, what runs there and the "
+            "inputs that change; nothing is written",
+            {"200": json_body(OBJ), **errors(401, 404, template=True, body=True)},
+            requestBody=request_body(ref("StackUpdate")),
+        ),
         "/v1/stacks/{name}/abandon": _on_stack(
             "post",
             "Remove the stack running nothing (its servers and deployments stay, in no stack): "

@@ -81,11 +81,11 @@ def test_a_deployment_s_own_retry_wins_over_the_stack_default(
 
 
 def test_a_bad_stack_default_is_refused_naming_its_path(control_plane: ControlPlane, tmp_path: Path) -> None:
-    """A default out of range is a 400 naming environment…deployment_defaults.retry.retries; no stack is made."""
+    """A default out of range is a 400 naming environments[0].deployment_defaults.retry.retries; no stack is made."""
     cp = control_plane
     bad = "deployment_defaults:\n  retry: {retries: 99}\n"
     resp = cp.create("bad", stack(tmp_path, {"x": {"fix_at": 1}}), environments=[bad])
     assert 400 == resp.status, resp.body
-    assert "deployment_defaults.retry.retries" in json.dumps(resp.body)
+    assert "environments[0].deployment_defaults.retry.retries" in json.dumps(resp.body)
     assert "99 is not an integer in 0..20" in json.dumps(resp.body)
     assert 404 == cp.api("GET", "/v1/stacks/bad").status
