@@ -15,6 +15,7 @@ from control import hot
 from control.hot.definition import plain
 from control.resources import composite_for, handler_for
 from control.resources.base import Replaces, Res
+from control.resources.groups import GROUP_TYPES
 from control.store.orm import ResourceRow
 from control.txn import Txn
 
@@ -66,9 +67,16 @@ def unchanged(res: Res, row: ResourceRow, props: Any) -> bool:
 def updates_in_place(res: Res, row: ResourceRow) -> bool:
     """Whether the engine asks the handler to update *row* (else it is replaced at once).
 
-    A failed nested stack walks again in place: its own failed resources are replaced.
+    A failed nested stack walks again in place: its own failed resources are replaced. A
+    deployment group a rollback returns is updated in place too: only its members that ran
+    the failed change run again (a failed canary's), the others are not touched.
     """
-    return row.type == res.type and (row.status != "FAILED" or composite_for(res.type) is not None)
+    if row.type != res.type:
+        return False
+    in_place = composite_for(res.type) is not None or (
+        res.type in GROUP_TYPES and res.stack.action == "ROLLBACK"
+    )
+    return row.status != "FAILED" or in_place
 
 
 async def change(txn: Txn, res: Res, row: ResourceRow | None, props: Any) -> Change:
