@@ -80,6 +80,16 @@ def test_a_passing_canary_goes_on_with_the_rollout(control_plane: ControlPlane, 
     path.write_text(template(log, {"percent": 20, "success": {"max_failed": 1}}))
     assert cp.cli("stack", "create", "ok", "-t", str(path), "--wait").returncode == 0
     before = len(runs(log))
+    planned = cp.cli(
+        "stack", "update", "ok", "-t", str(path), "-P", "rev=r2", "--dry-run", "--format", "json"
+    )
+    assert planned.returncode == 0, planned.stderr
+    (fleet,) = [r for r in json.loads(planned.stdout)["resources"] if r["name"] == "fleet"]
+    assert fleet["change"] == "update" and fleet["inputs"] == {"REV": {"old": "r1", "new": "r2"}}
+    servers = {m["member"]: m["server"] for m in fleet["members"]}
+    assert servers == {f"m{i}": f"ok-{'ab'[i % 2]}" for i in range(10)}
+    assert {m["change"] for m in fleet["members"]} == {"update"}
+    assert len(runs(log)) == before  # the plan ran nothing
     done = cp.cli("stack", "update", "ok", "-t", str(path), "-P", "rev=r2", "--wait")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "canary passed: 2 of 2 members complete" in done.stdout

@@ -16,7 +16,7 @@ def body(retry: Any) -> dict[str, Any]:
     return {"anneal": {**extra, "retry": retry}}
 
 
-def test_a_pending_and_a_running_retry_give_their_reasons():
+def test_a_pending_and_a_running_retry_give_their_reasons() -> None:
     """Pending: when and after what; running: which retry."""
     assert retry_reason(decode(body({"retry": 2, "of": 3, "in": 4, "after": "exit 1"}))) == (
         "retry 2 of 3 in 4 s after exit 1"
@@ -34,14 +34,14 @@ def test_a_pending_and_a_running_retry_give_their_reasons():
         ({"retry": 1, "of": 3, "in": 1, "after": "x" * 65}, "anneal.retry.after"),
     ],
 )
-def test_a_bad_retry_note_is_refused_naming_the_field(note: Any, where: str):
+def test_a_bad_retry_note_is_refused_naming_the_field(note: Any, where: str) -> None:
     """A malformed note is a 400 at its field, never stored."""
     with pytest.raises(BadRequestError) as info:
         decode(body(note))
     assert info.value.where == where
 
 
-def test_the_stack_default_fills_only_an_unset_retry():
+def test_the_stack_default_fills_only_an_unset_retry() -> None:
     """A deployment's own retry (even retries 0) wins; types without a retry property get nothing."""
     default = {"retry": {"retries": 2}}
     dep = "OS::Heat::SoftwareDeployment"
