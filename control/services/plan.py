@@ -120,7 +120,9 @@ async def _entries(actor: Actor, rows: Mapping[str, ResourceRow]) -> list[Entry]
     current: dict[str, stackdef.ResourceView] = dict(rows)
     entries = []
     for name in actor.defn.order():
-        entry = await _judge(actor, name, rows.get(name), current)
+        row = rows.get(name)
+        held = row is not None and row.action == "INIT"  # a breakpoint holds its creation
+        entry = await _judge(actor, name, None if held else row, current)
         if entry.change.kind in ("create", "replace"):
             current[name] = Made(entry.type, f"<{name}: known after the update>", Pending(name))
         entries.append(entry)
