@@ -83,9 +83,7 @@ def _stack_paths() -> dict[str, Any]:
         },
         "/v1/stacks/{name}/preview": _on_stack(
             "put",
-            "The plan of an update (the body of PUT /v1/stacks/{name}): per resource create, replace, "
-            "update, unchanged, delete or fail, with the reason, the server, what runs there and the "
-            "inputs that change; nothing is written",
+            "The plan of an update (PUT's body): each resource's change, reason, server, runs, inputs; writes nothing",
             {"200": json_body(OBJ), **errors(401, 404, template=True, body=True)},
             requestBody=request_body(ref("StackUpdate")),
         ),
