@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from control import hot
 from control.engine import stackdef
-from control.engine.act import Actor
+from control.engine.act import Actor, error_reason
 from control.errors import ControlError
 from control.hot import taint
 from control.resources import DEPLOYMENT_TYPES, Res, changes, deploy
@@ -141,7 +141,8 @@ async def _judge(
         change = await changes.change(actor.txn, res, row, props)
     except (ControlError, hot.TemplateError) as e:
         # The engine would fail this resource in the update; the plan says so and goes on.
-        return Entry(name, type_name, changes.Change("fail", str(e)), row)
+        why = str(e) if isinstance(e, hot.TemplateError) else error_reason(e)
+        return Entry(name, type_name, changes.Change("fail", why), row)
     entry = Entry(name, type_name, _noting_pending(change, props), row)
     if type_name in DEPLOYMENT_TYPES or type_name in GROUP_TYPES:
         await _on_servers(actor.txn, res, entry, props)
