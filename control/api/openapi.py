@@ -81,6 +81,12 @@ def _stack_paths() -> dict[str, Any]:
                 {"202": stack, **errors(401, 404, 409)},
             ),
         },
+        "/v1/stacks/{name}/preview": _on_stack(
+            "put",
+            "The plan of an update (PUT's body): each resource's change, reason, server, runs, inputs; writes nothing",
+            {"200": json_body(OBJ), **errors(401, 404, template=True, body=True)},
+            requestBody=request_body(ref("StackUpdate")),
+        ),
         "/v1/stacks/{name}/abandon": _on_stack(
             "post",
             "Remove the stack running nothing (its servers and deployments stay, in no stack): "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent import wire_caps
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
@@ -16,8 +17,8 @@ from control.api.middleware import auth, bool_query, int_query, ok, optional_int
 from control.api.openapi import spec
 from control.documents import heat
 from control.errors import BadRequestError
-from control.services import abandon, agents, converge, queries, resource_signals, signing, stacks
-from control.store.orm import ServerRow
+from control.services import abandon, agents, converge, plan, queries, resource_signals, signing, stacks
+from control.store.orm import ServerRow, StackRow
 from control.transports import offline as offline_enrolment
 from control.transports import service as transport_service
 from control.transports.store import parse_signal_name
@@ -81,6 +82,19 @@ async def update_stack(request: web.Request) -> web.Response:
         body["if_match"] = request.headers["If-Match"].strip('"')
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     return ok(await stacks.update_stack(rt, engine.kick, request.match_info["name"], body), 202)
+
+
+@routes.put("/v1/stacks/{name}/preview")
+@auth("admin")
+async def preview_update(request: web.Request) -> web.Response:
+    """The plan of the update this body would start (the body of PUT /v1/stacks/NAME); nothing changes."""
+    name = request.match_info["name"]
+
+    async def find(session: AsyncSession) -> StackRow:
+        return await stacks.get_stack(session, name)
+
+    found = await plan.plan_update(request.app[RUNTIME], await read_object(request), find)
+    return ok(plan.plan_view(found))
 
 
 @routes.delete("/v1/stacks/{name}")

@@ -255,6 +255,12 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         if name == "update":
             p.add_argument("--existing", action="store_true", help="keep parameters given before")
             p.add_argument("--if-match", help="fail with 409 unless the stack is at this version")
+            p.add_argument(
+                "--dry-run",
+                action="store_true",
+                help="print what the update would create, replace, re-run and delete, per server, "
+                "and which inputs change; nothing changes",
+            )
     for name, text in (
         ("delete", "delete a stack"),
         ("suspend", "suspend a stack (deployments listing SUSPEND run it)"),

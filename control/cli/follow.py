@@ -45,7 +45,7 @@ def _print_events(events: list[dict[str, Any]], last: int) -> int:
 def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
     """Print events as they happen until the stack settles; 0 on COMPLETE."""
     deadline = time.monotonic() + timeout
-    last = since
+    last, rolled_back = since, ""
     while time.monotonic() < deadline:
         try:
             # The stack first: events read after it include every one up to the state it shows.
@@ -70,16 +70,36 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
             with contextlib.suppress(ClientError):
                 events = client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)})
         last = _print_events(events, last)
+        rolled_back = _rollback_reason(name, events) or rolled_back
         if not stack["status"].endswith("IN_PROGRESS"):
-            print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
-            if stack["status"].endswith("FAILED"):
-                for f in client.call("GET", api_path("stacks", name, "failures")):
-                    print_failure(f)
-                return 1
-            return 0
+            return _verdict(client, name, stack, rolled_back)
         time.sleep(0.05)
     print(f"anneal: stack {name} still in progress after {timeout:g} s", file=sys.stderr)
     return 1
+
+
+def _rollback_reason(name: str, events: list[dict[str, Any]]) -> str:
+    """Why the stack rolled back, from its ROLLBACK IN_PROGRESS event among *events* ("" if none)."""
+    found = ""
+    for ev in events:  # the stack's own events are named by the stack
+        if ev["resource_name"] in ("", name) and (ev["action"], ev["status"]) == ("ROLLBACK", "IN_PROGRESS"):
+            found = str(ev["reason"]).removeprefix("Stack ROLLBACK started: ")
+    return found
+
+
+def _verdict(client: Client, name: str, stack: dict[str, Any], rolled_back: str) -> int:
+    """Print how the stack settled; 0 only for a COMPLETE create, update, delete, suspend or resume.
+
+    A rollback that completed is still a change that failed: non-zero, with the reason it rolled back.
+    """
+    print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
+    if stack["status"].startswith("ROLLBACK"):
+        print(f"stack {name} was rolled back: {rolled_back or 'the change failed'}")
+    if stack["status"].endswith("FAILED") or stack["status"].startswith("ROLLBACK"):
+        for f in client.call("GET", api_path("stacks", name, "failures")):
+            print_failure(f)
+        return 1
+    return 0
 
 
 def print_failure(f: dict[str, Any]) -> None:
