@@ -92,11 +92,11 @@ class Budget:
     @contextlib.contextmanager
     def leniently(self) -> Iterator[None]:
         """A dry run: a call's other errors give null (its arguments may be placeholders)."""
-        self.lenient = True
+        before, self.lenient = self.lenient, True
         try:
             yield
         finally:
-            self.lenient = False
+            self.lenient = before
 
     def tolerates(self, error: TemplateError) -> bool:
         return self.lenient and not isinstance(error, BudgetError)
