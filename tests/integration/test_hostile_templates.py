@@ -95,6 +95,11 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
         },
         "resources.bomb",
     ),
+    # yaql's own quotas allow 1.8 MB per expression (200 strings of 9,000): 40 are over the budget.
+    "yaql": (
+        {f"bomb{i:02d}": value({"yaql": {"expression": "range(200).select('x' * 9000)"}}) for i in range(40)},
+        "resources.bomb",
+    ),
     # A group copies its properties to each member: 2,000 members of 1 MiB inputs.
     "group_members": (
         {
@@ -146,7 +151,8 @@ def test_every_hostile_case_is_refused_naming_the_call_with_memory_bounded(hosti
         assert 400 == resp.status, (case, resp.body)
         error = resp.body["error"]
         assert error["where"].startswith(where), (case, error)
-        assert "would exceed the cap" in error["message"] or "evaluation budget" in error["message"], error
+        bounds = ("would exceed the cap", "evaluation budget", "yaql expressions took longer than")
+        assert any(bound in error["message"] for bound in bounds), error  # yaql's: time, on a slow machine
         assert 404 == cp.api("GET", f"/v1/stacks/{case.replace('_', '-')}").status
     grown_mb = (peak_rss_kib(cp) - before) / 1024
     assert grown_mb < 400, f"peak RSS grew by {grown_mb:.0f} MB"
@@ -203,6 +209,19 @@ def test_a_backtracking_pattern_is_refused_naming_it_while_health_answers(hostil
     error = answer[0].body["error"]
     assert (400, "parameters.word") == (answer[0].status, error["where"]), error
     assert "(a|a)+" in error["message"] and "backtracks" in error["message"]
+
+
+def test_a_slow_yaql_expression_is_refused_at_create_naming_it(hostile_cp: ControlPlane) -> None:
+    """A join of two 150-item lists runs past yaql's time bound: a 400 naming the call, nothing stored."""
+    slow = "let(x => range(150).toList()) -> $x.join($x, true, [$1, $2]).len()"
+    resp = hostile_cp.create("slow-yaql", template({"slow": value({"yaql": {"expression": slow}})}))
+    assert 400 == resp.status, resp.body
+    error = resp.body["error"]
+    assert ("resources.slow.properties.value", True) == (
+        error["where"],
+        "took longer than" in error["message"],
+    )
+    assert 404 == hostile_cp.api("GET", "/v1/stacks/slow-yaql").status
 
 
 def test_nested_quantifiers_are_matched_not_frozen_on(hostile_cp: ControlPlane) -> None:
