@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -43,11 +44,13 @@ async def bump(session: AsyncSession, name: str = COUNTER) -> None:
 class Credentials:
     """One process's cache of agent credentials, never trusted longer than *bound* seconds."""
 
-    def __init__(self, bound: float = BOUND) -> None:
+    def __init__(self, bound: float = BOUND, clock: Callable[[], float] = time.monotonic) -> None:
         self.bound = bound
+        #: Seconds, monotonic; a test's own clock checks the bound without the wall clock.
+        self.clock = clock
         self._servers: dict[str, str] = {}
         self._counter: int | None = None
-        #: time.monotonic() when the last successful counter read started.
+        #: clock() when the last successful counter read started.
         self._confirmed = float("-inf")
         self._reading: asyncio.Task[None] | None = None
         #: Counter reads and re-checks made (for the tests and the bench).
@@ -57,7 +60,7 @@ class Credentials:
     async def server_of(self, sessions: async_sessionmaker[AsyncSession], digest: str) -> str | None:
         """The server whose current credential hashes to *digest*, or None."""
         await self._fresh(sessions)
-        if time.monotonic() - self._confirmed <= self.bound:
+        if self.clock() - self._confirmed <= self.bound:
             found = self._servers.get(digest)
             if found is not None:
                 return found
@@ -85,7 +88,7 @@ class Credentials:
 
     async def _fresh(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         """Read the counter in the background once half the bound passed; wait for it past the bound."""
-        age = time.monotonic() - self._confirmed
+        age = self.clock() - self._confirmed
         if age <= self.bound / 2:
             return
         if self._reading is None or self._reading.done():
@@ -94,7 +97,7 @@ class Credentials:
             await asyncio.shield(self._reading)
 
     async def _read(self, sessions: async_sessionmaker[AsyncSession]) -> None:
-        started = time.monotonic()
+        started = self.clock()
         try:
             async with sessions() as session:
                 counter = await session.scalar(select(CounterRow.value).where(CounterRow.name == COUNTER))
