@@ -337,6 +337,13 @@ def _template(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="the cap `anneal serve --max-nested-depth` applies (default 5)",
     )
+    p.add_argument(
+        "--max-evaluation-bytes",
+        type=size,
+        default=0,
+        metavar="SIZE",
+        help="the budget `anneal serve --max-evaluation-bytes` applies (default: 128 times the template cap, at least 64M)",
+    )
 
 
 def _environment_and_parameters(p: argparse.ArgumentParser) -> None:
