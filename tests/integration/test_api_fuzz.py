@@ -41,6 +41,7 @@ SEED = "" if SEED == "random" else SEED
 SEMANTIC = [
     "POST /v1/stacks",
     "PUT /v1/stacks/{name}",
+    "PUT /v1/stacks/{name}/preview",
     "POST /v1/servers",
     "PATCH /v1/servers/{name}",
     "POST /v1/signals/import",
