@@ -50,6 +50,8 @@ class Runtime:
     published: dict[str, int] = field(default_factory=dict)
     #: The queue result signals are applied from in batches, made on the first signal.
     signal_batch: SignalQueue | None = None
+    #: The process is stopping: long-polls answer at once rather than hold its shutdown.
+    stopping: bool = False
 
     async def publish(self, server_ids: Iterable[str]) -> None:
         """Render, sign and hand each server's document to the publisher; re-sign those near expiry.

@@ -1,4 +1,4 @@
-"""Following a stack until it settles: its events as they happen, then the verdict and any failures."""
+"""Following a stack until it settles: its events as they happen, its progress, then the verdict and any failures."""
 
 from __future__ import annotations
 
@@ -9,17 +9,18 @@ import time
 from typing import Any
 
 from control.cli.client import Client, ClientError, api_path
-from control.cli.output import show, when
+from control.cli.output import show
+from control.cli.report import JsonLines, Progress, Reporter, reporter
 
 
 def after_change(client: Client, args: argparse.Namespace, stack: dict[str, Any], what: str) -> int:
     if not args.wait:
         show(stack, args.format)
         return 0
-    print(f"stack {stack['name']} {what} (version {stack['version']})")
-    for warning in stack.get("warnings", []):
-        print(f"warning: {warning}")
-    return wait_for(client, stack["name"], args.timeout, since=_last_event_before(client, stack))
+    out = reporter(args.format)
+    out.started(stack, what)
+    since = _last_event_before(client, stack)
+    return wait_for(client, stack["name"], args.timeout, since=since, out=out)
 
 
 def _last_event_before(client: Client, stack: dict[str, Any]) -> int:
@@ -34,52 +35,87 @@ def _last_event_before(client: Client, stack: dict[str, Any]) -> int:
     return (first[0]["id"] - 1) if first else 0
 
 
-def _print_events(events: list[dict[str, Any]], last: int) -> int:
+def _print_events(out: Reporter, events: list[dict[str, Any]], last: int) -> int:
     for ev in events:
         last = ev["id"]
-        reason = f": {ev['reason']}" if ev["reason"] and ev["reason"] != "state changed" else ""
-        print(f"{when(ev['timestamp'])}  {ev['resource_name']:<24} {ev['action']}_{ev['status']}{reason}")
+        out.event(ev)
     return last
 
 
-def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
-    """Print events as they happen until the stack settles; 0 on COMPLETE."""
+def _total(client: Client, name: str) -> int:
+    """The stack's resources as its definition has them (a create's rows appear as it goes)."""
+    try:
+        graph = client.call("GET", api_path("stacks", name, "graph"))
+    except ClientError:
+        return 0
+    return sum(1 for n in graph["nodes"] if n["current"])
+
+
+def wait_for(client: Client, name: str, timeout: float, since: int = 0, out: Reporter | None = None) -> int:
+    """Report events and progress as they happen until the stack settles; 0 on COMPLETE."""
+    out = out or reporter("table")
     deadline = time.monotonic() + timeout
-    last = since
+    last, progress = since, Progress(_total(client, name))
     while time.monotonic() < deadline:
         try:
             # The stack first: events read after it include every one up to the state it shows.
-            stack = client.call("GET", api_path("stacks", name), query={"summary": "true"})
+            stack = client.call(
+                "GET", api_path("stacks", name), query={"summary": "true", "progress": "true"}
+            )
             query = {"after": str(last)}
             if stack["status"].endswith("IN_PROGRESS"):
                 query["wait"] = "5"  # long-poll: answered as soon as a newer event exists
             events = client.call("GET", api_path("stacks", name, "events"), query=query)
         except ClientError as err:
             if err.status == 404:
-                # Its events stay readable by its name: the last ones come before the verdict.
-                with contextlib.suppress(ClientError):
-                    _print_events(
-                        client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)}),
-                        last,
-                    )
-                print(f"stack {name} deleted")
-                return 0
+                return _deleted(client, name, last, progress, out)
             raise
-        if not stack["status"].endswith("IN_PROGRESS"):
+        settled = not stack["status"].endswith("IN_PROGRESS")
+        if settled:
             # Events that happened between the two reads above come before the last line.
             with contextlib.suppress(ClientError):
                 events = client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)})
-        last = _print_events(events, last)
-        if not stack["status"].endswith("IN_PROGRESS"):
-            print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
-            if stack["status"].endswith("FAILED"):
-                for f in client.call("GET", api_path("stacks", name, "failures")):
-                    print_failure(f)
-                return 1
-            return 0
+        last = _print_events(out, events, last)
+        changed = progress.update(stack["progress"], stack["action"] == "DELETE")
+        out.progress(progress, changed, final=settled)
+        if settled:
+            return _verdict(client, stack, out)
         time.sleep(0.05)
+    out.result({"stack": name, "status": "IN_PROGRESS", "timed_out": True})
     print(f"anneal: stack {name} still in progress after {timeout:g} s", file=sys.stderr)
     return 1
+
+
+def _deleted(client: Client, name: str, last: int, progress: Progress, out: Reporter) -> int:
+    # Its events stay readable by its name: the last ones come before the verdict.
+    with contextlib.suppress(ClientError):
+        _print_events(
+            out, client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)}), last
+        )
+    progress.update({"resources": 0, "done": 0, "failed": 0, "in_progress": 0}, deleting=True)
+    out.progress(progress, True, final=True)
+    out.result({"stack": name, "status": "DELETE_COMPLETE", "deleted": True})
+    if not isinstance(out, JsonLines):
+        print(f"stack {name} deleted")
+    return 0
+
+
+def _verdict(client: Client, stack: dict[str, Any], out: Reporter) -> int:
+    name, failed = stack["name"], stack["status"].endswith("FAILED")
+    failures = client.call("GET", api_path("stacks", name, "failures")) if failed else []
+    out.result(
+        {
+            "stack": name,
+            "status": stack["status"],
+            "status_reason": stack["status_reason"],
+            "failures": failures,
+        }
+    )
+    if not isinstance(out, JsonLines):
+        print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
+        for f in failures:
+            print_failure(f)
+    return 1 if failed else 0
 
 
 def print_failure(f: dict[str, Any]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -19,6 +20,7 @@ from control.resources import composite_for
 from control.resources.group_members import failed_member
 from control.resources.provider import HIDDEN as HIDDEN_OUTPUT
 from control.runtime import Runtime
+from control.services import lookup
 from control.services.stacks import MASK, STATE_ONLY, get_stack, mask, stack_view
 from control.settings import Settings
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
@@ -81,6 +83,14 @@ async def nested_stacks(session: AsyncSession, stack_id: str, depth: int) -> dic
     return found
 
 
+@dataclass(frozen=True)
+class EventFilter:
+    """Which events a reader wants besides the cursor: one resource's, from a time on (epoch seconds)."""
+
+    resource: str | None = None
+    since: float | None = None
+
+
 async def stack_events(
     session: AsyncSession,
     ref: str,
@@ -88,12 +98,13 @@ async def stack_events(
     traversal: int | None = None,
     limit: int | None = None,
     nested_depth: int = 0,
+    where: EventFilter | None = None,
 ) -> list[dict[str, Any]]:
     """A stack's events after *after*, oldest first: of one *traversal* only when given, at most *limit*.
 
     With *nested_depth*, the events of its nested stacks that many levels down are merged in
     (the traversal filter applies to the stack's own events). A deleted stack's events stay
-    queryable by its name or id.
+    queryable by its name or id. *where* keeps those of one resource, from one time on.
     """
     stack_id, name = await _events_of(session, ref)
     names = {stack_id: name, **(await nested_stacks(session, stack_id, nested_depth))}
@@ -101,8 +112,12 @@ async def stack_events(
     own = EventRow.stack_id == stack_id
     if traversal is not None:
         own = own & (EventRow.traversal == traversal)
-    where = own | EventRow.stack_id.in_([k for k in names if k != stack_id]) if len(names) > 1 else own
-    stmt = select(EventRow).where(where, EventRow.id > after).order_by(EventRow.id)
+    chosen = own | EventRow.stack_id.in_([k for k in names if k != stack_id]) if len(names) > 1 else own
+    stmt = select(EventRow).where(chosen, EventRow.id > after).order_by(EventRow.id)
+    if where is not None and where.resource is not None:
+        stmt = stmt.where(EventRow.resource_name == where.resource)
+    if where is not None and where.since is not None:
+        stmt = stmt.where(EventRow.timestamp >= where.since)
     rows = await session.scalars(stmt.limit(limit))
     return [
         {
@@ -150,13 +165,14 @@ async def wait_events(
     traversal: int | None = None,
     limit: int | None = None,
     nested_depth: int = 0,
+    where: EventFilter | None = None,
 ) -> list[dict[str, Any]]:
     """Events after *after*; with *wait* > 0, hold the request until one arrives (bounded, polled)."""
     deadline = time.monotonic() + wait
     while True:
         async with rt.sessions() as session:
-            events = await stack_events(session, ref, after, traversal, limit, nested_depth)
-        if events or time.monotonic() >= deadline:
+            events = await stack_events(session, ref, after, traversal, limit, nested_depth, where)
+        if events or time.monotonic() >= deadline or rt.stopping:
             return events
         await asyncio.sleep(min(EVENT_POLL, max(0.0, deadline - time.monotonic())))
 
@@ -260,10 +276,9 @@ def deployment_summary(dep: DeploymentRow, server_name: str) -> dict[str, Any]:
     }
 
 
-async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
-    dep = await session.get(DeploymentRow, dep_id)
-    if dep is None:
-        raise NotFoundError(f"deployment {dep_id!r} not found", where="deployment")
+async def show_deployment(session: AsyncSession, ref: str) -> dict[str, Any]:
+    """The deployment *ref* names (id, unique id prefix or ``stack/resource``) with its results."""
+    dep = await lookup.find_deployment(session, ref)
     server = await session.get(ServerRow, dep.server_id)
     stack_texts = await seal.stack_texts(session, [dep.stack_id] if dep.stack_id else [])
     secrets = seal.texts_for(dep.item, stack_texts.get(dep.stack_id or "", ()))
