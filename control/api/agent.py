@@ -42,7 +42,7 @@ async def document(request: web.Request) -> web.StreamResponse:
         # again), and the change that woke it may be that very revocation: a new document is
         # handed over only to a credential the database holds now, not one cached a moment ago.
         if doc.etag != etag:
-            await agents.check_still_held(rt, server_id, request[AUTH_CREDENTIAL])
+            await agents.check_still_held(rt, server_id, request[AUTH_CREDENTIAL], doc.at)
         else:
             await agents.authenticate(rt, request[AUTH_CREDENTIAL])
     if doc is None:

@@ -10,8 +10,9 @@ port: it holds an HTTP publisher and also writes to the object stores.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from control.store.orm import DeploymentRow, ServerRow
@@ -29,6 +30,8 @@ class Publisher(Protocol):
 class Published:
     serial: int
     body: bytes
+    #: time.monotonic() when this process published it (what a woken long-poll re-checks against).
+    at: float = field(default_factory=time.monotonic, compare=False)
 
     @property
     def etag(self) -> str:

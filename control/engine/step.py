@@ -117,10 +117,16 @@ class Step:
         stack, rows = self.stack, self.rows
         failed = [r for r in rows if r.status == "FAILED" and r.traversal == stack.traversal]
         if failed:
+            if self.slices.light:
+                # A group's check failed it in this step, which holds light records: the failure
+                # commits now, and the next step (kicked by check) loads full rows, as Slices.rows
+                # does whenever a resource failed, for the rollback that rewrites rows stack-wide.
+                self.txn.kicks.add(stack.id)
+                return False
             first = failed[0]
-            # Slices.rows holds full rows when a resource has failed; a light record that failed
-            # in this step's check is not one: the step then ends as an internal error.
-            assert isinstance(first, ResourceRow), f"resource {first.name} failed during a sliced step"
+            assert isinstance(first, ResourceRow), (
+                f"resource {first.name}: a light record outside a sliced step"
+            )
             return await rollback.resource_failed(self.txn, stack, rows, first)
         if stack.action in lifecycle.ACTIONS:
             return await self._lifecycle()

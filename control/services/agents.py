@@ -212,11 +212,10 @@ async def authenticate(rt: Runtime, digest: str) -> str:
     return server_id
 
 
-async def check_still_held(rt: Runtime, server_id: str, digest: str) -> None:
-    """Refuse *digest* unless the database holds it for *server_id* now (no cache: one SELECT)."""
-    async with rt.sessions() as session:
-        held = await session.scalar(select(ServerRow.credential_hash).where(ServerRow.id == server_id))
-    scope.check_held(held, digest)
+async def check_still_held(rt: Runtime, server_id: str, digest: str, since: float) -> None:
+    """Refuse *digest* unless it is *server_id*'s by a revocation-counter read started after *since*."""
+    if not await rt.credentials.held_since(rt.sessions, digest, server_id, since):
+        raise AuthError("unknown or revoked agent credential", where="Authorization")
 
 
 async def heartbeat(rt: Runtime, server_id: str, digest: str, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,9 +11,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.documents.seal import secret_strings
 from control.errors import BadRequestError, ConflictError, NotFoundError
-from control.resources import DEPLOYMENT_TYPES
+from control.resources import DEPLOYMENT_TYPES, handler_for
+from control.resources.base import Signalled
 from control.runtime import Runtime
-from control.services import agents
+from control.services import agents, resource_signals
 from control.services.stacks import STATE_ONLY, mask
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
@@ -138,27 +139,39 @@ async def server_items(session: AsyncSession, server_id: str) -> list[dict[str, 
 async def signal_resource(
     rt: Runtime, kick: Callable[[str], None], stack_name: str, stack_id: str, name: str, body: Any
 ) -> dict[str, Any]:
-    """Heat's resource signal with the admin token: a deployment's body is its result for the current generation."""
+    """Heat's resource signal with the admin token: a deployment's body is its result for the current
+    generation; a resource that takes signals of its own (a scaling policy) acts on the body."""
     async with rt.sessions() as session:
         stack = await identified_stack(session, stack_name, stack_id, *STATE_ONLY)
-        row = await _resource(session, stack, name)
-        if row.type not in DEPLOYMENT_TYPES or not row.physical_id:
-            raise BadRequestError(
-                f"Signal resource during {row.action} is not supported: {name} is a {row.type}; "
-                "only software deployments take signals here",
-                where="resource",
-            )
-        dep = await session.get(DeploymentRow, row.physical_id)
-        if dep is None or dep.status != "IN_PROGRESS":
-            raise ConflictError(
-                f"resource {name} is not waiting for a signal (its deployment is "
-                f"{'gone' if dep is None else dep.action + '_' + dep.status})",
-                where="resource",
-            )
-        dep_id, generation = dep.id, dep.generation
+        row, own = await _resource(session, stack, name), stack.id
+        takes_own = row.type not in DEPLOYMENT_TYPES and isinstance(handler_for(row.type), Signalled)
+        if not takes_own:
+            dep_id, generation = await _waiting_deployment(session, row)
+    if takes_own:
+        if body is not None and not isinstance(body, Mapping):  # heatclient sends null without --data
+            raise BadRequestError("body: a JSON object, or none", where="body")
+        return await resource_signals.signal_resource(rt, kick, own, name, body or {})
     # The admin token stands for the signal URL: the same credential check, the same batch.
     sig = rt.keys.signal_signature(dep_id, generation)
     return await agents.record_signal(rt, kick, dep_id, generation, body or {}, sig=sig, server_id=None)
+
+
+async def _waiting_deployment(session: AsyncSession, row: ResourceRow) -> tuple[str, int]:
+    """The id and generation of the deployment resource *row* stands for, which must be waiting for its signal."""
+    if row.type not in DEPLOYMENT_TYPES or not row.physical_id:
+        raise BadRequestError(
+            f"Signal resource during {row.action} is not supported: {row.name} is a {row.type}; "
+            "only software deployments and resources that take signals (scaling policies) take them",
+            where="resource",
+        )
+    dep = await session.get(DeploymentRow, row.physical_id)
+    if dep is None or dep.status != "IN_PROGRESS":
+        raise ConflictError(
+            f"resource {row.name} is not waiting for a signal (its deployment is "
+            f"{'gone' if dep is None else dep.action + '_' + dep.status})",
+            where="resource",
+        )
+    return dep.id, dep.generation
 
 
 async def mark_unhealthy(

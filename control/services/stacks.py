@@ -15,7 +15,7 @@ from sqlalchemy.orm.exc import StaleDataError
 from control import hot
 from control.engine import stackdef
 from control.engine.rollback import start_rollback
-from control.engine.settle import settle
+from control.engine.settle import finish, settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.hot import taint
 from control.hot.names import name_problem
@@ -273,11 +273,8 @@ async def _cancel(txn: Txn, stack: StackRow) -> None:
         dep.completed_at = dep.updated_at = now
         txn.publish.add(dep.server_id)
         await settle(txn, dep)
-    stack.status, stack.status_reason, stack.updated_at = "FAILED", f"Stack {stack.action} cancelled", now
-    txn.event(stack.id, "", stack.action, "FAILED", stack.status_reason, traversal=stack.traversal)
+    finish(txn, stack, "FAILED", f"Stack {stack.action} cancelled")
     txn.kicks.add(stack.id)
-    if stack.parent_id is not None:
-        txn.kicks.add(stack.parent_id)
 
 
 async def change_stack(rt: Runtime, kick: Callable[[str], None], name: str, action: str) -> dict[str, Any]:

@@ -50,6 +50,8 @@ class Credentials:
         #: time.monotonic() when the last successful counter read started.
         self._confirmed = float("-inf")
         self._reading: asyncio.Task[None] | None = None
+        #: time.monotonic() when ``_reading`` was started (at most when its read began).
+        self._read_started = float("-inf")
         #: Counter reads and re-checks made (for the tests and the bench).
         self.reads = 0
         self.rechecks = 0
@@ -66,6 +68,25 @@ class Credentials:
         if found is not None:
             self._servers[digest] = found
         return found
+
+    async def held_since(
+        self, sessions: async_sessionmaker[AsyncSession], digest: str, server_id: str, since: float
+    ) -> bool:
+        """Whether *digest* is still *server_id*'s credential, by what a counter read started after *since* saw.
+
+        The long-polls one publish wakes share that one read (a woken agent's credential may
+        have been revoked by the very change that woke it): a row read each cost the last of
+        a hundred agents a hundred serial SELECTs.
+        """
+        if await self._confirmed_since(sessions, since):
+            cached = self._servers.get(digest)
+            if cached is not None:
+                return cached == server_id
+        async with sessions() as session:
+            held = await session.scalar(select(ServerRow.credential_hash).where(ServerRow.id == server_id))
+        if held == digest:
+            self._servers[digest] = server_id
+        return held == digest
 
     async def close(self) -> None:
         """Stop a counter read still running (the process is shutting down)."""
@@ -89,9 +110,27 @@ class Credentials:
         if age <= self.bound / 2:
             return
         if self._reading is None or self._reading.done():
-            self._reading = asyncio.create_task(self._read(sessions), name="credential-counter")
-        if age > self.bound:
+            self._start_read(sessions)
+        if age > self.bound and self._reading is not None:
             await asyncio.shield(self._reading)
+
+    async def _confirmed_since(self, sessions: async_sessionmaker[AsyncSession], since: float) -> bool:
+        """Whether a counter read that started at or after *since* completed (one is started if need be)."""
+        if self._confirmed >= since:
+            return True
+        if self._reading is not None and not self._reading.done() and self._read_started < since:
+            await asyncio.shield(self._reading)  # it began too early to count: let it end first
+            if self._confirmed >= since:
+                return True
+        if self._reading is None or self._reading.done():
+            self._start_read(sessions)
+        assert self._reading is not None
+        await asyncio.shield(self._reading)
+        return self._confirmed >= since
+
+    def _start_read(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._read_started = time.monotonic()
+        self._reading = asyncio.create_task(self._read(sessions), name="credential-counter")
 
     async def _read(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         started = time.monotonic()

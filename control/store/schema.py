@@ -13,27 +13,30 @@ from __future__ import annotations
 import functools
 import io
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, event, inspect, make_url, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from control.store.sqliteconn import RollbackOnClose
 
+if TYPE_CHECKING:  # Alembic (10 MiB) is imported only to change a schema or print one
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
 log = logging.getLogger(__name__)
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 #: The revision of release 36f815b's schema, and the ``anneal_meta`` value that marks it.
 BASELINE, LEGACY_VERSION = "0001", "4"
+#: A revision file's own id and its parent's, as each file in ``versions/`` states them.
+_REVISION_LINE = re.compile(r'^(down_revision|revision) = (?:"(\w+)"|None)$', re.MULTILINE)
 #: Any number: the PostgreSQL advisory lock that serialises processes creating or upgrading the schema.
 _LOCK = 0x616E6E65
 
@@ -67,6 +70,8 @@ class Version:
 
 def alembic_config(**attributes: Any) -> Config:
     """Alembic's settings, made here: there is no alembic.ini; *attributes* reach env.py."""
+    from alembic.config import Config  # noqa: PLC0415
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.set_main_option("file_template", "r%%(rev)s_%%(slug)s")
@@ -76,13 +81,30 @@ def alembic_config(**attributes: Any) -> Config:
 
 @functools.cache
 def _script() -> ScriptDirectory:
+    from alembic.script import ScriptDirectory  # noqa: PLC0415
+
     return ScriptDirectory.from_config(alembic_config())
 
 
-def head() -> str:
-    found = _script().get_current_head()
-    assert found is not None, f"no revisions in {MIGRATIONS}"
+@functools.cache
+def chain() -> dict[str, str | None]:
+    """Each revision and the one it follows, read from the files' text: a check at start-up
+    needs no Alembic (tests/unit/test_schema_chain.py holds this to Alembic's own reading)."""
+    found: dict[str, str | None] = {}
+    for path in sorted((MIGRATIONS / "versions").glob("r*.py")):
+        lines = {m[1]: m[2] for m in _REVISION_LINE.finditer(path.read_text())}
+        assert "revision" in lines and "down_revision" in lines, (
+            f"{path}: no revision = / down_revision = line"
+        )
+        found[lines["revision"]] = lines["down_revision"]
     return found
+
+
+def head() -> str:
+    revisions = chain()
+    heads = sorted(set(revisions) - set(revisions.values()))
+    assert len(heads) == 1, f"{MIGRATIONS}: expected one head revision, found {heads or 'none'}"
+    return heads[0]
 
 
 async def prepare(url: str) -> None:
@@ -130,7 +152,7 @@ def version_of(conn: Connection) -> Version:
     tables = set(inspect(conn).get_table_names())
     top = head()
     if "alembic_version" in tables:
-        heads = MigrationContext.configure(conn).get_current_heads()
+        heads = list(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
         if len(heads) != 1:
             raise SchemaError(f"the database's alembic_version table holds {list(heads)}: expected one row")
         _known(heads[0], top)
@@ -152,7 +174,7 @@ def version_of(conn: Connection) -> Version:
 
 
 def _known(revision: str, top: str) -> None:
-    if revision not in {r.revision for r in _script().walk_revisions()}:
+    if revision not in chain():
         raise SchemaError(
             f"the database is at schema revision {revision}, which this control plane does not know "
             f"(its newest is {top}): a newer anneal upgraded it; run that version"
@@ -161,6 +183,8 @@ def _known(revision: str, top: str) -> None:
 
 def run_revisions(conn: Connection, found: Version) -> None:
     """Apply the missing revisions on *conn*, inside its transaction; check foreign keys after."""
+    from alembic import command  # noqa: PLC0415
+
     cfg = alembic_config(connection=conn)
     if found.legacy:
         command.stamp(cfg, BASELINE)
@@ -175,6 +199,8 @@ def offline_sql(dialect: str, found: Version) -> str:
     """The SQL an upgrade from *found* runs on *dialect*, as Alembic's offline mode prints it."""
     if found.current == found.head:
         return ""
+    from alembic import command  # noqa: PLC0415
+
     out = io.StringIO()
     cfg = alembic_config(dialect=dialect)
     cfg.output_buffer = out

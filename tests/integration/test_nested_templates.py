@@ -8,6 +8,7 @@ order, is read from it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -171,6 +172,11 @@ def test_three_levels_create_update_and_delete_depth_first(cp: ControlPlane, tre
     assert (mid["id"], 2) == (leaf["parent"], leaf["nested_depth"])
     assert "deep" not in {s["name"] for s in nested.values() if s["parent"]}
     assert not any(s["parent"] for s in cp.api("GET", "/v1/stacks").body)  # top-level only by default
+    listed = {s["name"]: s for s in json.loads(_cli_ok(cp, "stack", "list", "--nested", "-f", "json"))}
+    assert {mid["name"], leaf["name"], "deep"} <= set(listed)
+    assert listed[leaf["name"]]["parent"] == mid["id"]
+    top_only = {s["name"] for s in json.loads(_cli_ok(cp, "stack", "list", "-f", "json"))}
+    assert "deep" in top_only and not {mid["name"], leaf["name"]} & top_only
 
     _cli_ok(cp, "stack", "update", "deep", "-t", top, "-P", f"log={log}", "-P", "leaf_rev=r2", "--wait")
     assert ["leaf UPDATE r2"] == _lines(log)[3:]  # top's and mid's deployments did not run again

@@ -93,3 +93,43 @@ def test_unknown_credential_is_refused_and_not_cached(tmp_path: Path) -> None:
                 assert await cache.server_of(db.sessions, token_hash("nobody")) is None
 
     asyncio.run(run())
+
+
+def test_woken_long_polls_share_one_counter_read(tmp_path: Path) -> None:
+    """A hundred checks after one publish cost one counter read (one statement), not a SELECT each."""
+
+    async def run() -> None:
+        async with sqlite_database(tmp_path) as db:
+            server = await _server(db, "c1")
+            cache = Credentials(bound=600.0)
+            assert server == await cache.server_of(db.sessions, token_hash("c1"))
+            published = time.monotonic()
+            statements = _count_statements(db)
+            checks = [cache.held_since(db.sessions, token_hash("c1"), server, published) for _ in range(100)]
+            assert [True] * 100 == await asyncio.gather(*checks)
+            assert 1 == len(statements), statements
+            assert not await cache.held_since(db.sessions, token_hash("c1"), "another-server", published)
+
+    asyncio.run(run())
+
+
+def test_a_check_after_a_publish_sees_a_revocation_made_elsewhere_before_it(tmp_path: Path) -> None:
+    """Even with a long bound, a credential revoked by another process before the publish is refused."""
+
+    async def run() -> None:
+        async with sqlite_database(tmp_path) as db:
+            server = await _server(db, "old")
+            here, there = Credentials(bound=600.0), Credentials(bound=600.0)
+            assert server == await there.server_of(db.sessions, token_hash("old"))
+            async with db.sessions() as session:
+                await session.execute(
+                    update(ServerRow).where(ServerRow.id == server).values(credential_hash=token_hash("new"))
+                )
+                await here.revoke(session, token_hash("old"))
+                await session.commit()
+            published = time.monotonic()  # the other process renders the new document after the commit
+            assert server == await there.server_of(db.sessions, token_hash("old"))  # cached: within the bound
+            assert not await there.held_since(db.sessions, token_hash("old"), server, published)
+            assert await there.held_since(db.sessions, token_hash("new"), server, published)
+
+    asyncio.run(run())

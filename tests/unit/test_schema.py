@@ -111,8 +111,10 @@ def extra_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     shutil.copytree(schema.MIGRATIONS, scratch, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(schema, "MIGRATIONS", scratch)
     schema._script.cache_clear()
+    schema.chain.cache_clear()
     yield scratch / "versions" / "r9001_test.py"
     schema._script.cache_clear()
+    schema.chain.cache_clear()
 
 
 def _write_revision(path: Path, body: str) -> None:
@@ -121,6 +123,7 @@ def _write_revision(path: Path, body: str) -> None:
         f'revision = "9001"\ndown_revision = "{schema.head()}"\n\n\ndef upgrade() -> None:\n{body}'
     )
     schema._script.cache_clear()  # head() read the directory before this revision was in it
+    schema.chain.cache_clear()
 
 
 async def test_failed_upgrade_leaves_the_database_as_it_was(tmp_path: Path, extra_revision: Path) -> None:
