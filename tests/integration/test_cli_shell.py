@@ -263,12 +263,13 @@ def test_wait_progress_is_plain_lines_off_a_terminal_and_one_live_line_on_one(
 
 def _on_terminal(cp: ControlPlane, args: list[str], columns: int) -> bytes:
     """What `anneal *args*` prints with its stdout on a terminal *columns* wide."""
+    env = {k: v for k, v in cp.env().items() if k not in ("COLUMNS", "LINES")}  # the terminal's own size
     primary, secondary = os.openpty()
     fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     try:
         run = subprocess.run(
             [command("anneal"), *args],
-            env=cp.env(),
+            env=env,
             stdout=secondary,
             stderr=subprocess.PIPE,
             timeout=60,
