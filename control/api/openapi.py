@@ -66,8 +66,8 @@ def _stack_paths() -> dict[str, Any]:
                     query("summary", "true: the stack's state alone, no resources or outputs", BOOLEAN),
                     query(
                         "progress",
-                        "with summary: `progress` counts the current resources, those done and failed "
-                        "in the running traversal, and those in progress",
+                        "with summary: `progress` counts the resources (total, current), those done and "
+                        "failed in the running traversal, and those in progress",
                         BOOLEAN,
                     ),
                 ],

@@ -78,7 +78,10 @@ async def show_stack(request: web.Request) -> web.Response:
             found = await stacks.get_stack(session, name, *stacks.STATE_ONLY)
             view = stacks.stack_view(found)
             if bool_query(request, "progress"):
-                view["progress"] = await graph.resource_counts(session, found.id, found.traversal)
+                # The definition's size if this process has it parsed; never parsed for this.
+                defn = request.app[DEFS].cached(found.id, found.version)
+                planned = len(defn.order()) if defn is not None else 0
+                view["progress"] = await graph.resource_counts(session, found.id, found.traversal, planned)
             return ok(view)
         stack = await stacks.get_stack(session, name)
         view = stacks.stack_view(stack)

@@ -12,6 +12,9 @@ from control.cli.client import Client, ClientError, api_path
 from control.cli.output import show
 from control.cli.report import JsonLines, Progress, Reporter, reporter
 
+#: Seconds between two reads of the stack's progress counts.
+PROGRESS_EVERY = 1.0
+
 
 def after_change(client: Client, args: argparse.Namespace, stack: dict[str, Any], what: str) -> int:
     if not args.wait:
@@ -42,26 +45,29 @@ def _print_events(out: Reporter, events: list[dict[str, Any]], last: int) -> int
     return last
 
 
-def _total(client: Client, name: str) -> int:
-    """The stack's resources as its definition has them (a create's rows appear as it goes)."""
-    try:
-        graph = client.call("GET", api_path("stacks", name, "graph"))
-    except ClientError:
-        return 0
-    return sum(1 for n in graph["nodes"] if n["current"])
+def _read_stack(
+    client: Client, name: str, counted: float, force: bool = False
+) -> tuple[dict[str, Any], float]:
+    """The stack's summary, with its progress counts at most every PROGRESS_EVERY seconds (or *force*).
+
+    At 50,000 resources the counts cost a query of the rows: a busy stack's follower
+    must not ask for them on every batch of events.
+    """
+    query = {"summary": "true"}
+    if force or time.monotonic() - counted >= PROGRESS_EVERY:
+        query["progress"], counted = "true", time.monotonic()
+    return client.call("GET", api_path("stacks", name), query=query), counted
 
 
 def wait_for(client: Client, name: str, timeout: float, since: int = 0, out: Reporter | None = None) -> int:
     """Report events and progress as they happen until the stack settles; 0 on COMPLETE."""
     out = out or reporter("table")
     deadline = time.monotonic() + timeout
-    last, progress = since, Progress(_total(client, name))
+    last, progress, counted = since, Progress(), 0.0
     while time.monotonic() < deadline:
         try:
             # The stack first: events read after it include every one up to the state it shows.
-            stack = client.call(
-                "GET", api_path("stacks", name), query={"summary": "true", "progress": "true"}
-            )
+            stack, counted = _read_stack(client, name, counted)
             query = {"after": str(last)}
             if stack["status"].endswith("IN_PROGRESS"):
                 query["wait"] = "5"  # long-poll: answered as soon as a newer event exists
@@ -76,8 +82,13 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0, out: Rep
             with contextlib.suppress(ClientError):
                 events = client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)})
         last = _print_events(out, events, last)
-        changed = progress.update(stack["progress"], stack["action"] == "DELETE")
-        out.progress(progress, changed, final=settled)
+        counts = stack
+        if settled and "progress" not in stack:  # the last line counts what the stack ended with
+            with contextlib.suppress(ClientError):
+                counts, counted = _read_stack(client, name, counted, force=True)
+        if "progress" in counts:
+            changed = progress.update(counts["progress"], stack["action"] == "DELETE")
+            out.progress(progress, changed, final=settled)
         if settled:
             return _verdict(client, stack, out)
         time.sleep(0.05)

@@ -24,7 +24,7 @@ PLAIN_EVERY = 5.0
 class Progress:
     """Counts of the running traversal and what they say about the rest."""
 
-    total: int
+    total: int = 0
     started: float = field(default_factory=time.monotonic)
     done: int = 0
     failed: int = 0
@@ -33,7 +33,7 @@ class Progress:
     def update(self, counts: dict[str, int], deleting: bool) -> bool:
         """Take the server's counts (``progress`` of the stack summary); True when they changed."""
         before = (self.done, self.failed, self.running)
-        self.total = max(self.total, counts["resources"])
+        self.total = max(self.total, counts.get("total", 0), counts["resources"])
         if deleting:  # deleted rows are gone: what is no longer there is done
             self.done = max(0, self.total - counts["resources"])
         else:

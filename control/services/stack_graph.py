@@ -73,8 +73,14 @@ def _needs(rdef: ResourceDef, required: set[str]) -> dict[str, list[str]]:
     return {t: sorted(k) for t, k in sorted(found.items()) if t in required}
 
 
-async def resource_counts(session: AsyncSession, stack_id: str, traversal: int) -> dict[str, int]:
-    """How far the running traversal is: current resources, done in it, failed in it, in progress."""
+async def resource_counts(
+    session: AsyncSession, stack_id: str, traversal: int, planned: int = 0
+) -> dict[str, int]:
+    """How far the running traversal is: current resources, done in it, failed in it, in progress.
+
+    ``total`` is what the definition has (*planned*, when known) or else the rows there are:
+    a create makes its rows as it goes.
+    """
     rows = await session.execute(
         select(ResourceRow.status, ResourceRow.traversal == traversal, func.count())
         .where(ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True))
@@ -87,4 +93,5 @@ async def resource_counts(session: AsyncSession, stack_id: str, traversal: int) 
             counts["in_progress"] += count
         elif this_traversal:
             counts["done" if status == "COMPLETE" else "failed"] += count
+    counts["total"] = max(planned, counts["resources"])
     return counts
