@@ -78,6 +78,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--idle-timeout", type=float, default=15.0, metavar="S", help="close connections idle for S seconds"
     )
     sub.choices["status"].add_argument("--json", action="store_true", help="print JSON")
+    sub.choices["run"].add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve what `status --json` shows as Prometheus metrics at /metrics here, without a token (loopback)",
+    )
+    sub.choices["run"].add_argument(
+        "--metrics-public", action="store_true", help="allow --metrics-listen on a non-loopback address"
+    )
     for p in sub.choices.values():
         # Absolute: hooks run in their own working directories and are given paths inside it.
         p.add_argument(

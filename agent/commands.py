@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from agent import addresses, client, config, diskfull, heatcompat, keys, status, tls
+from agent import addresses, client, config, diskfull, heatcompat, keys, metrics, status, tls
 from agent.errors import AgentError, ConfigError
 from agent.fsutil import lock_state_dir, write_atomic
 from agent.httpclient import Session
@@ -65,6 +65,11 @@ class RestartForTls(Exception):
 
 async def _dispatch(args: argparse.Namespace) -> int:
     state_dir: Path = args.state_dir
+    if getattr(args, "metrics_listen", None):  # refused before anything starts
+        try:
+            args.metrics_at = metrics.check_listen(args.metrics_listen, args.metrics_public)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
     if args.command == "enrol":
         await enrol(state_dir, args.url, args.token)
         print(f"enrolled; config written to {config.config_path(state_dir)}")
@@ -128,7 +133,13 @@ async def _run_agent(args: argparse.Namespace, agent: Agent) -> int:
         return 0
     if args.command == "once":
         return await agent.once()
-    await _run_until_signalled(agent)
+    at: tuple[str, int] | None = getattr(args, "metrics_at", None)
+    server = await metrics.serve(at[0], at[1], lambda: status.view(agent)) if at else None
+    try:
+        await _run_until_signalled(agent)
+    finally:
+        if server is not None:
+            server.close()
     return 0
 
 

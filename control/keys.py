@@ -1,4 +1,4 @@
-"""The control plane's secrets in its data dir: admin token, signing key, signal key, data key.
+"""The control plane's secrets in its data dir: admin and metrics tokens, signing, signal and data keys.
 
 Each is created on first start with mode 0600 and read back afterwards. The
 signing key's rotation chain (``key-chain.json``, public) lists every link from
@@ -23,6 +23,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from agent import envelope
 
 ADMIN_TOKEN_FILE = "admin-token"  # noqa: S105 (a file name, not a secret)
+#: Opens /metrics and nothing else: the token a Prometheus scraper is given.
+METRICS_TOKEN_FILE = "metrics-token"  # noqa: S105 (a file name, not a secret)
 SIGNING_KEY_FILE = "signing-key.pem"
 SIGNAL_KEY_FILE = "signal-key"
 DATA_KEY_FILE = "data-key"
@@ -38,6 +40,8 @@ class Keys:
     data_key: bytes = b""
     #: Rotation links from the first signing key to the current one.
     chain: tuple[envelope.Link, ...] = ()
+    #: Opens /metrics only (``<data dir>/metrics-token``); empty: the admin token alone does.
+    metrics_token: str = ""
 
     @property
     def key_id(self) -> str:
@@ -77,6 +81,7 @@ def load_or_create(data_dir: Path) -> Keys:
     data_dir.mkdir(parents=True, exist_ok=True)
     os.chmod(data_dir, 0o700)
     admin = _read_or_write(data_dir / ADMIN_TOKEN_FILE, lambda: new_token().encode())
+    metrics = _read_or_write(data_dir / METRICS_TOKEN_FILE, lambda: new_token().encode())
     signal = _read_or_write(data_dir / SIGNAL_KEY_FILE, lambda: secrets.token_hex(32).encode())
     data = _read_or_write(data_dir / DATA_KEY_FILE, lambda: secrets.token_hex(32).encode())
     pem = _read_or_write(data_dir / SIGNING_KEY_FILE, _new_signing_key)
@@ -89,6 +94,7 @@ def load_or_create(data_dir: Path) -> Keys:
         bytes.fromhex(signal.decode().strip()),
         bytes.fromhex(data.decode().strip()),
         _read_chain(data_dir / CHAIN_FILE),
+        metrics.decode().strip(),
     )
 
 

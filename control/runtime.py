@@ -15,6 +15,7 @@ from agent import envelope
 from control.documents.publish import Publisher
 from control.documents.render import render_document
 from control.keys import Keys
+from control.metrics import Metrics
 from control.provision import Provisioner
 from control.settings import Settings
 from control.store.credentials import Credentials
@@ -52,6 +53,8 @@ class Runtime:
     signal_batch: SignalQueue | None = None
     #: The process is stopping: long-polls answer at once rather than hold its shutdown.
     stopping: bool = False
+    #: This process's Prometheus instruments, in a registry of its own (control/metrics.py).
+    metrics: Metrics = field(default_factory=Metrics)
 
     async def publish(self, server_ids: Iterable[str]) -> None:
         """Render, sign and hand each server's document to the publisher; re-sign those near expiry.
@@ -99,6 +102,7 @@ class Runtime:
                 doc = dataclasses.replace(doc, transport=section)
             body = envelope.sign(doc.to_json(), self.keys.signing_key, self.keys.chain)
             await self.publisher.publish(server_id, doc.serial, body)
+            self.metrics.documents_published.inc()
             self.published[server_id] = max(doc.serial, self.published.get(server_id, 0))
 
     async def publish_all(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,10 @@ class Settings:
     listen: str = DEFAULT_LISTEN
     #: HOST:PORT of Heat's Orchestration API v1 (docs/heat-api.md); "" leaves it off.
     heat_listen: str = ""
+    #: HOST:PORT of a /metrics port that asks no token (docs/operations.md, "Metrics"); "" leaves it off.
+    metrics_listen: str = ""
+    #: Let metrics_listen be a non-loopback address (it asks no token).
+    metrics_public: bool = False
     #: URL agents use to reach this control plane; defaults to http://<listen>.
     public_url: str = ""
     provisioner: str = "enrol"
@@ -110,6 +115,9 @@ class Settings:
     def heat_host_port(self) -> tuple[str, int]:
         return split_host_port(self.heat_listen)
 
+    def metrics_host_port(self) -> tuple[str, int]:
+        return split_host_port(self.metrics_listen)
+
 
 def split_host_port(listen: str) -> tuple[str, int]:
     """HOST:PORT (an IPv6 host in brackets) as (host, port); the host defaults to loopback."""
@@ -127,3 +135,29 @@ def async_url(url: str) -> str:
         if url.startswith(plain):
             return driver + url[len(plain) :]
     return url
+
+
+def loopback(host: str) -> bool:
+    """Whether *host* is a loopback name or address (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # another name: it may resolve anywhere
+
+
+def metrics_listen_problem(settings: Settings) -> str | None:
+    """Why ``--metrics-listen`` may not be used as given, or None: without a token it stays on loopback."""
+    if not settings.metrics_listen:
+        return None
+    try:
+        host, _ = settings.metrics_host_port()
+    except ValueError:
+        return f"--metrics-listen {settings.metrics_listen!r}: expected HOST:PORT"
+    if loopback(host) or settings.metrics_public:
+        return None
+    return (
+        f"--metrics-listen {settings.metrics_listen!r}: {host} is not a loopback address, and this port "
+        "answers without a token; use 127.0.0.1:PORT, or add --metrics-public to serve it there anyway"
+    )

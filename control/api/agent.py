@@ -37,7 +37,8 @@ async def document(request: web.Request) -> web.StreamResponse:
     wait = min(seconds_query(request, "wait"), rt.settings.long_poll_max)
     doc = publisher.get(server_id)
     if doc is not None and doc.etag == etag and wait > 0:
-        doc = await publisher.wait_newer(server_id, etag, wait) or doc
+        with rt.metrics.long_polls.track_inprogress():
+            doc = await publisher.wait_newer(server_id, etag, wait) or doc
         # The credential may have been revoked while the request waited (e.g. the agent enrolled
         # again), and the change that woke it may be that very revocation: a new document is
         # handed over only to a credential the database holds now, not one cached a moment ago.

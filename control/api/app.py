@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from agent import serving
 from control import keys
-from control.api import body, middleware
+from control.api import body, metrics, middleware
 from control.api.app_keys import DEFS, ENGINE, RUNTIME, UNAUTHENTICATED
 from control.api.heat_v1 import app as heat_v1
 from control.api.routes import ROUTES
@@ -38,7 +38,8 @@ def api_app(settings: Settings) -> web.Application:
     lifetime, or bench/scale.py, which runs the engine itself.
     """
     app = web.Application(
-        middlewares=[middleware.errors, middleware.authenticate], client_max_size=settings.request_cap
+        middlewares=[middleware.measure, middleware.errors, middleware.authenticate],
+        client_max_size=settings.request_cap,
     )
     app[UNAUTHENTICATED] = body.unauthenticated_gate()
     app.add_routes(ROUTES)
@@ -87,6 +88,8 @@ def make_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.append(lifetime)
     if settings.heat_listen:  # after lifetime: it reads what lifetime made, and closes first
         app.cleanup_ctx.append(lambda main: heat_v1.serve_heat(main, settings))
+    if settings.metrics_listen:
+        app.cleanup_ctx.append(lambda main: metrics.serve_metrics(main, settings))
     return app
 
 

@@ -1,6 +1,6 @@
 """What every route shares: default-deny authentication, errors as JSON, request helpers.
 
-Every route declares who may call it (``public``, ``admin``, ``agent``,
+Every route declares who may call it (``public``, ``admin``, ``metrics``, ``agent``,
 ``signal``); a route without a declaration answers 403. Domain errors become
 ``{"error": {"code", "message", "where"}}`` with their HTTP status.
 """
@@ -11,6 +11,7 @@ import asyncio
 import hmac
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -44,10 +45,12 @@ AUTH_CREDENTIAL = "anneal.credential_hash"
 CLOSE_AFTER = frozenset({408, 411, 413})
 #: The largest integer a query may give: the database's integer columns are 32-bit on PostgreSQL.
 MAX_INT = 2**31 - 1
+#: Methods named in the request metrics; any other is ``other`` (a client picks the method: bound the labels).
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 
 def auth(policy: str) -> Callable[[Handler], Handler]:
-    """Declare who may call a route: public, admin, agent or signal."""
+    """Declare who may call a route: public, admin, metrics (its token or the admin's), agent or signal."""
 
     def mark(handler: Handler) -> Handler:
         handler.anneal_auth = policy  # type: ignore[attr-defined]
@@ -58,6 +61,27 @@ def auth(policy: str) -> Callable[[Handler], Handler]:
 
 def error_body(status: int, code: str, message: str, where: str | None) -> web.Response:
     return web.json_response({"error": {"code": code, "message": message, "where": where}}, status=status)
+
+
+@web.middleware
+async def measure(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count and time every answer by route template, method and status (``aborted``: no answer)."""
+    started, status = time.monotonic(), "aborted"
+    try:
+        response = await handler(request)
+        status = str(response.status)
+        return response
+    except web.HTTPException as e:  # a redirect, or an error the errors middleware let through
+        status = str(e.status)
+        raise
+    finally:
+        runtime = request.app.get(RUNTIME)
+        if runtime is not None:  # None only before the app's lifetime made it
+            resource = request.match_info.route.resource
+            route = resource.canonical if resource is not None else "unmatched"
+            method = request.method if request.method in METHODS else "other"
+            runtime.metrics.requests.labels(route, method, status).inc()
+            runtime.metrics.request_seconds.labels(route, method).observe(time.monotonic() - started)
 
 
 @web.middleware
@@ -85,6 +109,8 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 async def _failure(request: web.Request, e: Exception) -> web.StreamResponse:
     """A concurrent write (409), a busy database or a full disk (503), or a bug (500, logged)."""
     settings = request.app[RUNTIME].settings
+    if isinstance(e, DBAPIError | StaleDataError):
+        request.app[RUNTIME].metrics.database_error("api", e)
     if isinstance(e, IntegrityError):
         log.info("conflicting write on %s %s: %s", request.method, request.path, e)
         return error_body(409, "conflict", "the request conflicts with a concurrent change", None)
@@ -158,6 +184,9 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     if policy == "admin":
         if token is None or not hmac.compare_digest(token.encode(), rt.keys.admin_token.encode()):
             raise AuthError("this route needs the admin token", where="Authorization")
+    elif policy == "metrics":
+        if token is None or not _metrics_reader(token, rt.keys.admin_token, rt.keys.metrics_token):
+            raise AuthError("this route needs the metrics token or the admin token", where="Authorization")
     elif policy in ("agent", "signal"):
         if token is not None:
             request[AUTH_CREDENTIAL] = token_hash(token)
@@ -167,6 +196,14 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     else:
         raise ForbiddenError("route has no access policy", where=request.path)
     return await handler(request)
+
+
+def _metrics_reader(token: str, admin: str, metrics: str) -> bool:
+    """Whether *token* is the admin token or the metrics token (both compared in constant time)."""
+    given = token.encode()
+    is_admin = hmac.compare_digest(given, admin.encode())
+    is_metrics = bool(metrics) and hmac.compare_digest(given, metrics.encode())
+    return is_admin or is_metrics
 
 
 def check_parameters(request: web.Request) -> None:

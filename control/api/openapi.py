@@ -13,6 +13,7 @@ from control.api.openapi_schemas import (
     SERVER_NAME,
     STRING,
     TRANSPORT,
+    adopt_request,
     errors,
     integer,
     json_body,
@@ -103,7 +104,7 @@ def _stack_paths() -> dict[str, Any]:
                 "A stack again from its abandon data: ADOPT_COMPLETE at once, its deployments re-attached, nothing run",
                 ADMIN,
                 {"201": stack, **errors(400, 401, 409)},
-                requestBody=request_body(_adopt_request()),
+                requestBody=request_body(adopt_request()),
             )
         },
         "/v1/stacks/{name}/suspend": _on_stack(
@@ -180,6 +181,19 @@ def _operator_paths() -> dict[str, Any]:
     return {
         "/v1/health": {"get": op("Liveness", "public", {"200": json_body(OBJ)})},
         "/openapi.json": {"get": op("This document", "public", {"200": json_body(OBJ)})},
+        "/metrics": {
+            "get": op(
+                "Prometheus metrics of this process and the fleet (docs/operations.md, Metrics)",
+                "metrics",
+                {
+                    "200": {
+                        "description": "the Prometheus text format, version 0.0.4",
+                        "content": {"text/plain": {"schema": STRING}},
+                    },
+                    **errors(401),
+                },
+            )
+        },
         "/v1/deployments": {
             "get": op(
                 "List deployments",
@@ -285,6 +299,11 @@ def spec() -> dict[str, Any]:
             "schemas": schemas(),
             "securitySchemes": {
                 "admin": {"type": "http", "scheme": "bearer", "description": "the admin token"},
+                "metrics": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "the metrics token (<data dir>/metrics-token) or the admin token",
+                },
                 "agent": {"type": "http", "scheme": "bearer", "description": "an agent's credential"},
                 "signal": {
                     "type": "apiKey",
@@ -295,16 +314,3 @@ def spec() -> dict[str, Any]:
             },
         },
     }
-
-
-def _adopt_request() -> dict[str, Any]:
-    return obj(
-        "name",
-        "adopt_stack_data",
-        name=STRING,
-        adopt_stack_data={
-            **obj("template", "resources", template=OBJ, resources=OBJ),
-            "description": "what /v1/stacks/{name}/abandon answered",
-        },
-        parameters=OBJ,
-    )

@@ -216,3 +216,17 @@ def schemas() -> dict[str, Any]:
             "additionalProperties": True,
         },
     }
+
+
+def adopt_request() -> dict[str, Any]:
+    """What POST /v1/adopt takes: a name and what an abandon answered."""
+    return obj(
+        "name",
+        "adopt_stack_data",
+        name=STRING,
+        adopt_stack_data={
+            **obj("template", "resources", template=OBJ, resources=OBJ),
+            "description": "what /v1/stacks/{name}/abandon answered",
+        },
+        parameters=OBJ,
+    )

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from control.api import agent, heat, operator
+from control.api import agent, heat, metrics, operator
 
-ROUTES: list[web.AbstractRouteDef] = [*operator.routes, *agent.routes, *heat.routes]
+ROUTES: list[web.AbstractRouteDef] = [*operator.routes, *agent.routes, *heat.routes, *metrics.routes]

@@ -12,7 +12,7 @@ from agent import loglimit, serving
 from control.api.app import make_app
 from control.cli import background, transport_options
 from control.cli.db import upgrade_command
-from control.settings import Settings
+from control.settings import Settings, metrics_listen_problem
 from control.store.db import SchemaError
 
 log = logging.getLogger("control")
@@ -36,6 +36,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         database_url=args.db,
         listen=args.listen,
         heat_listen=args.heat_listen,
+        metrics_listen=args.metrics_listen,
+        metrics_public=args.metrics_public,
         public_url=args.public_url,
         provisioner=args.provisioner,
         deployment_timeout=args.deployment_timeout,
@@ -77,11 +79,18 @@ def serve(args: argparse.Namespace) -> int:
             "anneal serve: --max-agents, --idle-timeout and --body-timeout must be above 0", file=sys.stderr
         )
         return 2
+    problem = metrics_listen_problem(settings)
+    if problem is not None:
+        print(f"anneal serve: {problem}", file=sys.stderr)
+        return 2
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
     if settings.heat_listen:
         heat_host, heat_port = settings.heat_host_port()
         log.info("Heat's Orchestration API v1 on http://%s:%s/v1/<project>", heat_host, heat_port)
+    if settings.metrics_listen:
+        metrics_host, metrics_port = settings.metrics_host_port()
+        log.info("Prometheus metrics on http://%s:%s/metrics (no token)", metrics_host, metrics_port)
     limits = serving.Limits(max_agents=settings.max_agents, idle_timeout=settings.idle_timeout)
     ready = background.announce(Path(args.pid_file).resolve()) if args.pid_file else None
     try:

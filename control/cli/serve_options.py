@@ -40,6 +40,17 @@ def add(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="also serve Heat's Orchestration API v1 here, for the openstack CLI (off by default; docs/heat-api.md)",
     )
+    p.add_argument(
+        "--metrics-listen",
+        default="",
+        metavar="HOST:PORT",
+        help="also serve /metrics here without a token, for Prometheus (loopback only; docs/operations.md)",
+    )
+    p.add_argument(
+        "--metrics-public",
+        action="store_true",
+        help="allow --metrics-listen on a non-loopback address (anyone who reaches it reads the metrics)",
+    )
     p.add_argument("--public-url", default="", help="URL agents use to reach this control plane")
     p.add_argument(
         "--provisioner",

@@ -37,6 +37,9 @@ class Actor:
         rdef = self.defn.template.resources[name]
         handler, requires = handler_for(rdef.type), self.defn.requires(name)
         composite = composite_for(rdef.type)
+        placeholder = row if row is not None and row.action == "INIT" else None
+        if placeholder is not None:
+            row = None  # held at a breakpoint until now (placeholder below): it is created, not updated
         target = row
         try:
             ctx = stackdef.StackContext(stack, self.defn, current)
@@ -71,18 +74,30 @@ class Actor:
                     f"replacing {row.physical_id}",
                     traversal=stack.traversal,
                 )
-            target = _new_row(stack, name, rdef.type)
-            txn.add(target)
+            target = placeholder or self._added(name, rdef.type)
             self._apply(target, "CREATE", await handler.create(txn, res, props), props, requires)
             return target
         except (ControlError, hot.TemplateError) as e:
             if target is None:
-                target = _new_row(stack, name, rdef.type)
-                txn.add(target)
+                target = placeholder or self._added(name, rdef.type)
             reason = str(e) if isinstance(e, hot.TemplateError) else error_reason(e)
             action = "UPDATE" if target is row else "CREATE"
             self._apply(target, action, Outcome("FAILED", reason=reason), target.properties, requires)
             return target
+
+    def placeholder(self, name: str) -> ResourceRow:
+        """The row of a resource a breakpoint holds before its creation: INIT_COMPLETE, as Heat lists it.
+
+        Its traversal is 0, never the stack's, so the walk does not take it for done.
+        """
+        row = self._added(name, self.defn.template.resources[name].type)
+        row.status, row.traversal, row.requires = "COMPLETE", 0, self.defn.requires(name)
+        return row
+
+    def _added(self, name: str, type_name: str) -> ResourceRow:
+        row = _new_row(self.stack, name, type_name)
+        self.txn.add(row)
+        return row
 
     def _nest(self, rdef: hot.ResourceDef, ctx: stackdef.StackContext) -> Nest:
         """What a resource that makes a nested stack passes down to it."""

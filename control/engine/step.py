@@ -10,6 +10,7 @@ replacement exists before the old one goes.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -18,11 +19,12 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 
 from control import hot
-from control.engine import idle, lifecycle, rollback, stackdef
+from control.engine import breakpoints, idle, lifecycle, rollback, stackdef
 from control.engine.act import Actor, error_reason
 from control.engine.settle import finish, in_session, settle, timed_out_reason
 from control.engine.slices import Light, Row, Slices, done, preload
 from control.errors import ControlError
+from control.metrics import Metrics, group_of
 from control.resources import Outcome, Res, checker_for, handler_for
 from control.runtime import Runtime
 from control.store import bulk, work
@@ -177,6 +179,10 @@ class Step:
                 if all(done(current.get(d), traversal) for d in defn.requires(name)):
                     if isinstance(row, Light):
                         continue  # its row is gone since the step began: the next step walks what is left
+                    if await breakpoints.holds(self.txn, self.stack, defn.environment, name, row):
+                        if row is None:
+                            current[name] = actor.placeholder(name)  # listed, so `hook clear` finds it
+                        continue  # paused until its hook is cleared (the clearing signal kicks the stack)
                     current[name] = await actor.act(name, row, current)
                     slices.acted += 1
                     if current[name].status != "IN_PROGRESS":
@@ -298,6 +304,9 @@ class Step:
             dep.status, dep.status_reason = "FAILED", timed_out_reason(dep)
             dep.completed_at = dep.updated_at = now
             await settle(txn, dep)
+            txn.later.append(
+                functools.partial(_timed_out, txn.runtime.metrics, group_of(dep.item), dep.started_at, now)
+            )
         return nearest
 
     async def _purge(self) -> None:
@@ -327,3 +336,8 @@ class Step:
 
 def _nearest(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
+
+
+async def _timed_out(metrics: Metrics, group: str, started_at: float | None, now: float) -> None:
+    """A generation that timed out is timed as FAILED once its step commits."""
+    metrics.deployment_finished("FAILED", group, started_at, now)

@@ -103,6 +103,7 @@ class Engine:
                         claims = await work.claim(session, self.owner, self._lease, free, self._running)
                 except DBAPIError as e:
                     log.warning("claiming work failed (retrying): %s", e)
+                    self._rt.metrics.database_error("engine", e)
                     claims = []
                 if claims:
                     log.info("%s claimed %s", self.owner, " ".join(claim.stack_id for claim in claims))
@@ -124,7 +125,9 @@ class Engine:
                     lost = await work.renew(session, list(self._running.values()), self._lease)
             except DBAPIError as e:
                 log.warning("renewing leases failed (retrying): %s", e)
+                self._rt.metrics.database_error("engine", e)
                 continue
+            self._rt.metrics.lease_losses.inc(len(lost))
             for stack_id in lost:
                 log.warning("stack %s: lease lost to another process; stopping here", stack_id)
                 task = self._tasks.get(stack_id)
@@ -148,8 +151,10 @@ class Engine:
                 await asyncio.sleep(min(time.monotonic() - started, MAX_GATHER))
         except work.LeaseLostError as e:
             log.info("%s", e)
+            self._rt.metrics.lease_losses.inc()
         except DBAPIError as e:  # the lease runs out and the row is claimed again
             log.warning("stack %s: releasing work failed: %s", claim.stack_id, e)
+            self._rt.metrics.database_error("engine", e)
         finally:
             self._running.pop(claim.stack_id, None)
             self._tasks.pop(claim.stack_id, None)
@@ -157,17 +162,26 @@ class Engine:
 
     async def _guarded_step(self, claim: work.Claim) -> tuple[bool, float]:
         """One step; (settled, when to step next if not). A race steps again soon, a bug fails the stack."""
+        metrics, started = self._rt.metrics, time.monotonic()
+        outcome = "interrupted"  # cancelled: its lease was lost at renewal, or the process stops
         try:
             finished, deadline = await self.step(claim)
+            outcome = "settled" if finished else "waiting"
         except (StaleDataError, OperationalError) as e:
             log.info("stack %s: step raced a concurrent change (%s); stepping again", claim.stack_id, e)
+            outcome = "raced"
+            metrics.database_error("engine", e)
             return False, time.time() + RACE_RETRY
         except work.LeaseLostError:
+            outcome = "lease_lost"
             raise
         except Exception as e:  # a bug must not leave the stack silently in progress
             log.exception("engine step failed for stack %s", claim.stack_id)
+            outcome = "failed"
             await self._fail_stack(claim, f"internal error: {e}")
             return True, 0.0
+        finally:
+            metrics.engine_step_seconds.labels(outcome).observe(time.monotonic() - started)
         now = time.time()
         return finished, min(deadline if deadline is not None else now + IDLE_RECHECK, now + IDLE_RECHECK)
 

@@ -8,8 +8,10 @@ from control.hot.binding import condition_values, resolve_parameters
 from control.hot.budget import DEFAULT_TOTAL_BYTES, Budget, BudgetError, evaluating
 from control.hot.definition import Definition, build, plain
 from control.hot.environment import (
+    HOOKS,
     Environment,
     child_environment,
+    hooks_for,
     map_type,
     merge_environments,
     parse_environment,
@@ -43,6 +45,7 @@ __all__ = [
     "CONDITION_FUNCTIONS",
     "DEFAULT_TOTAL_BYTES",
     "FUNCTIONS",
+    "HOOKS",
     "MAX_NESTED_DEPTH",
     "MAX_TEMPLATE_BYTES",
     "PSEUDO_PARAMETERS",
@@ -78,6 +81,7 @@ __all__ = [
     "evaluate_condition",
     "evaluating",
     "file_closure",
+    "hooks_for",
     "is_template_ref",
     "load_nested",
     "load_sources",

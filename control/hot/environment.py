@@ -15,9 +15,12 @@ SECTIONS = ("parameters", "parameter_defaults", "resource_registry", "encrypted_
 MAX_CHAIN = 10
 #: Keys of a per-resource entry that are not type mappings; accepted and ignored with a warning.
 _IGNORED_ENTRY_KEYS = {
-    "hooks": "breakpoints (hooks) are not supported: the resource is not paused",
     "restricted_actions": "restricted_actions is not supported: updates and replacements are not restricted",
 }
+#: Breakpoints (``hooks``) that pause a resource until `stack hook clear` (control/engine/breakpoints.py).
+HOOKS = ("pre-create", "pre-update")
+#: Breakpoints later Heat releases know: accepted with a warning, nothing pauses there.
+_UNPAUSED_HOOKS = ("pre-delete", "post-create", "post-update", "post-delete")
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,9 @@ def _per_resource(section: Any, path: str, warnings: list[str]) -> dict[str, dic
             )
         checked: dict[str, Any] = {}
         for key, value in entry.items():
-            if key in _IGNORED_ENTRY_KEYS:
+            if key == "hooks":
+                checked[key] = _hooks(value, at(where, key), warnings)
+            elif key in _IGNORED_ENTRY_KEYS:
                 warnings.append(f"{at(where, key)}: {_IGNORED_ENTRY_KEYS[key]}")
             elif isinstance(value, Mapping):
                 checked[key] = _per_resource({key: value}, where, warnings)[key]
@@ -108,6 +113,29 @@ def _per_resource(section: Any, path: str, warnings: list[str]) -> dict[str, dic
                 )
         out[name] = checked
     return out
+
+
+def _hooks(value: Any, path: str, warnings: list[str]) -> list[str]:
+    """``hooks: pre-create`` or a list of hook names: the ones that pause, checked."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(h, str) for h in items):
+        raise TemplateError(path, f"expected a hook name or a list of them, got {describe(value)}")
+    for hook in items:
+        if hook in _UNPAUSED_HOOKS:
+            warnings.append(
+                f"{path}: {hook} does not pause the resource here (only {' and '.join(HOOKS)} do)"
+            )
+        elif hook not in HOOKS:
+            raise TemplateError(path, f"unknown hook {hook!r}; known: {', '.join(HOOKS + _UNPAUSED_HOOKS)}")
+    return [h for h in items if h in HOOKS]
+
+
+def hooks_for(env: Environment, resource_name: str) -> frozenset[str]:
+    """The breakpoints set on *resource_name* by its own entry and the globs matching it."""
+    found: set[str] = set()
+    for pattern in _matching(env.resources, resource_name):
+        found.update(env.resources[pattern].get("hooks") or ())
+    return frozenset(found)
 
 
 def to_json(env: Environment) -> dict[str, Any]:

@@ -113,7 +113,9 @@ def child_files(files: Mapping[str, str], roots: Iterable[str], env: hot.Environ
 def _per_resource_targets(entries: Mapping[str, Any]) -> list[str]:
     out: list[str] = []
     for entry in entries.values():
-        for value in entry.values():
+        for key, value in entry.items():
+            if key == "hooks":
+                continue  # breakpoints, not a type
             out += _per_resource_targets({"": value}) if isinstance(value, Mapping) else [value]
     return out
 

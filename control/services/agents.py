@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 
 from agent import wire
 from control.documents import heat, seal
-from control.errors import AuthError, BadRequestError, ConflictError, GoneError, NotFoundError
+from control.errors import AuthError, BadRequestError, ConflictError, ControlError, GoneError, NotFoundError
 from control.hot import taint
 from control.hot.names import name_problem
 from control.keys import new_token, token_hash
@@ -255,7 +255,11 @@ def check_signal_credential(
     rt: Runtime, deployment_id: str, generation: int, sig: str | None, server_id: str | None
 ) -> None:
     """Refuse a signal whose URL signature or agent credential does not cover this deployment."""
-    scope.check_credential(rt.keys, deployment_id, generation, sig, server_id)
+    try:
+        scope.check_credential(rt.keys, deployment_id, generation, sig, server_id)
+    except ControlError as e:
+        rt.metrics.signals_refused.labels(e.code).inc()
+        raise
 
 
 async def record_signal(
@@ -274,7 +278,31 @@ async def record_signal(
     A progress signal (control/progress.py) is checked the same way and only recorded.
     *credential* is the hash of the agent credential that named *server_id*: it is
     checked again in the transaction applying the signal, so a revoked one applies nothing.
+    Each signal is counted once in the process's metrics, taken (by outcome) or refused (by reason).
     """
+    try:
+        answer = await _record_signal(
+            rt, kick, deployment_id, generation, body, sig=sig, server_id=server_id, credential=credential
+        )
+    except ControlError as e:
+        rt.metrics.signals_refused.labels(e.code).inc()
+        raise
+    outcome = "progress" if answer.get("progress") else "duplicate" if answer.get("duplicate") else "applied"
+    rt.metrics.signals_received.labels(outcome).inc()
+    return answer
+
+
+async def _record_signal(
+    rt: Runtime,
+    kick: Callable[[str], None],
+    deployment_id: str,
+    generation: int,
+    body: Any,
+    *,
+    sig: str | None,
+    server_id: str | None,
+    credential: str | None = None,
+) -> dict[str, Any]:
     # The credential first: a wrong one learns nothing, not even whether the deployment exists.
     scope.check_credential(rt.keys, deployment_id, generation, sig, server_id)
     signal = None

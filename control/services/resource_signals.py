@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm.exc import StaleDataError
 
+from control.engine import breakpoints
 from control.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from control.resources import Res, handler_for
 from control.resources.base import Signalled
@@ -58,6 +59,11 @@ async def _signal_once(
         if stack.action in ("DELETE", "SUSPEND"):  # as Heat: no signal while it goes away or sleeps
             state = f"{stack.action} {stack.status}"
             raise ConflictError(f"stack {stack.name} is {state}: it takes no signals now", where="stack")
+        if (
+            sig is None and "unset_hook" in details
+        ):  # `stack hook clear`: a paused resource may have no row yet
+            what = await breakpoints.clear(txn, stack, resource, details["unset_hook"], kick)
+            return {"stack": stack.name, "resource": resource, "result": what}
         row = await session.scalar(
             select(ResourceRow).where(
                 ResourceRow.stack_id == stack.id, ResourceRow.name == resource, ResourceRow.current.is_(True)

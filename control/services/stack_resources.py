@@ -10,6 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.documents.seal import secret_strings
+from control.engine import breakpoints
 from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.resources import DEPLOYMENT_TYPES, handler_for
 from control.resources.base import Signalled
@@ -143,6 +144,9 @@ async def signal_resource(
     generation; a resource that takes signals of its own (a scaling policy) acts on the body."""
     async with rt.sessions() as session:
         stack = await identified_stack(session, stack_name, stack_id, *STATE_ONLY)
+        if isinstance(body, Mapping) and "unset_hook" in body:  # `openstack stack hook clear`
+            what = await breakpoints.clear(Txn(session, rt), stack, name, body["unset_hook"], kick)
+            return {"stack": stack.name, "resource": name, "result": what}
         row, own = await _resource(session, stack, name), stack.id
         takes_own = row.type not in DEPLOYMENT_TYPES and isinstance(handler_for(row.type), Signalled)
         if not takes_own:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ from agent import wire
 from control.documents import seal
 from control.engine.settle import settle
 from control.errors import BadRequestError, ControlError, GoneError, NotFoundError
+from control.metrics import group_of
 from control.runtime import Runtime
 from control.signals import scope
 from control.signals.result import APPLIED, DUPLICATE, apply_signal, bad_status_code
@@ -59,6 +61,8 @@ class _Pending:
     credential: str | None
     kick: Callable[[str], None]
     answer: asyncio.Future[dict[str, Any]] = field(repr=False)
+    #: When the signal reached this process (the publish-to-signal latency ends here).
+    arrived: float = field(default_factory=time.time)
 
 
 class SignalBatch:
@@ -134,6 +138,7 @@ class SignalBatch:
     async def _apply(self, batch: list[_Pending]) -> None:
         """Apply *batch* in one transaction; answer the callers only after it committed."""
         answers: list[tuple[_Pending, dict[str, Any] | ControlError]] = []
+        finished: list[tuple[_Pending, DeploymentRow]] = []
         async with self._rt.sessions() as session:
             # The results in one UPDATE per table at the flush, not one per row (control/store/bulk.py).
             bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow))
@@ -157,10 +162,12 @@ class SignalBatch:
                     continue
                 if outcome == APPLIED:  # an error from here on fails the whole batch (retried one by one)
                     await settle(txn, dep, resources, traversals)
+                    finished.append((p, dep))
                 bad = bad_status_code(p.signal)  # recorded as the failure, and refused for good
                 view = _view(dep, p.generation, duplicate=outcome == DUPLICATE)
                 answers.append((p, BadRequestError(bad, where="deploy_status_code") if bad else view))
             await txn.commit()
+        self._observe(finished)
         kicks = {p.kick for p in batch}
         for stack_id in txn.kicks:
             for kick in kicks:
@@ -174,6 +181,15 @@ class SignalBatch:
             else:
                 self.applied += not answer["duplicate"]
                 p.answer.set_result(answer)
+
+    def _observe(self, finished: list[tuple[_Pending, DeploymentRow]]) -> None:
+        """Time the generations whose results just committed (after the commit: a retried batch counts once)."""
+        metrics = self._rt.metrics
+        for p, dep in finished:
+            group = group_of(dep.item)
+            metrics.deployment_finished(dep.status, group, dep.started_at, dep.completed_at or p.arrived)
+            if dep.started_at is not None:
+                metrics.publish_to_signal.labels(group).observe(max(p.arrived - dep.started_at, 0.0))
 
 
 async def _load(

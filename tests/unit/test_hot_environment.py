@@ -8,6 +8,7 @@ from control.hot import (
     Environment,
     TemplateError,
     child_environment,
+    hooks_for,
     map_type,
     merge_environments,
     parse_environment,
@@ -90,11 +91,30 @@ def test_per_resource_entries_map_types_for_that_resource_only():
     assert map_type(env, "OS::Heat::Thing") == "OS::Heat::None"
 
 
-def test_hooks_are_accepted_with_a_warning():
-    """Breakpoint hooks in a per-resource entry are named in a warning, not refused."""
-    env = parse_environment("resource_registry:\n  resources:\n    web:\n      hooks: pre-create\n")
-    assert env.resources == {"web": {}}
-    assert env.warnings and "environment.resource_registry.resources.web.hooks" in env.warnings[0]
+def test_hooks_are_kept_per_resource_and_matched_by_glob():
+    """pre-create and pre-update are kept (a name or a list); a glob entry's hooks apply to the names it matches."""
+    env = parse_environment(
+        "resource_registry:\n  resources:\n    web: {hooks: pre-create}\n"
+        '    "w*": {hooks: [pre-update]}\n    db: {hooks: [pre-delete, post-create]}\n'
+    )
+    assert env.resources["web"] == {"hooks": ["pre-create"]}
+    assert hooks_for(env, "web") == {"pre-create", "pre-update"}
+    assert hooks_for(env, "worker") == {"pre-update"}
+    assert hooks_for(env, "db") == frozenset() and hooks_for(env, "other") == frozenset()
+    assert len(env.warnings) == 2 and all("resources.db.hooks" in w for w in env.warnings)
+    assert "pre-delete does not pause" in env.warnings[0]
+
+
+@pytest.mark.parametrize(
+    ("hooks", "problem"),
+    [("pre-creat", "unknown hook 'pre-creat'"), ("{a: 1}", "expected a hook name or a list of them")],
+)
+def test_a_bad_hook_is_refused_at_its_path(hooks: str, problem: str) -> None:
+    """A misspelt hook or a map where hooks go is a TemplateError naming the entry's path."""
+    with pytest.raises(TemplateError) as refused:
+        parse_environment(f"resource_registry:\n  resources:\n    web: {{hooks: {hooks}}}\n")
+    assert "environment.resource_registry.resources.web.hooks" in str(refused.value)
+    assert problem in str(refused.value)
 
 
 def test_nested_per_resource_entries_go_down_to_the_nested_stack():
