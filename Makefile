@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SOURCES := agent control hooks tests examples bench
 
-.PHONY: install tools demo test unit check fmt lint bench clean package revision
+.PHONY: install tools demo test unit check fmt lint bench clean package revision ui-screenshots
 
 install: $(STAMP)
 
@@ -44,6 +44,10 @@ lint: install
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(VENV)/bin/mypy
+
+# The web view's screenshots in docs/ui/, made by its browser test (docs/ui.md shows them).
+ui-screenshots: install tools
+	UI_SCREENSHOTS=docs/ui $(PY) -m pytest tests/integration/test_ui_browser.py -q
 
 # A draft schema revision for what changed in control/store/orm.py: make revision m="what changed"
 # (control/store/migrations/README.md says what to check in it).

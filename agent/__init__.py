@@ -1,7 +1,9 @@
 """The agent: runs on every server, fetches its document, runs the hooks, signals the results.
 
 Beyond the standard library it needs only cryptography (and aiohttp for the relay's server),
-never the control plane. ``anneal-agent run`` on http:// URLs does not load ``ssl`` (``tls``).
+never the control plane; a running agent verifies and opens secrets through the system's
+libcrypto instead when it has one (``crypto``). ``anneal-agent run`` on http:// URLs does not
+load ``ssl`` (``tls``).
 The map, stage by stage, in the order a document travels:
 
 =========================  ==================================================================
@@ -29,6 +31,8 @@ other modes                ``relay`` (store and forward for an isolated network)
                            ``heatcompat`` (in place of Heat's agent)
 serving (relay, control)   ``serving`` (an aiohttp server within its descriptor limit),
                            ``loglimit`` (repeated log lines counted, not written)
+crypto                     ``crypto`` (verify, open, SHA-256: ``libcrypto`` by ctypes, else
+                           cryptography)
 errors                     ``errors`` (the ``AgentError`` tree)
 =========================  ==================================================================
 

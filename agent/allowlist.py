@@ -9,10 +9,9 @@ never started: it is recorded finished with status 126 and the reason, and signa
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-from agent import wire
+from agent import crypto, wire
 from agent.config import AgentConfig
 
 REFUSED_CODE = 126  # the shell's "found but not allowed to execute"
@@ -21,7 +20,7 @@ REFUSED_CODE = 126  # the shell's "found but not allowed to execute"
 def config_digest(config: Any) -> str:
     """``sha256:<hex>`` of a config: its UTF-8 text (``sha256sum`` of a script file), else its canonical JSON."""
     data = config.encode() if isinstance(config, str) else wire.canonical_json(config)
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return "sha256:" + crypto.sha256(data).hex()  # not hashlib: it would load a second binding of libcrypto
 
 
 def refusal(config: AgentConfig, chosen: wire.DeploymentItem) -> wire.Signal | None:

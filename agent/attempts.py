@@ -68,10 +68,22 @@ class Policy:
         return "failure" in self.retry_on or code in self.retry_on
 
 
+Note = Callable[[dict[str, Any] | None], None]
+
+
 async def run(
-    policy: Policy, first: int, budget: float, attempt: Attempt, say: Callable[[bytes], None]
+    policy: Policy,
+    first: int,
+    budget: float,
+    attempt: Attempt,
+    say: Callable[[bytes], None],
+    note: Note = lambda retry: None,
 ) -> wire.Signal:
-    """Run attempts *first*, *first* + 1, ... within *budget* seconds; the last one's result, with all of them."""
+    """Run attempts *first*, *first* + 1, ... within *budget* seconds; the last one's result, with all of them.
+
+    *say* adds to the output tail; *note* tells the progress reports about the retry
+    (``{retry, of, in, after}`` while one is pending, ``{retry, of}`` while it runs).
+    """
     deadline = time.monotonic() + budget
     done: list[dict[str, Any]] = []
     number = first
@@ -90,11 +102,14 @@ async def run(
             or time.monotonic() + wait >= deadline
         ):
             break
+        after = "timeout" if timed_out else f"exit {signal.status_code}"
+        note({"retry": retry, "of": policy.retries, "in": wait, "after": after})
         say(
             f"\nanneal: attempt {number} failed with status code {signal.status_code}; "
             f"attempt {number + 1} (retry {retry} of {policy.retries}) in {wait:g} s\n".encode()
         )
         await asyncio.sleep(wait)
+        note({"retry": retry, "of": policy.retries})
         number += 1
     if policy.retries == 0:
         return signal

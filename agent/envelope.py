@@ -10,7 +10,8 @@ is not canonical is refused, so no two byte strings verify as the same one.
 A key chain link says "key N+1 follows key N", signed by key N; an agent
 pinned to key N accepts a document signed by key N+M only through M valid
 links, and from then on trusts only the newest key (older ones are revoked
-for it). Only the standard library and ``cryptography`` are used.
+for it). Signatures are checked by ``agent.crypto``; signing keys are cryptography's
+objects, made and used by the control plane only.
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
+from agent import crypto
 from agent.wire import EXTRA_KEY, canonical_json
 from agent.wire_caps import MAX_DOCUMENT_BYTES
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 ALG = "ed25519"
 #: A longer chain than this is refused (TUF caps root rotations the same way).
@@ -74,9 +75,7 @@ def public_raw(key: Ed25519PublicKey) -> bytes:
 
 def key_id(public: bytes) -> str:
     """A short, stable name for a public key: ``ed25519:`` and 16 hex digits of its SHA-256."""
-    digest = hashes.Hash(hashes.SHA256())  # cryptography's: hashlib would load a second libcrypto
-    digest.update(public)
-    return f"{ALG}:{digest.finalize().hex()[:16]}"
+    return f"{ALG}:{crypto.sha256(public).hex()[:16]}"
 
 
 @dataclass(frozen=True)
@@ -144,10 +143,8 @@ def follow_chain(trusted: bytes, links: Sequence[Link], target: str) -> bytes:
                 "reaches (an unknown or revoked key)"
             )
         signature = strict_b64(link.signature, f"key_chain link after {link.previous}: signature", 64)
-        try:
-            Ed25519PublicKey.from_public_bytes(current).verify(signature, link.signed_bytes())
-        except InvalidSignature as e:
-            raise EnvelopeError(f"key_chain link after {link.previous}: bad signature") from e
+        if not crypto.ed25519_verify(current, signature, link.signed_bytes()):
+            raise EnvelopeError(f"key_chain link after {link.previous}: bad signature")
         current = strict_b64(link.public, f"key_chain link after {link.previous}: public_key", 32)
     raise EnvelopeError(f"key_chain: longer than {MAX_CHAIN} links")
 
@@ -213,10 +210,8 @@ def verify(raw: bytes, trusted: bytes, now: float) -> Verified:
     links = [decode_link(x, f"{EXTRA_KEY}.key_chain[{i}]") for i, x in enumerate(chain_obj)]
     signer = follow_chain(trusted, links, target)
     value = strict_b64(sig.get("value"), f"{EXTRA_KEY}.signature.value", 64)
-    try:
-        Ed25519PublicKey.from_public_bytes(signer).verify(value, signed_bytes(doc))
-    except InvalidSignature as e:
-        raise EnvelopeError(f"bad signature by key {target}") from e
+    if not crypto.ed25519_verify(signer, value, signed_bytes(doc)):
+        raise EnvelopeError(f"bad signature by key {target}")
     expires = parse_time(ours.get("expires_at"), f"{EXTRA_KEY}.expires_at")
     if expires <= now:
         raise ExpiredError(f"expired at {ours['expires_at']} (frozen or replayed document)")

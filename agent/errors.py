@@ -19,8 +19,10 @@ document errors and carries on. Classes defined elsewhere are marked with their 
     │   │                        turned into DocumentRejectedError of the same ``kind``
     │   ├── UnsignedError        (agent.envelope) no signature at all
     │   └── ExpiredError         (agent.envelope) past its ``expires_at``
-    └── SealError                (agent.sealed) a sealed value does not open; the deployment
-                                 fails with the reason, or its signal is not sent
+    ├── SealError                (agent.sealed) a sealed value does not open; the deployment
+    │                            fails with the reason, or its signal is not sent
+    └── CryptoError              a key, nonce or length of the wrong size, or an operation the
+                                 crypto library refused (agent.crypto: a tag that does not match)
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class SourceNotAvailableError(AgentError):
 
 class SourceExpiredError(SourceNotAvailableError):
     pass
+
+
+class CryptoError(ValueError):
+    """Raised by ``agent.crypto`` and both its backends, so callers catch one class."""
 
 
 class DocumentRejectedError(AgentError):

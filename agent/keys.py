@@ -1,7 +1,8 @@
 """The server's own key pairs; the private halves never leave the state dir.
 
 ``sign`` (Ed25519) will sign the agent's reports; ``box`` (X25519) receives
-secrets encrypted to this server (``Unsealer`` opens them).
+secrets encrypted to this server (``Unsealer`` opens them). cryptography makes and reads the
+key files; it is loaded only then, and a running agent that reads its own box key never loads it.
 """
 
 from __future__ import annotations
@@ -9,9 +10,6 @@ from __future__ import annotations
 import base64
 import contextlib
 from pathlib import Path
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from agent import sealed, wire
 from agent.fsutil import private_dir, write_atomic
@@ -21,8 +19,10 @@ KEY_DIR = "keys"
 
 def ensure_keys(state_dir: Path) -> dict[str, str]:
     """Create the key pairs if missing; return the public keys, base64 raw bytes."""
-    # PEM (cryptography's serialization, 1.6 MiB) is loaded only to write or read a key file.
+    # cryptography (11 MiB with its PEM reader) is loaded only to make or read a key file.
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: PLC0415
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey  # noqa: PLC0415
 
     folder = private_dir(state_dir / KEY_DIR)
     publics = {}
@@ -50,11 +50,11 @@ _X25519_PKCS8 = bytes.fromhex("302e020100300506032b656e04220420")
 _PEM = ("-----BEGIN PRIVATE KEY-----", "-----END PRIVATE KEY-----")
 
 
-def load_box_key(state_dir: Path) -> X25519PrivateKey:
-    """The server's X25519 private key, which opens the secrets sealed to it.
+def load_box_key(state_dir: Path) -> bytes:
+    """The server's X25519 private key (32 raw bytes), which opens the secrets sealed to it.
 
     The key this agent wrote is read straight from its fixed DER; any other PEM goes through
-    cryptography's PEM reader, which an idle agent would otherwise keep loaded (1.7 MiB).
+    cryptography's PEM reader, which an idle agent would otherwise keep loaded (11 MiB).
     """
     path = state_dir / KEY_DIR / "box.pem"
     pem = path.read_bytes()
@@ -64,13 +64,14 @@ def load_box_key(state_dir: Path) -> X25519PrivateKey:
         with contextlib.suppress(ValueError):  # not base64: cryptography's reader names the problem
             der = base64.b64decode(body, validate=True)
             if len(der) == 48 and der.startswith(_X25519_PKCS8):
-                return X25519PrivateKey.from_private_bytes(der[16:])
+                return der[16:]
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - as in ensure_keys
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey  # noqa: PLC0415
 
     key = serialization.load_pem_private_key(pem, password=None)
     if not isinstance(key, X25519PrivateKey):
         raise ValueError(f"{path}: not an X25519 private key")
-    return key
+    return key.private_bytes_raw()
 
 
 class Unsealer:
@@ -79,7 +80,7 @@ class Unsealer:
     def __init__(self, state_dir: Path, server_id: str) -> None:
         self.state_dir = state_dir
         self.server_id = server_id
-        self._box_key: X25519PrivateKey | None = None
+        self._box_key: bytes | None = None
 
     def open(
         self, item: wire.DeploymentItem, meta: wire.ItemMeta | None, only: str | None = None

@@ -332,6 +332,7 @@ class Agent:
 
         async with self.outbox.progress_for(self._http, item, meta) as reporter:
             feed = reporter.feed if reporter else (lambda chunk: None)
+            note = reporter.note if reporter else (lambda retry: None)
 
             async def attempt(number: int, limit: float) -> wire.Signal:
                 if number != run:  # recovery counts the runs of a generation
@@ -347,7 +348,7 @@ class Agent:
             self._doc_changed.clear()
             policy = attempts.Policy.of(meta.retry if meta else None)
             return await orders.run_unless_stopped(
-                attempts.run(policy, run, budget, attempt, feed),
+                attempts.run(policy, run, budget, attempt, feed, note),
                 item.id,
                 self._doc_changed,
                 self.document,

@@ -56,6 +56,7 @@ class Progress:
         self.sent = 0
         self._sent_bytes = 0
         self.started = time.monotonic()
+        self.retry: dict[str, Any] | None = None
         self._changed = asyncio.Event()
 
     def feed(self, chunk: bytes) -> None:
@@ -68,17 +69,25 @@ class Progress:
             del self.tail[: len(self.tail) - self.tail_bytes]
         self._changed.set()
 
+    def note(self, retry: dict[str, Any] | None) -> None:
+        """The retry pending or running (agent/attempts.py), reported with the next progress."""
+        self.retry = retry
+        self._changed.set()
+
     def payload(self) -> dict[str, Any]:
         """What the next progress signal says: the tail, the byte count and the time running."""
         self.seq += 1
         tail = bytes(self.tail[-self.tail_bytes :]).decode("utf-8", "ignore")
-        return {
+        found = {
             "status": STATUS,
             "seq": self.seq,
             "output_tail": tail,
             "output_bytes": self.total,
             "elapsed": round(time.monotonic() - self.started, 1),
         }
+        if self.retry is not None:
+            found["retry"] = dict(self.retry)
+        return found
 
     async def run(self) -> None:
         """Send progress until cancelled: on new output (rate-bounded) or on the heartbeat."""

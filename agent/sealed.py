@@ -7,6 +7,7 @@ used once with a zero nonce. The associated data is the value's place
 (``<server>/<item>/<field>``), so a sealed value moved elsewhere does not open.
 The plaintext is the canonical JSON of the value. The text form is
 ``anneal-sealed:v1:`` + base64(ephemeral public key || ciphertext and tag).
+The agent opens with ``agent.crypto``; the control plane seals with cryptography.
 """
 
 from __future__ import annotations
@@ -16,16 +17,16 @@ import binascii
 import dataclasses
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey
-from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
-from agent import wire
+from agent import crypto, wire
 from agent.wire import canonical_json
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    #: A box key as raw bytes (the agent's) or cryptography's object (the control plane's tests).
+    BoxKey = bytes | X25519PrivateKey
 
 PREFIX = "anneal-sealed:v1:"
 #: Written instead of a secret when the server has no key to seal it to (not enrolled).
@@ -38,25 +39,25 @@ class SealError(ValueError):
     """A sealed value cannot be opened (wrong key, altered, or never sealed to this server)."""
 
 
-def _raw(key: X25519PublicKey) -> bytes:
-    return key.public_bytes_raw()
-
-
 def _key(shared: bytes, ephemeral: bytes, recipient: bytes) -> bytes:
-    return HKDF(hashes.SHA256(), 32, salt=ephemeral + recipient, info=_INFO).derive(shared)
+    return crypto.hkdf_sha256(shared, ephemeral + recipient, _INFO, 32)
 
 
 def seal(value: Any, recipient: bytes, place: str) -> str:
     """Encrypt *value* to the X25519 public key *recipient*, bound to *place*."""
+    # Key generation and encryption happen on the control plane only: cryptography, loaded here.
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey, X25519PublicKey  # noqa: PLC0415
+    from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305  # noqa: PLC0415
+
     ephemeral = X25519PrivateKey.generate()
-    ephemeral_pub = _raw(ephemeral.public_key())
+    ephemeral_pub = ephemeral.public_key().public_bytes_raw()
     shared = ephemeral.exchange(X25519PublicKey.from_public_bytes(recipient))
     box = ChaCha20Poly1305(_key(shared, ephemeral_pub, recipient))
     sealed = box.encrypt(_NONCE, canonical_json(value), place.encode())
     return PREFIX + base64.b64encode(ephemeral_pub + sealed).decode()
 
 
-def open_sealed(text: Any, private: X25519PrivateKey, place: str) -> Any:
+def open_sealed(text: Any, private: BoxKey, place: str) -> Any:
     """The value sealed in *text* for this server at *place*."""
     if text == UNAVAILABLE:
         raise SealError(f"{place}: the control plane had no key of this server to seal it to (enrol first)")
@@ -69,12 +70,12 @@ def open_sealed(text: Any, private: X25519PrivateKey, place: str) -> Any:
     if len(raw) < 32 + 16:
         raise SealError(f"{place}: too short to be sealed")
     ephemeral_pub, sealed = raw[:32], raw[32:]
+    own = private if isinstance(private, bytes) else private.private_bytes_raw()
     try:
-        shared = private.exchange(X25519PublicKey.from_public_bytes(ephemeral_pub))
-        plain = ChaCha20Poly1305(_key(shared, ephemeral_pub, _raw(private.public_key()))).decrypt(
-            _NONCE, sealed, place.encode()
-        )
-    except (InvalidTag, ValueError) as e:
+        shared = crypto.x25519(own, ephemeral_pub)
+        key = _key(shared, ephemeral_pub, crypto.x25519_public(own))
+        plain = crypto.chacha20poly1305_open(key, _NONCE, sealed, place.encode())
+    except ValueError as e:  # CryptoError: a low-order ephemeral key, or a tag that does not match
         raise SealError(f"{place}: does not open with this server's key") from e
     return json.loads(plain)
 
@@ -88,7 +89,7 @@ def unavailable(item: wire.DeploymentItem, fields: Iterable[str]) -> bool:
 
 
 def open_item(
-    item: wire.DeploymentItem, fields: Iterable[str], server_id: str, private: X25519PrivateKey
+    item: wire.DeploymentItem, fields: Iterable[str], server_id: str, private: BoxKey
 ) -> wire.DeploymentItem:
     """*item* with the sealed *fields* (``config``, ``inputs.<name>``) opened."""
     wanted = set(fields)

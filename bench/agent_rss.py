@@ -12,7 +12,7 @@ agent work; `git archive` of its agent/ and hooks/ into a temp dir, run with PYT
    own run against the old way, `python -m hooks.script` (a second interpreter), --hops runs
    each, median and p90;
 3. import costs in fresh interpreters (VmRSS after the imports): bare Python, asyncio,
-   aiohttp, cryptography, the agent's modules of this tree (with ``ssl`` withheld as
+   aiohttp, cryptography, the system's libcrypto by ctypes (agent.crypto), the agent's modules of this tree (with ``ssl`` withheld as
    `anneal-agent run` does for http://) and of BASELINE.
 """
 
@@ -50,6 +50,8 @@ IMPORTS = {
     "asyncio + aiohttp": "import asyncio, aiohttp",
     "cryptography (Ed25519, X25519, AEAD)": "import cryptography.hazmat.primitives.asymmetric.ed25519, "
     "cryptography.hazmat.primitives.asymmetric.x25519, cryptography.hazmat.primitives.ciphers.aead",
+    "the system's libcrypto by ctypes, as the agent uses it (agent.crypto)": "from agent import crypto; "
+    "crypto.backend()",
     "agent, this tree, ssl withheld (http://)": "from agent import tls; tls.withhold(); "
     "import agent.commands, agent.loop, agent.inline",
     "agent, this tree, with ssl (https://)": "import agent.commands, agent.loop, agent.inline",

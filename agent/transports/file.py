@@ -13,7 +13,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from agent import client, wire, wire_caps
+from agent import client, crypto, wire, wire_caps
 from agent.config import AgentConfig
 from agent.errors import SourceNotAvailableError
 from agent.fsutil import write_atomic
@@ -36,9 +36,7 @@ async def fetch(config: AgentConfig, section: dict[str, Any], etag: str, wait: f
         body = await asyncio.to_thread(_read_capped, path)
     except OSError as e:
         raise SourceNotAvailableError(f"{path}: {e.strerror or e}") from e
-    import hashlib  # noqa: PLC0415 - LOCAL agents only: it loads OpenSSL's libcrypto (3.5 MiB)
-
-    tag = '"' + hashlib.sha256(body).hexdigest() + '"'
+    tag = '"' + crypto.sha256(body).hex() + '"'
     if tag != etag:
         return client.Fetched(tag, body)
     if wait > 0:

@@ -25,10 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
-from agent import keys, wire
+from agent import crypto, keys, wire
 from agent.config import AgentConfig
 from agent.errors import EnrolError
 from agent.fsutil import write_atomic
@@ -63,15 +60,15 @@ def signal_message(server_id: str, name: str, signal: str) -> bytes:
 def verify(public_key_b64: str, signature_b64: Any, message: bytes) -> bool:
     """True when *signature_b64* is a valid Ed25519 signature of *message* by the given raw public key."""
     try:
-        key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key_b64, validate=True))
-        key.verify(base64.b64decode(str(signature_b64), validate=True), message)
-    except (InvalidSignature, binascii.Error, ValueError, TypeError):
+        key = base64.b64decode(public_key_b64, validate=True)
+        return crypto.ed25519_verify(key, base64.b64decode(str(signature_b64), validate=True), message)
+    except (binascii.Error, ValueError, TypeError):  # ValueError: CryptoError, a key of the wrong size
         return False
-    return True
 
 
 def _sign(state_dir: Path, message: bytes) -> str:
     from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - as in keys.ensure_keys
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: PLC0415
 
     path = state_dir / keys.KEY_DIR / "sign.pem"
     key = serialization.load_pem_private_key(path.read_bytes(), password=None)

@@ -9,5 +9,6 @@ diskfull    a full disk told apart from a busy database (503 disk_full, naming w
 operator    the operator's routes: stacks, deployments, servers, keys, imports from media
 agent       what agents call: enrolment, documents, heartbeats, signals
 heat        what Heat's own agent chain polls: a server's metadata
+ui/         the web view at /ui/: login and session cookie, pages, their JSON and event stream
 openapi     the OpenAPI description served at /openapi.json (its parts in openapi_schemas)
 """

@@ -17,6 +17,7 @@ from control.api import body, metrics, middleware
 from control.api.app_keys import DEFS, ENGINE, RUNTIME, UNAUTHENTICATED
 from control.api.heat_v1 import app as heat_v1
 from control.api.routes import ROUTES
+from control.api.ui import site as ui_site
 from control.documents import reconcile
 from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
@@ -43,6 +44,7 @@ def api_app(settings: Settings) -> web.Application:
     )
     app[UNAUTHENTICATED] = body.unauthenticated_gate()
     app.add_routes(ROUTES)
+    ui_site.install(app)  # the web view: its own routes, not the REST API's (not in /openapi.json)
     return app
 
 

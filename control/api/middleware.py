@@ -1,7 +1,8 @@
 """What every route shares: default-deny authentication, errors as JSON, request helpers.
 
 Every route declares who may call it (``public``, ``admin``, ``metrics``, ``agent``,
-``signal``); a route without a declaration answers 403. Domain errors become
+``signal``; the web view's ``ui`` and ``ui-page``, by its session cookie); a route without
+a declaration answers 403. Domain errors become
 ``{"error": {"code", "message", "where"}}`` with their HTTP status.
 """
 
@@ -24,6 +25,7 @@ from agent.serving import LINGER
 from control.api import diskfull
 from control.api.app_keys import RUNTIME
 from control.api.body import check_text
+from control.api.ui import session as ui_session
 from control.errors import (
     AuthError,
     BadRequestError,
@@ -39,6 +41,8 @@ from control.services import agents
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AUTH_SERVER = "anneal.server_id"
+#: The role of the web view's session (ui and ui-page routes).
+UI_ROLE = "anneal.ui_role"
 #: The SHA-256 of the agent credential that authenticated the request (agent and signal routes).
 AUTH_CREDENTIAL = "anneal.credential_hash"
 #: Refusals sent before the body was read: the connection is closed after them.
@@ -50,7 +54,7 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 
 def auth(policy: str) -> Callable[[Handler], Handler]:
-    """Declare who may call a route: public, admin, metrics (its token or the admin's), agent or signal."""
+    """Declare who may call a route: public, admin, metrics (its token or the admin's), agent, signal, ui or ui-page."""
 
     def mark(handler: Handler) -> Handler:
         handler.anneal_auth = policy  # type: ignore[attr-defined]
@@ -187,6 +191,8 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     elif policy == "metrics":
         if token is None or not _metrics_reader(token, rt.keys.admin_token, rt.keys.metrics_token):
             raise AuthError("this route needs the metrics token or the admin token", where="Authorization")
+    elif policy in ("ui", "ui-page"):
+        request[UI_ROLE] = _ui_role(request, policy)
     elif policy in ("agent", "signal"):
         if token is not None:
             request[AUTH_CREDENTIAL] = token_hash(token)
@@ -196,6 +202,17 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     else:
         raise ForbiddenError("route has no access policy", where=request.path)
     return await handler(request)
+
+
+def _ui_role(request: web.Request, policy: str) -> str:
+    """The web view's session role; a page without one goes to the login form, data gets a 401."""
+    cookie = request.cookies.get(ui_session.COOKIE)
+    role = ui_session.role_of(cookie, request.app[RUNTIME].keys.admin_token, time.time())
+    if role is not None:
+        return role
+    if policy == "ui-page":
+        raise web.HTTPSeeOther("/ui/login")
+    raise AuthError("this view needs a login at /ui/login (its session cookie)", where="cookie")
 
 
 def _metrics_reader(token: str, admin: str, metrics: str) -> bool:

@@ -93,10 +93,16 @@ def _stack_paths() -> dict[str, Any]:
                 ],
             ),
         },
+        "/v1/stacks/{name}/preview": _on_stack(
+            "put",
+            "The plan of an update (PUT's body): each resource's change, reason, server, runs, inputs; writes nothing",
+            {"200": json_body(OBJ), **errors(401, 404, template=True, body=True)},
+            requestBody=request_body(ref("StackUpdate")),
+        ),
         "/v1/stacks/{name}/abandon": _on_stack(
             "post",
             "Remove the stack running nothing (its servers and deployments stay, in no stack): "
-            "Heat's abandon data, which `/v1/adopt` takes back",
+            "Heat's abandon data, which `/v1/adopt` takes back; its secrets sealed with the data key",
             {"200": json_body(OBJ), **errors(401, 404, 409)},
         ),
         "/v1/adopt": {

@@ -226,7 +226,7 @@ def adopt_request() -> dict[str, Any]:
         name=STRING,
         adopt_stack_data={
             **obj("template", "resources", template=OBJ, resources=OBJ),
-            "description": "what /v1/stacks/{name}/abandon answered",
+            "description": "what /v1/stacks/{name}/abandon answered (sealed values are opened)",
         },
         parameters=OBJ,
     )

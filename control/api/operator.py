@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent import wire_caps
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
@@ -24,9 +25,19 @@ from control.api.middleware import (
 from control.api.openapi import spec
 from control.documents import heat
 from control.errors import BadRequestError
-from control.services import abandon, agents, converge, queries, resource_signals, servers, signing, stacks
+from control.services import (
+    abandon,
+    agents,
+    converge,
+    plan,
+    queries,
+    resource_signals,
+    servers,
+    signing,
+    stacks,
+)
 from control.services import stack_graph as graph
-from control.store.orm import ServerRow
+from control.store.orm import ServerRow, StackRow
 from control.transports import offline as offline_enrolment
 from control.transports import service as transport_service
 from control.transports.store import parse_signal_name
@@ -100,6 +111,19 @@ async def update_stack(request: web.Request) -> web.Response:
     return ok(await stacks.update_stack(rt, engine.kick, request.match_info["name"], body), 202)
 
 
+@routes.put("/v1/stacks/{name}/preview")
+@auth("admin")
+async def preview_update(request: web.Request) -> web.Response:
+    """The plan of the update this body would start (the body of PUT /v1/stacks/NAME); nothing changes."""
+    name = request.match_info["name"]
+
+    async def find(session: AsyncSession) -> StackRow:
+        return await stacks.get_stack(session, name)
+
+    found = await plan.plan_update(request.app[RUNTIME], await read_object(request), find)
+    return ok(plan.plan_view(found))
+
+
 @routes.delete("/v1/stacks/{name}")
 @auth("admin")
 async def delete_stack(request: web.Request) -> web.Response:
@@ -150,9 +174,12 @@ async def stack_events(request: web.Request) -> web.Response:
     wait = min(seconds_query(request, "wait"), 30.0)
     traversal, limit = optional_int_query(request, "traversal"), optional_int_query(request, "limit", 1)
     name, depth = request.match_info["name"], _nested_depth(request)
-    where = queries.EventFilter(request.query.get("resource"), time_query(request, "since"))
+    resource, since = request.query.get("resource"), time_query(request, "since")
     rt = request.app[RUNTIME]
-    return ok(await queries.wait_events(rt, name, after, wait, traversal, limit, depth, where))
+    found = await queries.wait_events(
+        rt, name, after, wait, traversal, limit, depth, resource=resource, since=since
+    )
+    return ok(found)
 
 
 def _nested_depth(request: web.Request) -> int:

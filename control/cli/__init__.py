@@ -123,6 +123,12 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         if name == "update":
             p.add_argument("--existing", action="store_true", help="keep parameters given before")
             p.add_argument("--if-match", help="fail with 409 unless the stack is at this version")
+            p.add_argument(
+                "--dry-run",
+                action="store_true",
+                help="print what the update would create, replace, re-run and delete, per server, "
+                "and which inputs change; nothing changes",
+            )
     for name, text in (
         ("delete", "delete a stack"),
         ("suspend", "suspend a stack (deployments listing SUSPEND run it)"),
@@ -190,9 +196,7 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--after", type=int, default=0, metavar="ID", help="only events after this event id (paging)"
     )
-    _fmt(sub.add_parser("graph", help="the dependency graph as Graphviz DOT (| dot -Tsvg)")).add_argument(
-        "name"
-    )
+    sub.add_parser("graph", help="the dependency graph as Graphviz DOT (| dot -Tsvg)").add_argument("name")
 
 
 def _template(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -217,6 +221,13 @@ def _template(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=5,
         metavar="N",
         help="the cap `anneal serve --max-nested-depth` applies (default 5)",
+    )
+    p.add_argument(
+        "--max-evaluation-bytes",
+        type=serve_options.size,
+        default=0,
+        metavar="SIZE",
+        help="the budget `anneal serve --max-evaluation-bytes` applies (default: 128 times the template cap, at least 64M)",
     )
 
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from control.cli import events, follow, graph, log, signal_import
+from control.cli import events, follow, graph, log, plan, signal_import
 from control.cli.client import Client, ClientError, api_path
 from control.cli.output import show
 from control.cli.stack_request import stack_request
@@ -55,6 +55,8 @@ def _stack_update(client: Client, args: argparse.Namespace) -> int:
         body["rollback"] = True
     if args.if_match:
         body["if_match"] = args.if_match
+    if args.dry_run:
+        return plan.dry_run(client, args, body)
     stack = client.call("PUT", api_path("stacks", args.name), body)
     return follow.after_change(client, args, stack, "update started")
 

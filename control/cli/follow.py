@@ -63,7 +63,7 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0, out: Rep
     """Report events and progress as they happen until the stack settles; 0 on COMPLETE."""
     out = out or reporter("table")
     deadline = time.monotonic() + timeout
-    last, progress, counted = since, Progress(), 0.0
+    last, progress, counted, rolled_back = since, Progress(), 0.0, ""
     while time.monotonic() < deadline:
         try:
             # The stack first: events read after it include every one up to the state it shows.
@@ -82,6 +82,7 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0, out: Rep
             with contextlib.suppress(ClientError):
                 events = client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)})
         last = _print_events(out, events, last)
+        rolled_back = _rollback_reason(name, events) or rolled_back
         counts = stack
         if settled and "progress" not in stack:  # the last line counts what the stack ended with
             with contextlib.suppress(ClientError):
@@ -90,7 +91,7 @@ def wait_for(client: Client, name: str, timeout: float, since: int = 0, out: Rep
             changed = progress.update(counts["progress"], stack["action"] == "DELETE")
             out.progress(progress, changed, final=settled)
         if settled:
-            return _verdict(client, stack, out)
+            return _verdict(client, stack, out, rolled_back)
         time.sleep(0.05)
     out.result({"stack": name, "status": "IN_PROGRESS", "timed_out": True})
     print(f"anneal: stack {name} still in progress after {timeout:g} s", file=sys.stderr)
@@ -111,19 +112,31 @@ def _deleted(client: Client, name: str, last: int, progress: Progress, out: Repo
     return 0
 
 
-def _verdict(client: Client, stack: dict[str, Any], out: Reporter) -> int:
-    name, failed = stack["name"], stack["status"].endswith("FAILED")
+def _rollback_reason(name: str, events: list[dict[str, Any]]) -> str:
+    """Why the stack rolled back, from its ROLLBACK IN_PROGRESS event among *events* ("" if none)."""
+    found = ""
+    for ev in events:  # the stack's own events are named by the stack
+        if ev["resource_name"] in ("", name) and (ev["action"], ev["status"]) == ("ROLLBACK", "IN_PROGRESS"):
+            found = str(ev["reason"]).removeprefix("Stack ROLLBACK started: ")
+    return found
+
+
+def _verdict(client: Client, stack: dict[str, Any], out: Reporter, rolled_back: str) -> int:
+    """Report how the stack settled; 0 only for a COMPLETE create, update, delete, suspend or resume.
+
+    A rollback that completed is still a change that failed: non-zero, with the reason it rolled back.
+    """
+    name, status = stack["name"], stack["status"]
+    failed = status.endswith("FAILED") or status.startswith("ROLLBACK")
     failures = client.call("GET", api_path("stacks", name, "failures")) if failed else []
-    out.result(
-        {
-            "stack": name,
-            "status": stack["status"],
-            "status_reason": stack["status_reason"],
-            "failures": failures,
-        }
-    )
+    result = {"stack": name, "status": status, "status_reason": stack["status_reason"], "failures": failures}
+    if status.startswith("ROLLBACK"):
+        result["rolled_back"] = rolled_back or "the change failed"
+    out.result(result)
     if not isinstance(out, JsonLines):
-        print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
+        print(f"stack {name}: {status} ({stack['status_reason']})")
+        if status.startswith("ROLLBACK"):
+            print(f"stack {name} was rolled back: {result['rolled_back']}")
         for f in failures:
             print_failure(f)
     return 1 if failed else 0

@@ -85,6 +85,7 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     host, port = settings.host_port()
     log.info("control plane on http://%s:%s, data in %s", host, port, settings.data_dir)
+    log.info("web view on http://%s:%s/ui/ (log in with %s)", host, port, settings.data_dir / "admin-token")
     if settings.heat_listen:
         heat_host, heat_port = settings.heat_host_port()
         log.info("Heat's Orchestration API v1 on http://%s:%s/v1/<project>", heat_host, heat_port)

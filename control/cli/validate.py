@@ -1,14 +1,17 @@
 """`anneal template validate`: the control plane's checks of a stack request, run offline.
 
 No control plane, no credentials: the template, its get_file files, environments and -P
-parameters go through ``control.hot.validate``, the checks a stack create runs, so a CI
-pipeline sees the error (code, message, path) the API would answer with, and exit 1.
+parameters go through the function a stack create runs (``stack_request.validated``: the
+checks, and the dry run of every resource, nested stacks included, under the evaluation
+budget and the allowed_pattern and yaql time bounds), so a CI pipeline sees the error
+(code, message, path) the API would answer with, and exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from control import hot
@@ -20,22 +23,23 @@ MASK = "******"
 
 def validate(args: argparse.Namespace) -> int:
     """Check the files *args* name; print what was found and return 0, or the error and 1."""
+    # Here and in check(), not at the top: the operator's CLI loads no server-side module
+    # (SQLAlchemy, the engine) until it validates.
+    from control.errors import BadRequestError  # noqa: PLC0415
+
     body = stack_request(args, offline=True)
     try:
-        checked = hot.validate(
-            body["template"],
-            files=body["files"],
-            environments=body["environments"],
-            parameters=body["parameters"],
-            max_bytes=args.max_template_bytes,
-            max_nested_depth=args.max_nested_depth,
-        )
-    except hot.TemplateError as e:
-        error = {"error": {"code": "invalid_template", "message": str(e), "where": e.path}}
-        if args.format == "table":
-            print(f"anneal: error: {args.template}: {e}", file=sys.stderr)
+        checked = check(args, body)
+    except (hot.TemplateError, BadRequestError) as e:
+        error: dict[str, Any]
+        if isinstance(e, hot.TemplateError):
+            error = {"code": "invalid_template", "message": str(e), "where": e.path}
         else:
-            show(error, args.format)
+            error = {"code": e.code, "message": e.message, "where": e.where}
+        if args.format == "table":
+            print(f"anneal: error: {args.template}: {error['message']}", file=sys.stderr)
+        else:
+            show({"error": error}, args.format)
         return 1
     found = summary(checked)
     if args.format != "table":
@@ -51,6 +55,32 @@ def validate(args: argparse.Namespace) -> int:
     for warning in found["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
     return 0
+
+
+def check(args: argparse.Namespace, body: dict[str, Any]) -> hot.Checked:
+    """What `stack create` checks of *body*, under the limits *args* give as `anneal serve` would."""
+    from control.services.stack_request import validated  # noqa: PLC0415 (as in validate())
+    from control.settings import Settings  # noqa: PLC0415
+
+    settings = Settings(
+        data_dir=Path("."),  # nothing is read or written there
+        max_template_bytes=args.max_template_bytes,
+        max_evaluation_bytes=args.max_evaluation_bytes,
+        max_nested_depth=args.max_nested_depth,
+    )
+    source, env = hot.load_sources(body["template"], body["environments"], args.max_template_bytes)
+    defn, warnings = validated(
+        settings,
+        source,
+        body["files"],
+        env,
+        body["parameters"],
+        stack_name="validate",
+        stack_id="",
+        nesting=hot.Nesting(0, args.max_nested_depth),
+    )
+    found = (*defn.template.warnings, *defn.params.warnings, *warnings)
+    return hot.Checked(defn.template, env, defn.params, defn.conditions, found)
 
 
 def summary(checked: hot.Checked) -> Any:

@@ -17,6 +17,7 @@ from control.resources import (
     Nest,
     Outcome,
     Res,
+    changes,
     composite_for,
     handler_for,
     secrecy,
@@ -36,30 +37,16 @@ class Actor:
         txn, stack = self.txn, self.stack
         rdef = self.defn.template.resources[name]
         handler, requires = handler_for(rdef.type), self.defn.requires(name)
-        composite = composite_for(rdef.type)
         placeholder = row if row is not None and row.action == "INIT" else None
         if placeholder is not None:
             row = None  # held at a breakpoint until now (placeholder below): it is created, not updated
         target = row
         try:
-            ctx = stackdef.StackContext(stack, self.defn, current)
-            res = Res(
-                stack,
-                name,
-                rdef.type,
-                rdef.update_policy,
-                self._nest(rdef, ctx) if composite else None,
-                self.defn.template.reads(name),
-            )
-            with hot.evaluating(hot.Budget(txn.runtime.settings.evaluation_cap)):
-                resolved = hot.resolve(rdef.properties, ctx, f"resources.{name}.properties")
-            props = _with_defaults(rdef.type, stackdef.plain(resolved))
-            secrecy.check_carriers(rdef.type, props, f"resources.{name}.properties")
-            if row is not None and _unchanged(res, row, props):
+            res, props = self.resolve(name, current)
+            if row is not None and changes.unchanged(res, row, props):
                 row.traversal = stack.traversal
                 return row
-            if row is not None and row.type == rdef.type and (row.status != "FAILED" or composite):
-                # A failed nested stack walks again in place: its own failed resources are replaced.
+            if row is not None and changes.updates_in_place(res, row):
                 outcome = await handler.update(txn, res, row, props)
                 if outcome is not REPLACE:
                     self._apply(row, "UPDATE", outcome, props, requires)
@@ -84,6 +71,25 @@ class Actor:
             action = "UPDATE" if target is row else "CREATE"
             self._apply(target, action, Outcome("FAILED", reason=reason), target.properties, requires)
             return target
+
+    def resolve(self, name: str, current: Mapping[str, stackdef.ResourceView]) -> tuple[Res, Any]:
+        """The resource as its handler sees it, and its properties resolved against *current*."""
+        rdef = self.defn.template.resources[name]
+        ctx = stackdef.StackContext(self.stack, self.defn, current)
+        res = Res(
+            self.stack,
+            name,
+            rdef.type,
+            rdef.update_policy,
+            self._nest(rdef, ctx) if composite_for(rdef.type) else None,
+            self.defn.template.reads(name),
+        )
+        with hot.evaluating(hot.Budget(self.txn.runtime.settings.evaluation_cap)):
+            resolved = hot.resolve(rdef.properties, ctx, f"resources.{name}.properties")
+        props = changes.with_defaults(rdef.type, stackdef.plain(resolved))
+        props = changes.with_stack_defaults(rdef.type, props, self.defn.environment.deployment_defaults)
+        secrecy.check_carriers(rdef.type, props, f"resources.{name}.properties")
+        return res, props
 
     def placeholder(self, name: str) -> ResourceRow:
         """The row of a resource a breakpoint holds before its creation: INIT_COMPLETE, as Heat lists it.
@@ -136,18 +142,6 @@ class Actor:
         )
 
 
-def _unchanged(res: Res, row: ResourceRow, props: Any) -> bool:
-    """True when the resource is as its definition asks: nothing to do in this traversal.
-
-    A row of another type (a registry entry changed) is replaced; a resource that makes a
-    nested stack is compared on what it gives the nested stack too.
-    """
-    if row.type != res.type or row.status != "COMPLETE" or row.properties != props:
-        return False
-    composite = composite_for(res.type)
-    return composite is None or not composite.changed(res, row, props)
-
-
 def error_reason(e: ControlError) -> str:
     """The status reason a handler's error leaves on its resource."""
     return f"{e.where}: {e.message}" if e.where else e.message
@@ -166,10 +160,3 @@ def _new_row(stack: StackRow, name: str, type_name: str) -> ResourceRow:
         current=True,
         attributes={},
     )
-
-
-def _with_defaults(type_name: str, props: Any) -> Any:
-    spec = hot.TYPES.get(type_name)
-    if spec is None or not isinstance(props, dict):
-        return props
-    return stackdef.plain(hot.apply_defaults(spec, props))

@@ -16,8 +16,17 @@ from control.hot.template import Template
 MAX_CONDITION_DEPTH = 50
 
 
-def resolve_parameters(template: Template, environment: Environment, given: Mapping[str, Any]) -> Parameters:
-    """Final parameter values: given > environment parameters > parameter_defaults > default."""
+def resolve_parameters(
+    template: Template,
+    environment: Environment,
+    given: Mapping[str, Any],
+    placeholders: frozenset[str] = frozenset(),
+) -> Parameters:
+    """Final parameter values: given > environment parameters > parameter_defaults > default.
+
+    A dry run names in *placeholders* the parameters its parent gives values not known yet
+    (a resource's attribute): they get None, unchecked.
+    """
     for source in (given, environment.parameters):
         for name in source:
             if name not in template.parameters:
@@ -28,6 +37,9 @@ def resolve_parameters(template: Template, environment: Environment, given: Mapp
     secret = {n for n in template.parameters if taint.tainted(given.get(n))}
     for name, pdef in template.parameters.items():
         path = f"parameters.{name}"
+        if name in placeholders and name not in given:
+            values[name] = None
+            continue
         raw = next(
             (
                 s[name]

@@ -1,4 +1,5 @@
-"""What one evaluation of a template may build: bytes per function call, bytes in all, pattern time.
+"""What one evaluation of a template may build: bytes per function call, bytes in all, pattern
+and yaql time.
 
 Every function that builds a value asks a ``Meter`` for the bytes before it allocates them, so
 a small template is refused before it has built gigabytes; all calls of one evaluation share a
@@ -23,6 +24,8 @@ MAX_CALL_BYTES = 8 * 1024 * 1024
 DEFAULT_TOTAL_BYTES = 64 * 1024 * 1024
 #: Seconds all the allowed_pattern checks of one evaluation may take together.
 PATTERN_SECONDS = 1.0
+#: Seconds all the yaql expressions of one evaluation may take together (each at most yaqlfn.TIME_LIMIT).
+YAQL_SECONDS = 5.0
 #: What a scalar, list item or map entry counts for beyond its text.
 SLOT = 16
 #: Containers at least this big keep their size, so a value shared many times is walked once.
@@ -34,7 +37,7 @@ class BudgetError(TemplateError):
 
 
 class Budget:
-    """The bytes left to one evaluation and the pattern-matching time left to it."""
+    """The bytes left to one evaluation and the pattern-matching and yaql time left to it."""
 
     def __init__(
         self,
@@ -42,11 +45,13 @@ class Budget:
         *,
         patterns: bool = True,
         pattern_seconds: float = PATTERN_SECONDS,
+        yaql_seconds: float = YAQL_SECONDS,
     ) -> None:
         self.total, self.used = total, 0
         #: False where parameter values were checked before (the engine re-reading a stack).
         self.patterns = patterns
         self.pattern_seconds = self.pattern_left = pattern_seconds
+        self.yaql_seconds = self.yaql_left = yaql_seconds
         #: True while a dry run tolerates errors that a placeholder (get_attr: null) may cause.
         self.lenient = False
         self._sizes: dict[int, tuple[Any, int]] = {}
@@ -92,11 +97,11 @@ class Budget:
     @contextlib.contextmanager
     def leniently(self) -> Iterator[None]:
         """A dry run: a call's other errors give null (its arguments may be placeholders)."""
-        self.lenient = True
+        before, self.lenient = self.lenient, True
         try:
             yield
         finally:
-            self.lenient = False
+            self.lenient = before
 
     def tolerates(self, error: TemplateError) -> bool:
         return self.lenient and not isinstance(error, BudgetError)

@@ -7,11 +7,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from control.hot import retry
 from control.hot.errors import TemplateError, at
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.schema import describe
 
-SECTIONS = ("parameters", "parameter_defaults", "resource_registry", "encrypted_param_names", "event_sinks")
+SECTIONS = (
+    "parameters",
+    "parameter_defaults",
+    "resource_registry",
+    "encrypted_param_names",
+    "event_sinks",
+    "deployment_defaults",
+)
+#: What ``deployment_defaults`` (Anneal's section; Heat has none) may set for every deployment of
+#: the stack and of the stacks it nests that does not set it itself.
+DEPLOYMENT_DEFAULTS = ("retry",)
 MAX_CHAIN = 10
 #: Keys of a per-resource entry that are not type mappings; accepted and ignored with a warning.
 _IGNORED_ENTRY_KEYS = {
@@ -32,6 +43,8 @@ class Environment:
     #: the resources of its nested stack, as Heat writes them.
     resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    #: ``deployment_defaults``: property -> value for the deployments that leave it unset.
+    deployment_defaults: Mapping[str, Any] = field(default_factory=dict)
 
 
 def parse_environment(
@@ -56,7 +69,19 @@ def parse_environment(
         resource_registry=_registry(section, path),
         resources=resources,
         warnings=tuple(warnings),
+        deployment_defaults=_deployment_defaults(data, what),
     )
+
+
+def _deployment_defaults(data: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """The ``deployment_defaults`` section, each value checked as the property it stands for."""
+    section = _section(data, "deployment_defaults", what)
+    path = at(what, "deployment_defaults")
+    for key, value in section.items():
+        if key not in DEPLOYMENT_DEFAULTS:
+            raise TemplateError(at(path, key), f"unknown default; known: {', '.join(DEPLOYMENT_DEFAULTS)}")
+        retry.policy(value, at(path, key))
+    return section
 
 
 def _section(data: Mapping[str, Any], key: str, what: str) -> dict[str, Any]:
@@ -143,11 +168,14 @@ def to_json(env: Environment) -> dict[str, Any]:
     registry: dict[str, Any] = dict(env.resource_registry)
     if env.resources:
         registry["resources"] = dict(env.resources)
-    return {
+    out = {
         "parameters": dict(env.parameters),
         "parameter_defaults": dict(env.parameter_defaults),
         "resource_registry": registry,
     }
+    if env.deployment_defaults:
+        out["deployment_defaults"] = dict(env.deployment_defaults)
+    return out
 
 
 def from_json(obj: Mapping[str, Any]) -> Environment:
@@ -158,6 +186,7 @@ def from_json(obj: Mapping[str, Any]) -> Environment:
         parameter_defaults=dict(obj.get("parameter_defaults") or {}),
         resource_registry=registry,
         resources=dict(resources),
+        deployment_defaults=dict(obj.get("deployment_defaults") or {}),
     )
 
 
@@ -170,7 +199,10 @@ def child_environment(env: Environment, resource_name: str) -> Environment:
             if isinstance(value, Mapping):
                 nested[key] = {**nested.get(key, {}), **value}
     return Environment(
-        parameter_defaults=env.parameter_defaults, resource_registry=env.resource_registry, resources=nested
+        parameter_defaults=env.parameter_defaults,
+        resource_registry=env.resource_registry,
+        resources=nested,
+        deployment_defaults=env.deployment_defaults,
     )
 
 
@@ -190,6 +222,7 @@ def merge_environments(envs: Sequence[Environment]) -> Environment:
             resource_registry={**merged.resource_registry, **env.resource_registry},
             resources={**merged.resources, **env.resources},
             warnings=merged.warnings + env.warnings,
+            deployment_defaults={**merged.deployment_defaults, **env.deployment_defaults},
         )
     return merged
 

@@ -135,7 +135,7 @@ def check_member(
         return  # computed: checked when the group acts
     where = at(path, MEMBER_PROPERTY[group_type])
     index_var = props.get("index_var")
-    mprops = _substituted(
+    mprops = substituted(
         member.get("properties") or {}, index_var if isinstance(index_var, str) else "%index%"
     )
     if not isinstance(mprops, Mapping):
@@ -157,12 +157,12 @@ def check_member(
         raise TemplateError(at(where, "type"), f"type {mapped!r} is neither a supported type nor a template")
 
 
-def _substituted(value: Any, var: str) -> Any:
+def substituted(value: Any, var: str) -> Any:
     """*value* as member ``0`` gets it (its index variable replaced)."""
     if isinstance(value, str):
         return value.replace(var, "0")
     if isinstance(value, Mapping):
-        return {k: _substituted(v, var) for k, v in value.items()}
+        return {k: substituted(v, var) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substituted(v, var) for v in value]
+        return [substituted(v, var) for v in value]
     return value

@@ -1,9 +1,11 @@
 """A whole stack request checked: template and environment texts, parameters, type-aware checks.
 
 The control plane's create and update run these (``load_sources``, then ``build`` and
-``check_types``), and so does `anneal template validate` offline: the same TemplateError,
-with the same path, either way. ``validate`` is the library entry point
-(``from control.hot import validate``).
+``check_types``), under the evaluation budget, then dry-run every resource
+(control/resources/validate.py), and so does `anneal template validate` offline: the same
+error, with the same path, either way. ``validate`` is the library entry point
+(``from control.hot import validate``): the same checks under the same budget and pattern
+time, without the dry run (which needs to know what resource types do).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from control.hot.budget import DEFAULT_TOTAL_BYTES, Budget, evaluating
 from control.hot.definition import build, plain
 from control.hot.environment import Environment, merge_environments, parse_environment
 from control.hot.errors import TemplateError
@@ -77,19 +80,21 @@ def validate(
     max_bytes: int = MAX_TEMPLATE_BYTES,
     max_nested_depth: int = MAX_NESTED_DEPTH,
     stack_name: str = "validate",
+    max_evaluation_bytes: int = DEFAULT_TOTAL_BYTES,
 ) -> Checked:
     """Everything a stack create checks (services/stacks.py runs the same calls), without a
     control plane; raises TemplateError."""
     source, env = load_sources(template, environments, max_bytes)
-    defn = build(
-        source,
-        files or {},
-        env,
-        parameters or {},
-        stack_name=stack_name,
-        stack_id="",
-        nesting=Nesting(0, max_nested_depth),
-    )
+    with evaluating(Budget(max_evaluation_bytes)):
+        defn = build(
+            source,
+            files or {},
+            env,
+            parameters or {},
+            stack_name=stack_name,
+            stack_id="",
+            nesting=Nesting(0, max_nested_depth),
+        )
     warnings = (*defn.template.warnings, *defn.params.warnings, *check_types(defn.template))
     return Checked(defn.template, env, defn.params, defn.conditions, warnings)
 

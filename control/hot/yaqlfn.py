@@ -2,9 +2,11 @@
 
 Evaluated with the ``yaql`` package Heat uses, with Heat's default bounds on what an
 expression may build (``limit_iterators`` 200 elements, ``memory_quota`` 10,000 bytes)
-and, which Heat has not, a bound on the time it may take (TIME_LIMIT seconds): an
-expression such as a join of two 150-element lists otherwise runs for tens of seconds
-inside the engine.
+and, which Heat has not, a bound on the time it may take (TIME_LIMIT seconds, and
+budget.YAQL_SECONDS for all of an evaluation's expressions): an expression such as a join
+of two 150-element lists otherwise runs for tens of seconds inside the engine. Its result
+is charged to the evaluation budget like any function's. A bound broken is a BudgetError,
+so a stack create's dry run refuses it, naming the path.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ from collections.abc import Iterator, Mapping
 from types import FrameType
 from typing import Any
 
+from control.hot import budget
 from control.hot.errors import TemplateError
 
 LIMIT_ITERATORS = 200
 MEMORY_QUOTA = 10_000
 TIME_LIMIT = 2.0
-#: Cap on the JSON text of a result (as transforms.MAX_RESULT).
-MAX_RESULT = 8 * 1024 * 1024
 
 
 @functools.cache
@@ -57,20 +58,39 @@ def evaluate(args: Any, path: str) -> Any:
     data = args.get("data", {})
     if data is not None and not isinstance(data, Mapping | list | str | int | float | bool):
         raise TemplateError(path, "yaql: data must be a map, a list or a scalar")
+    result = _run(statement, data, path)
     try:
-        with _deadline(TIME_LIMIT):
-            result = statement.evaluate({"data": data}, _engine()[1].create_child_context())
-    except TimeoutError:
-        raise TemplateError(path, f"yaql: the expression took longer than {TIME_LIMIT:g} s") from None
-    except Exception as e:  # yaql raises many kinds (its own, TypeError, KeyError...) for bad input
-        raise TemplateError(path, f"yaql: {type(e).__name__}: {e}") from None
-    try:
-        size = len(json.dumps(result))
+        json.dumps(result)
     except (TypeError, ValueError):
         raise TemplateError(path, f"yaql: the result is not JSON data ({type(result).__name__})") from None
-    if size > MAX_RESULT:
-        raise TemplateError(path, f"yaql: the result would exceed {MAX_RESULT} characters")
+    # yaql's own quotas bound what it builds; what it gives is charged as any function's result
+    budget.meter(path, "yaql").add(budget.current().size(result))
     return result
+
+
+def _run(statement: Any, data: Any, path: str) -> Any:
+    """The statement's value, within TIME_LIMIT and the time the evaluation has left for yaql."""
+    from yaql.language import exceptions  # noqa: PLC0415 (as in _engine)
+
+    spent = budget.current()
+    limit = min(TIME_LIMIT, max(spent.yaql_left, 0.001))
+    started = time.monotonic()
+    try:
+        with _deadline(limit):
+            return statement.evaluate({"data": data}, _engine()[1].create_child_context())
+    except TimeoutError:
+        if limit < TIME_LIMIT:
+            raise budget.BudgetError(
+                path,
+                f"yaql: the template's yaql expressions took longer than {spent.yaql_seconds:g} s in all",
+            ) from None
+        raise budget.BudgetError(path, f"yaql: the expression took longer than {TIME_LIMIT:g} s") from None
+    except (exceptions.CollectionTooLargeException, exceptions.MemoryQuotaExceededException) as e:
+        raise budget.BudgetError(path, f"yaql: {type(e).__name__}: {e}") from None
+    except Exception as e:  # yaql raises many kinds (its own, TypeError, KeyError...) for bad input
+        raise TemplateError(path, f"yaql: {type(e).__name__}: {e}") from None
+    finally:
+        spent.yaql_left -= time.monotonic() - started
 
 
 @contextlib.contextmanager

@@ -103,6 +103,19 @@ class Composite(Protocol):
 
 
 @runtime_checkable
+class Replaces(Protocol):
+    """A handler that may replace its resource on update: ``replacement`` says why (None: in place).
+
+    It only reads, so the engine's update and the plan of an update (``stack update
+    --dry-run``, Heat's update preview) decide with the same code.
+    """
+
+    async def replacement(
+        self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]
+    ) -> str | None: ...
+
+
+@runtime_checkable
 class Signalled(Protocol):
     """A handler that takes signals (Heat's resource signal): a scaling policy adjusts its group."""
 

@@ -258,16 +258,16 @@ def item_inputs(dep: DeploymentRow) -> dict[str, Any]:
     return {i["name"]: i.get("value") for i in dep.item.get("inputs", [])}
 
 
-def replace_on_change_differs(dep: DeploymentRow, source: Source, values: Mapping[str, Any]) -> bool:
-    """True when an input flagged replace_on_change would get a different value."""
+def replace_on_change_differs(dep: DeploymentRow, source: Source, values: Mapping[str, Any]) -> str | None:
+    """The first input flagged replace_on_change that would get a different value (None: none)."""
     if dep.item is not None:
         old = item_inputs(dep)
     else:  # never ran on the server: compare with the values it was last given (Heat's rule)
         old = {i.name: i.value for i in declared_inputs(source, dep.input_values)}
     for item in declared_inputs(source, values):
         if item.replace_on_change and old.get(item.name) != item.value:
-            return True
-    return False
+            return item.name
+    return None
 
 
 def attributes(dep: DeploymentRow) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from control.errors import BadRequestError
-from control.resources import deploy
+from control.resources import canary, deploy
 from control.resources.base import REPLACE, Outcome, Res, done, warn
 from control.resources.group_members import (
     STATE,
@@ -56,24 +56,25 @@ class DeploymentGroup:
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
         old, state = row.properties or {}, load_plan(row)
         members = await load_members(txn, state)
-        if await self._replaces(txn, res, old, props, members):
+        if await self._replaced_because(txn, res, old, props, members) is not None:
             return REPLACE
-        servers, old_servers = read_servers(props, res), read_servers(old, res)
-        queue, retiring = [], dict(state.get("retiring") or {})
-        changed = shared_props(props) != shared_props(old)
-        for key in sorted(servers):
-            if key in members and servers[key] == old_servers.get(key):
-                if changed:
-                    queue.append(["update", key])  # unchanged members do not run again
-            else:
-                queue.append(["create", key])
-                if key in members:
-                    retiring[f"{key}@{members[key].id}"] = members[key].id
-        for key in sorted(set(members) - set(servers)):
-            retiring[key] = members[key].id
-        state.update(action="UPDATE", queue=queue, retiring=retiring, running=[], pause_until=None)
+        servers = read_servers(props, res)
+        # A rollback returns only the members that ran the failed change; the others are left alone.
+        settled = at_target(members, props) if res.stack.action == "ROLLBACK" else frozenset()
+        queue, leaving = member_queue(members, read_servers(old, res), servers, old, props, settled)
+        retiring = dict(state.get("retiring") or {})
+        for key in leaving:  # a member moved to another server leaves under a key of its own
+            retiring[f"{key}@{members[key].id}" if key in servers else key] = members[key].id
+        state.update(
+            action="UPDATE", queue=queue, retiring=retiring, running=[], pause_until=None, failed=None
+        )
         state["batch"] = _policy(res, "rolling_update")
+        state["canary"] = canary.policy(res, len(queue))
         return await self._step(txn, res, props, state, [], row.physical_id or str(uuid.uuid4()))
+
+    async def replacement(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> str | None:
+        members = await load_members(txn, load_plan(row))
+        return await self._replaced_because(txn, res, row.properties or {}, props, members)
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         state = load_plan(row)
@@ -104,7 +105,7 @@ class DeploymentGroup:
         members = await load_members(txn, state)
         for dep in members.values():
             await self._member.run(txn, res, dep, own_props(dep, row.properties or {}), action)
-        state.update(action=action, queue=[], running=sorted(members), pause_until=None)
+        state.update(action=action, queue=[], running=sorted(members), pause_until=None, canary=None)
         return await self._settle(
             txn, res, row.properties or {}, state, list(members.values()), row.physical_id
         )
@@ -128,7 +129,9 @@ class DeploymentGroup:
                 deployment_id=dep.id,
                 generation=dep.generation,
             )
-        state.update(running=sorted(d.resource_name for d in deps), pause_until=None, failed=None)
+        state.update(
+            running=sorted(d.resource_name for d in deps), pause_until=None, failed=None, canary=None
+        )
         row.attributes = {**row.attributes, STATE: state}
         row.action = deps[0].action if len({d.action for d in deps}) == 1 else "UPDATE"
         row.status, row.status_reason = "IN_PROGRESS", "re-applied by converge"
@@ -180,6 +183,9 @@ class DeploymentGroup:
     ) -> Outcome:
         """The group's outcome once the running batch is looked at; starts the next batch."""
         expire(running)
+        test = state.get("canary")
+        if test and not test.get("passed") and test.get("members") == state.get("running"):
+            return await self._judge_canary(txn, res, props, state, running, physical_id)
         for dep in running:
             if dep.status == "FAILED":
                 state["failed"] = dep.id
@@ -187,6 +193,38 @@ class DeploymentGroup:
                 return Outcome("FAILED", physical_id, attrs, failure_reason(dep.resource_name, dep))
         if any(dep.status == "IN_PROGRESS" for dep in running):
             return Outcome("IN_PROGRESS", physical_id, await aggregate(txn, state))
+        return await self._step(txn, res, props, state, running, physical_id)
+
+    async def _judge_canary(
+        self,
+        txn: Txn,
+        res: Res,
+        props: Mapping[str, Any],
+        state: dict[str, Any],
+        running: list[DeploymentRow],
+        physical_id: str | None,
+    ) -> Outcome:
+        """Wait for every canary member; then fail the group, or pause and go on with the rollout."""
+        if any(dep.status == "IN_PROGRESS" for dep in running):
+            return Outcome("IN_PROGRESS", physical_id, await aggregate(txn, state))
+        test = state["canary"]
+        why = canary.verdict(test, running)
+        if why is not None:
+            failed = [d for d in running if d.status == "FAILED"]
+            state["failed"] = failed[0].id if failed else None
+            return Outcome("FAILED", physical_id, await aggregate(txn, state), why)
+        test["passed"] = True
+        passed = sum(d.status == "COMPLETE" for d in running)
+        txn.event(
+            res.stack.id,
+            res.name,
+            "UPDATE",
+            "IN_PROGRESS",
+            f"canary passed: {passed} of {len(running)} members complete",
+            traversal=res.stack.traversal,
+        )
+        if test["pause"] > 0 and state["queue"]:
+            state["pause_until"] = time.time() + test["pause"]
         return await self._step(txn, res, props, state, running, physical_id)
 
     async def _step(
@@ -219,7 +257,12 @@ class DeploymentGroup:
         self, txn: Txn, res: Res, props: Mapping[str, Any], state: dict[str, Any], physical_id: str | None
     ) -> Outcome:
         size = int(state.get("batch", {}).get("max_batch_size") or 0) or len(state["queue"])
+        first = state.get("canary")
+        if first and not first.get("members"):
+            size = first["size"]
         batch, state["queue"] = state["queue"][:size], state["queue"][size:]
+        if first and not first.get("members"):
+            first["members"] = [k for _, k in batch]
         members = await load_members(txn, state)
         servers = read_servers(props, res)
         running = []
@@ -275,24 +318,65 @@ class DeploymentGroup:
             return Outcome("IN_PROGRESS", physical_id, await aggregate(txn, state))
         return done(physical_id, **await aggregate(txn, state))
 
-    async def _replaces(
+    async def _replaced_because(
         self,
         txn: Txn,
         res: Res,
         old: Mapping[str, Any],
         props: Mapping[str, Any],
         members: Mapping[str, DeploymentRow],
-    ) -> bool:
-        """The whole group is replaced (blue/green) on a new name, transport or replace_on_change value."""
+    ) -> str | None:
+        """Why the whole group is replaced (blue/green): a new name, transport or replace_on_change value."""
         if props.get("signal_transport") != old.get("signal_transport"):
-            return True
+            return f"signal_transport {old.get('signal_transport')} -> {props.get('signal_transport')}"
         servers = read_servers(props, res)
         for key, dep in members.items():
             source = await self._member.source(txn, res, member_props(props, key, servers))
             values = dict(props.get("input_values") or {})
-            if source.name != dep.name or deploy.replace_on_change_differs(dep, source, values):
-                return True
-        return False
+            if source.name != dep.name:
+                return f"member {key}: name {dep.name} -> {source.name}"
+            changed = deploy.replace_on_change_differs(dep, source, values)
+            if changed:
+                return f"member {key}: replace_on_change input {changed} changed"
+        return None
+
+
+def member_queue(
+    members: Mapping[str, Any],
+    old_servers: Mapping[str, str],
+    servers: Mapping[str, str],
+    old: Mapping[str, Any],
+    props: Mapping[str, Any],
+    settled: frozenset[str] = frozenset(),
+) -> tuple[list[list[str]], list[str]]:
+    """What an update does to each member: the ``[op, key]`` queue, and the members that leave.
+
+    A member on a new server is created anew (its old deployment leaves); members run
+    UPDATE only when the group's shared properties changed, and not when *settled* (they
+    have what is asked already).
+    """
+    queue, leaving = [], []
+    changed = shared_props(props) != shared_props(old)
+    for key in sorted(servers):
+        if key in members and servers[key] == old_servers.get(key):
+            if changed and key not in settled:
+                queue.append(["update", key])  # unchanged members do not run again
+        else:
+            queue.append(["create", key])
+            if key in members:
+                leaving.append(key)
+    leaving += sorted(set(members) - set(servers))
+    return queue, leaving
+
+
+def at_target(members: Mapping[str, DeploymentRow], props: Mapping[str, Any]) -> frozenset[str]:
+    """The members COMPLETE with the config and input values *props* give every member."""
+    config, values = props.get("config") or None, dict(props.get("input_values") or {})
+    return frozenset(
+        key
+        for key, dep in members.items()
+        if dep.status == "COMPLETE" and dep.config_id == config and dep.input_values == values
+    )
 
 
 def _policy(res: Res, name: str) -> dict[str, Any]:

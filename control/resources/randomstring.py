@@ -68,9 +68,14 @@ class RandomString:
         return done(str(uuid.uuid4()), value=taint.Secret(generate(props, f"{res.where}.properties")))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
-        if row.properties == props and "value" in row.attributes:
+        if await self.replacement(txn, res, row, props) is None:
             return done(row.physical_id, **row.attributes)
         return REPLACE
+
+    async def replacement(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> str | None:
+        if row.properties == props and "value" in row.attributes:
+            return None
+        return "a random string is made once: any change makes a new one"
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         return done()

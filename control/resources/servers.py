@@ -70,14 +70,20 @@ class Server:
         return self._ready(txn, res, server, _server_attributes(txn, res, server, props))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
-        old_name = (row.properties or {}).get("name") or f"{res.stack.name}-{res.name}"
-        if server_name(res.stack.name, res.name, props) != old_name:
-            return REPLACE
         server = await txn.get(ServerRow, row.physical_id or "")
-        if server is None:
+        if server is None or await self.replacement(txn, res, row, props) is not None:
             return REPLACE
         _config_transport(txn, res, server, props, "UPDATE")
         return self._ready(txn, res, server, _server_attributes(txn, res, server, props))
+
+    async def replacement(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> str | None:
+        old_name = (row.properties or {}).get("name") or f"{res.stack.name}-{res.name}"
+        new_name = server_name(res.stack.name, res.name, props)
+        if new_name != old_name:
+            return f"name {old_name} -> {new_name}"
+        if await txn.get(ServerRow, row.physical_id or "") is None:
+            return "its server is gone"
+        return None
 
     def _ready(self, txn: Txn, res: Res, server: ServerRow, attrs: dict[str, Any]) -> Outcome:
         """Done, unless the template reads an address its agent has not reported yet (Nova: ACTIVE)."""

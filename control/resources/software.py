@@ -48,6 +48,9 @@ class SoftwareConfig:
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
         return REPLACE
 
+    async def replacement(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> str | None:
+        return "a config never changes: any change makes a new one"
+
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         if row.physical_id:
             await txn.session.execute(delete(ConfigRow).where(ConfigRow.id == row.physical_id))
@@ -118,6 +121,12 @@ class SoftwareDeployment:
             return REPLACE
         return self._outcome(dep)
 
+    async def replacement(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> str | None:
+        dep = await txn.get(DeploymentRow, row.physical_id or "")
+        if dep is None:
+            return "its deployment is gone"
+        return await self.replaced_because(txn, res, dep, row.properties or {}, props)
+
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         dep = await txn.get(DeploymentRow, row.physical_id or "")
         if dep is None:
@@ -178,14 +187,10 @@ class SoftwareDeployment:
         self, txn: Txn, res: Res, dep: DeploymentRow, old: Mapping[str, Any], props: Mapping[str, Any]
     ) -> bool:
         """Update *dep* in place (UPDATE runs when listed); False when it must be replaced."""
-        if props.get("server") != old.get("server"):
-            return False
-        if self._transport(txn, res, props) != dep.signal_transport:
+        if await self.replaced_because(txn, res, dep, old, props) is not None:
             return False
         source = await self.source(txn, res, props)
         values = dict(props.get("input_values") or {})
-        if source.name != dep.name or deploy.replace_on_change_differs(dep, source, values):
-            return False
         dep.config_id = props.get("config") or None
         dep.actions = effective_actions(props, source)
         dep.input_values = values
@@ -193,6 +198,21 @@ class SoftwareDeployment:
         dep.retry = _retry(res, props)
         await self._generation(txn, res, dep, source, "UPDATE")
         return True
+
+    async def replaced_because(
+        self, txn: Txn, res: Res, dep: DeploymentRow, old: Mapping[str, Any], props: Mapping[str, Any]
+    ) -> str | None:
+        """Why *props* make a new deployment (blue/green) instead of updating *dep*; None: in place."""
+        if props.get("server") != old.get("server"):
+            return "server changed"
+        transport = self._transport(txn, res, props)
+        if transport != dep.signal_transport:
+            return f"signal_transport {dep.signal_transport} -> {transport}"
+        source = await self.source(txn, res, props)
+        if source.name != dep.name:
+            return f"name {dep.name} -> {source.name}"
+        changed = deploy.replace_on_change_differs(dep, source, dict(props.get("input_values") or {}))
+        return f"replace_on_change input {changed} changed" if changed else None
 
     async def retire(self, txn: Txn, res: Res, dep: DeploymentRow, props: Mapping[str, Any]) -> bool:
         """Run DELETE on the server when listed; True while it runs (else forget *dep* now).

@@ -27,9 +27,12 @@ class TestResource:
         return _outcome(res, str(uuid.uuid4()), props, "CREATE")
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
-        if props.get("update_replace"):
+        if await self.replacement(txn, res, row, props) is not None:
             return REPLACE
         return _outcome(res, row.physical_id or str(uuid.uuid4()), props, "UPDATE")
+
+    async def replacement(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> str | None:
+        return "update_replace is set" if props.get("update_replace") else None
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         return done()

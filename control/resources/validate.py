@@ -1,16 +1,23 @@
 """Checks that need to know what resource types do: they live in control/hot/stackcheck.py.
 
-There, `anneal template validate` runs them offline through the same function.
+There, `anneal template validate` runs them offline through the same function. The dry run
+(``dry_run``) evaluates a stack as the engine will, its nested stacks included, before
+anything is stored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from agent import wire_files
 from control import hot
-from control.hot.budget import current
+from control.errors import BadRequestError
+from control.hot.budget import Budget, BudgetError, current
+from control.hot.errors import TemplateError, at
+from control.hot.groups import AUTO_SCALING_GROUP, MEMBER_PROPERTY, substituted
+from control.hot.nesting import parse_nested
 from control.resources import secrecy
 from control.resources.servers import server_name
 
@@ -18,6 +25,10 @@ GROUPS = frozenset({"OS::Heat::SoftwareDeploymentGroup", "OS::Heat::StructuredDe
 SERVERS = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
 #: What get_resource gives in a dry run: as long as the id it stands for.
 PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
+#: Calls whose value a dry run does not know: what resources give, and a parent's facade.
+UNKNOWN = frozenset({"get_attr", "get_resource", "resource_facade"})
+#: Stands for the random part of a nested stack's name (nested.short_id) in a dry run.
+SHORT_ID = "x" * 12
 
 
 def check_definition(template: hot.Template) -> list[str]:
@@ -26,12 +37,21 @@ def check_definition(template: hot.Template) -> list[str]:
 
 
 class DryContext:
-    """What functions see in a dry run: parameters, files and conditions; resources are not made yet."""
+    """What functions see in a dry run: parameters, files and conditions; resources are not made yet.
+
+    *placeholders* names the parameters whose value is not known yet (a nested stack given
+    a resource's attribute): they read as None.
+    """
 
     def __init__(
-        self, values: Mapping[str, Any], conditions: Mapping[str, bool], files: Mapping[str, Any]
+        self,
+        values: Mapping[str, Any],
+        conditions: Mapping[str, bool],
+        files: Mapping[str, Any],
+        placeholders: frozenset[str] = frozenset(),
     ) -> None:
         self._values, self._conditions, self._files = values, conditions, files
+        self.placeholders = placeholders
 
     def param(self, name: str) -> Any:
         return self._values[name]
@@ -55,24 +75,168 @@ class DryContext:
     def condition(self, name: str) -> bool:
         return self._conditions.get(name, False)
 
+    def known(self, raw: Any, value: Any) -> bool:
+        """Whether *value*, evaluated from *raw*, is what the engine will compute (no placeholder in it)."""
+        if _holds_none(value):
+            return False
+        for _, fn, args in hot.calls(raw):
+            if fn in UNKNOWN:
+                return False
+            if fn == "get_param" and self.placeholders:
+                name = args[0] if isinstance(args, list) and args else args
+                if not isinstance(name, str) or name in self.placeholders:
+                    return False
+        return True
 
-def dry_run(
-    template: hot.Template, ctx: DryContext, resources: Iterable[str], outputs: Iterable[str], stack: str
-) -> None:
-    """Evaluate each resource's properties and each output once, as the engine will, and check
-    server names. What resources give is a placeholder, so a call's other errors are left to the
-    engine; what the calls build is charged to the current budget (BudgetError names the call)."""
+
+def _holds_none(value: Any) -> bool:
+    if isinstance(value, hot.Secret):
+        return _holds_none(value.value)
+    if isinstance(value, Mapping):
+        return any(_holds_none(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_none(v) for v in value)
+    return value is None
+
+
+@dataclass(frozen=True)
+class DryStack:
+    """A stack being dry-run: its template, what its functions see, and where it sits."""
+
+    template: hot.Template
+    ctx: DryContext
+    env: hot.Environment
+    files: Mapping[str, Any]
+    name: str
+    nesting: hot.Nesting
+
+
+def dry_run(stack: DryStack, resources: Iterable[str], outputs: Iterable[str]) -> None:
+    """Evaluate each resource's properties and each output once, as the engine will, the nested
+    stacks' too, and check server names. What resources give is a placeholder, so a call's other
+    errors are left to the engine; what the calls build is charged to the current budget
+    (BudgetError names the call)."""
     budget = current()
     with budget.leniently():
         for name in resources:
-            rdef, path = template.resources[name], f"resources.{name}.properties"
-            props = hot.resolve(rdef.properties, ctx, path)
-            if rdef.type in SERVERS:  # a hidden value is refused as a name, as the engine refuses it
-                secrecy.check_carriers(rdef.type, props, path)
-                server_name(stack, name, props if isinstance(props, Mapping) else {})
-            servers = props.get("servers") if rdef.type in GROUPS else None
-            if isinstance(servers, Mapping) and len(servers) > 1:  # each member stores the properties
-                shared = budget.size({k: v for k, v in props.items() if k != "servers"})
-                budget.spend((len(servers) - 1) * shared, f"{path}.servers", "the group's members")
+            _dry_resource(stack, name, budget)
         for name in outputs:
-            hot.resolve(template.outputs[name].value, ctx, f"outputs.{name}.value")
+            hot.resolve(stack.template.outputs[name].value, stack.ctx, f"outputs.{name}.value")
+
+
+def _dry_resource(stack: DryStack, name: str, budget: Budget) -> None:
+    rdef, path = stack.template.resources[name], f"resources.{name}.properties"
+    props = hot.resolve(rdef.properties, stack.ctx, path)
+    props = props if isinstance(props, Mapping) else {}
+    if rdef.type in SERVERS:  # a hidden value is refused as a name, as the engine refuses it
+        secrecy.check_carriers(rdef.type, props, path)
+        server_name(stack.name, name, props)
+    servers = props.get("servers") if rdef.type in GROUPS else None
+    if isinstance(servers, Mapping) and len(servers) > 1:  # each member stores the properties
+        shared = budget.size({k: v for k, v in props.items() if k != "servers"})
+        budget.spend((len(servers) - 1) * shared, f"{path}.servers", "the group's members")
+    if rdef.nested is not None:
+        given = _given(stack.ctx, rdef.properties, props)
+        child = Nested(rdef.type, rdef.nested, hot.child_environment(stack.env, name), stack.nesting.deeper())
+        _dry_nested(stack, child, f"{stack.name}-{name}-{SHORT_ID}", given, f"resources.{name}")
+    elif rdef.type in MEMBER_PROPERTY:
+        _dry_members(stack, name, rdef, props, budget)
+
+
+def _given(ctx: DryContext, raw: Any, props: Mapping[str, Any]) -> dict[str, Any | None]:
+    """The nested stack's parameters: each value the dry run knows, None for one it does not."""
+    raw = raw if isinstance(raw, Mapping) else {}
+    given: dict[str, Any | None] = {k: None for k, v in raw.items() if v is not None}
+    for key, value in props.items():
+        if value is not None and ctx.known(raw.get(key, raw), value):
+            given[key] = value
+    return given
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A nested stack's template (its key in the files), its environment and its place."""
+
+    key: str
+    template: hot.Template
+    env: hot.Environment
+    nesting: hot.Nesting
+
+
+def _dry_nested(
+    parent: DryStack, child: Nested, name: str, given: Mapping[str, Any | None], where: str
+) -> None:
+    """Dry-run the nested stack *child* given *given* (None: not known yet), errors at *where*."""
+    known = {k: v for k, v in given.items() if v is not None}
+    unknown = frozenset(k for k, v in given.items() if v is None)
+    try:
+        params = hot.resolve_parameters(child.template, child.env, known, placeholders=unknown)
+    except TemplateError as e:  # the value this resource gives a parameter: its property's path
+        pname = e.path.removeprefix("parameters.")
+        raise TemplateError(f"{where}.properties.{pname}", f"template {child.key}: {e.reason}") from None
+    try:
+        conditions = hot.condition_values(child.template, params, stack_name=name, stack_id=PLACEHOLDER_ID)
+        defn = hot.Definition(child.template, child.env, params, conditions)
+        order, outputs = defn.order(), [n for n in child.template.outputs if defn.output_active(n)]
+    except TemplateError as e:
+        if unknown:
+            return  # a condition over a value not known yet: the engine decides
+        raise _inside(where, child.key, e) from None
+    pseudo = {"OS::stack_name": name, "OS::stack_id": PLACEHOLDER_ID, "OS::project_id": ""}
+    values = {
+        k: hot.Secret(v) if k in params.hidden and v is not None else v for k, v in params.values.items()
+    }
+    ctx = DryContext({**values, **pseudo}, conditions, parent.files, unknown)
+    stack = DryStack(child.template, ctx, child.env, parent.files, name, child.nesting)
+    try:
+        dry_run(stack, order, outputs)
+    except TemplateError as e:
+        raise _inside(where, child.key, e) from None
+    except BadRequestError as e:
+        raise TemplateError(where, f"in template {child.key}: {e.where}: {e.message}") from None
+
+
+def _inside(where: str, key: str, e: TemplateError) -> TemplateError:
+    """The error *e* of nested template *key*, at the resource that nests it (a budget's stays one)."""
+    return (BudgetError if isinstance(e, BudgetError) else TemplateError)(where, f"in template {key}: {e}")
+
+
+def _dry_members(
+    stack: DryStack, name: str, rdef: hot.ResourceDef, props: Mapping[str, Any], budget: Budget
+) -> None:
+    """A group's member 0 dry-run (its nested template's too); the others charged as it was."""
+    key = MEMBER_PROPERTY[rdef.type]
+    member, count = props.get(key), _count(rdef.type, props)
+    if not isinstance(member, Mapping) or not isinstance(member.get("type"), str) or count == 0:
+        return
+    where = f"resources.{name}.properties.{key}"
+    index_var = props.get("index_var")
+    mprops = substituted(
+        member.get("properties") or {}, index_var if isinstance(index_var, str) else "%index%"
+    )
+    started = budget.used
+    inner_env = hot.child_environment(stack.env, name)
+    mapped = hot.map_type(inner_env, member["type"], "0")
+    if isinstance(mprops, Mapping) and hot.is_template_ref(mapped, stack.files):
+        group = stack.nesting.deeper()
+        tkey, template = parse_nested("0", mapped, at(where, "type"), stack.files, inner_env, group, _parse)
+        raw = rdef.properties.get(key)
+        raw_props = raw.get("properties", raw) if isinstance(raw, Mapping) else raw
+        child = Nested(tkey, template, hot.child_environment(inner_env, "0"), group.deeper())
+        group_name = f"{stack.name}-{name}-{SHORT_ID}"
+        _dry_nested(stack, child, f"{group_name}-0-{SHORT_ID}", _given(stack.ctx, raw_props, mprops), where)
+    if count is not None and count > 1:
+        cost = budget.used - started + budget.size(member)
+        budget.spend((count - 1) * cost, where, "the group's members")
+
+
+def _count(rtype: str, props: Mapping[str, Any]) -> int | None:
+    """How many members the group starts with, when the dry run knows."""
+    value = props.get("count", 1) if rtype != AUTO_SCALING_GROUP else props.get("desired_capacity")
+    if rtype == AUTO_SCALING_GROUP and value is None:
+        value = props.get("min_size")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _parse(source: Any, files: Mapping[str, str], env: hot.Environment, nesting: hot.Nesting) -> hot.Template:
+    return hot.parse_template(source, files=files, environment=env, nesting=nesting)

@@ -58,9 +58,14 @@ class WaitConditionHandle:
         return done(handle_id, **self.attributes(txn, res, handle_id, transport), **{SIGNALS: {}})
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
-        if (row.properties or {}).get("signal_transport") != props.get("signal_transport"):
+        if await self.replacement(txn, res, row, props) is not None:
             return REPLACE
         return done(row.physical_id, **row.attributes)
+
+    async def replacement(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> str | None:
+        old = (row.properties or {}).get("signal_transport")
+        new = props.get("signal_transport")
+        return f"signal_transport {old} -> {new}" if old != new else None
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         return done()  # the row goes, and the URL with it

@@ -6,6 +6,12 @@ stack (Heat leaves a stack's physical resources the same way). Adopt makes a sta
 that data and re-attaches them: every resource is ADOPT_COMPLETE at once, nothing is
 published or run, and a later update or delete acts on them as on any stack's.
 Adoption is within one control plane: the agents trust its key already.
+
+Secrets never leave in clear: a hidden parameter's value (given, or in the environment's
+parameters) and every secret value of a resource's properties and attributes are sealed
+with the control plane's data key (``crypt.seal``), and adopt opens them again. Data
+sealed by another control plane is refused, naming where, unless the request gives that
+parameter's value again.
 """
 
 from __future__ import annotations
@@ -20,12 +26,14 @@ from sqlalchemy import select, update
 
 from control.engine import stackdef
 from control.errors import BadRequestError, ConflictError
+from control.hot import taint
 from control.resources import DEPLOYMENT_TYPES
 from control.resources.nested import store_definition
 from control.resources.validate import check_definition
 from control.runtime import Runtime
 from control.services.stack_request import parse_request, rollback_wanted, tags_given, timeout_given
 from control.services.stacks import check_stack_name, get_stack, stack_view
+from control.store import crypt
 from control.store.orm import ConfigRow, DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
 
@@ -50,7 +58,7 @@ async def abandon_stack(rt: Runtime, name: str) -> dict[str, Any]:
             )
         rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == stack.id)))
         owned = set(await session.scalars(select(ServerRow.id).where(ServerRow.owner_stack_id == stack.id)))
-        data = _abandon_data(stack, [r for r in rows if r.current], owned)
+        data = _abandon_data(stack, [r for r in rows if r.current], owned, rt.keys.data_key)
         data[KEPT] = {
             "deployments": sorted(
                 await session.scalars(select(DeploymentRow.id).where(DeploymentRow.stack_id == stack.id))
@@ -77,8 +85,13 @@ async def abandon_stack(rt: Runtime, name: str) -> dict[str, Any]:
         return data
 
 
-def _abandon_data(stack: StackRow, rows: list[ResourceRow], owned: set[str]) -> dict[str, Any]:
-    """Heat's abandon data; each resource's ``resource_data`` keeps what adopt needs under ``anneal``."""
+def _abandon_data(stack: StackRow, rows: list[ResourceRow], owned: set[str], key: bytes) -> dict[str, Any]:
+    """Heat's abandon data, its secrets sealed with *key*; each resource's ``resource_data`` keeps
+    what adopt needs under ``anneal``."""
+    hidden = set(stack.hidden or [])
+    environment = dict(stack.environment)
+    for section in ("parameters", "parameter_defaults"):
+        environment[section] = _sealed_parameters(dict(environment.get(section) or {}), hidden, key)
     resources = {
         r.name: {
             "name": r.name,
@@ -89,8 +102,8 @@ def _abandon_data(stack: StackRow, rows: list[ResourceRow], owned: set[str]) -> 
             "metadata": {},
             "resource_data": {
                 KEPT: {
-                    "properties": r.properties,
-                    "attributes": dict(r.attributes),
+                    "properties": _sealed(r.properties, key),
+                    "attributes": _sealed(dict(r.attributes), key),
                     "requires": list(r.requires),
                     "owned_server": r.physical_id in owned,
                 }
@@ -105,13 +118,62 @@ def _abandon_data(stack: StackRow, rows: list[ResourceRow], owned: set[str]) -> 
         "status": stack.status,
         "template": stack.template,
         "files": dict(stack.files),
-        "environment": dict(stack.environment),
-        "parameters": dict(stack.params_given),
+        "environment": environment,
+        "parameters": _sealed_parameters(dict(stack.params_given), hidden, key),
         "tags": list(stack.tags or []),
         "timeout_mins": stack.timeout_mins,
         "disable_rollback": not stack.rollback,
         "resources": resources,
     }
+
+
+def _sealed(value: Any, key: bytes) -> Any:
+    """*value* with each Secret in it sealed."""
+    if isinstance(value, taint.Secret):
+        return crypt.seal(key, value)
+    if isinstance(value, Mapping):
+        return {k: _sealed(v, key) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sealed(v, key) for v in value]
+    return value
+
+
+def _sealed_parameters(values: dict[str, Any], hidden: set[str], key: bytes) -> dict[str, Any]:
+    """Parameter values, the hidden ones sealed whole (as given: adopt gives them back as given)."""
+    return {
+        k: crypt.seal(key, taint.reveal(v)) if k in hidden else _sealed(v, key) for k, v in values.items()
+    }
+
+
+def _opened(value: Any, key: bytes, where: str) -> Any:
+    """*value* with each sealed value in it opened; another control plane's is refused, naming *where*."""
+    if crypt.is_sealed(value):
+        try:
+            return crypt.unseal(key, value)
+        except crypt.DataKeyError as e:
+            raise BadRequestError(
+                f"{where}: a sealed secret this control plane cannot open ({e}): abandon data is adopted "
+                "where it was abandoned; a hidden parameter's value can be given again in parameters",
+                where=where,
+            ) from None
+    if isinstance(value, Mapping):
+        return {k: _opened(v, key, f"{where}.{k}") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_opened(v, key, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def _opened_data(data: dict[str, Any], given: Mapping[str, Any], key: bytes) -> dict[str, Any]:
+    """The abandon data with its secrets opened; a parameter the request gives again stays shut."""
+    where = "adopt_stack_data"
+    params = data.get("parameters")
+    if isinstance(params, Mapping):
+        data["parameters"] = {
+            k: v if k in given else _opened(v, key, f"{where}.parameters.{k}") for k, v in params.items()
+        }
+    for section in ("environment", "resources"):
+        data[section] = _opened(data.get(section), key, f"{where}.{section}")
+    return data
 
 
 def _data(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -166,7 +228,8 @@ def _request(body: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]
 async def adopt_stack(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
     """A stack *name* from Anneal's abandon data: ADOPT_COMPLETE at once, its deployments re-attached, nothing run."""
     name = check_stack_name(body.get("name"))
-    data = _data(body)
+    given = body.get("parameters")
+    data = _opened_data(_data(body), given if isinstance(given, Mapping) else {}, rt.keys.data_key)
     req = parse_request(_request(body, data), rt.settings.max_template_bytes)
     stack_id = str(uuid.uuid4())
     defn = stackdef.build(

@@ -331,7 +331,10 @@ async def _record_signal(
             stack = await seal.stack_texts(session, [dep.stack_id] if dep.stack_id else [])
             secrets = seal.texts_for(dep.item, stack.get(dep.stack_id or "", ()))
             value["output_tail"] = taint.mask_text(value["output_tail"], secrets)
+        before = (dep.progress or {}).get("retry") if dep.progress else None
         recorded = value is not None and await progress.store_progress(session, dep, generation, value)
+        if recorded and value is not None and dep.stack_id:
+            await progress.note_retry(Txn(session, rt), dep, generation, value, before)
         return {
             "deployment_id": dep.id,
             "generation": generation,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -83,14 +82,6 @@ async def nested_stacks(session: AsyncSession, stack_id: str, depth: int) -> dic
     return found
 
 
-@dataclass(frozen=True)
-class EventFilter:
-    """Which events a reader wants besides the cursor: one resource's, from a time on (epoch seconds)."""
-
-    resource: str | None = None
-    since: float | None = None
-
-
 async def stack_events(
     session: AsyncSession,
     ref: str,
@@ -98,13 +89,18 @@ async def stack_events(
     traversal: int | None = None,
     limit: int | None = None,
     nested_depth: int = 0,
-    where: EventFilter | None = None,
+    *,
+    resource: str | None = None,
+    status: str | None = None,
+    since: float | None = None,
 ) -> list[dict[str, Any]]:
     """A stack's events after *after*, oldest first: of one *traversal* only when given, at most *limit*.
 
     With *nested_depth*, the events of its nested stacks that many levels down are merged in
     (the traversal filter applies to the stack's own events). A deleted stack's events stay
-    queryable by its name or id. *where* keeps those of one resource, from one time on.
+    queryable by its name or id. *resource* and *status* keep the events of that resource or
+    status (``FAILED``, ``COMPLETE``, ``IN_PROGRESS``) only, *since* those from that moment
+    (epoch seconds) on.
     """
     stack_id, name = await _events_of(session, ref)
     names = {stack_id: name, **(await nested_stacks(session, stack_id, nested_depth))}
@@ -112,12 +108,14 @@ async def stack_events(
     own = EventRow.stack_id == stack_id
     if traversal is not None:
         own = own & (EventRow.traversal == traversal)
-    chosen = own | EventRow.stack_id.in_([k for k in names if k != stack_id]) if len(names) > 1 else own
-    stmt = select(EventRow).where(chosen, EventRow.id > after).order_by(EventRow.id)
-    if where is not None and where.resource is not None:
-        stmt = stmt.where(EventRow.resource_name == where.resource)
-    if where is not None and where.since is not None:
-        stmt = stmt.where(EventRow.timestamp >= where.since)
+    where = own | EventRow.stack_id.in_([k for k in names if k != stack_id]) if len(names) > 1 else own
+    stmt = select(EventRow).where(where, EventRow.id > after).order_by(EventRow.id)
+    if resource is not None:
+        stmt = stmt.where(EventRow.resource_name == resource)
+    if status is not None:
+        stmt = stmt.where(EventRow.status == status)
+    if since is not None:
+        stmt = stmt.where(EventRow.timestamp >= since)
     rows = await session.scalars(stmt.limit(limit))
     return [
         {
@@ -165,13 +163,17 @@ async def wait_events(
     traversal: int | None = None,
     limit: int | None = None,
     nested_depth: int = 0,
-    where: EventFilter | None = None,
+    *,
+    resource: str | None = None,
+    since: float | None = None,
 ) -> list[dict[str, Any]]:
     """Events after *after*; with *wait* > 0, hold the request until one arrives (bounded, polled)."""
     deadline = time.monotonic() + wait
     while True:
         async with rt.sessions() as session:
-            events = await stack_events(session, ref, after, traversal, limit, nested_depth, where)
+            events = await stack_events(
+                session, ref, after, traversal, limit, nested_depth, resource=resource, since=since
+            )
         if events or time.monotonic() >= deadline or rt.stopping:
             return events
         await asyncio.sleep(min(EVENT_POLL, max(0.0, deadline - time.monotonic())))

@@ -16,7 +16,7 @@ from control import hot
 from control.engine import stackdef
 from control.errors import BadRequestError
 from control.hot import taint
-from control.resources.validate import DryContext, check_definition, dry_run
+from control.resources.validate import DryContext, DryStack, check_definition, dry_run
 from control.settings import Settings
 
 #: Heat's limits on a tag (heat/engine/api.py: extract_args).
@@ -173,5 +173,5 @@ def validated(
         values = {k: taint.Secret(v) if k in defn.params.hidden else v for k, v in defn.params.values.items()}
         ctx = DryContext({**values, **pseudo}, defn.conditions, files)
         outputs = [n for n in defn.template.outputs if defn.output_active(n)]
-        dry_run(defn.template, ctx, defn.order(), outputs, stack_name)
+        dry_run(DryStack(defn.template, ctx, env, files, stack_name, nesting), defn.order(), outputs)
     return defn, warnings

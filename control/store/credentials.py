@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -43,14 +44,16 @@ async def bump(session: AsyncSession, name: str = COUNTER) -> None:
 class Credentials:
     """One process's cache of agent credentials, never trusted longer than *bound* seconds."""
 
-    def __init__(self, bound: float = BOUND) -> None:
+    def __init__(self, bound: float = BOUND, clock: Callable[[], float] = time.monotonic) -> None:
         self.bound = bound
+        #: Seconds, monotonic; a test's own clock checks the bound without the wall clock.
+        self.clock = clock
         self._servers: dict[str, str] = {}
         self._counter: int | None = None
-        #: time.monotonic() when the last successful counter read started.
+        #: clock() when the last successful counter read started.
         self._confirmed = float("-inf")
         self._reading: asyncio.Task[None] | None = None
-        #: time.monotonic() when ``_reading`` was started (at most when its read began).
+        #: clock() when ``_reading`` was started (at most when its read began).
         self._read_started = float("-inf")
         #: Counter reads and re-checks made (for the tests and the bench).
         self.reads = 0
@@ -59,7 +62,7 @@ class Credentials:
     async def server_of(self, sessions: async_sessionmaker[AsyncSession], digest: str) -> str | None:
         """The server whose current credential hashes to *digest*, or None."""
         await self._fresh(sessions)
-        if time.monotonic() - self._confirmed <= self.bound:
+        if self.clock() - self._confirmed <= self.bound:
             found = self._servers.get(digest)
             if found is not None:
                 return found
@@ -106,7 +109,7 @@ class Credentials:
 
     async def _fresh(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         """Read the counter in the background once half the bound passed; wait for it past the bound."""
-        age = time.monotonic() - self._confirmed
+        age = self.clock() - self._confirmed
         if age <= self.bound / 2:
             return
         if self._reading is None or self._reading.done():
@@ -129,11 +132,11 @@ class Credentials:
         return self._confirmed >= since
 
     def _start_read(self, sessions: async_sessionmaker[AsyncSession]) -> None:
-        self._read_started = time.monotonic()
+        self._read_started = self.clock()
         self._reading = asyncio.create_task(self._read(sessions), name="credential-counter")
 
     async def _read(self, sessions: async_sessionmaker[AsyncSession]) -> None:
-        started = time.monotonic()
+        started = self.clock()
         try:
             async with sessions() as session:
                 counter = await session.scalar(select(CounterRow.value).where(CounterRow.name == COUNTER))

@@ -28,6 +28,9 @@ from control.hot import taint
 
 DIALECT_ATTR = "anneal_data_key"
 _AAD = b"anneal-db-v1"
+#: Abandon data's sealed values: another associated data, so one cannot pass for a column's.
+_SEALED_AAD = b"anneal-abandon-v1"
+SEALED = "anneal_sealed"
 
 
 class DataKeyError(RuntimeError):
@@ -40,22 +43,40 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(b"anneal-data-key:" + key).hexdigest()[:12]
 
 
-def encrypt(key: bytes, value: Any) -> dict[str, str]:
+def encrypt(key: bytes, value: Any, aad: bytes = _AAD) -> dict[str, str]:
     nonce = os.urandom(12)
     plain = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=taint.json_default).encode()
-    ct = AESGCM(key).encrypt(nonce, plain, _AAD)
+    ct = AESGCM(key).encrypt(nonce, plain, aad)
     return {"anneal_enc": "v1", "kid": key_id(key), "ct": base64.b64encode(nonce + ct).decode()}
 
 
-def decrypt(key: bytes, stored: dict[str, Any]) -> Any:
+def seal(key: bytes, value: Any) -> dict[str, str]:
+    """*value* as abandon data carries a secret: only a control plane holding *key* opens it."""
+    enc = encrypt(key, value, _SEALED_AAD)
+    return {SEALED: "v1", "kid": enc["kid"], "ct": enc["ct"]}
+
+
+def is_sealed(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(SEALED) == "v1" and set(value) == {SEALED, "kid", "ct"}
+
+
+def unseal(key: bytes, sealed: dict[str, Any]) -> Any:
+    """What seal() sealed (a Secret stays one); DataKeyError for another key or altered text."""
+    try:
+        return decrypt(key, sealed, _SEALED_AAD)
+    except (ValueError, TypeError) as e:  # the text came from outside: not base64, not text
+        raise DataKeyError(f"a sealed value is not well formed: {e}") from e
+
+
+def decrypt(key: bytes, stored: dict[str, Any], aad: bytes = _AAD) -> Any:
     if stored.get("kid") != key_id(key):
         raise DataKeyError(
             f"a value was encrypted with data key {stored.get('kid')}, not this data dir's key"
         )
     raw = base64.b64decode(stored["ct"])
     try:
-        return taint.loads(AESGCM(key).decrypt(raw[:12], raw[12:], _AAD))
-    except InvalidTag as e:
+        return taint.loads(AESGCM(key).decrypt(raw[:12], raw[12:], aad))
+    except (InvalidTag, ValueError) as e:  # ValueError: a ciphertext too short to hold a tag
         raise DataKeyError("an encrypted value does not authenticate (altered?)") from e
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -140,3 +142,74 @@ def test_anneal_stack_abandon_and_adopt_hand_over_and_updates_act_again(
     assert [o["output_value"] for o in outputs if o["output_key"] == "greeting"] == ["hello second"]
     again = cp.cli("stack", "adopt", "own-again", "--adopt-file", str(data_file))
     assert again.returncode != 0 and "already exists" in again.stderr
+
+
+#: A hidden parameter reaches a deployment, which writes its SHA-256 as an output; a random string too.
+HIDDEN = """
+heat_template_version: 2018-08-31
+parameters:
+  pw: {type: string, hidden: true}
+  log: {type: string}
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: sealed-box}}
+  rand: {type: OS::Heat::RandomString, properties: {length: 24}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: PW}, {name: RAND}, {name: LOG}]
+      outputs: [{name: digest}]
+      config: |
+        #!/bin/sh
+        echo "$deploy_action" >> "$LOG"
+        printf '%s' "$RAND" > "$LOG.rand"
+        printf '%s' "$PW" | sha256sum | cut -c1-64 > "$heat_outputs_path.digest"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: box}
+      actions: [CREATE, UPDATE]
+      input_values: {PW: {get_param: pw}, RAND: {get_attr: [rand, value]}, LOG: {get_param: log}}
+outputs:
+  digest: {value: {get_attr: [dep, digest]}}
+"""
+
+
+def test_abandon_seals_hidden_values_and_adopt_opens_them(
+    plane: tuple[ControlPlane, str], osc: OpenStack, tmp_path: Path
+) -> None:
+    """Heat's abandon data carries the hidden parameter and the random string sealed, never in clear or
+    masked; adopt opens them (an update reuses the real value); data sealed elsewhere is refused unless
+    the parameter is given again."""
+    cp = plane[0]
+    canary = f"canary-{uuid.uuid4().hex}"
+    log = tmp_path / "runs.log"
+    cp.create_stack("sealed", HIDDEN, params={"pw": canary, "log": str(log)})
+    random_value = Path(f"{log}.rand").read_text()  # as the hook got it
+    assert len(random_value) == 24
+    data_file = tmp_path / "sealed.json"
+    osc.ok("stack", "abandon", "sealed", "--output-file", str(data_file))  # Heat's DELETE .../abandon
+    text = data_file.read_text()
+    assert (canary not in text, random_value not in text, "******" not in text) == (True, True, True)
+    data = json.loads(text)
+    assert data["parameters"]["pw"]["anneal_sealed"] == "v1"
+    assert (
+        data["resources"]["rand"]["resource_data"]["anneal"]["attributes"]["value"]["anneal_sealed"] == "v1"
+    )
+    adopted = cp.cli("stack", "adopt", "unsealed", "--adopt-file", str(data_file), "-f", "json")
+    assert adopted.returncode == 0, adopted.stderr
+    assert canary not in adopted.stdout and canary not in cp.cli("stack", "show", "unsealed").stdout
+    second = tmp_path / "second.log"
+    patch = {"existing": True, "parameters": {"log": str(second)}}  # an update that keeps pw as adopted
+    assert 202 == cp.api("PUT", "/v1/stacks/unsealed", patch).status
+    cp.settled("unsealed", "UPDATE_COMPLETE", 120)
+    assert (_runs(log), _runs(second)) == (["CREATE"], ["UPDATE"])
+    assert hashlib.sha256(canary.encode()).hexdigest() == cp.outputs("unsealed")["digest"].strip()
+    assert random_value == Path(f"{second}.rand").read_text()
+    # Sealed by another control plane (its data key): refused naming the place, unless pw is given again.
+    foreign = json.loads(text)
+    foreign["parameters"]["pw"]["kid"] = "0" * 12
+    body = {"name": "foreign", "adopt_stack_data": foreign}
+    refused = cp.api("POST", "/v1/adopt", body)
+    assert (400, "adopt_stack_data.parameters.pw") == (refused.status, refused.body["error"]["where"])

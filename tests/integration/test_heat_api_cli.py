@@ -154,7 +154,10 @@ def test_resource_signal_completes_a_deployment_waiting_on_its_server(osc: OpenS
     assert stack["stack_status"] == "CREATE_COMPLETE"
     assert osc.json("stack", "output", "show", "three", "greeting")["output_value"] == "by hand"
     refused = osc.run("stack", "resource", "signal", "three", "box")
-    assert refused.returncode != 0 and "only software deployments take signals" in refused.stderr
+    assert (
+        refused.returncode != 0
+        and "only software deployments and resources that take signals" in refused.stderr
+    )
 
 
 def test_failed_create_exits_nonzero_and_failures_list_names_the_resource(

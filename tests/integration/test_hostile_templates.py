@@ -95,6 +95,11 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
         },
         "resources.bomb",
     ),
+    # yaql's own quotas allow 1.8 MB per expression (200 strings of 9,000): 40 are over the budget.
+    "yaql": (
+        {f"bomb{i:02d}": value({"yaql": {"expression": "range(200).select('x' * 9000)"}}) for i in range(40)},
+        "resources.bomb",
+    ),
     # A group copies its properties to each member: 2,000 members of 1 MiB inputs.
     "group_members": (
         {
@@ -146,7 +151,8 @@ def test_every_hostile_case_is_refused_naming_the_call_with_memory_bounded(hosti
         assert 400 == resp.status, (case, resp.body)
         error = resp.body["error"]
         assert error["where"].startswith(where), (case, error)
-        assert "would exceed the cap" in error["message"] or "evaluation budget" in error["message"], error
+        bounds = ("would exceed the cap", "evaluation budget", "yaql expressions took longer than")
+        assert any(bound in error["message"] for bound in bounds), error  # yaql's: time, on a slow machine
         assert 404 == cp.api("GET", f"/v1/stacks/{case.replace('_', '-')}").status
     grown_mb = (peak_rss_kib(cp) - before) / 1024
     assert grown_mb < 400, f"peak RSS grew by {grown_mb:.0f} MB"
@@ -205,6 +211,19 @@ def test_a_backtracking_pattern_is_refused_naming_it_while_health_answers(hostil
     assert "(a|a)+" in error["message"] and "backtracks" in error["message"]
 
 
+def test_a_slow_yaql_expression_is_refused_at_create_naming_it(hostile_cp: ControlPlane) -> None:
+    """A join of two 150-item lists runs past yaql's time bound: a 400 naming the call, nothing stored."""
+    slow = "let(x => range(150).toList()) -> $x.join($x, true, [$1, $2]).len()"
+    resp = hostile_cp.create("slow-yaql", template({"slow": value({"yaql": {"expression": slow}})}))
+    assert 400 == resp.status, resp.body
+    error = resp.body["error"]
+    assert ("resources.slow.properties.value", True) == (
+        error["where"],
+        "took longer than" in error["message"],
+    )
+    assert 404 == hostile_cp.api("GET", "/v1/stacks/slow-yaql").status
+
+
 def test_nested_quantifiers_are_matched_not_frozen_on(hostile_cp: ControlPlane) -> None:
     """(a+)+, which froze Python's re for 13.6 s on 29 characters, gives the plain constraint error."""
     cp = hostile_cp
@@ -212,3 +231,112 @@ def test_nested_quantifiers_are_matched_not_frozen_on(hostile_cp: ControlPlane) 
     assert (400, "parameters.word") == (refused.status, refused.body["error"]["where"])
     assert "does not match the pattern '(a+)+'" in refused.body["error"]["message"]
     cp.create_stack("nested", PATTERN % "(a+)+", params={"word": "a" * 29})
+
+
+def _nested(parameters: dict[str, Any], resources: dict[str, Any]) -> str:
+    return json.dumps(
+        {"heat_template_version": "2018-08-31", "parameters": parameters, "resources": resources}
+    )
+
+
+def child(bomb: bool) -> str:
+    """A nested template: a word from a short list, 1,000 copies of kb, and (*bomb*) 300,000."""
+    resources = {
+        "built": value({"str_replace": {"template": "x" * 1000, "params": {"x": {"get_param": "kb"}}}}),
+        "named": {"type": "OS::Heat::Value", "properties": {"value": {"get_param": "name"}}},
+    }
+    if bomb:
+        resources["bomb"] = value(
+            {"repeat": {"for_each": {"%i%": [{"get_param": "kb"}] * 300}, "template": "%i%" * 1000}}
+        )
+    parameters = {
+        "kb": {"type": "string", "default": "k"},
+        "word": {"type": "string", "default": "a", "constraints": [{"allowed_values": ["a", "b"]}]},
+        "name": {"type": "string", "default": "ok"},
+        "ref": {"type": "string", "default": "none"},
+    }
+    return _nested(parameters, resources)
+
+
+SERVER_CHILD = _nested(
+    {"name": {"type": "string"}},
+    {"srv": {"type": "OS::Heat::DeployedServer", "properties": {"name": {"get_param": "name"}}}},
+)
+
+
+def _top(resources: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "heat_template_version": "2018-08-31",
+            "parameters": {
+                "word": {"type": "string", "default": "c"},
+                "kb": {"type": "string", "default": KB},
+            },
+            "resources": {"anchor": {"type": "OS::Heat::None"}, **resources},
+        }
+    )
+
+
+#: case -> (resources of the top template, where the 400 points, what its message says)
+NESTED_CASES: dict[str, tuple[dict[str, Any], str, str]] = {
+    "bomb": (
+        {"nest": {"type": "child.yaml", "properties": {"kb": {"get_param": "kb"}}}},
+        "resources.nest",
+        "would exceed the cap",
+    ),
+    "constraint": (
+        {"nest": {"type": "child.yaml", "properties": {"word": {"get_param": "word"}}}},
+        "resources.nest.properties.word",
+        'template child.yaml: "c" is not one of ["a", "b"]',
+    ),
+    "server-name": (
+        {
+            "nest": {
+                "type": "server.yaml",
+                "properties": {"name": {"str_replace": {"template": "a b", "params": {}}}},
+            }
+        },
+        "resources.nest",
+        "in template server.yaml: resources.srv.properties.name: a server name starts with a letter",
+    ),
+    # 100 members of a template each building 1 MiB (the bomb's kb is 1 byte there: under its cap).
+    "group": (
+        {
+            "group": {
+                "type": "OS::Heat::ResourceGroup",
+                "properties": {
+                    "count": 100,
+                    "resource_def": {"type": "child.yaml", "properties": {"kb": KB}},
+                },
+            }
+        },
+        "resources.group.properties.resource_def",
+        "evaluation budget",
+    ),
+}
+
+
+def test_a_nested_templates_bad_input_is_refused_at_create_naming_the_resource(
+    hostile_cp: ControlPlane,
+) -> None:
+    """A nested template's budget, parameter constraint and server name are checked at create: a 400 naming the path."""
+    cp = hostile_cp
+    for case, (resources, where, says) in NESTED_CASES.items():
+        # in the group, without the bomb, each member builds 1 MiB: the 100 together are over
+        files = {"child.yaml": child(bomb=case != "group"), "server.yaml": SERVER_CHILD}
+        resp = cp.api(
+            "POST", "/v1/stacks", {"name": f"n-{case}", "template": _top(resources), "files": files}
+        )
+        assert 400 == resp.status, (case, resp.body)
+        error = resp.body["error"]
+        assert (where, True) == (error["where"], says in error["message"]), (case, error)
+        assert 404 == cp.api("GET", f"/v1/stacks/n-{case}").status
+
+
+def test_a_nested_template_given_what_resources_make_is_accepted(hostile_cp: ControlPlane) -> None:
+    """Values only known once resources exist (get_resource, get_attr) are placeholders: the stack is created."""
+    cp = hostile_cp
+    props = {"name": {"get_attr": ["anchor", "show"]}, "ref": {"get_resource": "anchor"}}
+    template = _top({"nest": {"type": "child.yaml", "properties": props}})
+    stack = cp.create_stack("n-placeholders", template, files={"child.yaml": child(bomb=False)})
+    assert "CREATE_COMPLETE" == stack["status"]

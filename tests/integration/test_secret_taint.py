@@ -38,7 +38,9 @@ import pytest
 
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.courier import Media
+from tests.support.openstack import heat_request
 from tests.support.pg import Postgres
+from tests.support.processes import free_port
 from tests.support.waiting import wait_until
 
 NAMES = "MEMBER PART QMAP KEYED REPLACED JOINED REPEATED MERGED DIGEST URL VALUE LISTED"
@@ -330,8 +332,16 @@ def plane(
     (hooks / "canary").write_text(CANARY_HOOK)
     (hooks / "canary").chmod(0o755)
     media = Media.under(tmp_path)
+    heat = f"127.0.0.1:{free_port()}"  # Heat's API too: its answers are searched as well
     cp = start_control_plane(
-        tmp_path, *db_args, "--log-level", "DEBUG", f"--agent-arg=--hook-dir={hooks}", *media.serve_args()
+        tmp_path,
+        *db_args,
+        "--log-level",
+        "DEBUG",
+        f"--agent-arg=--hook-dir={hooks}",
+        "--heat-listen",
+        heat,
+        *media.serve_args(),
     )
     yield cp, media, db_args
     stop_control_plane(cp)
@@ -376,6 +386,36 @@ def answers(cp: ControlPlane) -> list[str]:
     shown += [cp.cli("deployment", "log", d["id"]).stdout for d in deployments]
     shown.append(cp.cli("stack", "check", "leaky").stdout)
     return shown
+
+
+def heat_answers(cp: ControlPlane) -> list[str]:
+    """Every answer of Heat's API (--heat-listen) about the stacks, their resources, events, configs and deployments."""
+    heat_url = "http://" + cp.log.read_text().split("Orchestration API v1 on http://", 1)[1].split("/", 1)[0]
+
+    def get(path: str) -> Any:
+        status, body = heat_request(cp, heat_url, "GET", path)
+        assert 200 == status, (path, body)
+        return body
+
+    shown = [get("/stacks"), get("/stacks/detail")]
+    for stack in ("leaky", "leakfail", "leakretry"):
+        base = f"/stacks/{stack}/{cp.api('GET', f'/v1/stacks/{stack}').body['id']}"
+        shown += [get(base + p) for p in ("", "/template", "/environment", "/files", "/events")]
+        outputs, resources = get(base + "/outputs"), get(base + "/resources")
+        shown += [outputs, resources]
+        shown += [get(f"{base}/outputs/{o['output_key']}") for o in outputs["outputs"]]
+        for res in resources["resources"]:
+            at = f"{base}/resources/{res['resource_name']}"
+            shown += [get(at), get(at + "/metadata"), get(at + "/events")]
+    configs, deployments = get("/software_configs"), get("/software_deployments")
+    shown += [configs, deployments]
+    shown += [get(f"/software_configs/{c['id']}") for c in configs["software_configs"]]
+    for dep in deployments["software_deployments"]:
+        shown += [
+            get(f"/software_deployments/{dep['id']}"),
+            get(f"/software_deployments/metadata/{dep['server_id']}"),
+        ]
+    return [json.dumps(body) for body in shown]
 
 
 def document_bytes(cp: ControlPlane) -> bytes:
@@ -433,6 +473,8 @@ def test_values_derived_from_hidden_parameters_appear_nowhere_in_clear(
     assert all("refused ******" in a["stderr"] and "with ******" in a["stdout"] for a in attempts), attempts
 
     shown = answers(cp)
+    heat_shown = heat_answers(cp)
+    assert any('"******"' in text for text in heat_shown)  # Heat's API showed the secrets, masked
     published = document_bytes(cp)
     sealed = json.loads(published)["anneal"]["deployments"]
     assert any("config" in meta.get("sealed", []) for meta in sealed.values())  # cfg2's body
@@ -453,6 +495,7 @@ def test_values_derived_from_hidden_parameters_appear_nowhere_in_clear(
             if needle.encode() in data and not hooks_own:
                 hits.append(f"{name} in {path}")
     places = [("document", published.decode()), *((f"answer {i}", s) for i, s in enumerate(shown + said))]
+    places += [(f"Heat API answer {i}", text) for i, text in enumerate(heat_shown)]
     if db_args:
         dump = postgres_dump(db_args[1]).decode("utf-8", "replace")
         assert "leakfail" in dump  # the control plane's own database
@@ -465,7 +508,8 @@ def test_values_derived_from_hidden_parameters_appear_nowhere_in_clear(
             hits += [f"{n} in /proc/{pid}/{part}" for n, v in canaries.tags.items() if v.encode() in data]
     print(
         f"\ncanary secrets [{'postgresql' if db_args else 'sqlite'}]: {len(DERIVATIONS)} derivations, "
-        f"{len(canaries.tags)} canaries, {len(files)} files, {len(places)} answers/dumps searched, "
+        f"{len(canaries.tags)} canaries, {len(files)} files, {len(places)} answers/dumps searched "
+        f"({len(heat_shown)} of Heat's API), "
         f"{len(hits)} hits"
     )
     assert [] == hits

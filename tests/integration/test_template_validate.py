@@ -120,3 +120,65 @@ def test_a_nested_templates_error_is_the_apis(control_plane: ControlPlane, tmp_p
     status, offline = validate(tmp_path / "nested", NESTED_TOP, {}, {"child.yaml": NESTED_CHILD})
     assert (1, api.body) == (status, offline)
     assert "resources.child.properties.port" == offline["error"]["where"]
+
+
+KIB = "k" * 1024
+#: case -> (template, parameters, files): each over a bound the API enforces.
+BOUNDED: dict[str, tuple[str, dict[str, str], dict[str, str]]] = {
+    # 300 copies of a placeholder spliced 1,000 times: 300 MB from a 3 KB template
+    "budget": (
+        json.dumps(
+            {
+                "heat_template_version": "2018-08-31",
+                "parameters": {"kb": {"type": "string", "default": KIB}},
+                "resources": {
+                    "bomb": {
+                        "type": "OS::Heat::Value",
+                        "properties": {
+                            "value": {
+                                "repeat": {
+                                    "for_each": {"%i%": [{"get_param": "kb"}] * 300},
+                                    "template": "%i%" * 1000,
+                                }
+                            }
+                        },
+                    }
+                },
+            }
+        ),
+        {},
+        {},
+    ),
+    "pattern": (
+        'heat_template_version: 2018-08-31\nparameters:\n  w: {type: string, constraints: [{allowed_pattern: "(a|a)+"}]}\n',
+        {"w": "a" * 29 + "!"},
+        {},
+    ),
+    "yaql": (
+        "heat_template_version: 2018-08-31\nresources:\n  slow:\n    type: OS::Heat::Value\n    properties:\n"
+        '      value: {yaql: {expression: "let(x => range(150).toList()) -> $x.join($x, true, [$1, $2]).len()"}}\n',
+        {},
+        {},
+    ),
+    # a nested server named by a function "a b": only a dry run of the nested template sees it
+    "nested": (
+        "heat_template_version: 2018-08-31\nresources:\n  nest: {type: bomb.yaml}\n",
+        {},
+        {
+            "bomb.yaml": "heat_template_version: 2018-08-31\nresources:\n  srv:\n    type: OS::Heat::DeployedServer\n"
+            "    properties: {name: {list_join: [' ', [a, b]]}}\n"
+        },
+    ),
+}
+
+
+def test_the_apis_bounds_are_enforced_offline_with_its_errors(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """Evaluation budget, pattern time, yaql time and a nested template's dry run: offline, the API's error body."""
+    for case, (template, params, files) in BOUNDED.items():
+        api = control_plane.create(f"b-{case}", template, params=params, files=files)
+        assert 400 == api.status, (case, api.body)
+        status, offline = validate(tmp_path / case, template, params, files)
+        assert (1, api.body) == (status, offline), case
+    assert [] == control_plane.api("GET", "/v1/stacks").body

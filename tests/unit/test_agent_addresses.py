@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 from agent.addresses import Addresses, parse
 
@@ -52,3 +55,18 @@ def test_heartbeats_between_reports_carry_the_last_addresses_unflagged() -> None
         "addresses": first["addresses"],
         "addresses_changed": False,
     }
+
+
+def test_addresses_are_read_with_ip_from_path_and_none_without_it(tmp_path: Path) -> None:
+    """`ip` is found on PATH by the exec itself (no shutil kept loaded); with no `ip` on PATH, []."""
+    fake = tmp_path / "ip"  # a fake iproute2: this machine's own interfaces vary
+    fake.write_text(f"#!/bin/sh\necho '{json.dumps(IP_J_ADDR)}'\n")  # echo: a builtin, PATH holds only ip
+    fake.chmod(0o755)
+    code = (
+        "import asyncio, json, os, sys\nfrom agent import addresses\n"
+        f"os.environ['PATH'] = {str(tmp_path)!r}\nfound = asyncio.run(addresses.discover())\n"
+        "os.environ['PATH'] = '/nonexistent'\n"
+        "print(json.dumps([found, asyncio.run(addresses.discover()), 'shutil' in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert [parse(json.dumps(IP_J_ADDR)), [], False] == json.loads(out.stdout)

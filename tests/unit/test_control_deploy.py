@@ -222,12 +222,9 @@ def on_server(**values: Any) -> DeploymentRow:
 
 
 def test_changed_replace_on_change_input_means_replace():
-    """A replace_on_change input getting a new value asks for a replacement."""
-    assert (
-        replace_on_change_differs(
-            on_server(VERSION="v1", MESSAGE="m"), VERSIONED, {"VERSION": "v2", "MESSAGE": "m"}
-        )
-        is True
+    """A replace_on_change input getting a new value asks for a replacement, naming the input."""
+    assert "VERSION" == replace_on_change_differs(
+        on_server(VERSION="v1", MESSAGE="m"), VERSIONED, {"VERSION": "v2", "MESSAGE": "m"}
     )
 
 
@@ -237,18 +234,18 @@ def test_same_replace_on_change_value_means_update():
         replace_on_change_differs(
             on_server(VERSION="v1", MESSAGE="m"), VERSIONED, {"VERSION": "v1", "MESSAGE": "new"}
         )
-        is False
+        is None
     )
 
 
 def test_replace_on_change_input_falling_back_to_its_default_is_compared_by_value():
     """A value given before and now left to an equal default does not replace."""
     src = source(inputs=({"name": "VERSION", "replace_on_change": True, "default": "v1"},))
-    assert replace_on_change_differs(on_server(VERSION="v1"), src, {}) is False
-    assert replace_on_change_differs(on_server(VERSION="v0"), src, {}) is True
+    assert replace_on_change_differs(on_server(VERSION="v1"), src, {}) is None
+    assert replace_on_change_differs(on_server(VERSION="v0"), src, {}) == "VERSION"
 
 
 def test_never_deployed_deployment_keeping_its_values_is_not_replaced():
     """A deployment that never ran (CREATE not in its actions) keeping its values is updated, not replaced."""
     dep = deployment(item=False, input_values={"VERSION": "v1", "MESSAGE": "m"})
-    assert replace_on_change_differs(dep, VERSIONED, {"VERSION": "v1", "MESSAGE": "new"}) is False
+    assert replace_on_change_differs(dep, VERSIONED, {"VERSION": "v1", "MESSAGE": "new"}) is None

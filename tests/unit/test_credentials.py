@@ -133,3 +133,61 @@ def test_a_check_after_a_publish_sees_a_revocation_made_elsewhere_before_it(tmp_
             assert await there.held_since(db.sessions, token_hash("new"), server, published)
 
     asyncio.run(run())
+
+
+class Clock:
+    """A monotonic clock the test moves: the bound is checked at exact instants, not on the wall clock."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _revoke(db: Database, here: Credentials, server: str) -> None:
+    async with db.sessions() as session:
+        await session.execute(
+            update(ServerRow).where(ServerRow.id == server).values(credential_hash=token_hash("new"))
+        )
+        await here.revoke(session, token_hash("old"))
+        await session.commit()
+
+
+async def _settle(cache: Credentials) -> None:
+    """Let a background counter read that started finish (it runs on this event loop)."""
+    reading = cache._reading
+    if reading is not None:
+        await reading
+
+
+def test_no_process_accepts_a_revoked_credential_past_the_bound_after_the_commit(tmp_path: Path) -> None:
+    """Worst case: the other process read the counter just before the commit; BOUND after the commit it refuses,
+    and inside the bound it may still answer from its cache (the bound is what docs/security.md states)."""
+
+    async def run() -> None:
+        async with sqlite_database(tmp_path) as db:
+            server = await _server(db, "old")
+            for probe, expect in ((0.9, server), (1.0 + 1e-6, None)):
+                clock, here = Clock(), Credentials()
+                there = Credentials(bound=1.0, clock=clock)
+                assert server == await there.server_of(db.sessions, token_hash("old"))
+                # past half the bound: this request starts a counter read (before the commit)
+                clock.now += 0.6
+                assert server == await there.server_of(db.sessions, token_hash("old"))
+                await _settle(there)
+                clock.now += 0.1
+                await _revoke(db, here, server)  # committed at this instant
+                clock.now += probe
+                assert expect == await there.server_of(db.sessions, token_hash("old")), probe
+                await _settle(there)
+                assert await there.server_of(db.sessions, token_hash("old")) is None  # and from then on
+                async with db.sessions() as session:  # the next round starts from the old credential again
+                    await session.execute(
+                        update(ServerRow)
+                        .where(ServerRow.id == server)
+                        .values(credential_hash=token_hash("old"))
+                    )
+                    await session.commit()
+
+    asyncio.run(run())

@@ -142,3 +142,22 @@ def test_a_structured_config_holding_a_secret_inputs_value_is_sealed() -> None:
     assert sealed.open_item(out, fields, "srv", private).config == {
         "db": {"password": "s3cret-value", "port": 5432}
     }
+
+
+def test_abandon_data_seals_open_only_with_the_same_data_key_and_never_as_a_column() -> None:
+    """seal/unseal: a Secret stays one; another key, altered or malformed text, or a column's value is refused."""
+    key, other = os.urandom(32), os.urandom(32)
+    sealed_value = crypt.seal(key, taint.Secret({"pw": "canary-x"}))
+    assert crypt.is_sealed(sealed_value) and "canary" not in json.dumps(sealed_value)
+    opened = crypt.unseal(key, sealed_value)
+    assert isinstance(opened, taint.Secret) and opened.value == {"pw": "canary-x"}
+    with pytest.raises(crypt.DataKeyError, match="not this data dir's key"):
+        crypt.unseal(other, sealed_value)
+    for ct in ("!!not base64", sealed_value["ct"][:-8] + "AAAAAAAA", 5):
+        with pytest.raises(crypt.DataKeyError):
+            crypt.unseal(key, {**sealed_value, "ct": ct})
+    column = crypt.encrypt(key, "canary-x")  # a database value cannot pass for abandon data, nor back
+    with pytest.raises(crypt.DataKeyError):
+        crypt.unseal(key, {"anneal_sealed": "v1", "kid": column["kid"], "ct": column["ct"]})
+    with pytest.raises(crypt.DataKeyError):
+        crypt.decrypt(key, {"anneal_enc": "v1", "kid": sealed_value["kid"], "ct": sealed_value["ct"]})

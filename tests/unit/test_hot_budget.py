@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from control.hot import Budget, BudgetError, TemplateError, evaluating, resolve
+from control.hot import Budget, BudgetError, TemplateError, evaluating, resolve, yaqlfn
 from control.hot.budget import MAX_CALL_BYTES, SLOT
 from control.hot.parameters import ParameterDef, check_constraints
 
@@ -162,3 +162,29 @@ def test_patterns_are_not_matched_again_when_the_budget_says_so() -> None:
     """The engine re-reading a stack (patterns=False) does not match values checked when given."""
     with evaluating(Budget(patterns=False)):
         check_constraints(BACKTRACKS, "a" * 29 + "!", "parameters.w")
+
+
+def test_what_yaql_gives_is_charged_to_the_budget_naming_the_call() -> None:
+    """A yaql result counts as any function's: 200 strings of 9,000 characters go past a 512 KiB budget."""
+    node = {"yaql": {"expression": "range(200).select('x' * 9000)"}}
+    error = refused(node, Budget(512 * 1024))
+    assert ("resources.r.properties.p", True) == (error.path, "yaql" in error.reason), error
+    with evaluating(budget := Budget()):
+        assert 200 == len(resolve(node, Ctx(), "p"))
+    assert budget.used > 200 * 9000
+
+
+def test_yaql_time_is_bounded_for_the_whole_evaluation_and_a_dry_run_refuses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two slow expressions share the evaluation's yaql time; over it is a BudgetError even in a dry run."""
+    monkeypatch.setattr(yaqlfn, "TIME_LIMIT", 60.0)  # each call alone could run on
+    slow = {"yaql": {"expression": "let(x => range(150).toList()) -> $x.join($x, true, [$1, $2]).len()"}}
+    budget = Budget(yaql_seconds=0.3)
+    with evaluating(budget), budget.leniently(), pytest.raises(BudgetError) as e:
+        resolve([slow, slow], Ctx(), "resources.r.properties.p")
+    assert e.value.path.startswith("resources.r.properties.p"), e.value
+    assert "yaql expressions took longer than 0.3 s in all" in e.value.reason
+    quota = {"yaql": {"expression": "range(1000).sum()"}}  # yaql's own bound: refused in a dry run too
+    with evaluating(budget := Budget()), budget.leniently(), pytest.raises(BudgetError, match="200"):
+        resolve(quota, Ctx(), "p")

@@ -127,11 +127,21 @@ def test_group_needs_servers_and_checks_its_update_policy():
             "g": {
                 "type": "OS::Heat::SoftwareDeploymentGroup",
                 "properties": {"servers": {}},
-                "update_policy": {"canary": {}},
+                "update_policy": {"blue_green": {}},
             }
         }
     )
-    assert "resources.g.update_policy.canary" == e.path
+    assert "resources.g.update_policy.blue_green" == e.path
+    e = error(
+        {
+            "g": {
+                "type": "OS::Heat::SoftwareDeploymentGroup",
+                "properties": {"servers": {}},
+                "update_policy": {"canary": {"size": 2}},
+            }
+        }
+    )
+    assert "resources.g.update_policy.canary.size" == e.path
 
 
 def test_group_old_names_are_accepted():

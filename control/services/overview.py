@@ -1,0 +1,228 @@
+"""What the web view draws: a stack's resources as a dependency graph, its counts, a page of its list.
+
+Nested stacks and groups are one node carrying the counts of their own resources; a stack
+with more than GRAPH_LIMIT resources is drawn as one node per resource type, so a stack of
+10,000 stays readable. Only the light columns are read (no properties, no attributes).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from sqlalchemy import Row, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from control.errors import BadRequestError
+from control.services.stacks import STATE_ONLY, get_stack, stack_view
+from control.store.orm import DeploymentRow, EventRow, ResourceRow, StackRow
+
+#: Above this many resources the graph shows one node per resource type.
+GRAPH_LIMIT = 300
+#: The largest page of the resource list.
+MAX_PAGE = 500
+#: The order a group's state is chosen in: the first of these any member has.
+WORST_FIRST = ("FAILED", "IN_PROGRESS", "INIT", "COMPLETE")
+LIGHT = (
+    ResourceRow.id,
+    ResourceRow.stack_id,
+    ResourceRow.name,
+    ResourceRow.type,
+    ResourceRow.action,
+    ResourceRow.status,
+    ResourceRow.status_reason,
+    ResourceRow.physical_id,
+    ResourceRow.current,
+    ResourceRow.requires,
+)
+
+
+def state_of(action: str, status: str) -> str:
+    """The colour class of a resource: INIT before its first action, else its status."""
+    return "INIT" if action == "INIT" else status
+
+
+def worst(counts: Counter[str] | dict[str, int]) -> str:
+    return next((s for s in WORST_FIRST if counts.get(s)), "COMPLETE")
+
+
+async def state_counts(session: AsyncSession, stack_ids: list[str]) -> dict[str, Counter[str]]:
+    """Stack id -> how many of its current resources are in each state, in one query."""
+    found: dict[str, Counter[str]] = {i: Counter() for i in stack_ids}
+    if not stack_ids:
+        return found
+    rows = await session.execute(
+        select(ResourceRow.stack_id, ResourceRow.action, ResourceRow.status, func.count())
+        .where(ResourceRow.stack_id.in_(stack_ids), ResourceRow.current.is_(True))
+        .group_by(ResourceRow.stack_id, ResourceRow.action, ResourceRow.status)
+    )
+    for stack_id, action, status, n in rows:
+        found[stack_id][state_of(action, status)] += n
+    return found
+
+
+async def stacks_overview(session: AsyncSession) -> list[dict[str, Any]]:
+    """Every top-level stack with its resource counts by state."""
+    stacks = list(
+        await session.scalars(
+            select(StackRow)
+            .options(*STATE_ONLY)
+            .where(StackRow.parent_id.is_(None))
+            .order_by(StackRow.created_at)
+        )
+    )
+    counts = await state_counts(session, [s.id for s in stacks])
+    return [{**stack_view(s), "counts": dict(counts[s.id])} for s in stacks]
+
+
+async def stack_graph(session: AsyncSession, ref: str) -> dict[str, Any]:
+    """The stack, its counts, and its graph: nodes (one per resource, or per type above GRAPH_LIMIT) and edges."""
+    stack = await get_stack(session, ref, *STATE_ONLY)
+    rows = list(
+        await session.execute(select(*LIGHT).where(ResourceRow.stack_id == stack.id).order_by(ResourceRow.id))
+    )
+    children = await _children(session, stack.id)
+    child_counts = await state_counts(session, list(children))
+    own = Counter(state_of(r.action, r.status) for r in rows if r.current)
+    nodes, edges = (_by_type if len(rows) > GRAPH_LIMIT else _by_resource)(rows, children, child_counts)
+    view = stack_view(stack)
+    view.update(counts=dict(own), total=sum(own.values()), aggregated=len(rows) > GRAPH_LIMIT)
+    view.update(nodes=nodes, edges=edges, parent=await _parent_name(session, stack.parent_id))
+    return view
+
+
+async def _children(session: AsyncSession, stack_id: str) -> dict[str, str]:
+    """Id -> name of the stacks nested directly in *stack_id* (made by its groups and template resources)."""
+    rows = await session.execute(select(StackRow.id, StackRow.name).where(StackRow.parent_id == stack_id))
+    return {child_id: name for child_id, name in rows}
+
+
+async def _parent_name(session: AsyncSession, parent_id: str | None) -> str | None:
+    return await session.scalar(select(StackRow.name).where(StackRow.id == parent_id)) if parent_id else None
+
+
+Graph = tuple[list[dict[str, Any]], list[dict[str, str]]]
+
+
+def _by_resource(rows: list[Row[Any]], children: dict[str, str], counts: dict[str, Counter[str]]) -> Graph:
+    """One node per resource row (a replaced one too, marked old); a nested stack's node has its counts."""
+    current = {r.name: f"r{r.id}" for r in rows if r.current}
+    nodes, edges = [], []
+    for r in rows:
+        node: dict[str, Any] = {
+            "id": f"r{r.id}",
+            "label": r.name,
+            "type": r.type,
+            "state": state_of(r.action, r.status),
+            "status": f"{r.action}_{r.status}",
+            "reason": r.status_reason,
+            "old": not r.current,
+        }
+        if r.physical_id in children:
+            child = counts[r.physical_id]
+            node.update(nested=children[r.physical_id], counts=dict(child), size=sum(child.values()))
+        elif r.type.endswith("Deployment"):  # Software-, Structured- and the AWS-named ones
+            node["deployment"] = r.physical_id
+        nodes.append(node)
+        edges += [
+            {"source": current[d], "target": node["id"]}
+            for d in sorted(set(r.requires or []))
+            if d in current
+        ]
+    return nodes, edges
+
+
+def _by_type(rows: list[Row[Any]], children: dict[str, str], counts: dict[str, Counter[str]]) -> Graph:
+    """One node per resource type with its counts; an edge where any resource of one needs one of another."""
+    types: dict[str, Counter[str]] = {}
+    type_of = {r.name: r.type for r in rows if r.current}
+    links: set[tuple[str, str]] = set()
+    for r in rows:
+        if not r.current:
+            continue
+        types.setdefault(r.type, Counter())[state_of(r.action, r.status)] += 1
+        links.update(
+            (type_of[d], r.type) for d in (r.requires or []) if d in type_of and type_of[d] != r.type
+        )
+    ids = {t: f"t{i}" for i, t in enumerate(sorted(types))}
+    nodes = [
+        {
+            "id": ids[t],
+            "label": f"{t} \u00d7{sum(c.values())}",
+            "type": t,
+            "state": worst(c),
+            "status": "",
+            "reason": "",
+            "old": False,
+            "counts": dict(c),
+            "size": sum(c.values()),
+        }
+        for t, c in sorted(types.items())
+    ]
+    return nodes, [{"source": ids[a], "target": ids[b]} for a, b in sorted(links)]
+
+
+async def resource_page(
+    session: AsyncSession, ref: str, page: int, per_page: int, state: str | None = None
+) -> dict[str, Any]:
+    """One page of the stack's resources (id order), with the total; *state* keeps one state only."""
+    if not 1 <= per_page <= MAX_PAGE:
+        raise BadRequestError(f"per_page: expected 1 to {MAX_PAGE}", where="per_page")
+    if state is not None and state not in WORST_FIRST:
+        raise BadRequestError(f"state: one of {', '.join(WORST_FIRST)}", where="state")
+    stack = await get_stack(session, ref, *STATE_ONLY)
+    where = [ResourceRow.stack_id == stack.id]
+    if state == "INIT":
+        where.append(ResourceRow.action == "INIT")
+    elif state is not None:
+        where += [ResourceRow.action != "INIT", ResourceRow.status == state]
+    total = await session.scalar(select(func.count()).select_from(ResourceRow).where(*where)) or 0
+    rows = await session.execute(
+        select(*LIGHT).where(*where).order_by(ResourceRow.id).offset((page - 1) * per_page).limit(per_page)
+    )
+    children = await _children(session, stack.id)
+    items = [
+        {
+            "name": r.name,
+            "type": r.type,
+            "state": state_of(r.action, r.status),
+            "status": f"{r.action}_{r.status}",
+            "reason": r.status_reason,
+            "physical_id": r.physical_id,
+            "current": r.current,
+            "nested": children.get(r.physical_id or ""),
+        }
+        for r in rows
+    ]
+    return {"total": total, "page": page, "per_page": per_page, "items": items}
+
+
+async def deployment_history(session: AsyncSession, dep_id: str) -> list[dict[str, Any]]:
+    """Every event of a deployment, oldest first: its status history, generation by generation."""
+    rows = await session.scalars(
+        select(EventRow).where(EventRow.deployment_id == dep_id).order_by(EventRow.id).limit(1000)
+    )
+    return [
+        {
+            "id": e.id,
+            "timestamp": e.timestamp,
+            "generation": e.generation,
+            "action": e.action,
+            "status": e.status,
+            "reason": e.reason,
+        }
+        for e in rows
+    ]
+
+
+async def deployment_counts(session: AsyncSession) -> dict[str, dict[str, int]]:
+    """Server id -> how many of its deployments are in each status, in one query."""
+    rows = await session.execute(
+        select(DeploymentRow.server_id, DeploymentRow.status, func.count()).group_by(
+            DeploymentRow.server_id, DeploymentRow.status
+        )
+    )
+    found: dict[str, dict[str, int]] = {}
+    for server_id, status, n in rows:
+        found.setdefault(server_id, {})[status] = n
+    return found
