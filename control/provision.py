@@ -27,6 +27,7 @@ AGENT_CONFIG = "agent.json"
 class Provisioner(Protocol):
     async def provision(self, server_id: str, name: str, enrol_token: str | None) -> None: ...
     async def release(self, server_id: str, name: str) -> None: ...
+    def stopping(self) -> int: ...
     async def close(self) -> None: ...
 
 
@@ -39,6 +40,9 @@ class EnrolProvisioner:
     async def release(self, server_id: str, name: str) -> None:
         return None
 
+    def stopping(self) -> int:
+        return 0
+
     async def close(self) -> None:
         return None
 
@@ -49,6 +53,8 @@ class _Agent:
 
     pid: int
     proc: asyncio.subprocess.Process | None = None
+    #: SIGTERM sent: a second one would stop a running hook at once instead of letting it finish.
+    signalled: bool = False
 
     async def wait(self) -> None:
         if self.proc is not None:
@@ -59,14 +65,20 @@ class _Agent:
 
     async def stop(self) -> None:
         """SIGTERM, then SIGKILL if it does not stop in 10 s."""
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGTERM)
+        self.terminate()
         try:
             await asyncio.wait_for(self.wait(), 10)
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
             await self.wait()
+
+    def terminate(self) -> None:
+        """SIGTERM once: the agent lets a running hook finish, then exits."""
+        if not self.signalled:
+            self.signalled = True
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
 
 
 class LocalProvisioner:
@@ -171,6 +183,14 @@ class LocalProvisioner:
         if state is not None and state.is_dir():
             # The server is gone: its state is kept aside, for an operator to read, never reused.
             state.rename(state.with_name(f"{server_id}.released"))
+
+    def stopping(self) -> int:
+        """The control plane stops: SIGTERM every agent now, restart none; ``close`` waits for them."""
+        for watcher in self._watchers.values():
+            watcher.cancel()
+        for agent in self._agents.values():
+            agent.terminate()
+        return len(self._agents)
 
     async def close(self) -> None:
         await asyncio.gather(*(self.release(sid, "") for sid in list(self._watchers)))

@@ -51,6 +51,8 @@ class Runtime:
     published: dict[str, int] = field(default_factory=dict)
     #: The queue result signals are applied from in batches, made on the first signal.
     signal_batch: SignalQueue | None = None
+    #: The process is stopping: long-polls answer at once rather than hold its shutdown.
+    stopping: bool = False
     #: This process's Prometheus instruments, in a registry of its own (control/metrics.py).
     metrics: Metrics = field(default_factory=Metrics)
 

@@ -7,7 +7,7 @@
 #                                              (the wheel + aiohttp + cryptography, on the
 #                                              distro's /usr/bin/python3), a systemd unit with
 #                                              Restart=on-failure, the relay's unit (disabled),
-#                                              /etc/anneal-agent/agent.env,
+#                                              /etc/anneal-agent/agent.env, bash and zsh completion,
 #                                              and a postinst that makes /var/lib/anneal-agent
 #                                              (root:root, 0700).
 set -euo pipefail
@@ -50,6 +50,9 @@ find "$venv" -name '*.so' -exec strip --strip-unneeded {} +
 install -D -m 0644 "$root/packaging/systemd/anneal-agent.service" "$stage/lib/systemd/system/anneal-agent.service"
 install -D -m 0644 "$root/packaging/systemd/anneal-relay.service" "$stage/lib/systemd/system/anneal-relay.service"
 install -D -m 0600 "$root/packaging/debian/agent.env" "$stage/etc/anneal-agent/agent.env"
+# Shell completion (committed, made by `python -m control.cli.completion`: the agent has no shtab).
+install -D -m 0644 "$root/packaging/completion/bash/anneal-agent" "$stage/usr/share/bash-completion/completions/anneal-agent"
+install -D -m 0644 "$root/packaging/completion/zsh/_anneal-agent" "$stage/usr/share/zsh/vendor-completions/_anneal-agent"
 mkdir -p "$stage/DEBIAN"
 for script in postinst prerm postrm; do
     install -m 0755 "$root/packaging/debian/$script" "$stage/DEBIAN/$script"

@@ -27,6 +27,7 @@ from control.settings import Settings
 from control.store.db import Sessions, open_database
 from control.store.orm import ServerRow
 from control.transports import service as transports
+from control.transports.publisher import http_publisher
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,7 @@ def make_app(settings: Settings) -> web.Application:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        began = time.monotonic()
         await engine.close()
         await runtime.credentials.close()
         if runtime.signal_batch is not None:  # made on the first signal
@@ -79,13 +81,30 @@ def make_app(settings: Settings) -> web.Application:
         await publisher.close()
         await provisioner.close()
         await engine_db.dispose()
+        log.info(
+            "stopped: engine, publishers, local agents and database closed in %.2f s",
+            time.monotonic() - began,
+        )
 
+    app.on_shutdown.append(_stopping)
     app.cleanup_ctx.append(lifetime)
     if settings.heat_listen:  # after lifetime: it reads what lifetime made, and closes first
         app.cleanup_ctx.append(lambda main: heat_v1.serve_heat(main, settings))
     if settings.metrics_listen:
         app.cleanup_ctx.append(lambda main: metrics.serve_metrics(main, settings))
     return app
+
+
+async def _stopping(app: web.Application) -> None:
+    """On SIGTERM, before waiting for requests: answer held long-polls, SIGTERM local agents."""
+    if RUNTIME not in app:
+        return
+    runtime = app[RUNTIME]
+    runtime.stopping = True
+    publisher = http_publisher(runtime.publisher)
+    polls = publisher.release_waiters() if publisher is not None else 0
+    agents = runtime.provisioner.stopping()
+    log.info("stopping: %d held long-poll(s) answered, %d local agent(s) told to stop", polls, agents)
 
 
 async def check_fleet(sessions: Sessions, settings: Settings) -> None:

@@ -14,6 +14,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -294,3 +295,22 @@ def seconds_query(request: web.Request, name: str) -> float:
     if not value >= 0:  # negative, or NaN
         raise BadRequestError(f"{name}: expected 0 or more seconds, got {raw[:40]!r}", where=name)
     return value
+
+
+def time_query(request: web.Request, name: str) -> float | None:
+    """A moment from the query: ISO 8601 (UTC unless it names a zone) or seconds since the epoch."""
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    try:
+        return float(raw) if raw.replace(".", "", 1).isdigit() else _iso_seconds(raw)
+    except ValueError as e:
+        raise BadRequestError(
+            f"{name}: expected an ISO 8601 time (2026-11-26T10:00:00Z) or epoch seconds, got {raw[:40]!r}",
+            where=name,
+        ) from e
+
+
+def _iso_seconds(text: str) -> float:
+    moment = datetime.fromisoformat(text)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()

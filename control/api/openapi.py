@@ -5,13 +5,11 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
-from agent.transports.offline import REQUEST_FORMAT
+from control.api.openapi_agent import agent_paths, media_paths
 from control.api.openapi_heat import heat_paths
 from control.api.openapi_schemas import (
     ADMIN,
-    NON_EMPTY,
     OBJ,
-    PUBLIC_KEYS,
     SERVER_NAME,
     STRING,
     TRANSPORT,
@@ -66,7 +64,13 @@ def _stack_paths() -> dict[str, Any]:
                 ADMIN,
                 {"200": stack, **errors(401, 404)},
                 parameters=[
-                    query("summary", "true: the stack's state alone, no resources or outputs", BOOLEAN)
+                    query("summary", "true: the stack's state alone, no resources or outputs", BOOLEAN),
+                    query(
+                        "progress",
+                        "with summary: `progress` counts the resources (total, current), those done and "
+                        "failed in the running traversal, and those in progress",
+                        BOOLEAN,
+                    ),
                 ],
             ),
             "put": op(
@@ -79,6 +83,14 @@ def _stack_paths() -> dict[str, Any]:
                 "Delete a stack (409 for a nested stack: its parent deletes it)",
                 ADMIN,
                 {"202": stack, **errors(401, 404, 409)},
+                parameters=[
+                    query(
+                        "force",
+                        "true: skip the DELETE configs (a server that never comes back), "
+                        "each with a WARNING event; those already waiting are skipped too",
+                        BOOLEAN,
+                    )
+                ],
             ),
         },
         "/v1/stacks/{name}/preview": _on_stack(
@@ -125,11 +137,19 @@ def _stack_paths() -> dict[str, Any]:
                 query("wait", "seconds to wait for a newer event (long-poll)", seconds(30)),
                 query("traversal", "only events of this traversal (the stack's `traversal`)", integer()),
                 query("limit", "at most this many events, oldest first", integer(1)),
+                query("resource", "only the events of the resource of this name", STRING),
+                query("since", "only events at or after this time: ISO 8601 or epoch seconds", STRING),
                 NESTED_DEPTH,
             ],
         ),
         "/v1/stacks/{name}/resources": _on_stack(
             "get", "Stack resources", {"200": rows, **errors(401, 404)}, parameters=[NESTED_DEPTH]
+        ),
+        "/v1/stacks/{name}/graph": _on_stack(
+            "get",
+            "The dependency graph: nodes (resources and their state) and edges with their kinds "
+            "(depends_on, get_attr, get_resource, server, reference)",
+            {"200": json_body(OBJ), **errors(401, 404)},
         ),
         "/v1/stacks/{name}/resources/{resource}/signal": {
             "parameters": [STACK, path_param("resource", "the resource's name")],
@@ -193,7 +213,7 @@ def _operator_paths() -> dict[str, Any]:
             )
         },
         "/v1/deployments/{id}": {
-            "parameters": [path_param("id", "deployment id")],
+            "parameters": [path_param("id", "deployment id, a unique prefix of it, or stack/resource")],
             "get": op(
                 "Show a deployment: inputs, outputs, stdout, stderr",
                 ADMIN,
@@ -245,6 +265,13 @@ def _operator_paths() -> dict[str, Any]:
                 {"200": json_body(OBJ), **errors(401, 404, body=True)},
                 requestBody=request_body(obj("transport", transport=TRANSPORT)),
             ),
+            "delete": op(
+                "Delete a server; 409 naming the stacks that use it, unless force releases it "
+                "(its deployments in progress fail)",
+                ADMIN,
+                {"200": json_body(OBJ), **errors(401, 404, 409)},
+                parameters=[query("force", "true: delete it even while stacks use it", BOOLEAN)],
+            ),
         },
         "/v1/keys": {
             "get": op(
@@ -263,111 +290,6 @@ def _operator_paths() -> dict[str, Any]:
     }
 
 
-def _media_paths() -> dict[str, Any]:
-    required = ("format", "server_id", "enrol_token", "public_keys", "signature")
-    enrolment = obj(
-        *required,
-        **dict.fromkeys(("server_id", "enrol_token", "signature"), NON_EMPTY),
-        format={"const": REQUEST_FORMAT},
-        hostname=STRING,
-        public_keys=PUBLIC_KEYS,
-    )
-    signal_file = obj(
-        "name",
-        "signal",
-        name={
-            "type": "string",
-            "pattern": "^[^/]+/[0-9]{1,9}$",
-            "description": "<deployment id>/<generation>",
-        },
-        signal=STRING,
-    )
-    return {
-        "/v1/enrolments/import": {
-            "post": op(
-                "Import an agent's enrolment request carried back on media (enrol.<server id>.json)",
-                ADMIN,
-                {"200": json_body(OBJ), **errors(401, 403, 404, body=True)},
-                requestBody=request_body(enrolment),
-            ),
-        },
-        "/v1/signals/import": {
-            "post": op(
-                "Import a signal carried back on media (<deployment id>/<generation> and the file's text)",
-                ADMIN,
-                {"200": json_body(OBJ), **errors(401, 403, 404, 409, body=True)},
-                requestBody=request_body(signal_file),
-            ),
-        },
-    }
-
-
-def _agent_paths() -> dict[str, Any]:
-    unchanged = {"description": "Unchanged"}
-    return {
-        "/v1/agent/enrol": {
-            "post": op(
-                "Enrol an agent with its one-time token and public keys",
-                "public",
-                {"201": json_body(OBJ), **errors(401, 411, 503, body=True)},
-                requestBody=request_body(
-                    obj("token", "public_keys", token=NON_EMPTY, public_keys=PUBLIC_KEYS)
-                ),
-            )
-        },
-        "/v1/agent/document": {
-            "get": op(
-                "The agent's document; 304 while If-None-Match matches; wait=S long-polls",
-                "agent",
-                {"200": json_body(OBJ, "The per-server document"), "304": unchanged, **errors(401)},
-                parameters=[query("wait", "seconds to wait for a change (long-poll)", seconds(60))],
-            )
-        },
-        "/v1/agent/heartbeat": {
-            "post": op(
-                "Agent heartbeat; 401 once the credential is revoked (the agent enrolled again, its server removed)",
-                "agent",
-                {"200": json_body(OBJ), **errors(401, body=True)},
-                requestBody=request_body(OBJ),
-            )
-        },
-        "/v1/signal/{deployment_id}/{generation}": {
-            "parameters": [
-                path_param("deployment_id", "deployment id"),
-                path_param("generation", "the generation the signal answers", integer()),
-            ],
-            "post": _signal_op("Signal a deployment's result (Heat's flat form)"),
-            "put": {
-                **_signal_op("Signal a deployment's result, as TEMP_URL_SIGNAL PUTs it (its own sig)"),
-                "security": [],
-            },
-        },
-        "/v1/resource-signal/{stack_id}/{resource}": {
-            "parameters": [
-                path_param("stack_id", "the stack's id"),
-                path_param("resource", "the resource's name"),
-            ],
-            "post": op(
-                "Signal a resource by its URL (a scaling policy's signal_url or alarm_url); an optional JSON body",
-                "signal",
-                {"200": json_body(OBJ), **errors(401, 403, 404, 409, body=True)},
-                parameters=[query("sig", "the URL's capability for that resource")],
-                requestBody={"required": False, "content": {"application/json": {"schema": OBJ}}},
-            ),
-        },
-    }
-
-
-def _signal_op(summary: str) -> dict[str, Any]:
-    return op(
-        summary,
-        "signal",
-        {"200": json_body(OBJ), **errors(401, 403, 404, 409, 410, body=True)},
-        parameters=[query("sig", "the URL's capability (CFN_SIGNAL; for PUT, TEMP_URL_SIGNAL's)")],
-        requestBody=request_body(ref("Signal")),
-    )
-
-
 def spec() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
@@ -375,8 +297,8 @@ def spec() -> dict[str, Any]:
         "paths": {
             **_stack_paths(),
             **_operator_paths(),
-            **_media_paths(),
-            **_agent_paths(),
+            **media_paths(),
+            **agent_paths(),
             **heat_paths(),
         },
         "components": {

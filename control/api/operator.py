@@ -13,11 +13,30 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from agent import wire_caps
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.api.body import read_details, read_json, read_object
-from control.api.middleware import auth, bool_query, int_query, ok, optional_int_query, seconds_query
+from control.api.middleware import (
+    auth,
+    bool_query,
+    int_query,
+    ok,
+    optional_int_query,
+    seconds_query,
+    time_query,
+)
 from control.api.openapi import spec
 from control.documents import heat
 from control.errors import BadRequestError
-from control.services import abandon, agents, converge, plan, queries, resource_signals, signing, stacks
+from control.services import (
+    abandon,
+    agents,
+    converge,
+    plan,
+    queries,
+    resource_signals,
+    servers,
+    signing,
+    stacks,
+)
+from control.services import stack_graph as graph
 from control.store.orm import ServerRow, StackRow
 from control.transports import offline as offline_enrolment
 from control.transports import service as transport_service
@@ -62,11 +81,19 @@ async def list_stacks(request: web.Request) -> web.Response:
 @routes.get("/v1/stacks/{name}")
 @auth("admin")
 async def show_stack(request: web.Request) -> web.Response:
-    """The stack; with ``summary=true`` its state alone (no resources, no outputs), cheap at any size."""
+    """The stack; with ``summary=true`` its state alone (no resources, no outputs), cheap at any size,
+    and with ``progress=true`` too its resources' counts in the running traversal."""
     name = request.match_info["name"]
     async with request.app[RUNTIME].sessions() as session:
         if bool_query(request, "summary"):
-            return ok(stacks.stack_view(await stacks.get_stack(session, name, *stacks.STATE_ONLY)))
+            found = await stacks.get_stack(session, name, *stacks.STATE_ONLY)
+            view = stacks.stack_view(found)
+            if bool_query(request, "progress"):
+                # The definition's size if this process has it parsed; never parsed for this.
+                defn = request.app[DEFS].cached(found.id, found.version)
+                planned = len(defn.order()) if defn is not None else 0
+                view["progress"] = await graph.resource_counts(session, found.id, found.traversal, planned)
+            return ok(view)
         stack = await stacks.get_stack(session, name)
         view = stacks.stack_view(stack)
         view["resources"] = await queries.stack_resources(session, stack.id)
@@ -100,8 +127,9 @@ async def preview_update(request: web.Request) -> web.Response:
 @routes.delete("/v1/stacks/{name}")
 @auth("admin")
 async def delete_stack(request: web.Request) -> web.Response:
-    rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(await stacks.delete_stack(rt, engine.kick, request.match_info["name"]), 202)
+    """Start deleting the stack; ``force=true`` skips its DELETE configs (a server that never comes back)."""
+    rt, engine, force = request.app[RUNTIME], request.app[ENGINE], bool_query(request, "force")
+    return ok(await stacks.delete_stack(rt, engine.kick, request.match_info["name"], force), 202)
 
 
 @routes.post("/v1/stacks/{name}/abandon")
@@ -146,7 +174,12 @@ async def stack_events(request: web.Request) -> web.Response:
     wait = min(seconds_query(request, "wait"), 30.0)
     traversal, limit = optional_int_query(request, "traversal"), optional_int_query(request, "limit", 1)
     name, depth = request.match_info["name"], _nested_depth(request)
-    return ok(await queries.wait_events(request.app[RUNTIME], name, after, wait, traversal, limit, depth))
+    resource, since = request.query.get("resource"), time_query(request, "since")
+    rt = request.app[RUNTIME]
+    found = await queries.wait_events(
+        rt, name, after, wait, traversal, limit, depth, resource=resource, since=since
+    )
+    return ok(found)
 
 
 def _nested_depth(request: web.Request) -> int:
@@ -180,6 +213,14 @@ async def stack_resources(request: web.Request) -> web.Response:
     depth = _nested_depth(request)
     async with request.app[RUNTIME].sessions() as session:
         return ok(await queries.stack_resources(session, request.match_info["name"], depth))
+
+
+@routes.get("/v1/stacks/{name}/graph")
+@auth("admin")
+async def stack_graph(request: web.Request) -> web.Response:
+    """The stack's resources with their state and the edges between them (why each needs another)."""
+    async with request.app[RUNTIME].sessions() as session:
+        return ok(await graph.stack_graph(session, request.app[DEFS], request.match_info["name"]))
 
 
 @routes.post("/v1/stacks/{name}/resources/{resource}/signal")
@@ -234,6 +275,14 @@ async def update_server(request: web.Request) -> web.Response:
     if not isinstance(body, dict) or "transport" not in body:
         raise BadRequestError("body: expected an object with transport", where="body")
     return ok(await agents.set_transport(request.app[RUNTIME], request.match_info["name"], body["transport"]))
+
+
+@routes.delete("/v1/servers/{name}")
+@auth("admin")
+async def delete_server(request: web.Request) -> web.Response:
+    """Delete a server; 409 naming the stacks that use it unless ``force=true`` releases it."""
+    rt, engine, force = request.app[RUNTIME], request.app[ENGINE], bool_query(request, "force")
+    return ok(await servers.delete_server(rt, engine.kick, request.match_info["name"], force))
 
 
 @routes.post("/v1/servers/{name}/media")

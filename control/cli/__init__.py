@@ -4,25 +4,27 @@ This module parses the command line. commands: the COMMANDS table and its handle
 output: tables, json, yaml; client: the REST client; follow: `--wait` and `--follow`;
 stack_request, signal_import, log: the longer commands' parts; serve: `anneal serve`, imported only when it runs, so the
 operator commands never load SQLAlchemy; db: `anneal db`, imported the same way;
-background: `anneal serve --background` and `--stop`; transport_options: serve's store options.
+background: `anneal serve --background` and `--stop`; serve_options and transport_options:
+serve's options; events, graph, report, completion: the shell's parts (docs/cli.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from control.cli import background, commands, transport_options
+from control.cli import background, commands, serve_options
 from control.cli.client import ClientError
 from control.cli.output import TerminalSafe
 from control.cli.validate import validate
 
 FORMATS = ("table", "json", "yaml", "value")
+DEPLOYMENT_REF = "the deployment's id, a unique prefix of it, or STACK/RESOURCE"
+WAIT_HELP = "show live progress (JSON lines with -f json); non-zero exit on failure"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,10 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('anneal')}")
     parser.add_argument("--config", help="CLI config file with url and token (else ANNEAL_URL/ANNEAL_TOKEN)")
     sub = parser.add_subparsers(dest="group", required=True)
-    _serve(sub.add_parser("serve", help="run the control plane"))
+    serve_options.add(sub.add_parser("serve", help="run the control plane"))
     dbs = sub.add_parser("db", help="the database's schema").add_subparsers(dest="command", required=True)
-    _database(dbs.add_parser("status", help="the schema's revision; exit 1 if it needs an upgrade"))
-    p = _database(
+    serve_options.database(
+        dbs.add_parser("status", help="the schema's revision; exit 1 if it needs an upgrade")
+    )
+    p = serve_options.database(
         dbs.add_parser("upgrade", help="bring the schema to the newest revision, in one transaction")
     )
     p.add_argument("--dry-run", action="store_true", help="print the SQL it would run; change nothing")
@@ -45,10 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--server")
     p.add_argument("--status", choices=("IN_PROGRESS", "COMPLETE", "FAILED"))
     p = _fmt(dep.add_parser("show", help="one deployment with inputs, outputs, stdout, stderr"))
-    p.add_argument("id")
+    p.add_argument("id", help=DEPLOYMENT_REF)
     p.add_argument("--attempts", action="store_true", help="its attempts (retry policy): code, times, stderr")
     p = dep.add_parser("log", help="a deployment's output; --follow: live until it finishes")
-    p.add_argument("id")
+    p.add_argument("id", help=DEPLOYMENT_REF)
     p.add_argument("--follow", action="store_true", help="keep printing new output until it finishes")
     p.add_argument("--timeout", type=float, default=24 * 3600.0, help="give up following after S seconds")
     srv = sub.add_parser("server", help="servers").add_subparsers(dest="command", required=True)
@@ -71,6 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", type=Path, help="the media's directory (enrol.json is written there, mode 0600)")
     _fmt(srv.add_parser("list", help="list servers"))
     _fmt(srv.add_parser("show", help="a server and its deployments")).add_argument("name")
+    p = _fmt(srv.add_parser("delete", help="delete a server; refused while a stack uses it"))
+    p.add_argument("name")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="delete it even while stacks use it: its deployments in progress fail",
+    )
     key = sub.add_parser("key", help="the document-signing key").add_subparsers(dest="command", required=True)
     _fmt(key.add_parser("show", help="the signing key's id, public key and rotation chain"))
     _fmt(key.add_parser("rotate", help="a new signing key, chained from the current one"))
@@ -85,152 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="directory of <deployment id>.<generation>.json and enrol.<server id>.json files",
     )
+    p = sub.add_parser("completion", help="print the shell completion script: anneal completion bash|zsh")
+    p.add_argument("shell", choices=("bash", "zsh"))
     return parser
-
-
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
-_SIZE = re.compile(r"(\d+)\s*(?:([KMG])(?:I?B)?|B)?")
-
-
-def size(text: str) -> int:
-    """A byte count: digits with an optional K, M or G suffix (powers of 1024; KB, KiB too)."""
-    found = _SIZE.fullmatch(text.strip().upper())
-    if found is None:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected bytes, e.g. 524288, 512K or 16M")
-    return int(found.group(1)) * _UNITS[found.group(2) or ""]
-
-
-def _database(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument(
-        "--data-dir",
-        type=Path,
-        default=Path("anneal-data"),
-        help="database, admin token and signing key live here (default ./anneal-data)",
-    )
-    p.add_argument("--db", default="", help="SQLAlchemy URL (default: SQLite in the data dir)")
-    return p
-
-
-def _serve(p: argparse.ArgumentParser) -> None:
-    _database(p)
-    p.add_argument("--listen", default="127.0.0.1:8770", help="HOST:PORT (default 127.0.0.1:8770)")
-    p.add_argument(
-        "--heat-listen",
-        default="",
-        metavar="HOST:PORT",
-        help="also serve Heat's Orchestration API v1 here, for the openstack CLI (off by default; docs/heat-api.md)",
-    )
-    p.add_argument(
-        "--metrics-listen",
-        default="",
-        metavar="HOST:PORT",
-        help="also serve /metrics here without a token, for Prometheus (loopback only; docs/operations.md)",
-    )
-    p.add_argument(
-        "--metrics-public",
-        action="store_true",
-        help="allow --metrics-listen on a non-loopback address (anyone who reaches it reads the metrics)",
-    )
-    p.add_argument("--public-url", default="", help="URL agents use to reach this control plane")
-    p.add_argument(
-        "--provisioner",
-        choices=("enrol", "local"),
-        default="enrol",
-        help="enrol: wait for agents to enrol; local: start one local agent per server",
-    )
-    p.add_argument(
-        "--deployment-timeout", type=float, default=3600.0, help="default per-deployment timeout (s)"
-    )
-    p.add_argument(
-        "--document-ttl",
-        type=float,
-        default=24 * 3600.0,
-        help="seconds a signed document stays valid; re-signed after half (default 86400)",
-    )
-    p.add_argument(
-        "--agent-arg",
-        action="append",
-        default=[],
-        help="extra argument for local agents (repeat), e.g. --agent-arg=--poll-wait=5",
-    )
-    p.add_argument(
-        "--work-lease",
-        type=float,
-        default=15.0,
-        help="seconds a claimed engine step stays leased; a dead process's work moves on after this",
-    )
-    p.add_argument(
-        "--heartbeat-lease",
-        type=float,
-        default=90.0,
-        help="seconds an agent may stay silent before `stack check` reports its server silent",
-    )
-    p.add_argument(
-        "--max-template-bytes",
-        type=size,
-        default=512 * 1024,
-        metavar="SIZE",
-        help="cap on a template's text and each environment's, e.g. 16M (default 512K, Heat's)",
-    )
-    p.add_argument(
-        "--max-nested-depth",
-        type=int,
-        default=5,
-        metavar="N",
-        help="how deep template resources and groups may nest stacks (default 5, Heat's)",
-    )
-    p.add_argument(
-        "--max-request-bytes",
-        type=size,
-        default=0,
-        metavar="SIZE",
-        help="cap on any request body (default: twice the template cap, at least 2M)",
-    )
-    p.add_argument(
-        "--max-evaluation-bytes",
-        type=size,
-        default=0,
-        metavar="SIZE",
-        help="what one template's functions may build in all (default: 128 times the template cap, at least 64M)",
-    )
-    p.add_argument(
-        "--max-agents",
-        type=int,
-        default=1000,
-        metavar="N",
-        help="agents this process serves; a warning at start names the descriptor limit they need "
-        "(2 each + 256; default 1000)",
-    )
-    p.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=15.0,
-        metavar="S",
-        help="close a connection idle for S seconds, kept alive or never sending a request (default 15)",
-    )
-    p.add_argument(
-        "--body-timeout",
-        type=float,
-        default=30.0,
-        metavar="S",
-        help="a request body must arrive within S seconds, else 408 (default 30)",
-    )
-    p.add_argument("--log-level", default="INFO")
-    run = p.add_mutually_exclusive_group()
-    run.add_argument(
-        "--background",
-        action="store_true",
-        help="run detached (log in DATA_DIR/serve.log); return once it listens",
-    )
-    run.add_argument("--stop", action="store_true", help="stop the control plane --background started")
-    p.add_argument(
-        "--pid-file",
-        help="write the PID here once listening, removed at exit (--background: DATA_DIR/serve.pid)",
-    )
-    p.add_argument(
-        "--access-log", action="store_true", help="log every request: peer address, request line, status"
-    )
-    transport_options.add(p)
 
 
 def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -245,7 +113,7 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             help="refuse a get_file naming a file outside the template's directory (absolute or ../); "
             "without it such a file is uploaded with a warning",
         )
-        p.add_argument("--wait", action="store_true", help="show live progress; non-zero exit on failure")
+        p.add_argument("--wait", action="store_true", help=WAIT_HELP)
         p.add_argument("--timeout", type=float, default=3600.0, help="how long --wait waits (s)")
         p.add_argument(
             "--rollback",
@@ -268,8 +136,14 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ):
         p = _fmt(sub.add_parser(name, help=text))
         p.add_argument("name")
-        p.add_argument("--wait", action="store_true")
+        p.add_argument("--wait", action="store_true", help=WAIT_HELP)
         p.add_argument("--timeout", type=float, default=3600.0)
+        if name == "delete":
+            p.add_argument(
+                "--force",
+                action="store_true",
+                help="skip the DELETE configs (a server that never comes back), each with a warning event",
+            )
     p = sub.add_parser("abandon", help="remove a stack, running nothing; print its data for `stack adopt`")
     p.add_argument("name")
     p.add_argument("--output-file", type=Path, help="write the abandon data here instead of printing it")
@@ -286,7 +160,7 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ).add_argument("name")
     p = _fmt(sub.add_parser("converge", help="re-apply what `stack check` found missing or failed"))
     p.add_argument("name")
-    p.add_argument("--wait", action="store_true")
+    p.add_argument("--wait", action="store_true", help=WAIT_HELP)
     p.add_argument("--timeout", type=float, default=3600.0)
     for name, text in (
         ("show", "status, resources, outputs"),
@@ -312,6 +186,17 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--nested-depth", type=int, default=0, metavar="N", help="and its nested stacks' N levels down"
     )
     p.add_argument("--follow", action="store_true", help="keep printing new events until the stack settles")
+    p.add_argument("--resource", help="only this resource's events")
+    p.add_argument(
+        "--since", help="only events from this time on: ISO 8601, or an age such as 30s, 10m, 2h, 1d"
+    )
+    p.add_argument(
+        "--limit", type=int, metavar="N", help="at most N events (then the command for the next page)"
+    )
+    p.add_argument(
+        "--after", type=int, default=0, metavar="ID", help="only events after this event id (paging)"
+    )
+    sub.add_parser("graph", help="the dependency graph as Graphviz DOT (| dot -Tsvg)").add_argument("name")
 
 
 def _template(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -325,7 +210,7 @@ def _template(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _environment_and_parameters(p)
     p.add_argument(
         "--max-template-bytes",
-        type=size,
+        type=serve_options.size,
         default=512 * 1024,
         metavar="SIZE",
         help="the cap `anneal serve --max-template-bytes` applies (default 512K)",
@@ -339,7 +224,7 @@ def _template(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--max-evaluation-bytes",
-        type=size,
+        type=serve_options.size,
         default=0,
         metavar="SIZE",
         help="the budget `anneal serve --max-evaluation-bytes` applies (default: 128 times the template cap, at least 64M)",
@@ -376,6 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             if args.group == "template":  # offline: no control plane, no credentials
                 return validate(args)
+            if args.group == "completion":
+                from control.cli.completion import script  # noqa: PLC0415 (shtab loads for this alone)
+
+                print(script(build_parser(), args.shell), end="")
+                return 0
             return commands.run(args)
         except ClientError as e:
             print(f"anneal: error: {e}", file=sys.stderr)

@@ -70,7 +70,8 @@ def stop(args: argparse.Namespace) -> int:
     if pid is None:
         print(f"anneal serve: no control plane to stop ({pids} names none running)", file=sys.stderr)
         return 1
-    print(f"anneal serve: stopping pid {pid}", flush=True)
+    print(f"anneal serve: stopping pid {pid} (held requests answered, local agents stopped)", flush=True)
+    began = time.monotonic()
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + WAIT
     while Path(f"/proc/{pid}").exists():
@@ -79,7 +80,7 @@ def stop(args: argparse.Namespace) -> int:
             return 1
         time.sleep(0.1)
     pids.unlink(missing_ok=True)
-    print("anneal serve: stopped")
+    print(f"anneal serve: stopped in {time.monotonic() - began:.1f} s")
     return 0
 
 

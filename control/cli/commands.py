@@ -8,9 +8,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from control.cli import follow, log, plan, signal_import
+from control.cli import events, follow, graph, log, plan, signal_import
 from control.cli.client import Client, ClientError, api_path
-from control.cli.output import show, when
+from control.cli.output import show
 from control.cli.stack_request import stack_request
 
 Handler = Callable[[Client, argparse.Namespace], int]
@@ -19,8 +19,6 @@ COLUMNS: dict[tuple[str, ...], list[str]] = {
     ("stack", "list"): ["name", "status", "status_reason", "version"],
     ("stack", "list", "nested"): ["name", "status", "status_reason", "version", "parent", "parent_resource"],
     ("stack", "outputs"): ["output_key", "output_value"],
-    ("stack", "events"): ["time", "resource_name", "action", "status", "reason"],
-    ("stack", "events", "nested"): ["time", "stack_name", "resource_name", "action", "status", "reason"],
     ("stack", "resources"): ["name", "type", "status", "physical_id", "current"],
     ("stack", "resources", "nested"): ["stack_name", "name", "type", "status", "physical_id", "current"],
     ("stack", "failures"): ["resource", "status", "reason", "deploy_status_code"],
@@ -64,7 +62,8 @@ def _stack_update(client: Client, args: argparse.Namespace) -> int:
 
 
 def _stack_delete(client: Client, args: argparse.Namespace) -> int:
-    stack = client.call("DELETE", api_path("stacks", args.name))
+    query = {"force": "true"} if args.force else None
+    stack = client.call("DELETE", api_path("stacks", args.name), query=query)
     return follow.after_change(client, args, stack, "delete started")
 
 
@@ -172,17 +171,6 @@ def _stack_converge(client: Client, args: argparse.Namespace) -> int:
     return follow.after_change(
         client, args, stack, f"converge started ({len(stack.get('reapplied', []))} to re-apply)"
     )
-
-
-def _stack_events(client: Client, args: argparse.Namespace) -> int:
-    if args.follow:
-        return follow.wait_for(client, args.name, 24 * 3600.0)
-    query = {"nested_depth": str(args.nested_depth)} if args.nested_depth else None
-    events = client.call("GET", api_path("stacks", args.name, "events"), query=query)
-    for e in events:
-        e["time"] = when(e["timestamp"])
-    show(events, args.format, COLUMNS[("stack", "events", "nested") if query else ("stack", "events")])
-    return 0
 
 
 def _stack_resource(client: Client, args: argparse.Namespace) -> int:
@@ -303,6 +291,20 @@ def _server_show(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def _server_delete(client: Client, args: argparse.Namespace) -> int:
+    query = {"force": "true"} if args.force else None
+    result = client.call("DELETE", api_path("servers", args.name), query=query)
+    if args.format != "table":
+        show(result, args.format)
+        return 0
+    print(f"server {result['name']} ({result['id']}) deleted")
+    if result["released_from"]:
+        print(f"released from stack(s) {', '.join(result['released_from'])}")
+    if result["deployments_failed"]:
+        print(f"{result['deployments_failed']} deployment(s) in progress on it failed")
+    return 0
+
+
 def _key_show(client: Client, args: argparse.Namespace) -> int:
     show(client.call("GET", api_path("keys")), args.format)
     return 0
@@ -336,7 +338,8 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("stack", "cancel"): _stack_cancel,
     ("stack", "check"): _stack_check,
     ("stack", "converge"): _stack_converge,
-    ("stack", "events"): _stack_events,
+    ("stack", "events"): events.stack_events,
+    ("stack", "graph"): graph.stack_graph,
     ("stack", "resource"): _stack_resource,
     ("deployment", "list"): _deployment_list,
     ("deployment", "show"): _deployment_show,
@@ -347,6 +350,7 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("server", "media"): _server_media,
     ("server", "list"): _server_list,
     ("server", "show"): _server_show,
+    ("server", "delete"): _server_delete,
     ("key", "show"): _key_show,
     ("key", "rotate"): _key_rotate,
     ("signal", "import"): _signal_import,

@@ -1,4 +1,4 @@
-"""Following a stack until it settles: its events as they happen, then the verdict and any failures."""
+"""Following a stack until it settles: its events as they happen, its progress, then the verdict and any failures."""
 
 from __future__ import annotations
 
@@ -9,17 +9,21 @@ import time
 from typing import Any
 
 from control.cli.client import Client, ClientError, api_path
-from control.cli.output import show, when
+from control.cli.output import show
+from control.cli.report import JsonLines, Progress, Reporter, reporter
+
+#: Seconds between two reads of the stack's progress counts.
+PROGRESS_EVERY = 1.0
 
 
 def after_change(client: Client, args: argparse.Namespace, stack: dict[str, Any], what: str) -> int:
     if not args.wait:
         show(stack, args.format)
         return 0
-    print(f"stack {stack['name']} {what} (version {stack['version']})")
-    for warning in stack.get("warnings", []):
-        print(f"warning: {warning}")
-    return wait_for(client, stack["name"], args.timeout, since=_last_event_before(client, stack))
+    out = reporter(args.format)
+    out.started(stack, what)
+    since = _last_event_before(client, stack)
+    return wait_for(client, stack["name"], args.timeout, since=since, out=out)
 
 
 def _last_event_before(client: Client, stack: dict[str, Any]) -> int:
@@ -34,48 +38,78 @@ def _last_event_before(client: Client, stack: dict[str, Any]) -> int:
     return (first[0]["id"] - 1) if first else 0
 
 
-def _print_events(events: list[dict[str, Any]], last: int) -> int:
+def _print_events(out: Reporter, events: list[dict[str, Any]], last: int) -> int:
     for ev in events:
         last = ev["id"]
-        reason = f": {ev['reason']}" if ev["reason"] and ev["reason"] != "state changed" else ""
-        print(f"{when(ev['timestamp'])}  {ev['resource_name']:<24} {ev['action']}_{ev['status']}{reason}")
+        out.event(ev)
     return last
 
 
-def wait_for(client: Client, name: str, timeout: float, since: int = 0) -> int:
-    """Print events as they happen until the stack settles; 0 on COMPLETE."""
+def _read_stack(
+    client: Client, name: str, counted: float, force: bool = False
+) -> tuple[dict[str, Any], float]:
+    """The stack's summary, with its progress counts at most every PROGRESS_EVERY seconds (or *force*).
+
+    At 50,000 resources the counts cost a query of the rows: a busy stack's follower
+    must not ask for them on every batch of events.
+    """
+    query = {"summary": "true"}
+    if force or time.monotonic() - counted >= PROGRESS_EVERY:
+        query["progress"], counted = "true", time.monotonic()
+    return client.call("GET", api_path("stacks", name), query=query), counted
+
+
+def wait_for(client: Client, name: str, timeout: float, since: int = 0, out: Reporter | None = None) -> int:
+    """Report events and progress as they happen until the stack settles; 0 on COMPLETE."""
+    out = out or reporter("table")
     deadline = time.monotonic() + timeout
-    last, rolled_back = since, ""
+    last, progress, counted, rolled_back = since, Progress(), 0.0, ""
     while time.monotonic() < deadline:
         try:
             # The stack first: events read after it include every one up to the state it shows.
-            stack = client.call("GET", api_path("stacks", name), query={"summary": "true"})
+            stack, counted = _read_stack(client, name, counted)
             query = {"after": str(last)}
             if stack["status"].endswith("IN_PROGRESS"):
                 query["wait"] = "5"  # long-poll: answered as soon as a newer event exists
             events = client.call("GET", api_path("stacks", name, "events"), query=query)
         except ClientError as err:
             if err.status == 404:
-                # Its events stay readable by its name: the last ones come before the verdict.
-                with contextlib.suppress(ClientError):
-                    _print_events(
-                        client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)}),
-                        last,
-                    )
-                print(f"stack {name} deleted")
-                return 0
+                return _deleted(client, name, last, progress, out)
             raise
-        if not stack["status"].endswith("IN_PROGRESS"):
+        settled = not stack["status"].endswith("IN_PROGRESS")
+        if settled:
             # Events that happened between the two reads above come before the last line.
             with contextlib.suppress(ClientError):
                 events = client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)})
-        last = _print_events(events, last)
+        last = _print_events(out, events, last)
         rolled_back = _rollback_reason(name, events) or rolled_back
-        if not stack["status"].endswith("IN_PROGRESS"):
-            return _verdict(client, name, stack, rolled_back)
+        counts = stack
+        if settled and "progress" not in stack:  # the last line counts what the stack ended with
+            with contextlib.suppress(ClientError):
+                counts, counted = _read_stack(client, name, counted, force=True)
+        if "progress" in counts:
+            changed = progress.update(counts["progress"], stack["action"] == "DELETE")
+            out.progress(progress, changed, final=settled)
+        if settled:
+            return _verdict(client, stack, out, rolled_back)
         time.sleep(0.05)
+    out.result({"stack": name, "status": "IN_PROGRESS", "timed_out": True})
     print(f"anneal: stack {name} still in progress after {timeout:g} s", file=sys.stderr)
     return 1
+
+
+def _deleted(client: Client, name: str, last: int, progress: Progress, out: Reporter) -> int:
+    # Its events stay readable by its name: the last ones come before the verdict.
+    with contextlib.suppress(ClientError):
+        _print_events(
+            out, client.call("GET", api_path("stacks", name, "events"), query={"after": str(last)}), last
+        )
+    progress.update({"resources": 0, "done": 0, "failed": 0, "in_progress": 0}, deleting=True)
+    out.progress(progress, True, final=True)
+    out.result({"stack": name, "status": "DELETE_COMPLETE", "deleted": True})
+    if not isinstance(out, JsonLines):
+        print(f"stack {name} deleted")
+    return 0
 
 
 def _rollback_reason(name: str, events: list[dict[str, Any]]) -> str:
@@ -87,19 +121,25 @@ def _rollback_reason(name: str, events: list[dict[str, Any]]) -> str:
     return found
 
 
-def _verdict(client: Client, name: str, stack: dict[str, Any], rolled_back: str) -> int:
-    """Print how the stack settled; 0 only for a COMPLETE create, update, delete, suspend or resume.
+def _verdict(client: Client, stack: dict[str, Any], out: Reporter, rolled_back: str) -> int:
+    """Report how the stack settled; 0 only for a COMPLETE create, update, delete, suspend or resume.
 
     A rollback that completed is still a change that failed: non-zero, with the reason it rolled back.
     """
-    print(f"stack {name}: {stack['status']} ({stack['status_reason']})")
-    if stack["status"].startswith("ROLLBACK"):
-        print(f"stack {name} was rolled back: {rolled_back or 'the change failed'}")
-    if stack["status"].endswith("FAILED") or stack["status"].startswith("ROLLBACK"):
-        for f in client.call("GET", api_path("stacks", name, "failures")):
+    name, status = stack["name"], stack["status"]
+    failed = status.endswith("FAILED") or status.startswith("ROLLBACK")
+    failures = client.call("GET", api_path("stacks", name, "failures")) if failed else []
+    result = {"stack": name, "status": status, "status_reason": stack["status_reason"], "failures": failures}
+    if status.startswith("ROLLBACK"):
+        result["rolled_back"] = rolled_back or "the change failed"
+    out.result(result)
+    if not isinstance(out, JsonLines):
+        print(f"stack {name}: {status} ({stack['status_reason']})")
+        if status.startswith("ROLLBACK"):
+            print(f"stack {name} was rolled back: {result['rolled_back']}")
+        for f in failures:
             print_failure(f)
-        return 1
-    return 0
+    return 1 if failed else 0
 
 
 def print_failure(f: dict[str, Any]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
+import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -53,9 +55,8 @@ class TerminalSafe(io.TextIOBase):
 
 
 def show(data: Any, fmt: str, columns: list[str] | None = None) -> None:
-    """Print *data* as json, yaml, bare values or a table (times readable in the last two)."""
-    if fmt in ("table", "value"):
-        data = _readable_times(data)
+    """Print *data* as json, yaml, bare values or a table, its times in ISO 8601 (UTC)."""
+    data = readable_times(data, precise=fmt in ("json", "yaml"))
     if fmt == "json":
         print(json.dumps(data, indent=2, sort_keys=True, default=str))
     elif fmt == "yaml":
@@ -75,33 +76,73 @@ def show(data: Any, fmt: str, columns: list[str] | None = None) -> None:
         print(table([{"field": k, "value": v} for k, v in data.items()], ["field", "value"]))
 
 
-def _readable_times(data: Any) -> Any:
+def readable_times(data: Any, precise: bool = False) -> Any:
+    """*data* with the epoch seconds under TIME_KEYS as ISO 8601 UTC (*precise*: to the millisecond)."""
     if isinstance(data, list):
-        return [_readable_times(d) for d in data]
+        return [readable_times(d, precise) for d in data]
     if isinstance(data, dict):
         return {
-            k: (_iso(v) if k in TIME_KEYS and isinstance(v, (int, float)) else _readable_times(v))
+            k: (
+                iso(v, precise)
+                if k in TIME_KEYS and isinstance(v, (int, float)) and not isinstance(v, bool)
+                else readable_times(v, precise)
+            )
             for k, v in data.items()
         }
     return data
 
 
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def iso(ts: float, precise: bool = False) -> str:
+    """*ts* (epoch seconds) as ISO 8601 in UTC, ``2026-11-26T10:00:00Z`` (*precise*: ``.123Z``)."""
+    moment = datetime.fromtimestamp(ts, UTC)
+    if precise:
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+#: A column is never cut below this (or its own width, if less).
+MIN_COLUMN = 8
+#: Whatever the width, a column is cut at this width.
+MAX_COLUMN = 80
+
+
+def table(rows: list[dict[str, Any]], columns: list[str], width: int | None = None) -> str:
+    """A boxed table; text wider than its column ends in '…'. It fits *width* (default: the terminal's)."""
     if not rows:
         return "(none)"
     cells = [[_cell(r.get(c)) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(line) for row in cells for line in [row[i]])) for i, c in enumerate(columns)]
-    widths = [min(w, 80) for w in widths]
+    natural = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    widths = _fit([min(w, MAX_COLUMN) for w in natural], width or _terminal())
     line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
-    out = [line, "| " + " | ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)) + " |", line]
+    out = [line, "| " + " | ".join(_cut(c, w) for c, w in zip(columns, widths, strict=True)) + " |", line]
     for row in cells:
-        out.append("| " + " | ".join(v[:w].ljust(w) for v, w in zip(row, widths, strict=True)) + " |")
+        out.append("| " + " | ".join(_cut(v, w) for v, w in zip(row, widths, strict=True)) + " |")
     out.append(line)
     return "\n".join(out)
+
+
+def _terminal() -> int:
+    """The terminal's width (COLUMNS overrides it) when printing to one; else no limit but MAX_COLUMN.
+
+    Output read by a program (a pipe, a file) is never cut to a width it does not have.
+    """
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else 1 << 20
+
+
+def _fit(widths: list[int], total: int) -> list[int]:
+    """Narrow the widest columns until the table (borders included) fits *total*, down to MIN_COLUMN."""
+    widths = list(widths)
+    floors = [min(w, MIN_COLUMN) for w in widths]
+    while sum(widths) + 3 * len(widths) + 1 > total:
+        widest = max(range(len(widths)), key=lambda i: widths[i] - floors[i])
+        if widths[widest] <= floors[widest]:
+            break  # as narrow as it gets: the terminal wraps the rest
+        widths[widest] -= 1
+    return widths
+
+
+def _cut(text: str, width: int) -> str:
+    return (text if len(text) <= width else text[: width - 1] + "…").ljust(width)
 
 
 def _cell(value: Any) -> str:

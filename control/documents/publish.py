@@ -44,6 +44,7 @@ class HttpPublisher:
     def __init__(self) -> None:
         self._docs: dict[str, Published] = {}
         self._changed: dict[str, asyncio.Event] = {}
+        self._closing = False
 
     def section(self, server: ServerRow, rows: Iterable[DeploymentRow]) -> dict[str, Any] | None:
         return None  # HTTP only: the agent keeps polling where it enrolled
@@ -63,6 +64,14 @@ class HttpPublisher:
         if event is not None:
             event.set()
 
+    def release_waiters(self) -> int:
+        """The control plane stops: answer every held long-poll now (unchanged), hold no new one."""
+        self._closing = True
+        events, self._changed = list(self._changed.values()), {}
+        for event in events:
+            event.set()
+        return len(events)
+
     def get(self, server_id: str) -> Published | None:
         return self._docs.get(server_id)
 
@@ -71,6 +80,8 @@ class HttpPublisher:
         doc = self._docs.get(server_id)
         if doc is not None and doc.etag != etag:
             return doc
+        if self._closing:
+            return None
         event = self._changed.setdefault(server_id, asyncio.Event())
         try:
             await asyncio.wait_for(event.wait(), timeout)

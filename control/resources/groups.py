@@ -18,7 +18,7 @@ from typing import Any
 
 from control.errors import BadRequestError
 from control.resources import canary, deploy
-from control.resources.base import REPLACE, Outcome, Res, done
+from control.resources.base import REPLACE, Outcome, Res, done, warn
 from control.resources.group_members import (
     STATE,
     aggregate,
@@ -33,7 +33,7 @@ from control.resources.group_members import (
     read_servers,
     shared_props,
 )
-from control.resources.software import SoftwareDeployment, forget_deployment
+from control.resources.software import SoftwareDeployment, forced_skip, forget_deployment
 from control.store.orm import DeploymentRow, ResourceRow
 from control.txn import Txn
 
@@ -81,11 +81,13 @@ class DeploymentGroup:
         members = await load_members(txn, state)
         running = []
         for key, dep in sorted(members.items()):
-            if await self._member.retire(txn, res, dep, own_props(dep, row.properties or {})):
+            if res.stack.force_delete and "DELETE" in dep.actions:
+                warn(txn, res, f"{key}: {await forced_skip(txn, dep)}", "DELETE")
+            elif await self._member.retire(txn, res, dep, own_props(dep, row.properties or {})):
                 running.append(key)
-            else:
-                await forget_deployment(txn, dep)
-                state["members"].pop(key, None)
+                continue
+            await forget_deployment(txn, dep)
+            state["members"].pop(key, None)
         if not running:
             return done()
         state.update(action="DELETE", queue=[], running=running)

@@ -193,6 +193,9 @@ async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, 
 
 async def delete_child(txn: Txn, child: StackRow) -> None:
     """Start deleting the nested stack (DELETE configs run); it wakes its parent once gone."""
+    parent = await txn.session.get(StackRow, child.parent_id) if child.parent_id else None
+    if parent is not None and parent.force_delete:  # `stack delete --force` reaches every level
+        child.force_delete = True
     if child.action == "DELETE" and child.status == "IN_PROGRESS":
         return
     _restart(txn, child, "DELETE")

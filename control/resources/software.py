@@ -20,6 +20,13 @@ COMPONENT_GROUP = "component"
 DEFAULT_ACTIONS = ("CREATE", "UPDATE")
 
 
+async def forced_skip(txn: Txn, dep: DeploymentRow) -> str:
+    """Why *dep*'s DELETE config does not run: the stack is deleted with ``--force``."""
+    server = await txn.get(ServerRow, dep.server_id)
+    name = server.name if server is not None else dep.server_id
+    return f"DELETE not run on server {name}: skipped by `anneal stack delete --force`"
+
+
 class SoftwareConfig:
     """An immutable config: any change makes a new one (Heat: every property replaces)."""
 
@@ -124,6 +131,11 @@ class SoftwareDeployment:
         dep = await txn.get(DeploymentRow, row.physical_id or "")
         if dep is None:
             return done()
+        if res.stack.force_delete and "DELETE" in dep.actions:
+            reason = await forced_skip(txn, dep)
+            warn(txn, res, reason, "DELETE")
+            await forget_deployment(txn, dep)
+            return Outcome("COMPLETE", reason=reason)
         if await self.retire(txn, res, dep, row.properties or {}):
             return Outcome("IN_PROGRESS", dep.id)
         reason = await self.delete_skipped(txn, dep)

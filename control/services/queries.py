@@ -19,6 +19,7 @@ from control.resources import composite_for
 from control.resources.group_members import failed_member
 from control.resources.provider import HIDDEN as HIDDEN_OUTPUT
 from control.runtime import Runtime
+from control.services import lookup
 from control.services.stacks import MASK, STATE_ONLY, get_stack, mask, stack_view
 from control.settings import Settings
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
@@ -91,13 +92,15 @@ async def stack_events(
     *,
     resource: str | None = None,
     status: str | None = None,
+    since: float | None = None,
 ) -> list[dict[str, Any]]:
     """A stack's events after *after*, oldest first: of one *traversal* only when given, at most *limit*.
 
     With *nested_depth*, the events of its nested stacks that many levels down are merged in
     (the traversal filter applies to the stack's own events). A deleted stack's events stay
     queryable by its name or id. *resource* and *status* keep the events of that resource or
-    status (``FAILED``, ``COMPLETE``, ``IN_PROGRESS``) only.
+    status (``FAILED``, ``COMPLETE``, ``IN_PROGRESS``) only, *since* those from that moment
+    (epoch seconds) on.
     """
     stack_id, name = await _events_of(session, ref)
     names = {stack_id: name, **(await nested_stacks(session, stack_id, nested_depth))}
@@ -111,6 +114,8 @@ async def stack_events(
         stmt = stmt.where(EventRow.resource_name == resource)
     if status is not None:
         stmt = stmt.where(EventRow.status == status)
+    if since is not None:
+        stmt = stmt.where(EventRow.timestamp >= since)
     rows = await session.scalars(stmt.limit(limit))
     return [
         {
@@ -158,13 +163,18 @@ async def wait_events(
     traversal: int | None = None,
     limit: int | None = None,
     nested_depth: int = 0,
+    *,
+    resource: str | None = None,
+    since: float | None = None,
 ) -> list[dict[str, Any]]:
     """Events after *after*; with *wait* > 0, hold the request until one arrives (bounded, polled)."""
     deadline = time.monotonic() + wait
     while True:
         async with rt.sessions() as session:
-            events = await stack_events(session, ref, after, traversal, limit, nested_depth)
-        if events or time.monotonic() >= deadline:
+            events = await stack_events(
+                session, ref, after, traversal, limit, nested_depth, resource=resource, since=since
+            )
+        if events or time.monotonic() >= deadline or rt.stopping:
             return events
         await asyncio.sleep(min(EVENT_POLL, max(0.0, deadline - time.monotonic())))
 
@@ -268,10 +278,9 @@ def deployment_summary(dep: DeploymentRow, server_name: str) -> dict[str, Any]:
     }
 
 
-async def show_deployment(session: AsyncSession, dep_id: str) -> dict[str, Any]:
-    dep = await session.get(DeploymentRow, dep_id)
-    if dep is None:
-        raise NotFoundError(f"deployment {dep_id!r} not found", where="deployment")
+async def show_deployment(session: AsyncSession, ref: str) -> dict[str, Any]:
+    """The deployment *ref* names (id, unique id prefix or ``stack/resource``) with its results."""
+    dep = await lookup.find_deployment(session, ref)
     server = await session.get(ServerRow, dep.server_id)
     stack_texts = await seal.stack_texts(session, [dep.stack_id] if dep.stack_id else [])
     secrets = seal.texts_for(dep.item, stack_texts.get(dep.stack_id or "", ()))

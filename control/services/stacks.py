@@ -21,6 +21,7 @@ from control.hot import taint
 from control.hot.names import name_problem
 from control.resources.nested import retire, store_definition, warning_events
 from control.runtime import Runtime
+from control.services import force_delete
 from control.services.stack_request import (
     StackRequest,
     check_options,
@@ -198,11 +199,17 @@ async def _update_once(
         return stack_view(stack)
 
 
-async def delete_stack(rt: Runtime, kick: Callable[[str], None], name: str) -> dict[str, Any]:
+async def delete_stack(
+    rt: Runtime, kick: Callable[[str], None], name: str, force: bool = False
+) -> dict[str, Any]:
+    """Start deleting a stack; with *force* its DELETE configs are skipped, even those running."""
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name, *STATE_ONLY)
         _not_nested(stack)
+        if force:
+            stack.force_delete = True
+            await force_delete.skip_running(txn, stack)
         if not (stack.action == "DELETE" and stack.status == "IN_PROGRESS"):
             stack.traversal += 1
             stack.action, stack.status, stack.status_reason = "DELETE", "IN_PROGRESS", "Stack DELETE started"

@@ -81,6 +81,8 @@ class StackRow(Base):
     traversal: Mapped[int] = mapped_column(Integer, default=1)
     #: Roll back to ``previous`` (or, after a create, to nothing) when this action fails.
     rollback: Mapped[bool] = mapped_column(default=False)
+    #: `anneal stack delete --force`: its deployments' DELETE configs are skipped, each with a warning.
+    force_delete: Mapped[bool] = mapped_column(default=False)
     #: Heat's stack tags (strings, no commas), for listing filters.
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     #: Heat's timeout_mins: the default timeout of the stack's deployments that set none.

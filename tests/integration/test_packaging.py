@@ -81,7 +81,7 @@ def test_wheel_and_deb_are_built(built: Path) -> None:
 
 
 def test_deb_installs_the_agent_alone_with_a_restarting_unit(built: Path, tmp_path: Path) -> None:
-    """The .deb holds the agent alone (no control plane), a restarting unit, the relay's unit and a 0600 env file."""
+    """The .deb holds the agent alone, a restarting unit, the relay's unit, a 0600 env file and shell completion."""
     listing = subprocess.run(
         ["dpkg-deb", "-c", str(_deb(built))], capture_output=True, text=True, check=True
     ).stdout
@@ -95,6 +95,9 @@ def test_deb_installs_the_agent_alone_with_a_restarting_unit(built: Path, tmp_pa
     assert entries["lib/systemd/system/anneal-relay.service"] == ["-rw-r--r--", "root/root"]
     assert entries["etc/anneal-agent/agent.env"] == ["-rw-------", "root/root"]
     assert "opt/anneal-agent/bin/anneal" not in entries  # the control plane's CLI needs [control]
+    # Shell completion where bash-completion and zsh look for it.
+    assert entries["usr/share/bash-completion/completions/anneal-agent"] == ["-rw-r--r--", "root/root"]
+    assert entries["usr/share/zsh/vendor-completions/_anneal-agent"] == ["-rw-r--r--", "root/root"]
     assert not [p for p in entries if "site-packages/sqlalchemy" in p]  # agent deps only
     assert [p for p in entries if p.endswith("site-packages/agent/loop.py")]
     # The unit restarts on failure and lets a running hook finish on stop.

@@ -1,0 +1,89 @@
+"""Removing a server the operator no longer wants: refused while a stack uses it, unless forced."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from control.engine.settle import settle
+from control.errors import ConflictError, NotFoundError
+from control.resources.servers import SERVER_TYPES, remove_server
+from control.runtime import Runtime
+from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
+from control.txn import Txn
+
+
+async def delete_server(rt: Runtime, kick: Callable[[str], None], ref: str, force: bool) -> dict[str, Any]:
+    """Delete the server *ref* names; ConflictError naming the stacks that use it unless *force*.
+
+    Forced, its deployments still in progress fail (their stacks move on) and the stacks
+    keep their other deployments on it: deleting such a stack later runs nothing there.
+    """
+    async with rt.sessions() as session:
+        txn = Txn(session, rt)
+        server = await session.get(ServerRow, ref) or await session.scalar(
+            select(ServerRow).where(ServerRow.name == ref)
+        )
+        if server is None:
+            raise NotFoundError(f"server {ref!r} not found", where="server")
+        users = await _stacks_using(session, server)
+        loose = await session.scalar(
+            select(DeploymentRow.id).where(
+                DeploymentRow.server_id == server.id, DeploymentRow.stack_id.is_(None)
+            )
+        )
+        if (users or loose) and not force:
+            named = [f"stack {n}" for n in users] + (["deployments outside stacks"] if loose else [])
+            raise ConflictError(
+                f"server {server.name} is used by {', '.join(named)}: delete those first, "
+                "or release it with --force (`anneal server delete --force`)",
+                where="server",
+            )
+        failed = await _fail_running(txn, server)
+        view = {"id": server.id, "name": server.name, "released_from": users, "deployments_failed": failed}
+        await remove_server(txn, server)
+        await txn.commit(kick)
+        return view
+
+
+async def _stacks_using(session: AsyncSession, server: ServerRow) -> list[str]:
+    """Names of the stacks that deploy to *server*, made it, or hold it as a server resource."""
+    ids = set(
+        await session.scalars(
+            select(DeploymentRow.stack_id).where(
+                DeploymentRow.server_id == server.id, DeploymentRow.stack_id.is_not(None)
+            )
+        )
+    )
+    ids |= set(
+        await session.scalars(
+            select(ResourceRow.stack_id).where(
+                ResourceRow.physical_id == server.id, ResourceRow.type.in_(SERVER_TYPES)
+            )
+        )
+    )
+    if server.owner_stack_id:
+        ids.add(server.owner_stack_id)
+    names = await session.scalars(select(StackRow.name).where(StackRow.id.in_(ids)).order_by(StackRow.name))
+    return list(names)
+
+
+async def _fail_running(txn: Txn, server: ServerRow) -> int:
+    """Fail the deployments still waiting for *server*'s agent; their resources and stacks see it."""
+    running = await txn.session.scalars(
+        select(DeploymentRow).where(
+            DeploymentRow.server_id == server.id, DeploymentRow.status == "IN_PROGRESS"
+        )
+    )
+    now, count = time.time(), 0
+    for dep in running:
+        dep.status = "FAILED"
+        dep.status_reason = f"server {server.name} deleted by `anneal server delete --force`"
+        dep.completed_at = dep.updated_at = now
+        await settle(txn, dep)
+        count += 1
+    return count
