@@ -12,6 +12,7 @@ import asyncio
 import hmac
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -300,7 +301,7 @@ def seconds_query(request: web.Request, name: str) -> float:
 def time_query(request: web.Request, name: str) -> float | None:
     """A moment from the query: ISO 8601 (UTC unless it names a zone) or seconds since the epoch."""
     raw = request.query.get(name)
-    if raw is None:
+    if not raw:  # absent, or empty as a form leaves it: no bound
         return None
     try:
         return float(raw) if raw.replace(".", "", 1).isdigit() else _iso_seconds(raw)
@@ -312,5 +313,6 @@ def time_query(request: web.Request, name: str) -> float | None:
 
 
 def _iso_seconds(text: str) -> float:
-    moment = datetime.fromisoformat(text)
+    # RFC 3339 also allows a lower-case "t" and "z", and a leap second (read as the second before).
+    moment = datetime.fromisoformat(re.sub(r"(T\d\d:\d\d):60", r"\1:59", text.upper()))
     return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()

@@ -138,7 +138,17 @@ def _stack_paths() -> dict[str, Any]:
                 query("traversal", "only events of this traversal (the stack's `traversal`)", integer()),
                 query("limit", "at most this many events, oldest first", integer(1)),
                 query("resource", "only the events of the resource of this name", STRING),
-                query("since", "only events at or after this time: ISO 8601 or epoch seconds", STRING),
+                query(
+                    "since",
+                    "only events at or after this time: ISO 8601 or epoch seconds (empty: no bound)",
+                    {
+                        "anyOf": [
+                            {"type": "string", "format": "date-time"},
+                            {"type": "string", "pattern": "^[0-9]{1,12}([.][0-9]{1,9})?$"},
+                            {"type": "string", "maxLength": 0},
+                        ]
+                    },
+                ),
                 NESTED_DEPTH,
             ],
         ),

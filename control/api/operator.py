@@ -84,11 +84,12 @@ async def show_stack(request: web.Request) -> web.Response:
     """The stack; with ``summary=true`` its state alone (no resources, no outputs), cheap at any size,
     and with ``progress=true`` too its resources' counts in the running traversal."""
     name = request.match_info["name"]
+    progress = bool_query(request, "progress")  # checked even where it changes nothing: bad input is a 400
     async with request.app[RUNTIME].sessions() as session:
         if bool_query(request, "summary"):
             found = await stacks.get_stack(session, name, *stacks.STATE_ONLY)
             view = stacks.stack_view(found)
-            if bool_query(request, "progress"):
+            if progress:
                 # The definition's size if this process has it parsed; never parsed for this.
                 defn = request.app[DEFS].cached(found.id, found.version)
                 planned = len(defn.order()) if defn is not None else 0
