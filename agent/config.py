@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -91,6 +92,21 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
     return tuple(value)
+
+
+OS_RELEASE = Path("/etc/os-release")
+
+
+@functools.cache
+def host_os(os_release: Path = OS_RELEASE) -> str:
+    """The operating system as operators name it: os-release's PRETTY_NAME and the kernel."""
+    pretty = ""
+    with contextlib.suppress(OSError):
+        for line in os_release.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("PRETTY_NAME="):
+                pretty = line.partition("=")[2].strip().strip("\"'")[:120]
+    kernel = f"{os.uname().sysname} {os.uname().release}"
+    return f"{pretty} ({kernel})" if pretty else kernel
 
 
 @functools.cache

@@ -225,6 +225,8 @@ async def heartbeat(rt: Runtime, server_id: str, digest: str, body: Mapping[str,
         for k in ("version", "serial", "running", "queued", "generations", "rejections", "disk_full")
         if k in body
     }
+    if isinstance(body.get("os"), str):
+        status["os"] = body["os"][:200]  # os-release's name and the kernel, as the agent reads them
     ledger = body.get("ledger")
     if isinstance(ledger, dict) and len(ledger) <= MAX_LEDGER_ITEMS:
         status["ledger"] = ledger  # what `stack check` compares with the database

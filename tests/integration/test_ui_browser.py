@@ -212,6 +212,10 @@ async def test_live_stack_graph_pages_and_logout_in_chromium(
         text = await page.wait_for("document.querySelector('#main h2') && document.body.innerText", "servers")
         for server in servers:
             assert server["name"] in text and server["agent"] in text
+        reported = [s["agent_status"]["os"] for s in servers if (s.get("agent_status") or {}).get("os")]
+        assert reported and all(
+            found in text for found in reported
+        )  # e.g. "Debian GNU/Linux 12 (bookworm) (Linux 6.1...)"
         assert dep["name"] in text  # what the server runs
         await page.screenshot(out / "servers.png")
         await check_page_rules(page)

@@ -144,10 +144,11 @@
     const servers = await getJSON("/ui/api/servers");
     const addresses = (s) => ((s.agent_status || {}).addresses || []).map((a) => (typeof a === "string" ? a : a.addr || text(a))).join(", ");
     const parts = [el("h1", {}, "Servers"),
-      table(["name", "agent", "last seen", "agent version", "transport", "addresses", "deployments"], servers.map((s) => [
+      table(["name", "agent", "last seen", "agent version", "OS", "transport", "addresses", "deployments"], servers.map((s) => [
         el("a", { href: `/ui/servers?server=${enc(s.name)}` }, s.name),
         el("span", { class: `badge ${s.agent.replace(/ /g, "-")}` }, s.agent), el("span", { title: when(s.last_seen) }, ago(s.last_seen)),
-        (s.agent_status || {}).version || "—", s.transport, addresses(s) || "—", counts(s.deployments)]))];
+        (s.agent_status || {}).version || "—", (s.agent_status || {}).os || "—", s.transport, addresses(s) || "—",
+        counts(s.deployments)]))];
     if (chosen) {
       const s = await getJSON(`/ui/api/servers/${enc(chosen)}`);
       parts.push(el("h2", {}, `What ${s.name} runs`),
