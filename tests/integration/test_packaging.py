@@ -175,7 +175,9 @@ def test_deb_installs_upgrades_removes_and_purges_with_dpkg_in_a_scratch_root(
             timeout=60,
             check=False,
             cwd=tmp_path,
+            env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},  # as systemd runs it
         )
+        assert list((root / "opt/anneal-agent").rglob("__pycache__")), "the run wrote no bytecode"
         assert (
             2 == status.returncode and "holds no enrolment; run `anneal-agent enrol` first" in status.stderr
         )
@@ -193,7 +195,10 @@ def test_deb_installs_upgrades_removes_and_purges_with_dpkg_in_a_scratch_root(
         done = _dpkg(root, log, "-r", "anneal-agent")
         assert 0 == done.returncode, done.stderr
         assert "deinstall ok config-files" in _dpkg(root, log, "-s", "anneal-agent").stdout
-        assert not (root / "opt/anneal-agent/bin/anneal-agent").exists() and not os.path.lexists(wants)
+        left = (
+            [str(p.relative_to(root)) for p in (root / "opt").rglob("*")] if (root / "opt").exists() else []
+        )
+        assert [] == left and not os.path.lexists(wants)  # the bytecode the run wrote too
         assert env.exists() and (root / "var/lib/anneal-agent/ledger.sqlite").exists()
 
         # Purge: everything goes.
