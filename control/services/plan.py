@@ -10,7 +10,6 @@ frontend of a blue/green backend) is listed as re-run with that input.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from control.resources.group_members import load_members, load_plan, read_server
 from control.resources.groups import GROUP_TYPES, member_queue
 from control.resources.software import DEFAULT_ACTIONS, SoftwareDeployment, effective_actions
 from control.runtime import Runtime
-from control.services.stack_request import check_options, parse_request, validated
+from control.services.stack_request import check_options, parse_request, validated_request
 from control.services.stack_resources import current_resources
 from control.services.stacks import merged_request
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
@@ -93,16 +92,9 @@ async def plan_update(rt: Runtime, body: Mapping[str, Any], find: FindStack) -> 
     async with rt.sessions() as session:
         stack = await find(session)
         req = merged_request(stack, body, given)
-        defn, warnings = await asyncio.to_thread(
-            validated,
-            rt.settings,
-            req.template,
-            req.files,
-            req.environment,
-            req.parameters,
-            stack_name=stack.name,
-            stack_id=stack.id,
-            nesting=hot.Nesting(stack.nested_depth, rt.settings.max_nested_depth),
+        nesting = hot.Nesting(stack.nested_depth, rt.settings.max_nested_depth)
+        defn, warnings = await validated_request(
+            rt.settings, req, stack_name=stack.name, stack_id=stack.id, nesting=nesting
         )
         rows = {r.name: r for r in await current_resources(session, stack.id)}
         params = _parameters(stack, defn)

@@ -7,6 +7,7 @@ Both APIs build this body: Anneal's own (`/v1/stacks`) sends it as it is, Heat's
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -175,3 +176,20 @@ def validated(
         outputs = [n for n in defn.template.outputs if defn.output_active(n)]
         dry_run(DryStack(defn.template, ctx, env, files, stack_name, nesting), defn.order(), outputs)
     return defn, warnings
+
+
+async def validated_request(
+    settings: Settings, req: StackRequest, *, stack_name: str, stack_id: str, nesting: hot.Nesting
+) -> tuple[stackdef.Definition, list[str]]:
+    """validated() of a parsed request, in a worker thread."""
+    return await asyncio.to_thread(
+        validated,
+        settings,
+        req.template,
+        req.files,
+        req.environment,
+        req.parameters,
+        stack_name=stack_name,
+        stack_id=stack_id,
+        nesting=nesting,
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -30,7 +29,7 @@ from control.services.stack_request import (
     rollback_wanted,
     tags_given,
     timeout_given,
-    validated,
+    validated_request,
 )
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
@@ -55,16 +54,8 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
     req = parse_request(body, rt.settings.max_template_bytes)
     tags, timeout_mins, rollback = tags_given(body) or [], timeout_given(body), rollback_wanted(body)
     stack_id = str(uuid.uuid4())
-    defn, warnings = await asyncio.to_thread(
-        validated,
-        rt.settings,
-        req.template,
-        req.files,
-        req.environment,
-        req.parameters,
-        stack_name=name,
-        stack_id=stack_id,
-        nesting=_top(rt),
+    defn, warnings = await validated_request(
+        rt.settings, req, stack_name=name, stack_id=stack_id, nesting=_top(rt)
     )
     async with rt.sessions() as session:
         txn = Txn(session, rt)
@@ -164,16 +155,8 @@ async def _update_once(
             raise ConflictError(f"stack {name} is suspended; resume it before updating", where="name")
         _not_nested(stack)
         req = merged_request(stack, body, given)
-        defn, warnings = await asyncio.to_thread(
-            validated,
-            rt.settings,
-            req.template,
-            req.files,
-            req.environment,
-            req.parameters,
-            stack_name=stack.name,
-            stack_id=stack.id,
-            nesting=_top(rt),
+        defn, warnings = await validated_request(
+            rt.settings, req, stack_name=stack.name, stack_id=stack.id, nesting=_top(rt)
         )
         # An update accepted while another runs supersedes it: the new traversal starts now;
         # what runs on servers finishes, and a rollback still returns to the last settled state.

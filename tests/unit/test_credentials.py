@@ -29,6 +29,16 @@ async def _server(db: Database, credential: str) -> str:
     return "s1"
 
 
+async def _reenrol(db: Database, here: Credentials, server: str) -> None:
+    """The server enrols again through *here*: its credential "old" becomes "new", revoked in one commit."""
+    async with db.sessions() as session:
+        await session.execute(
+            update(ServerRow).where(ServerRow.id == server).values(credential_hash=token_hash("new"))
+        )
+        await here.revoke(session, token_hash("old"))
+        await session.commit()
+
+
 def _count_statements(db: Database) -> list[str]:
     seen: list[str] = []
 
@@ -63,12 +73,7 @@ def test_revocation_in_one_process_reaches_the_other_within_the_bound(tmp_path: 
             server = await _server(db, "old")
             here, there = Credentials(bound=0.2), Credentials(bound=0.2)
             assert server == await there.server_of(db.sessions, token_hash("old"))
-            async with db.sessions() as session:
-                await session.execute(
-                    update(ServerRow).where(ServerRow.id == server).values(credential_hash=token_hash("new"))
-                )
-                await here.revoke(session, token_hash("old"))
-                await session.commit()
+            await _reenrol(db, here, server)
             committed = time.monotonic()
             assert await here.server_of(db.sessions, token_hash("old")) is None
             deadline = committed + 10
@@ -121,12 +126,7 @@ def test_a_check_after_a_publish_sees_a_revocation_made_elsewhere_before_it(tmp_
             server = await _server(db, "old")
             here, there = Credentials(bound=600.0), Credentials(bound=600.0)
             assert server == await there.server_of(db.sessions, token_hash("old"))
-            async with db.sessions() as session:
-                await session.execute(
-                    update(ServerRow).where(ServerRow.id == server).values(credential_hash=token_hash("new"))
-                )
-                await here.revoke(session, token_hash("old"))
-                await session.commit()
+            await _reenrol(db, here, server)
             published = time.monotonic()  # the other process renders the new document after the commit
             assert server == await there.server_of(db.sessions, token_hash("old"))  # cached: within the bound
             assert not await there.held_since(db.sessions, token_hash("old"), server, published)
