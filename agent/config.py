@@ -109,6 +109,11 @@ def host_os(os_release: Path = OS_RELEASE) -> str:
     return f"{pretty} ({kernel})" if pretty else kernel
 
 
+def identity() -> dict[str, str]:
+    """What a heartbeat says of the agent itself: its version and the machine's OS."""
+    return {"version": version(), "os": host_os()}
+
+
 @functools.cache
 def version() -> str:
     """This agent's version as installed; pyproject.toml is its one source.

@@ -36,7 +36,7 @@ from agent import (
     verify,
     wire,
 )
-from agent.config import AgentConfig, host_os, version
+from agent.config import AgentConfig, identity
 from agent.errors import DocumentRejectedError, SourceNotAvailableError
 from agent.httpclient import Session
 from agent.ledger import Ledger, ledger_items
@@ -372,12 +372,7 @@ class Agent:
         if not self.config.heartbeat_url:
             return
         url = self.transport.route(self.config.heartbeat_url)  # follows a move to or from a relay
-        payload: dict[str, Any] = {
-            "version": version(),
-            "os": host_os(),
-            "running": self.running,
-            **self.ledger.summary(),
-        }
+        payload: dict[str, Any] = {**identity(), "running": self.running, **self.ledger.summary()}
         if self.disk.condition is not None:
             payload["disk_full"] = self.disk.condition
         if report:

@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import scale  # noqa: E402 (the bench's stack template)
+from bench import scale_parts  # noqa: E402 (the bench's stack template and helpers)
 
 WORKERS = 512
 
@@ -90,7 +90,7 @@ async def run(n: int) -> None:
 
         async def publish(self, server_id: str, serial: int, body: bytes) -> None:
             await super().publish(server_id, serial, body)
-            to_signal.extend(scale.new_generations(body, seen))
+            to_signal.extend(scale_parts.new_generations(body, seen))
 
     with tempfile.TemporaryDirectory(prefix="anneal-phases-") as tmp:
         data = Path(tmp)
@@ -103,21 +103,24 @@ async def run(n: int) -> None:
         rt = Runtime(settings, secrets, sessions, SimPublisher(), EnrolProvisioner())
         engine = Engine(rt, Definitions())
 
-        t, c = time.monotonic(), scale.cpu()
+        t, c = time.monotonic(), scale_parts.cpu()
         with _Phase("api"):
-            await stacks.create_stack(rt, lambda _: None, {"name": "scale", "template": scale.template(n)})
-        print(f"{n} api create       {time.monotonic() - t:6.2f} s, CPU {scale.cpu() - c:6.2f} s", flush=True)
+            await stacks.create_stack(rt, lambda _: None, scale_parts.request(n, name="scale"))
+        print(
+            f"{n} api create       {time.monotonic() - t:6.2f} s, CPU {scale_parts.cpu() - c:6.2f} s",
+            flush=True,
+        )
 
         async with sessions() as session:
             claim = (await work.claim(session, engine.owner, 600, 1, {}))[0]
-        t, c = time.monotonic(), scale.cpu()
+        t, c = time.monotonic(), scale_parts.cpu()
         with _Phase("step"):
             for _ in range(100):  # bounded: a step that publishes nothing new ends it early
                 finished, _ = await engine.step(claim)  # the step alone, timed
                 if finished or len(seen) >= n:
                     break
         print(
-            f"{n} first steps      {time.monotonic() - t:6.2f} s, CPU {scale.cpu() - c:6.2f} s, "
+            f"{n} first steps      {time.monotonic() - t:6.2f} s, CPU {scale_parts.cpu() - c:6.2f} s, "
             f"peak RSS {rss_mb()} MB, {len(to_signal)} generations published",
             flush=True,
         )
@@ -126,7 +129,7 @@ async def run(n: int) -> None:
             await session.commit()
         await engine.resume()
 
-        t, c = time.monotonic(), scale.cpu()
+        t, c = time.monotonic(), scale_parts.cpu()
         queue: asyncio.Queue[tuple[str, int, str]] = asyncio.Queue()
         for item in to_signal:
             queue.put_nowait(item)
@@ -141,7 +144,7 @@ async def run(n: int) -> None:
 
         with _Phase("signals"):
             await asyncio.gather(*(agent() for _ in range(WORKERS)))
-        t1, c1 = time.monotonic(), scale.cpu()
+        t1, c1 = time.monotonic(), scale_parts.cpu()
         batches = rt.signal_batch.batches if rt.signal_batch is not None else 0
         print(
             f"{n} signals applied  {t1 - t:6.2f} s, CPU {c1 - c:6.2f} s, {batches} transactions", flush=True
@@ -154,7 +157,7 @@ async def run(n: int) -> None:
             async with sessions() as session:
                 status = await session.scalar(select(StackRow.status).where(StackRow.name == "scale"))
         print(
-            f"{n} engine finish    {time.monotonic() - t1:6.2f} s, CPU {scale.cpu() - c1:6.2f} s -> {status}; "
+            f"{n} engine finish    {time.monotonic() - t1:6.2f} s, CPU {scale_parts.cpu() - c1:6.2f} s -> {status}; "
             f"peak RSS {rss_mb()} MB",
             flush=True,
         )

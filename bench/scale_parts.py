@@ -1,0 +1,246 @@
+"""What bench/scale.py runs: its stacks, the simulated agents' reading of documents, the front door.
+
+The stack is N deployments (N/5 servers x 5) in the shape SCALE_SHAPE names (set by scale.py's
+--groups / --nested for its children): each deployment its own resource (default), ten
+SoftwareDeploymentGroups, or ResourceGroups of nested server templates. In every shape the
+update of ``rev0`` re-runs 10 %. With --api the phases go through ``FrontDoor``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+PER_SERVER = 5
+ROOT = Path(__file__).resolve().parents[1]
+#: --api: the template cap the front door runs with (the 50,000 template is 12 MB of JSON).
+API_TEMPLATE_CAP = 64 * 1024 * 1024
+
+
+def template(deployments: int) -> dict[str, Any]:
+    """The stack: each deployment its own resource, or with --groups (SCALE_SHAPE=groups) in groups,
+    or with --nested (SCALE_SHAPE=nested) in nested stacks."""
+    if os.environ.get("SCALE_SHAPE") == "groups":
+        return group_template(deployments)
+    if os.environ.get("SCALE_SHAPE") == "nested":
+        return nested_template(deployments)
+    resources = _config_and_servers(deployments)
+    for i in range(deployments):
+        resources[f"d{i}"] = {
+            "type": "OS::Heat::SoftwareDeployment",
+            "properties": {
+                "config": {"get_resource": "cfg"},
+                "server": {"get_resource": f"srv{i // PER_SERVER}"},
+                "input_values": {"REV": {"get_param": f"rev{i % 10}"}},
+                "signal_transport": "CFN_SIGNAL",
+            },
+        }
+    params = {f"rev{k}": {"type": "number", "default": 0} for k in range(10)}
+    return {"heat_template_version": "2018-08-31", "parameters": params, "resources": resources}
+
+
+def _config_and_servers(deployments: int) -> dict[str, Any]:
+    """The resources both shapes share: the config and N/5 servers."""
+    resources: dict[str, Any] = {
+        "cfg": {
+            "type": "OS::Heat::SoftwareConfig",
+            "properties": {"group": "script", "config": "true", "inputs": [{"name": "REV"}]},
+        }
+    }
+    for s in range(max(1, deployments // PER_SERVER)):
+        resources[f"srv{s}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": f"scale-{s}"}}
+    return resources
+
+
+def group_template(deployments: int) -> dict[str, Any]:
+    """The same deployments as ten SoftwareDeploymentGroups of N/10 members (no batching).
+
+    Group k covers the servers of k's parity, so each server still runs five
+    deployments, and group k's input is rev<k>: the update of rev0 re-runs 10 %.
+    """
+    servers = max(1, deployments // PER_SERVER)
+    resources = _config_and_servers(deployments)
+    for k in range(10):
+        resources[f"g{k}"] = {
+            "type": "OS::Heat::SoftwareDeploymentGroup",
+            "properties": {
+                "config": {"get_resource": "cfg"},
+                "servers": {f"s{s}": {"get_resource": f"srv{s}"} for s in range(k % 2, servers, 2)},
+                "input_values": {"REV": {"get_param": f"rev{k}"}},
+                "signal_transport": "CFN_SIGNAL",
+            },
+        }
+    params = {f"rev{k}": {"type": "number", "default": 0} for k in range(10)}
+    return {"heat_template_version": "2018-08-31", "parameters": params, "resources": resources}
+
+
+#: --nested: one member of the ResourceGroups, a nested stack of a server and its five deployments.
+MEMBER = {
+    "heat_template_version": "2018-08-31",
+    "parameters": {"rev": {"type": "number", "default": 0}, "index": {"type": "number"}},
+    "resources": {
+        "cfg": {
+            "type": "OS::Heat::SoftwareConfig",
+            "properties": {"group": "script", "config": "true", "inputs": [{"name": "REV"}]},
+        },
+        "srv": {
+            "type": "OS::Heat::DeployedServer",
+            "properties": {"name": {"list_join": ["-", ["scale", {"get_param": "OS::stack_name"}]]}},
+        },
+        **{
+            f"d{i}": {
+                "type": "OS::Heat::SoftwareDeployment",
+                "properties": {
+                    "config": {"get_resource": "cfg"},
+                    "server": {"get_resource": "srv"},
+                    "input_values": {"REV": {"get_param": "rev"} if i == 0 else i},
+                    "signal_transport": "CFN_SIGNAL",
+                },
+            }
+            for i in range(PER_SERVER)
+        },
+    },
+}
+
+
+def nested_template(deployments: int) -> dict[str, Any]:
+    """The same deployments as two ResourceGroups of N/10 nested stacks (member.yaml) each.
+
+    Each member is a server with five deployments (issue 17's shape: 50,000 deployments as
+    10,000 nested server templates); group k passes rev<k> to its members' first deployment
+    only, so the update of rev0 re-runs 10 %, as in the flat shape.
+    """
+    members = max(1, deployments // PER_SERVER // 2)
+    resources = {
+        f"g{k}": {
+            "type": "OS::Heat::ResourceGroup",
+            "properties": {
+                "count": members,
+                "resource_def": {
+                    "type": "member.yaml",
+                    "properties": {"rev": {"get_param": f"rev{k}"}, "index": "%index%"},
+                },
+            },
+        }
+        for k in range(2)
+    }
+    params = {f"rev{k}": {"type": "number", "default": 0} for k in range(10)}
+    return {"heat_template_version": "2018-08-31", "parameters": params, "resources": resources}
+
+
+def request(deployments: int, **extra: Any) -> dict[str, Any]:
+    """A create or update request body: the template, and the member template for --nested."""
+    body: dict[str, Any] = {"template": template(deployments), **extra}
+    if os.environ.get("SCALE_SHAPE") == "nested":
+        body["files"] = {"member.yaml": json.dumps(MEMBER)}
+    return body
+
+
+def cpu() -> float:
+    """CPU time of this process (user + system), seconds."""
+    t = os.times()
+    return t.user + t.system
+
+
+def new_generations(body: bytes, seen: set[tuple[str, int]]) -> list[tuple[str, int, str]]:
+    """(deployment, generation, CFN_SIGNAL signature) of each generation in a document not in *seen*."""
+    doc = json.loads(body)
+    meta = doc["anneal"]["deployments"]
+    found = []
+    for item in doc["deployments"]:
+        m = meta[item["id"]]
+        key = (m["deployment_id"], m["generation"])
+        if key in seen or m.get("stop"):
+            continue
+        seen.add(key)
+        url = next((i["value"] for i in item["inputs"] if i["name"] == "deploy_signal_id"), None)
+        if url:
+            sig = urllib.parse.parse_qs(urllib.parse.urlparse(url).query)["sig"][0]
+            found.append((m["deployment_id"], m["generation"], sig))
+    return found
+
+
+class FrontDoor:
+    """The real HTTP API on a loopback port, driven by the real CLI in a subprocess."""
+
+    def __init__(self, runner: Any, rt: Any, url: str, template: Path) -> None:
+        self.runner, self.rt, self.url, self.template = runner, rt, url, template
+
+    @classmethod
+    async def open(cls, settings: Any, rt: Any, engine: Any, defs: Any, deployments: int) -> FrontDoor:
+        from aiohttp import web  # noqa: PLC0415
+
+        from control.api.app import api_app  # noqa: PLC0415
+        from control.api.app_keys import DEFS, ENGINE, RUNTIME  # noqa: PLC0415
+
+        path = settings.data_dir / "scale.json"
+        path.write_text(json.dumps(template(deployments), indent=1))
+        app = api_app(settings)
+        app[RUNTIME], app[ENGINE], app[DEFS] = rt, engine, defs
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        return cls(runner, rt, f"http://127.0.0.1:{port}", path)
+
+    async def run(self, traversal: int, *args: str) -> dict[str, Any]:
+        """One CLI command to its exit: wall time, the child's own CPU meanwhile, the CLI's peak
+        RSS, and the events of *traversal* it printed against those stored."""
+        from sqlalchemy import func, select  # noqa: PLC0415
+
+        from control.store.orm import EventRow, StackRow  # noqa: PLC0415
+
+        out_path = self.template.with_name(f"cli-{args[1]}.out")
+        t0, c0 = time.monotonic(), cpu()
+        with out_path.open("wb") as out:
+            proc = await asyncio.create_subprocess_exec(
+                str(Path(sys.executable).with_name("anneal")),
+                *args,
+                stdout=out,
+                stderr=out,
+                cwd=ROOT,
+                env={**os.environ, "ANNEAL_URL": self.url, "ANNEAL_TOKEN": self.rt.keys.admin_token},
+            )
+            # The CLI's own peak RSS: VmHWM of its process, which exec started afresh (the
+            # rusage of children counts the pages a child shared with this process before exec).
+            peak_kb = 0
+            status = Path(f"/proc/{proc.pid}/status")
+            while proc.returncode is None:
+                with contextlib.suppress(OSError, StopIteration, ValueError):
+                    line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
+                    peak_kb = max(peak_kb, int(line.split()[1]))
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(proc.wait(), 0.2)
+            rc = proc.returncode
+        seconds, used = time.monotonic() - t0, cpu() - c0
+        text = out_path.read_text(errors="replace")
+        if rc != 0:
+            raise RuntimeError(f"anneal {' '.join(args)} exited {rc}:\n{text[-3000:]}")
+        async with self.rt.sessions() as session:
+            live = select(StackRow.id).where(StackRow.name == "scale").scalar_subquery()
+            stored = await session.scalar(
+                select(func.count()).where(
+                    (EventRow.stack_id == live) | (EventRow.stack_name == "scale"),
+                    EventRow.traversal == traversal,
+                )
+            )
+        printed = len(re.findall(r"^\d\d:\d\d:\d\d  ", text, re.MULTILINE))
+        return {
+            "seconds": seconds,
+            "cpu": used,
+            "events_printed": printed,
+            "events_stored": stored,
+            "cli_peak_rss_mb": round(peak_kb / 1024, 1),
+        }
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
