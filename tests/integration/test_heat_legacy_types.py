@@ -159,7 +159,8 @@ def test_a_2013_template_with_cfn_functions_and_an_inline_stack_runs_on_a_real_a
 ) -> None:
     """Ref, Fn::Join/Select/Split/Base64/Replace evaluate as Heat's; the OS::Heat::Stack's deployment
     runs on the parent's server and its outputs come back whole and by name; its timeout is the nested
-    stack's; console_urls answers Heat's no-console message with a warning; delete runs both DELETEs."""
+    stack's; console_urls answers Heat's no-console message with a warning; an update's preview
+    plans it; delete runs both DELETEs."""
     log = tmp_path / "runs.log"
     files = {"inner.yaml": INNER}
     cp.create_stack("old", OLD_STYLE, params={"log": str(log)}, files=files)
@@ -176,6 +177,10 @@ def test_a_2013_template_with_cfn_functions_and_an_inline_stack_runs_on_a_real_a
     assert {"novnc", "xvpvnc", "spice-html5", "rdp-html5", "serial", "webmks"} == set(out["consoles"])
     events = cp.api("GET", "/v1/stacks/old/events").body
     assert any(e["resource_name"] == "box" and "console_urls" in e["reason"] for e in events)
+
+    body = {"template": OLD_STYLE, "files": files, "parameters": {"log": str(log), "words": "a,b"}}
+    preview = cp.api("PUT", "/v1/stacks/old/preview", body)
+    assert 200 == preview.status and "top_dep" in str(preview.body), preview.body
 
     cp.delete_stack("old")
     assert sorted([f"inner-{inner_name} DELETE", "top-beta DELETE"]) == sorted(_lines(log)[2:])
