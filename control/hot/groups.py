@@ -34,6 +34,17 @@ ROLLING = {
     "max_batch_size": PropSpec("integer", default=1),
     "pause_time": PropSpec("number", default=0),
 }
+#: A group's canary (control/resources/canary.py checks the ranges).
+CANARY = {
+    "count": PropSpec("integer"),
+    "percent": PropSpec("number"),
+    "pause": PropSpec("number", default=0),
+    "success": PropSpec(
+        "map", schema={"min_complete": PropSpec("integer"), "max_failed": PropSpec("integer", default=0)}
+    ),
+}
+#: What a failed canary or batch does to the stack: ``stop`` fails it; ``rollback`` rolls it back.
+ON_FAILURE = PropSpec("string", default="stop", allowed=("stop", "rollback"))
 
 
 def _check_group(props: Mapping[Any, Any], path: str) -> None:
@@ -83,6 +94,8 @@ GROUP_TYPES: Mapping[str, TypeSpec] = {
         update_policy={
             "rolling_update": PropSpec("map", schema=ROLLING),
             "batch_create": PropSpec("map", schema={k: ROLLING[k] for k in ("max_batch_size", "pause_time")}),
+            "canary": PropSpec("map", schema=CANARY),
+            "on_failure": ON_FAILURE,
         },
     ),
     AUTO_SCALING_GROUP: TypeSpec(

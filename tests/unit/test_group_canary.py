@@ -23,6 +23,10 @@ def member(status: str) -> DeploymentRow:
     return DeploymentRow(id=status, resource_name="m", status=status, status_reason=f"it is {status}")
 
 
+def judged(status: str) -> canary.Member:
+    return ("m", status, f"it is {status}")
+
+
 def test_percent_rounds_up_and_min_complete_defaults_to_all_but_max_failed() -> None:
     """20 % of 7 members is 2; with max_failed 1 the canary needs 1 complete."""
     found = canary.policy(res({"canary": {"percent": 20, "success": {"max_failed": 1}}}), 7)
@@ -55,10 +59,20 @@ def test_a_bad_canary_names_its_path(given: dict[str, Any], where: str) -> None:
 def test_the_verdict_counts_complete_and_failed_members() -> None:
     """Passed with enough complete and few enough failed; else the reason names the counts and a failure."""
     test = {"size": 2, "pause": 0.0, "min_complete": 1, "max_failed": 1}
-    assert canary.verdict(test, [member("COMPLETE"), member("FAILED")]) is None
-    why = canary.verdict({**test, "max_failed": 0}, [member("COMPLETE"), member("FAILED")])
+    assert canary.verdict(test, [judged("COMPLETE"), judged("FAILED")]) is None
+    why = canary.verdict({**test, "max_failed": 0}, [judged("COMPLETE"), judged("FAILED")])
     assert why == (
         "canary failed: 1 of 2 members complete (at least 1 needed), 1 failed (at most 0): member m: it is FAILED"
+    )
+
+
+def test_members_that_did_not_end_count_as_neither() -> None:
+    """A member still running when a ResourceGroup's nested stack failed is neither complete nor failed."""
+    test = {"size": 3, "pause": 0.0, "min_complete": 1, "max_failed": 1}
+    why = canary.verdict(test, [judged("FAILED"), judged("IN_PROGRESS"), judged("NOT STARTED")])
+    assert why == (
+        "canary failed: 0 of 3 members complete (at least 1 needed), 1 failed (at most 1), "
+        "2 not ended: member m: it is FAILED"
     )
 
 
