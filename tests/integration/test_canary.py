@@ -220,4 +220,6 @@ def test_on_failure_rollback_rolls_a_deployment_group_back_without_the_flag(
     assert "stack of: ROLLBACK_COMPLETE" in done.stdout
     assert "stack of was rolled back: Resource UPDATE failed: fleet: canary failed" in done.stdout
     assert "(update_policy.on_failure of fleet: rollback)" in done.stdout
-    assert sorted(runs(log)[before:]) == sorted([[m, "UPDATE", r] for m in ("m0", "m1") for r in ("bad", "r1")])
+    assert sorted(runs(log)[before:]) == sorted(
+        [[m, "UPDATE", r] for m in ("m0", "m1") for r in ("bad", "r1")]
+    )
