@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from control.hot.environment import Environment, child_environment, map_type
-from control.hot.errors import TemplateError, at
+from control.hot.errors import TemplateError, at, show
 from control.hot.files import is_template_ref
 from control.hot.functions import call_of
 from control.hot.nesting import Nesting, Parse, parse_nested
@@ -43,6 +43,39 @@ CANARY = {
         "map", schema={"min_complete": PropSpec("integer"), "max_failed": PropSpec("integer", default=0)}
     ),
 }
+
+
+def canary_terms(given: Mapping[Any, Any], path: str) -> dict[str, Any]:
+    """A canary's terms as written, checked: ``count`` or ``percent``, ``pause``, ``max_failed``
+    and ``min_complete`` (None: its default, which depends on the canary's size)."""
+    count, percent = given.get("count"), given.get("percent")
+    if (count is None) == (percent is None):
+        raise TemplateError(path, "give one of count or percent")
+    if count is not None and not (_whole(count) and count >= 1):
+        raise TemplateError(at(path, "count"), f"{show(count)} is not an integer >= 1")
+    if percent is not None and not (_real(percent) and 0 < percent <= 100):
+        raise TemplateError(at(path, "percent"), f"{show(percent)} is not a number in (0, 100]")
+    pause = given.get("pause") or 0
+    if not (_real(pause) and pause >= 0):
+        raise TemplateError(at(path, "pause"), f"{show(pause)} is not a number of seconds >= 0")
+    success = given.get("success") or {}
+    terms = {"count": count, "percent": percent, "pause": float(pause), "min_complete": None, "max_failed": 0}
+    for key in ("max_failed", "min_complete"):
+        value = success.get(key, terms[key])
+        if value is not None and not (_whole(value) and value >= 0):
+            raise TemplateError(at(at(path, "success"), key), f"{show(value)} is not an integer >= 0")
+        terms[key] = value
+    return terms
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 #: What a failed canary or batch does to the stack: ``stop`` fails it; ``rollback`` rolls it back.
 ON_FAILURE = PropSpec("string", default="stop", allowed=("stop", "rollback"))
 

@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from control import hot
 from control.errors import BadRequestError
 from control.resources.base import Res
 from control.txn import Txn
@@ -31,31 +32,15 @@ def policy(res: Res, queued: int) -> dict[str, Any] | None:
     if not given or not queued or res.stack.action == "ROLLBACK":
         return None
     where = f"{res.where}.update_policy.canary"
-    count, percent = given.get("count"), given.get("percent")
-    if (count is None) == (percent is None):
-        raise BadRequestError("give one of count or percent", where=where)
-    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
-        raise BadRequestError(f"count: {count!r} is not an integer >= 1", where=f"{where}.count")
-    if percent is not None and not (isinstance(percent, int | float) and 0 < percent <= 100):
-        raise BadRequestError(f"percent: {percent!r} is not a number in (0, 100]", where=f"{where}.percent")
-    size = min(queued, count if count is not None else max(1, math.ceil(queued * float(percent or 0) / 100)))
-    success = given.get("success") or {}
-    max_failed = _count(success.get("max_failed", 0), f"{where}.success.max_failed", 0)
-    least = _count(success.get("min_complete", max(size - max_failed, 0)), f"{where}.success.min_complete", 0)
-    pause = given.get("pause") or 0
-    if not isinstance(pause, int | float) or pause < 0:
-        raise BadRequestError(f"pause: {pause!r} is not a number of seconds >= 0", where=f"{where}.pause")
+    terms = hot.canary_terms(given, where)  # checked when the template was, again for its defaults
+    count, percent, max_failed = terms["count"], terms["percent"], terms["max_failed"]
+    size = min(queued, count if count is not None else max(1, math.ceil(queued * float(percent) / 100)))
+    least = terms["min_complete"] if terms["min_complete"] is not None else max(size - max_failed, 0)
     if least > size:
         raise BadRequestError(
             f"min_complete {least} is more than the canary's {size} members", where=f"{where}.success"
         )
-    return {"size": size, "pause": float(pause), "min_complete": least, "max_failed": max_failed}
-
-
-def _count(value: Any, where: str, least: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise BadRequestError(f"{value!r} is not an integer >= {least}", where=where)
-    return value
+    return {"size": size, "pause": terms["pause"], "min_complete": least, "max_failed": max_failed}
 
 
 def verdict(canary: Mapping[str, Any], members: Sequence[Member]) -> str | None:

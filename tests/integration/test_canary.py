@@ -133,18 +133,20 @@ def test_a_passing_canary_goes_on_with_the_rollout(control_plane: ControlPlane, 
     assert {(r[1], r[2]) for r in after} == {("UPDATE", "r2")}
 
 
-def test_a_bad_canary_policy_fails_the_update_naming_its_path(
-    control_plane: ControlPlane, tmp_path: Path
-) -> None:
-    """count and percent together: the update fails the group, the reason naming update_policy.canary."""
+def test_a_bad_canary_policy_is_refused_naming_its_path(control_plane: ControlPlane, tmp_path: Path) -> None:
+    """count and percent together: the update is refused (exit 1) naming update_policy.canary; nothing runs."""
     cp = control_plane
     log, path = tmp_path / "runs.log", tmp_path / "fleet.json"
     path.write_text(template(log, {"count": 1}, members=2))
     assert cp.cli("stack", "create", "pol", "-t", str(path), "--wait").returncode == 0
+    before = len(runs(log))
     path.write_text(template(log, {"count": 1, "percent": 50}, members=2))
     done = cp.cli("stack", "update", "pol", "-t", str(path), "-P", "rev=r2", "--wait")
     assert done.returncode == 1
-    assert "resources.fleet.update_policy.canary: give one of count or percent" in done.stdout, done.stdout
+    said = done.stdout + done.stderr
+    assert "resources.fleet.update_policy.canary: give one of count or percent" in said, said
+    assert len(runs(log)) == before
+    assert cp.api("GET", "/v1/stacks/pol").body["status"] == "CREATE_COMPLETE"  # the update wrote nothing
 
 
 @pytest.mark.parametrize("asked", ["--rollback", "on_failure"])

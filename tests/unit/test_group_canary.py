@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from control import hot
 from control.errors import BadRequestError
 from control.resources import canary
 from control.resources.base import Res
@@ -45,15 +46,25 @@ def test_no_canary_in_a_rollback_or_for_an_update_that_runs_nobody() -> None:
         ({"count": 0}, "resources.fleet.update_policy.canary.count"),
         ({"count": 1, "percent": 5}, "resources.fleet.update_policy.canary"),
         ({"percent": 150}, "resources.fleet.update_policy.canary.percent"),
-        ({"count": 2, "success": {"min_complete": 3}}, "resources.fleet.update_policy.canary.success"),
         ({"count": 2, "pause": -1}, "resources.fleet.update_policy.canary.pause"),
+        (
+            {"count": 2, "success": {"max_failed": -1}},
+            "resources.fleet.update_policy.canary.success.max_failed",
+        ),
     ],
 )
 def test_a_bad_canary_names_its_path(given: dict[str, Any], where: str) -> None:
-    """Each bad value is refused at its own path."""
-    with pytest.raises(BadRequestError) as info:
+    """Each bad value is refused at its own path, as the template check refuses it."""
+    with pytest.raises(hot.TemplateError) as info:
         canary.policy(res({"canary": given}), 10)
-    assert info.value.where == where
+    assert info.value.path == where
+
+
+def test_min_complete_beyond_the_canary_is_refused_when_its_size_is_known() -> None:
+    """min_complete 3 of a canary of 2 members: refused at the update, naming success."""
+    with pytest.raises(BadRequestError) as info:
+        canary.policy(res({"canary": {"count": 2, "success": {"min_complete": 3}}}), 10)
+    assert info.value.where == "resources.fleet.update_policy.canary.success"
 
 
 def test_the_verdict_counts_complete_and_failed_members() -> None:
