@@ -98,7 +98,7 @@ class GroupStack:
         """While the nested stack runs, wait; when it is done, start the next batch or finish."""
         state = await nested.child_state(txn, row.physical_id)
         plan = dict(row.attributes.get(STATE) or {})
-        test = plan.get("canary")
+        test = plan.get("canary") if row.action == "UPDATE" else None  # a suspend has none
         if state is not None and state.status != "IN_PROGRESS" and test and not test.get("passed"):
             members = await _members(txn, state.id, test["members"])
             if any(m[1] == "IN_PROGRESS" for m in members):  # a signal lands on the member's row
