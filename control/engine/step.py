@@ -143,6 +143,9 @@ class Step:
             if stack.parent_id is not None:
                 stack.outputs = self._outputs()  # its parent resource's attributes
             finish(self.txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
+        # Settled in this step: a step it asked of itself (a resource done at once) would find
+        # nothing to do. A change committed by anyone else still bumps the work row's seq.
+        self.txn.kicks.discard(stack.id)
         return True
 
     def _outputs(self) -> dict[str, Any]:
@@ -205,11 +208,16 @@ class Step:
         remaining = {r.id for r in old}
         # How many remaining rows (of another name) require each name: O(1) per row, not O(N).
         needed: Counter[str] = Counter(n for o in old for n in set(o.requires or []) if n != o.name)
-        for chunk in self.slices.of(old):
-            for row in await self.slices.load(chunk):
-                self.slices.acted += await self._clean(row, remaining, needed)
-            await self.slices.commit()
-        return bool(remaining)
+        while True:
+            before = len(remaining)
+            for chunk in self.slices.of([r for r in old if r.id in remaining]):
+                for row in await self.slices.load(chunk):
+                    self.slices.acted += await self._clean(row, remaining, needed)
+                await self.slices.commit()
+            # Another pass while one deleted rows at once: what they required may go now too
+            # (a nested stack's deployments, then its server and config), not in one step each.
+            if not remaining or len(remaining) == before:
+                return bool(remaining)
 
     async def _clean(self, row: ResourceRow, remaining: set[int], needed: Counter[str]) -> bool:
         """Delete one replaced or removed resource unless it runs or another still needs it.
