@@ -52,6 +52,8 @@ class Txn:
     created: dict[tuple[type, Hashable], Any] = field(default_factory=dict)
     #: Events (EventRow's columns), inserted by ``write_events`` (at the latest in ``commit``) under their streams' locks.
     events: list[dict[str, Any]] = field(default_factory=list)
+    #: What a step read ahead for its handlers in one query, each value taken once (``nested.child_state``).
+    ahead: dict[Hashable, Any] = field(default_factory=dict)
 
     def add(self, row: Any, *keys: Hashable) -> None:
         """Add a new row; ``get`` (and ``created_row`` by *keys*) find it without flushing.
@@ -157,4 +159,4 @@ class Txn:
         What the committed unit published, kicked and added is done; a sliced
         engine step (the engine's ``_Slices``) must not publish it again.
         """
-        self.publish, self.kicks, self.later, self.created = set(), set(), [], {}
+        self.publish, self.kicks, self.later, self.created, self.ahead = set(), set(), [], {}, {}

@@ -25,7 +25,7 @@ from control.engine.settle import finish, in_session, settle, timed_out_reason
 from control.engine.slices import Light, Row, Slices, done, preload
 from control.errors import ControlError
 from control.metrics import Metrics, group_of
-from control.resources import Outcome, Res, checker_for, handler_for
+from control.resources import Outcome, Res, checker_for, handler_for, nested
 from control.runtime import Runtime
 from control.store import bulk, work
 from control.store.orm import ConfigRow, DeploymentRow, EventRow, ResourceRow, StackRow
@@ -175,25 +175,39 @@ class Step:
                 row = current.get(name)
                 if done(row, traversal):
                     continue
-                pending = True
-                if row is not None and row.status == "IN_PROGRESS":
-                    # Running on its server (this traversal or one an update superseded):
-                    # it finishes, and its result is compared with this traversal's wishes then.
+                if row is None or row.status != "IN_PROGRESS":
+                    # (One IN_PROGRESS runs on its server, in this traversal or one an update
+                    # superseded: it finishes, and its result is compared with this traversal's
+                    # wishes then.)
+                    pending = await self._start(actor, name, row, current) or pending
                     continue
-                if all(done(current.get(d), traversal) for d in defn.requires(name)):
-                    if isinstance(row, Light):
-                        continue  # its row is gone since the step began: the next step walks what is left
-                    if await breakpoints.holds(self.txn, self.stack, defn.environment, name, row):
-                        if row is None:
-                            current[name] = actor.placeholder(name)  # listed, so `hook clear` finds it
-                        continue  # paused until its hook is cleared (the clearing signal kicks the stack)
-                    current[name] = await actor.act(name, row, current)
-                    slices.acted += 1
-                    if current[name].status != "IN_PROGRESS":
-                        self.txn.kicks.add(self.stack.id)  # done at once: its dependents can start now
+                pending = True
             await slices.commit()
             slices.settle(current, chunk)
         return pending
+
+    async def _start(self, actor: Actor, name: str, row: Row | None, current: dict[str, Row]) -> bool:
+        """Act on *name* if what it requires is done; True while it is not done.
+
+        One done at once is not pending: its dependents come later in this walk, and a walk
+        that leaves nothing pending settles the stack in this step, not in one more.
+        """
+        defn, traversal = self.defs.get(self.stack), self.stack.traversal
+        if not all(done(current.get(d), traversal) for d in defn.requires(name)):
+            return True
+        if isinstance(row, Light):
+            return True  # its row is gone since the step began: the next step walks what is left
+        if await breakpoints.holds(self.txn, self.stack, defn.environment, name, row):
+            if row is None:
+                current[name] = actor.placeholder(name)  # listed, so `hook clear` finds it
+            return True  # paused until its hook is cleared (the clearing signal kicks the stack)
+        acted = current[name] = await actor.act(name, row, current)
+        self.slices.acted += 1
+        if done(acted, traversal):
+            return False
+        if acted.status != "IN_PROGRESS":
+            self.txn.kicks.add(self.stack.id)  # failed at once: the next step acts on it
+        return True
 
     async def _lifecycle(self) -> bool:
         """SUSPEND or RESUME (control/engine/lifecycle.py walks the resources)."""
@@ -258,6 +272,9 @@ class Step:
         """
         txn, stack = self.txn, self.stack
         nearest: float | None = None
+        asked = [r.physical_id for r in self.rows if r.status == "IN_PROGRESS" and checker_for(r.type)]
+        if len(asked) > 1:  # nested stacks' states in one query, not one per member of a group
+            await nested.read_states(txn, [i for i in asked if i])
         for listed in self.rows:
             checker = checker_for(listed.type)
             if listed.status != "IN_PROGRESS" or checker is None:
