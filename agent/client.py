@@ -117,8 +117,8 @@ class Heartbeat:
         #: The last beat's status, 0 when the control plane was not reached; a new agent starts at "fine".
         self._last = 200
 
-    async def send(self, session: Session, url: str, payload: dict[str, Any]) -> None:
-        """One heartbeat, best effort: a failure is logged (once) and the next beat tries again."""
+    async def send(self, session: Session, url: str, payload: dict[str, Any]) -> Any:
+        """One heartbeat, best effort: its answer, or None (a failure is logged once; the next beat tries again)."""
         headers = {**JSON, "Authorization": f"Bearer {self.credential}"}
         try:
             resp = await session.request(
@@ -126,8 +126,14 @@ class Heartbeat:
             )
         except (ClientError, TimeoutError) as e:
             self._note(url, 0, repr(e))
-            return
+            return None
         self._note(url, resp.status, _message(resp.body))
+        if not 200 <= resp.status < 300:
+            return None
+        try:
+            return json.loads(resp.body)
+        except ValueError:
+            return None
 
     def _note(self, url: str, status: int, reason: str) -> None:
         outcome = 200 if 200 <= status < 300 else status

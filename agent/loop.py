@@ -23,6 +23,7 @@ from agent import (
     addresses,
     allowlist,
     attempts,
+    checks,
     client,
     component,
     diskfull,
@@ -80,6 +81,7 @@ class Agent:
             self.ledger, self.transport, self.disk, config.backoff_max, self.unsealer.open
         )
         self.heartbeat = client.Heartbeat(config.credential)
+        self.checker = checks.Checker(self.ledger, config, state_dir, self.unsealer, self._report.set)
         self.addresses = addresses.Addresses()
         self.running: str | None = None
         #: Set on the first SIGTERM: start nothing new, let the running hook finish.
@@ -248,6 +250,7 @@ class Agent:
                 continue
             signal = await self._run(item, doc.meta.get(item.id))
             failures += signal.status_code != 0
+        await self.checker.run_due(self.document() or doc, lambda: self.stopping)  # agent/checks.py
         return failures
 
     async def _work_loop(self) -> None:
@@ -379,7 +382,8 @@ class Agent:
             payload["ledger"] = orders.ledger_report(self.ledger, self.document())
             payload["transport"] = self.transport.kind
         payload.update(await self.addresses.fields(fresh=report))
-        await self.heartbeat.send(self._http, url, payload)
+        payload.update({"checks": unsent} if (unsent := self.checker.unsent()) else {})
+        self.checker.acknowledged(await self.heartbeat.send(self._http, url, payload))
 
     def status(self) -> dict[str, Any]:
         doc = self.document()

@@ -7,10 +7,11 @@ status code. A stack's deployment has drifted when
 - ``missing``: the database has it COMPLETE on the server, the agent reported after
   that and its ledger does not hold that generation (or holds it unfinished);
 - ``failed``: the agent ran that generation and it failed, or the deployment is FAILED;
+- ``drifted``: the newest check on the host (services/drift.py) found it no longer true;
 - ``silent``: its server's agent has not been heard from within the heartbeat lease
   (nothing can be said about the server; converge leaves it alone).
 
-``converge`` gives every ``missing`` or ``failed`` deployment a new generation (the
+``converge`` gives every ``missing``, ``failed`` or ``drifted`` deployment a new generation (the
 same action again, with a new derived config id), starting a CONVERGE traversal of
 the stack; unchanged resources are reused by the engine without touching servers.
 A deployment group's drifted members are re-applied the same way and the group
@@ -32,6 +33,7 @@ from control.resources.group_members import STATE
 from control.resources.groups import GROUP_TYPES, DeploymentGroup
 from control.resources.software import SoftwareDeployment
 from control.runtime import Runtime
+from control.services import drift as hostcheck
 from control.services.stacks import get_stack, stack_view
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
@@ -68,6 +70,7 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
                 }
             )
     checked = 0
+    hosts: list[dict[str, Any]] = []
     for dep in deps:
         if dep.server_id in silent or dep.item_id is None:
             continue
@@ -83,8 +86,15 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
             "generation": dep.generation,
             "status": dep.status,
         }
+        host = hostcheck.host_view(dep)
+        if host is not None:
+            hosts.append({**base, **host})
         if dep.status == "FAILED":
             drift.append({**base, "kind": "failed", "reason": dep.status_reason})
+        elif host is not None and host["state"] == "drifted":
+            drift.append(
+                {**base, "kind": "drifted", "reason": host.get("reason", ""), "diff": host.get("diff", "")}
+            )
         elif dep.status == "COMPLETE" and report is not None and reported_at > (dep.completed_at or 0):
             if found is None or found[2] not in FINISHED:
                 state = "absent" if found is None else found[2]
@@ -100,6 +110,9 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
         "servers": len(server_ids),
         "drift": drift,
         "in_sync": not drift,
+        # The answers of checks on the host (services/drift.py): in_sync, drifted, unknown or pending.
+        "host": hosts,
+        "pending": sum(1 for h in hosts if h["state"] == "pending"),
     }
 
 
@@ -159,7 +172,9 @@ async def converge(rt: Runtime, kick: Callable[[str], None], ref: str) -> dict[s
         if stack.action == "DELETE":
             raise ConflictError(f"stack {stack.name} is being deleted", where="name")
         report = await _check(rt, session, stack)
-        wanted = {d["deployment_id"] for d in report["drift"] if d["kind"] in ("missing", "failed")}
+        wanted = {
+            d["deployment_id"] for d in report["drift"] if d["kind"] in ("missing", "failed", "drifted")
+        }
         stack.traversal += 1
         stack.action, stack.status, stack.updated_at = "CONVERGE", "IN_PROGRESS", time.time()
         stack.status_reason = f"Stack CONVERGE started: {len(wanted)} deployment(s) to re-apply"

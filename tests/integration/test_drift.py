@@ -1,0 +1,115 @@
+"""Drift on the host: `stack check` runs the hooks' checks on the servers, `stack converge` re-applies what drifted."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.hookrun import TOOL_PATHS, require
+
+TEMPLATE = """
+heat_template_version: 2018-08-31
+parameters:
+  dir: {type: string}
+  server: {type: string}
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: {get_param: server}}}
+  motd_cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: puppet
+      inputs: [{name: dir}]
+      config: |
+        file { "${facts['dir']}/motd": ensure => file, content => "managed by puppet\\n" }
+  motd:
+    type: OS::Heat::SoftwareDeployment
+    properties: {name: 10-motd, config: {get_resource: motd_cfg}, server: {get_resource: box},
+                 input_values: {dir: {get_param: dir}}}
+  counted_cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: DIR}]
+      options: {check: "#!/bin/sh\\ntest -s \\"$DIR/runs\\" || { echo 'runs: missing'; exit 1; }\\n"}
+      config: |
+        #!/bin/sh
+        echo run >> "$DIR/runs"
+  counted:
+    type: OS::Heat::SoftwareDeployment
+    properties: {name: 20-counted, config: {get_resource: counted_cfg}, server: {get_resource: box},
+                 input_values: {DIR: {get_param: dir}}}
+  plain_cfg:
+    type: OS::Heat::SoftwareConfig
+    properties: {group: script, config: "#!/bin/sh\\ntrue\\n"}
+  plain:
+    type: OS::Heat::SoftwareDeployment
+    properties: {name: 30-plain, config: {get_resource: plain_cfg}, server: {get_resource: box}}
+"""
+
+
+@pytest.fixture(scope="module")
+def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    require(TOOL_PATHS["ANNEAL_PUPPET"])
+    env = {k: str(v) for k, v in TOOL_PATHS.items()}
+    plane = start_control_plane(tmp_path_factory.mktemp("drift"), env=env)
+    yield plane
+    stop_control_plane(plane)
+
+
+def _create(cp: ControlPlane, name: str, work: Path, **extra: Any) -> None:
+    params = {"dir": str(work), "server": f"{name}-box"}
+    resp = cp.api("POST", "/v1/stacks", {"name": name, "template": TEMPLATE, "parameters": params, **extra})
+    assert 201 == resp.status, resp.body
+    stack = cp.wait_stack(name, timeout=180)
+    assert "CREATE_COMPLETE" == stack["status"], stack["status_reason"]
+
+
+def _host(cp: ControlPlane, name: str) -> dict[str, str]:
+    report = cp.api("GET", f"/v1/stacks/{name}/check").body
+    return {h["resource"]: h["state"] for h in report["host"]}
+
+
+def test_a_file_removed_behind_puppets_back_is_drift_and_converge_restores_only_it(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
+    """check: in sync, then drifted with puppet's diff once the file is gone; converge re-runs puppet alone."""
+    _create(cp, "drift", tmp_path)
+    motd = tmp_path / "motd"
+    assert "managed by puppet\n" == motd.read_text()
+    clean = cp.cli("stack", "check", "drift", "--timeout", "120")
+    assert 0 == clean.returncode, clean.stdout + clean.stderr
+    assert {"motd": "in_sync", "counted": "in_sync", "plain": "unknown"} == _host(cp, "drift")
+    assert "no check program" in clean.stdout
+    motd.unlink()
+    found = cp.cli("stack", "check", "drift", "--timeout", "120")
+    assert 1 == found.returncode, found.stdout + found.stderr
+    assert "drifted  motd" in found.stdout
+    assert "current_value 'absent', should be 'file' (noop)" in found.stdout
+    assert not motd.exists()  # the check changed nothing
+    out = cp.cli("stack", "converge", "drift", "--wait", "--timeout", "180")
+    assert 0 == out.returncode, out.stdout + out.stderr
+    assert "managed by puppet\n" == motd.read_text()
+    assert ["run"] == (tmp_path / "runs").read_text().splitlines()  # the script never ran again
+    events = cp.api("GET", "/v1/stacks/drift/events").body
+    assert ["motd"] == [e["resource_name"] for e in events if "re-applied by converge" in e["reason"]]
+    again = cp.cli("stack", "check", "drift", "--timeout", "120")
+    assert 0 == again.returncode, again.stdout + again.stderr
+    assert {"motd": "in_sync", "counted": "in_sync", "plain": "unknown"} == _host(cp, "drift")
+
+
+def test_a_script_check_program_reports_drift_with_its_output(cp: ControlPlane, tmp_path: Path) -> None:
+    """A script config's options.check exiting 1 is drifted, its stdout the diff; ledger-only runs no check."""
+    _create(cp, "scriptdrift", tmp_path)
+    (tmp_path / "runs").unlink()
+    ledger = cp.cli("stack", "check", "scriptdrift", "--ledger-only")
+    assert 0 == ledger.returncode, ledger.stdout  # the ledgers still agree: only the host knows
+    found = cp.cli("stack", "check", "scriptdrift", "--timeout", "120", "--format", "json")
+    assert 1 == found.returncode, found.stdout + found.stderr
+    assert "drifted" == _host(cp, "scriptdrift")["counted"]
+    report = cp.api("GET", "/v1/stacks/scriptdrift/check").body
+    (drift,) = [d for d in report["drift"] if d["kind"] == "drifted"]
+    assert ("counted", "runs: missing\n") == (drift["resource"], drift["diff"])
