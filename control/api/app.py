@@ -23,6 +23,7 @@ from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
+from control.services import autoconverge
 from control.settings import Settings
 from control.store.db import Sessions, open_database
 from control.store.orm import ServerRow
@@ -68,8 +69,9 @@ def make_app(settings: Settings) -> web.Application:
         await engine.resume()
         refresher = asyncio.create_task(refresh_documents(runtime))
         republish = asyncio.create_task(reconcile.loop(runtime, settings.work_poll * 2), name="republish")
+        rounds = asyncio.create_task(autoconverge.loop(runtime, engine.kick), name="converge_interval")
         yield
-        for task in (refresher, republish):
+        for task in (refresher, republish, rounds):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task

@@ -116,24 +116,29 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
     }
 
 
-async def check_stack(rt: Runtime, ref: str) -> dict[str, Any]:
-    """Heat's CHECK action, at once: the stack ends CHECK_COMPLETE, or CHECK_FAILED naming each drift.
+async def check_stack(rt: Runtime, ref: str, *, started: bool = False) -> dict[str, Any]:
+    """Heat's CHECK action: the stack ends CHECK_COMPLETE, or CHECK_FAILED naming each drift.
 
-    A deployment resource whose server missed or failed its generation is left
+    *started*: the checks on the host were asked and the stack is CHECK_IN_PROGRESS
+    (services/drift.py's start_check); a server that did not answer is not drift. A
+    deployment resource whose server missed, failed or drifted from its generation is left
     CHECK_FAILED, so the next update replaces it (runs it again), as Heat does.
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, ref)
-        if stack.status == "IN_PROGRESS":
+        if started and (stack.action, stack.status) != ("CHECK", "IN_PROGRESS"):
+            return stack_view(stack)  # superseded (an update) or finished already
+        if not started and stack.status == "IN_PROGRESS":
             raise ConflictError(f"stack {stack.name} is {stack.action}_IN_PROGRESS; check when it settles")
         if stack.action == "DELETE":
             raise ConflictError(f"stack {stack.name} is being deleted", where="name")
         report = await _check(rt, session, stack)
         problems = [d for d in report["drift"] if d["kind"] != "unknown"]
-        stack.traversal += 1
-        stack.action, stack.status, stack.updated_at = "CHECK", "IN_PROGRESS", time.time()
-        txn.event(stack.id, "", "CHECK", "IN_PROGRESS", "Stack CHECK started", traversal=stack.traversal)
+        if not started:
+            stack.traversal += 1
+            stack.action, stack.status, stack.updated_at = "CHECK", "IN_PROGRESS", time.time()
+            txn.event(stack.id, "", "CHECK", "IN_PROGRESS", "Stack CHECK started", traversal=stack.traversal)
         rows = {
             r.physical_id: r for r in await session.scalars(_current(stack)) if r.type in DEPLOYMENT_TYPES
         }

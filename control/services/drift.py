@@ -10,20 +10,25 @@ deployment's ``host`` view is its answer for its current generation and newest r
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select
 
 from agent.wire_caps import CHECK_STATES, MAX_CHECK_DIFF, MAX_CHECK_REASON
+from control.documents import seal
 from control.errors import BadRequestError, ConflictError
+from control.hot import taint
 from control.runtime import Runtime
 from control.services.stacks import get_stack
-from control.store.orm import DeploymentRow
+from control.store.orm import DeploymentRow, StackRow
 from control.txn import Txn
 
 #: Results one heartbeat may carry (the agent sends at most 40 KiB of them).
 MAX_RESULTS = 256
+#: Seconds after which services/autoconverge.py first looks for the answers of a CHECK.
+ANSWER_POLL = 1.0
 
 
 async def request(rt: Runtime, ref: str) -> dict[str, Any]:
@@ -33,20 +38,51 @@ async def request(rt: Runtime, ref: str) -> dict[str, Any]:
         stack = await get_stack(session, ref)
         if stack.action == "DELETE":
             raise ConflictError(f"stack {stack.name} is being deleted", where="name")
-        deps = await session.scalars(
-            select(DeploymentRow).where(
-                DeploymentRow.stack_id == stack.id,
-                DeploymentRow.status == "COMPLETE",
-                DeploymentRow.item_id.is_not(None),
-            )
-        )
-        asked = []
-        for dep in deps:
-            dep.check_serial = (dep.check_serial or 0) + 1
-            txn.publish.add(dep.server_id)
-            asked.append(dep.id)
+        asked = await _ask(session, txn, stack)
         await txn.commit()
-        return {"stack": stack.name, "requested": sorted(asked)}
+        return {"stack": stack.name, "requested": asked}
+
+
+async def start_check(rt: Runtime, ref: str) -> bool:
+    """Heat's CHECK action: ask for the checks and leave the stack CHECK_IN_PROGRESS until the answers.
+
+    services/autoconverge.py finishes it (converge.check_stack) once every server answered or
+    its wait ran out. False when the stack has nothing to check on a server: finish it at once.
+    """
+    async with rt.sessions() as session:
+        txn = Txn(session, rt)
+        stack = await get_stack(session, ref)
+        if stack.status == "IN_PROGRESS":
+            raise ConflictError(f"stack {stack.name} is {stack.action}_IN_PROGRESS; check when it settles")
+        if stack.action == "DELETE":
+            raise ConflictError(f"stack {stack.name} is being deleted", where="name")
+        asked = await _ask(session, txn, stack)
+        if not asked:
+            return False
+        now = time.time()
+        stack.traversal += 1
+        stack.action, stack.status, stack.updated_at = "CHECK", "IN_PROGRESS", now
+        stack.status_reason = f"Stack CHECK started: {len(asked)} deployment(s) to check on their servers"
+        stack.converge_asked, stack.converge_due = now, now + ANSWER_POLL
+        txn.event(stack.id, "", "CHECK", "IN_PROGRESS", stack.status_reason, traversal=stack.traversal)
+        await txn.commit()
+        return True
+
+
+async def _ask(session: Any, txn: Txn, stack: StackRow) -> list[str]:
+    deps = await session.scalars(
+        select(DeploymentRow).where(
+            DeploymentRow.stack_id == stack.id,
+            DeploymentRow.status == "COMPLETE",
+            DeploymentRow.item_id.is_not(None),
+        )
+    )
+    asked = []
+    for dep in deps:
+        dep.check_serial = (dep.check_serial or 0) + 1
+        txn.publish.add(dep.server_id)
+        asked.append(dep.id)
+    return sorted(asked)
 
 
 def host_view(dep: DeploymentRow) -> dict[str, Any] | None:
@@ -76,10 +112,13 @@ async def record(session: Any, server_id: str, results: Any) -> list[str]:
             select(DeploymentRow).where(DeploymentRow.id.in_(ids), DeploymentRow.server_id == server_id)
         )
     }
-    for p in parsed:
-        dep = rows.get(p["deployment_id"])
-        if dep is not None and dep.item_id == p["item"] and dep.check_serial == p["check"]:
-            dep.check_result = {k: p[k] for k in ("state", "diff", "reason", "check", "generation", "at")}
+    taken = [(p, rows[p["deployment_id"]]) for p in parsed if p["deployment_id"] in rows]
+    taken = [(p, d) for p, d in taken if d.item_id == p["item"] and d.check_serial == p["check"]]
+    stacks = await seal.stack_texts(session, sorted({d.stack_id for _, d in taken if d.stack_id}))
+    for p, dep in taken:  # a diff quotes what the tool saw: the deployment's secret texts are masked
+        secrets = seal.texts_for(dep.item, stacks.get(dep.stack_id or "", ()))
+        shown = {k: taint.mask_text(p[k], secrets) for k in ("diff", "reason")}
+        dep.check_result = {**{k: p[k] for k in ("state", "check", "generation", "at")}, **shown}
     return [f"{p['item']}:{p['check']}" for p in parsed]
 
 

@@ -98,6 +98,10 @@ class StackRow(Base):
     facade: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
     #: A nested stack's outputs as of its last COMPLETE: its parent resource's attributes.
     outputs: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
+    #: With a converge_interval (the environment's deployment_defaults): when the next round of
+    #: checks and converge is due, and when its checks were asked (services/autoconverge.py).
+    converge_due: Mapped[float | None] = mapped_column(Float, default=None, index=True)
+    converge_asked: Mapped[float | None] = mapped_column(Float, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.

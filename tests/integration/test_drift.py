@@ -8,27 +8,18 @@ from typing import Any
 
 import pytest
 
-from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.controlplane import ControlPlane, stop_control_plane
 from tests.support.hookrun import TOOL_PATHS, require
+from tests.support.openstack import heat_request, start_heat_plane
+from tests.support.waiting import wait_until
 
-TEMPLATE = """
+SCRIPTS = """
 heat_template_version: 2018-08-31
 parameters:
   dir: {type: string}
   server: {type: string}
 resources:
   box: {type: OS::Heat::DeployedServer, properties: {name: {get_param: server}}}
-  motd_cfg:
-    type: OS::Heat::SoftwareConfig
-    properties:
-      group: puppet
-      inputs: [{name: dir}]
-      config: |
-        file { "${facts['dir']}/motd": ensure => file, content => "managed by puppet\\n" }
-  motd:
-    type: OS::Heat::SoftwareDeployment
-    properties: {name: 10-motd, config: {get_resource: motd_cfg}, server: {get_resource: box},
-                 input_values: {dir: {get_param: dir}}}
   counted_cfg:
     type: OS::Heat::SoftwareConfig
     properties:
@@ -44,25 +35,52 @@ resources:
                  input_values: {DIR: {get_param: dir}}}
   plain_cfg:
     type: OS::Heat::SoftwareConfig
-    properties: {group: script, config: "#!/bin/sh\\ntrue\\n"}
+    properties:
+      group: script
+      inputs: [{name: DIR}]
+      config: "#!/bin/sh\\necho run >> \\"$DIR/plain-runs\\"\\n"
   plain:
     type: OS::Heat::SoftwareDeployment
-    properties: {name: 30-plain, config: {get_resource: plain_cfg}, server: {get_resource: box}}
+    properties: {name: 30-plain, config: {get_resource: plain_cfg}, server: {get_resource: box},
+                 input_values: {DIR: {get_param: dir}}}
 """
+TEMPLATE = (
+    SCRIPTS
+    + """
+  motd_cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: puppet
+      inputs: [{name: dir}]
+      config: |
+        file { "${facts['dir']}/motd": ensure => file, content => "managed by puppet\\n" }
+  motd:
+    type: OS::Heat::SoftwareDeployment
+    properties: {name: 10-motd, config: {get_resource: motd_cfg}, server: {get_resource: box},
+                 input_values: {dir: {get_param: dir}}}
+"""
+)
 
 
 @pytest.fixture(scope="module")
-def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, str]]:
+    """A control plane whose agents find puppet, with Heat's API; that API's root URL."""
     require(TOOL_PATHS["ANNEAL_PUPPET"])
-    env = {k: str(v) for k, v in TOOL_PATHS.items()}
-    plane = start_control_plane(tmp_path_factory.mktemp("drift"), env=env)
-    yield plane
-    stop_control_plane(plane)
+    cp, heat_url = start_heat_plane(
+        tmp_path_factory.mktemp("drift"), env={k: str(v) for k, v in TOOL_PATHS.items()}
+    )
+    yield cp, heat_url
+    stop_control_plane(cp)
 
 
-def _create(cp: ControlPlane, name: str, work: Path, **extra: Any) -> None:
+@pytest.fixture
+def cp(plane: tuple[ControlPlane, str]) -> ControlPlane:
+    return plane[0]
+
+
+def _create(cp: ControlPlane, name: str, work: Path, template: str = TEMPLATE, **extra: Any) -> None:
     params = {"dir": str(work), "server": f"{name}-box"}
-    resp = cp.api("POST", "/v1/stacks", {"name": name, "template": TEMPLATE, "parameters": params, **extra})
+    resp = cp.api("POST", "/v1/stacks", {"name": name, "template": template, "parameters": params, **extra})
     assert 201 == resp.status, resp.body
     stack = cp.wait_stack(name, timeout=180)
     assert "CREATE_COMPLETE" == stack["status"], stack["status_reason"]
@@ -103,7 +121,7 @@ def test_a_file_removed_behind_puppets_back_is_drift_and_converge_restores_only_
 
 def test_a_script_check_program_reports_drift_with_its_output(cp: ControlPlane, tmp_path: Path) -> None:
     """A script config's options.check exiting 1 is drifted, its stdout the diff; ledger-only runs no check."""
-    _create(cp, "scriptdrift", tmp_path)
+    _create(cp, "scriptdrift", tmp_path, SCRIPTS)
     (tmp_path / "runs").unlink()
     ledger = cp.cli("stack", "check", "scriptdrift", "--ledger-only")
     assert 0 == ledger.returncode, ledger.stdout  # the ledgers still agree: only the host knows
@@ -113,3 +131,50 @@ def test_a_script_check_program_reports_drift_with_its_output(cp: ControlPlane, 
     report = cp.api("GET", "/v1/stacks/scriptdrift/check").body
     (drift,) = [d for d in report["drift"] if d["kind"] == "drifted"]
     assert ("counted", "runs: missing\n") == (drift["resource"], drift["diff"])
+
+
+def test_converge_interval_converges_a_drift_without_the_operator(cp: ControlPlane, tmp_path: Path) -> None:
+    """deployment_defaults.converge_interval: the drifted script is re-applied by itself; the unknown one never re-runs."""
+    env = "deployment_defaults: {converge_interval: 1}\n"
+    _create(cp, "autoconv", tmp_path, SCRIPTS, environments=[env])
+    runs = tmp_path / "runs"
+    runs.unlink()
+
+    def reapplied() -> list[dict[str, Any]] | None:
+        events = cp.api("GET", "/v1/stacks/autoconv/events").body
+        found = [e for e in events if "re-applied by converge" in e["reason"]]
+        return found if found and runs.exists() else None
+
+    found = wait_until(reapplied, f"the drift was not converged; log: {cp.log}", 120, 0.5)
+    assert ["counted"] == sorted({e["resource_name"] for e in found})
+    assert ["run"] == runs.read_text().splitlines()
+    assert ["run"] == (tmp_path / "plain-runs").read_text().splitlines()  # unknown: left alone
+    refused = cp.api(
+        "POST",
+        "/v1/stacks",
+        {
+            "name": "badconv",
+            "template": SCRIPTS,
+            "environments": ["deployment_defaults: {converge_interval: 0}\n"],
+        },
+    )
+    assert 400 == refused.status, refused.body
+    assert "deployment_defaults.converge_interval" in str(refused.body)
+
+
+def test_heats_check_action_waits_for_the_servers_and_fails_on_drift(
+    plane: tuple[ControlPlane, str], tmp_path: Path
+) -> None:
+    """Heat's CHECK (the same checks): CHECK_IN_PROGRESS until the answers, then CHECK_FAILED naming the drift."""
+    cp, heat_url = plane
+    _create(cp, "heatcheck", tmp_path, SCRIPTS)
+    (tmp_path / "runs").unlink()
+    stack_id = cp.api("GET", "/v1/stacks/heatcheck").body["id"]
+    status, body = heat_request(
+        cp, heat_url, "POST", f"/stacks/heatcheck/{stack_id}/actions", {"check": None}
+    )
+    assert 202 == status, body
+    assert "CHECK_IN_PROGRESS" == cp.api("GET", "/v1/stacks/heatcheck").body["status"]
+    final = cp.wait_stack("heatcheck", timeout=120)
+    assert "CHECK_FAILED" == final["status"], final
+    assert "counted: drifted (the check exited 1)" in final["status_reason"]
