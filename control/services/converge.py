@@ -86,7 +86,7 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
             "generation": dep.generation,
             "status": dep.status,
         }
-        host = hostcheck.host_view(dep)
+        host = hostcheck.host_view(dep, server.agent_kind)
         if host is not None:
             hosts.append({**base, **host})
         if dep.status == "FAILED":

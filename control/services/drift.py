@@ -17,12 +17,12 @@ from typing import Any
 from sqlalchemy import select
 
 from agent.wire_caps import CHECK_STATES, MAX_CHECK_DIFF, MAX_CHECK_REASON
-from control.documents import seal
+from control.documents import heat, seal
 from control.errors import BadRequestError, ConflictError
 from control.hot import taint
 from control.runtime import Runtime
 from control.services.stacks import get_stack
-from control.store.orm import DeploymentRow, StackRow
+from control.store.orm import DeploymentRow, ServerRow, StackRow
 from control.txn import Txn
 
 #: Results one heartbeat may carry (the agent sends at most 40 KiB of them).
@@ -70,11 +70,15 @@ async def start_check(rt: Runtime, ref: str) -> bool:
 
 
 async def _ask(session: Any, txn: Txn, stack: StackRow) -> list[str]:
+    """Raise the check number of the stack's COMPLETE deployments on servers Anneal's agent runs."""
     deps = await session.scalars(
-        select(DeploymentRow).where(
+        select(DeploymentRow)
+        .join(ServerRow, ServerRow.id == DeploymentRow.server_id)
+        .where(
             DeploymentRow.stack_id == stack.id,
             DeploymentRow.status == "COMPLETE",
             DeploymentRow.item_id.is_not(None),
+            ServerRow.agent_kind != heat.HEAT_AGENT,  # Heat's agent: no check mode (host_view says so)
         )
     )
     asked = []
@@ -85,8 +89,10 @@ async def _ask(session: Any, txn: Txn, stack: StackRow) -> list[str]:
     return sorted(asked)
 
 
-def host_view(dep: DeploymentRow) -> dict[str, Any] | None:
+def host_view(dep: DeploymentRow, agent_kind: str = "") -> dict[str, Any] | None:
     """The answer to the newest check of *dep*'s current generation, ``pending``, or None (never asked)."""
+    if agent_kind == heat.HEAT_AGENT and dep.status == "COMPLETE":
+        return {"state": "unknown", "reason": "the server runs Heat's agent, which has no check mode"}
     if not dep.check_serial:
         return None
     answer = dep.check_result if isinstance(dep.check_result, dict) else {}

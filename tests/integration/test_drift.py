@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -178,3 +179,29 @@ def test_heats_check_action_waits_for_the_servers_and_fails_on_drift(
     final = cp.wait_stack("heatcheck", timeout=120)
     assert "CHECK_FAILED" == final["status"], final
     assert "counted: drifted (the check exited 1)" in final["status_reason"]
+
+
+def test_check_results_are_checked_field_by_field_and_stale_ones_dropped(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
+    """A malformed result is a 400 naming its field; one for an older check is acknowledged and not kept."""
+    _create(cp, "beats", tmp_path, SCRIPTS)
+    credential = json.loads((cp.agent_dir("beats-box") / "agent.json").read_text())["credential"]
+    dep = cp.api("GET", "/v1/deployments/beats%2Fcounted").body
+    result = {
+        "item": dep["derived_config_id"],
+        "deployment_id": dep["id"],
+        "generation": dep["generation"],
+        "check": 7,
+        "state": "drifted",
+        "diff": "-a +b",
+        "reason": "made up",
+        "at": 1.0,
+    }
+    bad = cp.api(
+        "POST", "/v1/agent/heartbeat", {"checks": [{**result, "state": "sideways"}]}, token=credential
+    )
+    assert 400 == bad.status and "checks[0].state" in json.dumps(bad.body), bad.body
+    stale = cp.api("POST", "/v1/agent/heartbeat", {"checks": [result]}, token=credential)
+    assert 200 == stale.status and [f"{dep['item_id']}:7"] == stale.body["checks"], stale.body
+    assert {} == _host(cp, "beats")  # never asked: nothing kept
