@@ -306,17 +306,18 @@ class PrivateRun:
 
 
 @contextmanager
-def private_run(deployment: DeploymentItem, ctx: HookContext) -> Iterator[PrivateRun]:
+def private_run(deployment: DeploymentItem, ctx: HookContext, *, check: bool = False) -> Iterator[PrivateRun]:
     """A fresh 0700 directory in the working dir for one run, with no output files left from before.
 
     It is removed afterwards whatever happens: the files a hook writes there hold the input values.
+    A *check* (hooks/checkmode.py) keeps its outputs in it too: the applied run's stay as they are.
     """
     # tempfile and shutil (with bz2 and lzma) cost the agent 1 MiB; the script hook it runs never needs them.
     import shutil  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
-    prefix = ctx.outputs_dir / deployment.id
     root = Path(tempfile.mkdtemp(prefix=f"{deployment.id}.", dir=ctx.working_dir))
+    prefix = root / "check-outputs" if check else ctx.outputs_dir / deployment.id
     try:
         clear_outputs(prefix, deployment.outputs)
         yield PrivateRun(root, prefix)

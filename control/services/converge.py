@@ -27,7 +27,6 @@ from typing import Any
 from sqlalchemy import select
 
 from control.engine.settle import finish
-from control.errors import ConflictError
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, Res
 from control.resources.group_members import STATE
 from control.resources.groups import GROUP_TYPES, DeploymentGroup
@@ -129,10 +128,8 @@ async def check_stack(rt: Runtime, ref: str, *, started: bool = False) -> dict[s
         stack = await get_stack(session, ref)
         if started and (stack.action, stack.status) != ("CHECK", "IN_PROGRESS"):
             return stack_view(stack)  # superseded (an update) or finished already
-        if not started and stack.status == "IN_PROGRESS":
-            raise ConflictError(f"stack {stack.name} is {stack.action}_IN_PROGRESS; check when it settles")
-        if stack.action == "DELETE":
-            raise ConflictError(f"stack {stack.name} is being deleted", where="name")
+        if not started:
+            hostcheck.settled(stack, "check")
         report = await _check(rt, session, stack)
         problems = [d for d in report["drift"] if d["kind"] != "unknown"]
         if not started:
@@ -172,10 +169,7 @@ async def converge(rt: Runtime, kick: Callable[[str], None], ref: str) -> dict[s
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, ref)
-        if stack.status == "IN_PROGRESS":
-            raise ConflictError(f"stack {stack.name} is {stack.action}_IN_PROGRESS; converge when it settles")
-        if stack.action == "DELETE":
-            raise ConflictError(f"stack {stack.name} is being deleted", where="name")
+        hostcheck.settled(stack, "converge")
         report = await _check(rt, session, stack)
         wanted = {
             d["deployment_id"] for d in report["drift"] if d["kind"] in ("missing", "failed", "drifted")

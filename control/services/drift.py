@@ -52,10 +52,7 @@ async def start_check(rt: Runtime, ref: str) -> bool:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, ref)
-        if stack.status == "IN_PROGRESS":
-            raise ConflictError(f"stack {stack.name} is {stack.action}_IN_PROGRESS; check when it settles")
-        if stack.action == "DELETE":
-            raise ConflictError(f"stack {stack.name} is being deleted", where="name")
+        settled(stack, "check")
         asked = await _ask(session, txn, stack)
         if not asked:
             return False
@@ -67,6 +64,14 @@ async def start_check(rt: Runtime, ref: str) -> bool:
         txn.event(stack.id, "", "CHECK", "IN_PROGRESS", stack.status_reason, traversal=stack.traversal)
         await txn.commit()
         return True
+
+
+def settled(stack: StackRow, verb: str) -> None:
+    """Refuse to *verb* a stack in progress or being deleted (409)."""
+    if stack.status == "IN_PROGRESS":
+        raise ConflictError(f"stack {stack.name} is {stack.action}_IN_PROGRESS; {verb} when it settles")
+    if stack.action == "DELETE":
+        raise ConflictError(f"stack {stack.name} is being deleted", where="name")
 
 
 async def _ask(session: Any, txn: Txn, stack: StackRow) -> list[str]:

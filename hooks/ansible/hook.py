@@ -14,7 +14,6 @@ import logging
 import os
 import shlex
 import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -73,10 +72,8 @@ def check(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     """``ansible-playbook --check --diff``: drifted when a task would change something (its diff)."""
     check_names(deployment)
     playbook = _playbook_text(deployment.config)
-    with tempfile.TemporaryDirectory(prefix=f"{deployment.id}.check.", dir=ctx.working_dir) as tmp:
-        root = Path(tmp) / "run"
-        root.mkdir(mode=0o700)
-        result, report = _play(deployment, ctx, playbook, root, Path(tmp) / "out", ["--check", "--diff"])
+    with private_run(deployment, ctx, check=True) as private:
+        result, report = _play(deployment, ctx, playbook, private.root, private.prefix, ["--check", "--diff"])
     stdout = result.stdout.replace("\r\n", "\n")
     if _status(result.returncode, result.timed_out, report):
         reason = tool_result_stderr(result, *report.failures) or "the check run failed"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -70,10 +69,8 @@ def check(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     """``state.sls ... test=True``: drifted when a state would change something (its changes)."""
     check_names(deployment)
     state = _state_text(deployment.config)
-    with tempfile.TemporaryDirectory(prefix=f"{deployment.id}.check.", dir=ctx.working_dir) as tmp:
-        root = Path(tmp) / "run"
-        root.mkdir(mode=0o700)
-        result, notes = _salt(deployment, ctx, state, root, Path(tmp) / "out", ["test=True"])
+    with private_run(deployment, ctx, check=True) as private:
+        result, notes = _salt(deployment, ctx, state, private.root, private.prefix, ["test=True"])
     summary = summarise(result.stdout)
     if summary.errors or result.timed_out:
         reason = tool_result_stderr(result, *summary.errors, *notes) or "the check run failed"
