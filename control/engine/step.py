@@ -129,7 +129,8 @@ class Step:
             assert isinstance(first, ResourceRow), (
                 f"resource {first.name}: a light record outside a sliced step"
             )
-            return await rollback.resource_failed(self.txn, stack, rows, first)
+            asked = rollback.rollback_asked(self.defs.get(stack), failed)
+            return await rollback.resource_failed(self.txn, stack, rows, first, asked)
         if stack.action in lifecycle.ACTIONS:
             return await self._lifecycle()
         if stack.action != "DELETE" and await self._walk():
@@ -320,7 +321,7 @@ class Step:
             "Stack DELETE completed successfully",
             traversal=stack.traversal,
         )
-        await txn.write_events()  # flushed by the UPDATE below, which names them all
+        await txn.write_events()  # inserted now: the UPDATE below names them all
         await txn.session.execute(
             update(EventRow)
             .where(EventRow.stack_id == stack.id)
