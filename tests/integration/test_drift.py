@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.controlplane import ControlPlane, stop_control_plane
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.hookrun import TOOL_PATHS, require
 from tests.support.openstack import heat_request, start_heat_plane
 from tests.support.waiting import wait_until
@@ -61,6 +61,9 @@ TEMPLATE = (
                  input_values: {dir: {get_param: dir}}}
 """
 )
+
+
+EVERY_SECOND = "deployment_defaults: {converge_interval: 1}\n"
 
 
 @pytest.fixture(scope="module")
@@ -131,20 +134,23 @@ def test_a_script_check_program_reports_drift_with_its_output(cp: ControlPlane, 
     assert ("counted", "runs: missing\n") == (drift["resource"], drift["diff"])
 
 
-def test_converge_interval_converges_a_drift_without_the_operator(cp: ControlPlane, tmp_path: Path) -> None:
-    """deployment_defaults.converge_interval: the drifted script is re-applied by itself; the unknown one never re-runs."""
-    env = "deployment_defaults: {converge_interval: 1}\n"
-    _create(cp, "autoconv", tmp_path, SCRIPTS, environments=[env])
-    runs = tmp_path / "runs"
-    runs.unlink()
+def _converged(cp: ControlPlane, name: str, runs: Path) -> list[str]:
+    """Wait until the stack's drift was re-applied by converge; the resources it re-applied."""
 
-    def reapplied() -> list[dict[str, Any]] | None:
-        events = cp.api("GET", "/v1/stacks/autoconv/events").body
-        found = [e for e in events if "re-applied by converge" in e["reason"]]
+    def reapplied() -> list[str] | None:
+        events = cp.api("GET", f"/v1/stacks/{name}/events").body
+        found = sorted({e["resource_name"] for e in events if "re-applied by converge" in e["reason"]})
         return found if found and runs.exists() else None
 
-    found = wait_until(reapplied, f"the drift was not converged; log: {cp.log}", 120, 0.5)
-    assert ["counted"] == sorted({e["resource_name"] for e in found})
+    return wait_until(reapplied, f"the drift was not converged; log: {cp.log}", 120, 0.5)
+
+
+def test_converge_interval_converges_a_drift_without_the_operator(cp: ControlPlane, tmp_path: Path) -> None:
+    """deployment_defaults.converge_interval: the drifted script is re-applied by itself; the unknown one never re-runs."""
+    _create(cp, "autoconv", tmp_path, SCRIPTS, environments=[EVERY_SECOND])
+    runs = tmp_path / "runs"
+    runs.unlink()
+    assert ["counted"] == _converged(cp, "autoconv", runs)
     assert ["run"] == runs.read_text().splitlines()
     assert ["run"] == (tmp_path / "plain-runs").read_text().splitlines()  # unknown: left alone
     refused = cp.api(
@@ -202,3 +208,19 @@ def test_check_results_are_checked_field_by_field_and_stale_ones_dropped(
     stale = cp.api("POST", "/v1/agent/heartbeat", {"checks": [result]}, token=credential)
     assert 200 == stale.status and [f"{dep['derived_config_id']}:7"] == stale.body["checks"], stale.body
     assert {} == _host(cp, "beats")  # never asked: nothing kept
+
+
+def test_converge_interval_rounds_go_on_after_a_restart(tmp_path: Path) -> None:
+    """A drift made while the control plane was down is converged after it starts again, asked by no one."""
+    (tmp_path / "cp").mkdir()
+    cp = start_control_plane(tmp_path / "cp")
+    try:
+        work = tmp_path / "work"
+        work.mkdir()
+        _create(cp, "durable", work, SCRIPTS, environments=[EVERY_SECOND])
+        stop_control_plane(cp)
+        (work / "runs").unlink()
+        cp = start_control_plane(tmp_path / "cp", port=cp.port)
+        assert ["counted"] == _converged(cp, "durable", work / "runs")
+    finally:
+        stop_control_plane(cp)
