@@ -31,8 +31,8 @@ async def document(request: web.Request) -> web.StreamResponse:
     publisher = http_publisher(rt.publisher)
     if publisher is None:
         raise BadRequestError("this control plane does not serve documents over HTTP", where="transport")
-    if publisher.get(server_id) is None:
-        await rt.publish([server_id])
+    if publisher.get(server_id) is None:  # not rendered by this process yet: nothing changed
+        await rt.publish([server_id], announce=False)
     etag = request.headers.get("If-None-Match", "")
     wait = min(seconds_query(request, "wait"), rt.settings.long_poll_max)
     doc = publisher.get(server_id)

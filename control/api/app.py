@@ -30,6 +30,10 @@ from control.transports import service as transports
 from control.transports.publisher import http_publisher
 
 log = logging.getLogger(__name__)
+#: Seconds between table polls where NOTIFY carries other processes' changes: it only
+#: catches what a listener missed while it reconnected, or a process killed between
+#: its commit and its notification.
+REPUBLISH_FALLBACK = 10.0
 
 
 def api_app(settings: Settings) -> web.Application:
@@ -67,9 +71,9 @@ def make_app(settings: Settings) -> web.Application:
         await restart_local_agents(runtime)
         await engine.resume()
         refresher = asyncio.create_task(refresh_documents(runtime))
-        republish = asyncio.create_task(reconcile.loop(runtime, settings.work_poll * 2), name="republish")
+        tasks = [refresher, *follow_others(runtime, engine_db.dialect.name)]
         yield
-        for task in (refresher, republish):
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -105,6 +109,18 @@ async def _stopping(app: web.Application) -> None:
     polls = publisher.release_waiters() if publisher is not None else 0
     agents = runtime.provisioner.stopping()
     log.info("stopping: %d held long-poll(s) answered, %d local agent(s) told to stop", polls, agents)
+
+
+def follow_others(runtime: Runtime, dialect: str) -> list[asyncio.Task[None]]:
+    """Keep this process's documents up with other processes' commits: NOTIFY, and the table poll."""
+    settings = runtime.settings
+    listening = dialect == "postgresql"
+    runtime.announce = listening
+    interval = settings.republish_poll or (REPUBLISH_FALLBACK if listening else settings.work_poll * 2)
+    tasks = [asyncio.create_task(reconcile.loop(runtime, interval), name="republish")]
+    if listening:
+        tasks.append(asyncio.create_task(reconcile.follow(runtime), name="follow"))
+    return tasks
 
 
 async def check_fleet(sessions: Sessions, settings: Settings) -> None:
