@@ -1,6 +1,7 @@
 """HAProxy (Debian's package, `ci/tools.d/73-haproxy.sh`) on loopback in front of control-plane processes.
 
-`config` is the configuration docs/operations.md recommends, with loopback addresses;
+`config` is the configuration docs/operations.md recommends (`packaging/haproxy/anneal.cfg`)
+with loopback addresses;
 `running_haproxy` writes it, starts `haproxy -db` (foreground, one process this test
 owns) and stops it by its PID. Its access log (one line per request, naming the
 backend server that answered) goes to `haproxy.log` in the given directory.
@@ -17,45 +18,26 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.processes import free_port, stop_process
+from tests.support.processes import ROOT, free_port, stop_process
 from tests.support.waiting import wait_until
 
+#: The configuration docs/operations.md gives operators; the tests run this file.
+EXAMPLE = ROOT / "packaging" / "haproxy" / "anneal.cfg"
 
-def config(port: int, backends: Sequence[int], *, maxconn: int = 4000, check_interval: str = "1s") -> str:
-    """An HAProxy configuration: one HTTP front on *port*, round robin over *backends*, health-checked.
+
+def config(port: int, backends: Sequence[int], *, maxconn: int = 4000) -> str:
+    """The example configuration with loopback addresses: the front on *port*, one server per backend port.
 
     HAProxy needs about two descriptors per connection: *maxconn* must stay under half the limit.
     """
-    servers = "\n".join(f"    server cp{i} 127.0.0.1:{p} check" for i, p in enumerate(backends))
-    return f"""global
-    maxconn {maxconn}
-    log stdout format raw local0
-
-defaults
-    mode http
-    log global
-    option httplog
-    timeout connect 2s
-    # Longer than the longest long-poll (--long-poll-max 60 s) plus its answer.
-    timeout client 75s
-    timeout server 75s
-    timeout http-keep-alive 15s
-    # A process that refuses the connection (stopped, killed) is skipped for this request.
-    retries 2
-    option redispatch 1
-    retry-on conn-failure empty-response
-
-frontend anneal
-    bind 127.0.0.1:{port}
-    default_backend planes
-
-backend planes
-    balance roundrobin
-    option httpchk GET /v1/health
-    http-check expect status 200
-    default-server inter {check_interval} fall 2 rise 2
-{servers}
-"""
+    replaced = {"maxconn": f"    maxconn {maxconn}", "bind": f"    bind 127.0.0.1:{port}"}
+    out: list[str] = []
+    for line in EXAMPLE.read_text().splitlines():
+        word = line.split()[0] if line.strip() else ""
+        if word != "server":
+            out.append(replaced.get(word, line))
+    out += [f"    server cp{i} 127.0.0.1:{p} check" for i, p in enumerate(backends)]
+    return "\n".join(out) + "\n"
 
 
 @dataclass
