@@ -60,6 +60,8 @@ class Runtime:
     metrics: Metrics = field(default_factory=Metrics)
     #: Other processes listen for this one's changes (PostgreSQL NOTIFY, control/store/notify.py).
     announce: bool = False
+    #: server id -> time.time() of its agent's last document poll here, not yet written (services/alive.py).
+    polled: dict[str, float] = field(default_factory=dict)
     #: This process's name in its notifications, so that it skips its own.
     origin: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 

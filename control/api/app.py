@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 
 from agent import serving
 from control import keys
@@ -23,6 +24,7 @@ from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
+from control.services import alive
 from control.settings import Settings
 from control.store.db import Sessions, open_database
 from control.store.orm import ServerRow
@@ -71,12 +73,15 @@ def make_app(settings: Settings) -> web.Application:
         await restart_local_agents(runtime)
         await engine.resume()
         refresher = asyncio.create_task(refresh_documents(runtime))
-        tasks = [refresher, *follow_others(runtime, engine_db.dialect.name)]
+        polls = asyncio.create_task(alive.keep_writing(runtime), name="polls-alive")
+        tasks = [refresher, polls, *follow_others(runtime, engine_db.dialect.name)]
         yield
         for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        with contextlib.suppress(DBAPIError, OSError):
+            await alive.write(runtime)  # the last polls' marks
         began = time.monotonic()
         await engine.close()
         await runtime.credentials.close()
