@@ -13,7 +13,7 @@ from control.hot.checker import Checker
 from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
 from control.hot.files import is_template_ref
-from control.hot.groups import MEMBER_PROPERTY, check_member
+from control.hot.groups import MEMBER_PROPERTY, canary_terms, check_member
 from control.hot.loader import check_document, load_yaml
 from control.hot.names import resource_name_problem
 from control.hot.nesting import Nesting, parse_nested
@@ -201,6 +201,8 @@ class _Scope:
         spec = self.types.get(rtype)
         if spec is not None and spec.update_policy is not None:
             check_keys(spec.update_policy or {}, update_policy, at(path, "update_policy"))
+            if isinstance(update_policy.get("canary"), Mapping):
+                canary_terms(update_policy["canary"], at(at(path, "update_policy"), "canary"))
         return ResourceDef(
             name=name,
             type=rtype,
