@@ -44,7 +44,9 @@ async def test_heartbeat_trouble_is_logged_once_per_change_not_every_beat(
     assert "failed" in lines[2][1]
 
 
-async def test_an_unchanged_heartbeat_is_left_out_while_polls_say_the_agent_is_alive(aiohttp_server: Any) -> None:
+async def test_an_unchanged_heartbeat_is_left_out_while_polls_say_the_agent_is_alive(
+    aiohttp_server: Any,
+) -> None:
     """Polling the control plane, only changed, forced, re-asserted or after-failure beats are sent."""
     got: list[dict[str, Any]] = []
     answer = {"status": 200}
