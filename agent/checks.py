@@ -65,6 +65,11 @@ class Checker:
             self.ledger.set_state(DONE, json.dumps(done))
             self.wake()
 
+    def payload(self) -> dict[str, Any]:
+        """What a heartbeat carries: ``checks``, when results wait to be sent."""
+        unsent = self.unsent()
+        return {"checks": unsent} if unsent else {}
+
     def unsent(self) -> list[dict[str, Any]]:
         """The results a heartbeat carries now: the oldest first, as many as fit in one beat."""
         out: list[dict[str, Any]] = []

@@ -22,6 +22,19 @@ from control.hot.schema import PropSpec, TypeSpec, check_properties, is_integer
 RESOURCE_GROUP = "OS::Heat::ResourceGroup"
 AUTO_SCALING_GROUP = "OS::Heat::AutoScalingGroup"
 SCALING_POLICY = "OS::Heat::ScalingPolicy"
+INSTANCE_GROUP = "OS::Heat::InstanceGroup"
+LAUNCH_CONFIGURATION = "AWS::AutoScaling::LaunchConfiguration"
+#: A launch configuration's properties, as the member servers' OS::Nova::Server properties.
+LAUNCH_TO_SERVER = {
+    "ImageId": "image",
+    "InstanceType": "flavor",
+    "KeyName": "key_name",
+    "UserData": "user_data",
+    "SecurityGroups": "security_groups",
+    "BlockDeviceMappings": "block_device_mapping",
+    "NovaSchedulerHints": "scheduler_hints",
+    "Metadata": "metadata",
+}
 ADJUSTMENT_TYPES = ("change_in_capacity", "exact_capacity", "percent_change_in_capacity")
 #: Member definitions: a resource as it would be written in a template.
 MEMBER = {
@@ -104,6 +117,12 @@ def _check_scaling(props: Mapping[Any, Any], path: str) -> None:
         raise TemplateError(at(path, "desired_capacity"), f"{desired} is not within min_size .. max_size")
 
 
+def _check_size(props: Mapping[Any, Any], path: str) -> None:
+    size = _literal(props, "Size")
+    if size is not None and size < 0:
+        raise TemplateError(at(path, "Size"), f"{size} is negative")
+
+
 def _check_policy(props: Mapping[Any, Any], path: str) -> None:
     step = props.get("min_adjustment_step")
     if step is not None and props.get("adjustment_type") != "percent_change_in_capacity":
@@ -157,6 +176,38 @@ GROUP_TYPES: Mapping[str, TypeSpec] = {
         },
         frozenset({"alarm_url", "signal_url"}),
         check=_check_policy,
+    ),
+    INSTANCE_GROUP: TypeSpec(
+        INSTANCE_GROUP,
+        {
+            "LaunchConfigurationName": PropSpec("string", required=True),
+            "Size": PropSpec("integer", required=True),
+            "AvailabilityZones": PropSpec("list", ignored=True),
+            "LoadBalancerNames": PropSpec("list", ignored=True),
+            "Tags": PropSpec("list", schema={"Key": PropSpec("string"), "Value": PropSpec("string")}),
+        },
+        frozenset({"InstanceList"}),
+        check=_check_size,
+        update_policy={
+            "RollingUpdate": PropSpec(
+                "map",
+                schema={
+                    "MinInstancesInService": PropSpec("integer", default=0),
+                    "MaxBatchSize": PropSpec("integer", default=1),
+                    "PauseTime": PropSpec("string", default="PT0S"),
+                },
+            )
+        },
+    ),
+    LAUNCH_CONFIGURATION: TypeSpec(
+        LAUNCH_CONFIGURATION,
+        {
+            **{name: PropSpec("any") for name in LAUNCH_TO_SERVER},
+            "KernelId": PropSpec("string", ignored=True),
+            "RamDiskId": PropSpec("string", ignored=True),
+            "InstanceId": PropSpec("string", ignored=True),
+        },
+        frozenset(),
     ),
 }
 #: Which property holds a group type's member definition.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from control.hot import retry
+from control.hot import heatstack, retry
 from control.hot.errors import TemplateError, at
 from control.hot.functions import call_of
 from control.hot.groups import CANARY, GROUP_TYPES, ON_FAILURE
@@ -304,7 +304,7 @@ TYPES: Mapping[str, TypeSpec] = {
                 "user_data": PropSpec("any", ignored=True),
                 **{name: PropSpec("any", ignored=True) for name in COMPUTE_PROPERTIES},
             },
-            SERVER_ATTRIBUTES | {"first_address", "instance_name", "show"},
+            SERVER_ATTRIBUTES | {"first_address", "instance_name", "show", "console_urls", "tags"},
         ),
         TypeSpec(
             "OS::Heat::WaitConditionHandle",
@@ -342,6 +342,7 @@ TYPES: Mapping[str, TypeSpec] = {
             frozenset({"value"}),
         ),
         *GROUP_TYPES.values(),
+        heatstack.SPEC,
         TypeSpec(
             "OS::Heat::TestResource",
             {
