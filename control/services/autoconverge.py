@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm.exc import StaleDataError
 
 from control.errors import ControlError
 from control.runtime import Runtime
@@ -45,7 +46,7 @@ async def loop(rt: Runtime, kick: Callable[[str], None]) -> None:
         await asyncio.sleep(TICK)
         try:
             await once(rt, kick)
-        except DBAPIError as e:
+        except (DBAPIError, StaleDataError) as e:  # busy or raced: the row says where the round was
             log.warning("converge_interval round failed (retrying): %s", e)
 
 
