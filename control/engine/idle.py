@@ -52,15 +52,21 @@ async def only_waiting(
     counted = [(r[0], r[1], r[2] == traversal, r[3], r[4]) for r in groups]
     if not all_waiting(counted, len(defn.template.resources)):
         return False, None
+    nearest = await nearest_deadline(session, stack_id)
+    if nearest is not None and nearest <= time.time():
+        return False, None  # a deployment timed out: the full step fails it
+    return True, nearest
+
+
+async def nearest_deadline(session: AsyncSession, stack_id: str) -> float | None:
+    """The nearest deadline of the stack's deployments in progress (one aggregate query)."""
     now = time.time()
-    nearest = await session.scalar(
+    nearest: float | None = await session.scalar(
         select(func.min(func.coalesce(DeploymentRow.started_at, now) + DeploymentRow.timeout)).where(
             DeploymentRow.stack_id == stack_id, DeploymentRow.status == "IN_PROGRESS"
         )
     )
-    if nearest is not None and nearest <= now:
-        return False, None  # a deployment timed out: the full step fails it
-    return True, nearest
+    return nearest
 
 
 def may_act(stack: StackRow, rows: list[Row], defined: int) -> bool:

@@ -75,6 +75,9 @@ async def step_stack(
         step = Step(txn, stack, defs, slices, rows)
         deadline = _nearest(await step.expire(), await step.check())
         finished = await step.advance()
+        if step.started and not finished:
+            # What this step started has deadlines its start (expire) could not see.
+            deadline = _nearest(deadline, await idle.nearest_deadline(session, claim.stack_id))
         await work.fence(session, claim, lease)
         await txn.commit(kick)
         del keep_alive
@@ -113,6 +116,8 @@ class Step:
         self, txn: Txn, stack: StackRow, defs: stackdef.Definitions, slices: Slices, rows: list[Row]
     ) -> None:
         self.txn, self.stack, self.defs, self.slices, self.rows = txn, stack, defs, slices, rows
+        #: True once this step started a resource that is now IN_PROGRESS (a deployment running).
+        self.started = False
 
     async def advance(self) -> bool:
         """Walk, clean up and finish as far as the stack's state allows; True once it settled."""
@@ -205,7 +210,9 @@ class Step:
         self.slices.acted += 1
         if done(acted, traversal):
             return False
-        if acted.status != "IN_PROGRESS":
+        if acted.status == "IN_PROGRESS":
+            self.started = True
+        else:
             self.txn.kicks.add(self.stack.id)  # failed at once: the next step acts on it
         return True
 
@@ -245,6 +252,7 @@ class Step:
             return False
         outcome = await handler_for(row.type).delete(txn, Res(stack, row.name, row.type), row)
         if outcome.status == "IN_PROGRESS":
+            self.started = True
             row.action, row.status, row.traversal = "DELETE", "IN_PROGRESS", stack.traversal
             dep = in_session(txn, DeploymentRow, row.physical_id)
             txn.event(
