@@ -16,6 +16,7 @@ from control.documents.publish import Publisher
 from control.documents.render import render_document
 from control.keys import Keys
 from control.metrics import Metrics
+from control.principal import TokenValidator
 from control.provision import Provisioner
 from control.settings import Settings
 from control.store.credentials import Credentials
@@ -55,6 +56,8 @@ class Runtime:
     stopping: bool = False
     #: This process's Prometheus instruments, in a registry of its own (control/metrics.py).
     metrics: Metrics = field(default_factory=Metrics)
+    #: Consulted for a token that is none of Anneal's (control/api/principal.py says how to plug one in).
+    validator: TokenValidator | None = None
 
     async def publish(self, server_ids: Iterable[str]) -> None:
         """Render, sign and hand each server's document to the publisher; re-sign those near expiry.

@@ -1,8 +1,8 @@
 """What every route shares: default-deny authentication, errors as JSON, request helpers.
 
-Every route declares who may call it (``public``, ``admin``, ``metrics``, ``agent``,
-``signal``; the web view's ``ui`` and ``ui-page``, by its session cookie); a route without
-a declaration answers 403. Domain errors become
+Every route declares who may call it (``public``; ``read``, ``write`` or ``admin`` by a token's
+role, control/principal.py; ``metrics``, ``agent``, ``signal``; the web view's ``ui`` and
+``ui-page``, by its session cookie); a route without a declaration answers 403. Domain errors become
 ``{"error": {"code", "message", "where"}}`` with their HTTP status.
 """
 
@@ -26,6 +26,7 @@ from agent.serving import LINGER
 from control.api import diskfull
 from control.api.app_keys import RUNTIME
 from control.api.body import check_text
+from control.api.principal import resolve as principal_of
 from control.api.ui import session as ui_session
 from control.errors import (
     AuthError,
@@ -37,13 +38,17 @@ from control.errors import (
 from control.hot import taint
 from control.hot.errors import TemplateError
 from control.keys import token_hash
+from control.principal import Principal
+from control.runtime import Runtime
 from control.services import agents
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 AUTH_SERVER = "anneal.server_id"
-#: The role of the web view's session (ui and ui-page routes).
-UI_ROLE = "anneal.ui_role"
+#: The caller's Principal (read, write and admin routes; the web view's session on ui and ui-page routes).
+PRINCIPAL = web.RequestKey("principal", Principal)
+#: Policies a token's Principal passes, by role.
+ROLE_POLICIES = {"read": ("admin", "member", "reader"), "write": ("admin", "member"), "admin": ("admin",)}
 #: The SHA-256 of the agent credential that authenticated the request (agent and signal routes).
 AUTH_CREDENTIAL = "anneal.credential_hash"
 #: Refusals sent before the body was read: the connection is closed after them.
@@ -55,7 +60,8 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 
 def auth(policy: str) -> Callable[[Handler], Handler]:
-    """Declare who may call a route: public, admin, metrics (its token or the admin's), agent, signal, ui or ui-page."""
+    """Declare who may call a route: public, read, write, admin, metrics (its token or the admin's), agent,
+    signal, ui or ui-page."""
 
     def mark(handler: Handler) -> Handler:
         handler.anneal_auth = policy  # type: ignore[attr-defined]
@@ -186,14 +192,13 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
         return await handler(request)
     token = _bearer(request)
     rt = request.app[RUNTIME]
-    if policy == "admin":
-        if token is None or not hmac.compare_digest(token.encode(), rt.keys.admin_token.encode()):
-            raise AuthError("this route needs the admin token", where="Authorization")
+    if policy in ROLE_POLICIES:
+        request[PRINCIPAL] = await _principal(rt, token, policy)
     elif policy == "metrics":
         if token is None or not _metrics_reader(token, rt.keys.admin_token, rt.keys.metrics_token):
             raise AuthError("this route needs the metrics token or the admin token", where="Authorization")
     elif policy in ("ui", "ui-page"):
-        request[UI_ROLE] = _ui_role(request, policy)
+        request[PRINCIPAL] = _ui_principal(request, policy)
     elif policy in ("agent", "signal"):
         if token is not None:
             request[AUTH_CREDENTIAL] = token_hash(token)
@@ -205,12 +210,28 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     return await handler(request)
 
 
-def _ui_role(request: web.Request, policy: str) -> str:
-    """The web view's session role; a page without one goes to the login form, data gets a 401."""
+async def _principal(rt: Runtime, token: str | None, policy: str) -> Principal:
+    """The token's Principal, if its role passes *policy* (401 without one, 403 for too little a role)."""
+    principal = await principal_of(rt, token)
+    if principal is None:
+        raise AuthError(
+            "this route needs a token (the admin token or one `anneal token create` made)",
+            where="Authorization",
+        )
+    if principal.role not in ROLE_POLICIES[policy]:
+        needs = "the admin role" if policy == "admin" else "the member or admin role"
+        raise ForbiddenError(
+            f"this route needs {needs}; the token's role is {principal.role}", where="Authorization"
+        )
+    return principal
+
+
+def _ui_principal(request: web.Request, policy: str) -> Principal:
+    """The web view's session; a page without one goes to the login form, data gets a 401."""
     cookie = request.cookies.get(ui_session.COOKIE)
-    role = ui_session.role_of(cookie, request.app[RUNTIME].keys.admin_token, time.time())
-    if role is not None:
-        return role
+    found = ui_session.principal_of(cookie, request.app[RUNTIME].keys.admin_token, time.time())
+    if found is not None:
+        return found
     if policy == "ui-page":
         raise web.HTTPSeeOther("/ui/login")
     raise AuthError("this view needs a login at /ui/login (its session cookie)", where="cookie")

@@ -2,14 +2,14 @@
 
 Every route declares its policy with ``control.api.middleware.auth`` as the operator's
 routes do (``public`` or ``project``); a route without one answers 403. ``project``
-routes take the admin token in ``X-Auth-Token`` (as keystoneauth's admin_token sends
-it) or ``Authorization: Bearer``; the caller and the path's project go into
-``request[SCOPE]`` for the routes (and, later, per-project checks) to read.
+routes take a token in ``X-Auth-Token`` (as keystoneauth's admin_token sends it) or
+``Authorization: Bearer``, resolved as every API resolves it (control/api/principal.py).
+The path's project must be the token's (an admin's token may name any); the caller and
+that project go into ``request[SCOPE]``. A reader's token may only read (GET and HEAD).
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 from collections.abc import Iterable
@@ -22,6 +22,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from control.api.app_keys import RUNTIME
 from control.api.middleware import Handler
+from control.api.principal import resolve
 from control.errors import (
     AuthError,
     BadRequestError,
@@ -33,9 +34,9 @@ from control.errors import (
     TooLargeError,
 )
 from control.hot.errors import TemplateError
+from control.principal import ADMIN, Principal
 
 log = logging.getLogger(__name__)
-SCOPE = "anneal.heat_scope"
 
 #: webob's title and explanation for each status Heat answers with.
 _TITLES = {
@@ -77,14 +78,13 @@ _TYPES: tuple[tuple[type[Exception], str], ...] = (
 
 @dataclass(frozen=True)
 class Scope:
-    """Who calls and for which project: the path's project id, and whether the caller may use any project.
-
-    Today the one credential is the admin token, which may name any project; a project
-    exists once something is made in it. Per-project tokens and roles check here.
-    """
+    """Who calls and for which project: the path's project id (a project exists once something is made in it)."""
 
     project: str
-    admin: bool = True
+    principal: Principal = ADMIN
+
+
+SCOPE = web.RequestKey("heat_scope", Scope)
 
 
 def heat_error(status: int, kind: str, message: str) -> web.Response:
@@ -146,10 +146,15 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     if policy != "project":
         raise ForbiddenError("route has no access policy", where=request.path)
     token = request.headers.get("X-Auth-Token", "").strip() or _bearer(request)
-    admin = request.app[RUNTIME].keys.admin_token
-    if not token or not hmac.compare_digest(token, admin):
-        raise AuthError("Authentication required: X-Auth-Token must be the admin token", where="X-Auth-Token")
-    request[SCOPE] = Scope(project=request.match_info["project_id"])
+    principal = await resolve(request.app[RUNTIME], token if token.isascii() else None)
+    if principal is None:
+        raise AuthError("Authentication required: X-Auth-Token is not a valid token", where="X-Auth-Token")
+    project = request.match_info["project_id"]
+    if not principal.sees(project):
+        raise ForbiddenError(f"The token's project is not {project}", where="project_id")
+    if not principal.can_write and request.method not in ("GET", "HEAD"):
+        raise ForbiddenError("The token's role (reader) may not change anything", where="X-Auth-Token")
+    request[SCOPE] = Scope(project=project, principal=principal)
     return await handler(request)
 
 
@@ -159,9 +164,7 @@ def _bearer(request: web.Request) -> str:
 
 
 def scope(request: web.Request) -> Scope:
-    found = request[SCOPE]
-    assert isinstance(found, Scope)
-    return found
+    return request[SCOPE]
 
 
 # ------------------------------------------------------------------ Heat's query parameters

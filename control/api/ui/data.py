@@ -15,7 +15,7 @@ from aiohttp import web
 from sqlalchemy import select
 
 from control.api.app_keys import RUNTIME
-from control.api.middleware import UI_ROLE, auth, int_query, ok, optional_int_query
+from control.api.middleware import PRINCIPAL, auth, int_query, ok, optional_int_query
 from control.errors import BadRequestError, ControlError
 from control.services import overview, queries
 from control.services.stacks import STATE_ONLY, get_stack
@@ -39,7 +39,8 @@ READ_ONLY = "read-only: this version of the web view changes nothing; use the an
 @auth("ui")
 async def whoami(request: web.Request) -> web.Response:
     """The session's role and what it may do here (nothing that changes state, today)."""
-    return ok({"role": request[UI_ROLE], "can_change": False, "why": READ_ONLY})
+    principal = request[PRINCIPAL]
+    return ok({"role": principal.role, "project": principal.project, "can_change": False, "why": READ_ONLY})
 
 
 @routes.get("/ui/api/stacks")
