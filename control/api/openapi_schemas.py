@@ -84,6 +84,8 @@ def errors(*codes: int, busy: bool = True, template: bool = False, body: bool = 
 
 
 def op(summary: str, security: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    if security == ADMIN and "401" in responses and "403" not in responses:  # a token of too little a role
+        responses = {**responses, "403": json_body(ref("Error"), _ERRORS[403])}
     operation: dict[str, Any] = {"summary": summary, "responses": responses}
     operation["security"] = [] if security == "public" else [{security: []}]
     operation.update(extra)

@@ -20,6 +20,7 @@ import hmac
 
 from control.principal import ADMIN, Principal
 from control.runtime import Runtime
+from control.services import tokens
 
 
 async def resolve(rt: Runtime, token: str | None) -> Principal | None:
@@ -28,6 +29,9 @@ async def resolve(rt: Runtime, token: str | None) -> Principal | None:
         return None
     if hmac.compare_digest(token.encode(), rt.keys.admin_token.encode()):
         return ADMIN
+    stored = await tokens.principal_of(rt, token)
+    if stored is not None:
+        return stored
     if rt.validator is not None:
         return await rt.validator(token)
     return None

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from control.documents import seal
 from control.documents.seal import secret_strings
 from control.errors import BadRequestError, ConflictError, NotFoundError
+from control.principal import DEFAULT_PROJECT
 from control.resources import create_server, deploy, forget_deployment
 from control.runtime import Runtime
 from control.services.stacks import MASK, mask
@@ -92,7 +93,7 @@ def _action(body: Mapping[str, Any], default: str) -> str:
     return value
 
 
-async def _server(txn: Txn, ref: Any) -> ServerRow:
+async def _server(txn: Txn, ref: Any, project: str) -> ServerRow:
     """The server named or with id *ref*; an unknown one is made, awaiting its agent, with *ref* as id and name.
 
     Heat keeps a deployment for any server id (the server may come later); here the server
@@ -100,9 +101,9 @@ async def _server(txn: Txn, ref: Any) -> ServerRow:
     """
     usable = isinstance(ref, str) and ref and len(ref) <= 64 and "/" not in ref
     if usable and await txn.get(ServerRow, ref) is None and await deploy.server_named(txn, ref) is None:
-        server, _ = await create_server(txn, ref, owner_stack_id=None, server_id=ref)
+        server, _ = await create_server(txn, ref, owner_stack_id=None, server_id=ref, project=project)
         return server
-    return await deploy.server_for(txn, ref, "server_id")
+    return await deploy.server_for(txn, ref, "server_id", project)
 
 
 def _values(body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -121,16 +122,18 @@ def _transport(rt: Runtime, body: Mapping[str, Any], derived: str | None) -> str
     return rt.settings.default_signal_transport
 
 
-async def _config(session: AsyncSession, config_id: Any) -> ConfigRow:
+async def _config(session: AsyncSession, config_id: Any, project: str) -> ConfigRow:
     if not isinstance(config_id, str) or not config_id:
         raise BadRequestError("config_id: a software config id is required", where="config_id")
     row = await session.get(ConfigRow, config_id)
-    if row is None:
+    if row is None or row.project != project:
         raise NotFoundError(f"config_id: software config {config_id} not found", where="config_id")
     return row
 
 
-async def create_deployment(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
+async def create_deployment(
+    rt: Runtime, body: Mapping[str, Any], project: str = DEFAULT_PROJECT
+) -> dict[str, Any]:
     """A deployment of ``config_id`` on ``server_id`` (an Anneal server's id or name) for ``action``.
 
     ``status`` IN_PROGRESS (the default) runs it on the server now; COMPLETE or FAILED
@@ -141,12 +144,13 @@ async def create_deployment(rt: Runtime, body: Mapping[str, Any]) -> dict[str, A
     given = _values(body) or {}
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        server = await _server(txn, body.get("server_id"))
-        row = await _config(session, body.get("config_id"))
+        server = await _server(txn, body.get("server_id"), project)
+        row = await _config(session, body.get("config_id"), project)
         source, values, derived = _source(row, "")
         now = time.time()
         dep = DeploymentRow(
             id=str(uuid.uuid4()),
+            project=project,
             stack_id=None,
             server_id=server.id,
             config_id=row.id,
@@ -191,7 +195,7 @@ async def update_deployment(rt: Runtime, dep_id: str, body: Mapping[str, Any]) -
         given = _values(body)
         recorded = body.get("status") not in (None, "IN_PROGRESS")
         if body.get("config_id") is not None or given is not None or (body.get("action") and not recorded):
-            row = await _config(session, body.get("config_id") or dep.config_id)
+            row = await _config(session, body.get("config_id") or dep.config_id, dep.project)
             source, values, _ = _source(row, dep.name)
             base = dep.input_values if row.id == dep.config_id else values
             action = _action(body, dep.action)
@@ -237,8 +241,13 @@ async def delete_deployment(rt: Runtime, dep_id: str) -> None:
         await txn.commit()
 
 
-async def list_deployments(session: AsyncSession, server_id: str | None) -> list[dict[str, Any]]:
+async def list_deployments(
+    session: AsyncSession, server_id: str | None, project: str | None = None
+) -> list[dict[str, Any]]:
+    """Deployments (of *project*; None: every project), on *server_id* if given."""
     stmt = select(DeploymentRow).order_by(DeploymentRow.created_at, DeploymentRow.id)
+    if project is not None:
+        stmt = stmt.where(DeploymentRow.project == project)
     if server_id:
         stmt = stmt.where(DeploymentRow.server_id == server_id)
     secrets: dict[str | None, set[str]] = {}

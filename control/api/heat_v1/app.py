@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from control.api import access
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.api.heat_v1 import actions, catalogue, middleware, resources, software, stacks, versions
 from control.settings import Settings
@@ -23,7 +24,8 @@ ROUTES: list[web.AbstractRouteDef] = [
 def heat_app(settings: Settings) -> web.Application:
     """Heat's routes with Heat's error body and token check; RUNTIME, ENGINE and DEFS are the main app's."""
     app = web.Application(
-        middlewares=[middleware.errors, middleware.authenticate], client_max_size=settings.request_cap
+        middlewares=[access.audited("heat"), middleware.errors, middleware.authenticate],
+        client_max_size=settings.request_cap,
     )
     app.add_routes(ROUTES)
     return app

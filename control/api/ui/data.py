@@ -14,8 +14,9 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import select
 
-from control.api.app_keys import RUNTIME
-from control.api.middleware import PRINCIPAL, auth, int_query, ok, optional_int_query
+from control.api import ownership
+from control.api.app_keys import PRINCIPAL, RUNTIME
+from control.api.middleware import auth, int_query, ok, optional_int_query
 from control.errors import BadRequestError, ControlError
 from control.services import overview, queries
 from control.services.stacks import STATE_ONLY, get_stack
@@ -47,7 +48,7 @@ async def whoami(request: web.Request) -> web.Response:
 @auth("ui")
 async def stacks(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await overview.stacks_overview(session))
+        return ok(await overview.stacks_overview(session, ownership.seen(request)))
 
 
 @routes.get("/ui/api/stacks/{name}/graph")
@@ -102,7 +103,11 @@ async def stack_failures(request: web.Request) -> web.Response:
 async def failures(request: web.Request) -> web.Response:
     """Every failed top-level stack (the newest FAILED_STACKS) with its failures and their output tails."""
     async with request.app[RUNTIME].sessions() as session:
-        failed = [s for s in await overview.stacks_overview(session) if s["status"].endswith("FAILED")]
+        failed = [
+            s
+            for s in await overview.stacks_overview(session, ownership.seen(request))
+            if s["status"].endswith("FAILED")
+        ]
         return ok(
             [
                 {
@@ -133,7 +138,10 @@ async def servers(request: web.Request) -> web.Response:
     """Every server's agent health, with how many deployments it has in each status."""
     rt = request.app[RUNTIME]
     async with rt.sessions() as session:
-        rows = list(await session.scalars(select(ServerRow).order_by(ServerRow.name)))
+        query = select(ServerRow).order_by(ServerRow.name)
+        if (project := ownership.seen(request)) is not None:
+            query = query.where(ServerRow.project == project)
+        rows = list(await session.scalars(query))
         counts = await overview.deployment_counts(session)
         return ok(
             [{**queries.server_view(s, rt.settings), "deployments": counts.get(s.id, {})} for s in rows]
