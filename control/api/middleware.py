@@ -2,7 +2,8 @@
 
 Every route declares who may call it (``public``; ``read``, ``write`` or ``admin`` by a token's
 role, control/principal.py; ``metrics``, ``agent``, ``signal``; the web view's ``ui`` and
-``ui-page``, by its session cookie); a route without a declaration answers 403. Domain errors become
+``ui-page``, by its session cookie, and ``ui-write``, which also needs a member's or an admin's
+session and its form token); a route without a declaration answers 403. Domain errors become
 ``{"error": {"code", "message", "where"}}`` with their HTTP status.
 """
 
@@ -59,7 +60,7 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 def auth(policy: str) -> Callable[[Handler], Handler]:
     """Declare who may call a route: public, read, write, admin, metrics (its token or the admin's), agent,
-    signal, ui or ui-page."""
+    signal, ui, ui-page or ui-write (a member's or admin's session with its form token)."""
 
     def mark(handler: Handler) -> Handler:
         handler.anneal_auth = policy  # type: ignore[attr-defined]
@@ -196,8 +197,10 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     elif policy == "metrics":
         if token is None or not _metrics_reader(token, rt.keys.admin_token, rt.keys.metrics_token):
             raise AuthError("this route needs the metrics token or the admin token", where="Authorization")
-    elif policy in ("ui", "ui-page"):
+    elif policy in ("ui", "ui-page", "ui-write"):
         request[PRINCIPAL] = await _ui_principal(request, policy)
+        if policy == "ui-write":
+            _ui_may_change(request, request[PRINCIPAL], rt.keys.admin_token)
         await ownership.check_operator(request, request[PRINCIPAL])
     elif policy in ("agent", "signal"):
         if token is not None:
@@ -237,6 +240,19 @@ async def _ui_principal(request: web.Request, policy: str) -> Principal:
     if policy == "ui-page":
         raise web.HTTPSeeOther("/ui/login")
     raise AuthError("this view needs a login at /ui/login (its session cookie)", where="cookie")
+
+
+def _ui_may_change(request: web.Request, principal: Principal, admin_token: str) -> None:
+    """A web view control: a member's or an admin's session, and the session's form token (CSRF)."""
+    if not principal.can_write:
+        raise ForbiddenError(f"the session's role ({principal.role}) may not change anything", where="role")
+    expected = ui_session.form_token(admin_token, request.cookies.get(ui_session.COOKIE, ""))
+    given = request.headers.get(ui_session.FORM_HEADER, "")
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise ForbiddenError(
+            f"{ui_session.FORM_HEADER}: the session's form token is missing or wrong",
+            where=ui_session.FORM_HEADER,
+        )
 
 
 def _metrics_reader(token: str, admin: str, metrics: str) -> bool:

@@ -17,6 +17,7 @@ from sqlalchemy import select
 from control.api import ownership
 from control.api.app_keys import PRINCIPAL, RUNTIME
 from control.api.middleware import auth, int_query, ok, optional_int_query
+from control.api.ui.session import COOKIE, form_token
 from control.errors import BadRequestError, ControlError
 from control.services import overview, queries
 from control.services.stacks import STATE_ONLY, get_stack
@@ -33,15 +34,25 @@ STREAM_LIFETIME = 600.0
 EVENTS_PAGE = 200
 #: Failed stacks the failures view reads at most.
 FAILED_STACKS = 50
-READ_ONLY = "read-only: this version of the web view changes nothing; use the anneal CLI or the REST API"
+READ_ONLY = "read-only: a reader's session changes nothing"
 
 
 @routes.get("/ui/api/session")
 @auth("ui")
 async def whoami(request: web.Request) -> web.Response:
     """The session's role and what it may do here (nothing that changes state, today)."""
-    principal = request[PRINCIPAL]
-    return ok({"role": principal.role, "project": principal.project, "can_change": False, "why": READ_ONLY})
+    principal, rt = request[PRINCIPAL], request.app[RUNTIME]
+    view: dict[str, Any] = {
+        "role": principal.role,
+        "project": principal.project,
+        "can_change": principal.can_write,
+    }
+    if principal.can_write:  # what the stack page's controls send (ui/actions.py)
+        view["form_token"] = form_token(rt.keys.admin_token, request.cookies.get(COOKIE, ""))
+        view["why"] = "converge and cancel a stack here; everything else with the anneal CLI or the REST API"
+    else:
+        view["why"] = READ_ONLY
+    return ok(view)
 
 
 @routes.get("/ui/api/stacks")
