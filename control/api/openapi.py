@@ -10,6 +10,7 @@ from control.api.openapi_agent import agent_paths, media_paths
 from control.api.openapi_heat import heat_paths
 from control.api.openapi_schemas import (
     ADMIN,
+    MOMENT,
     OBJ,
     SERVER_NAME,
     STRING,
@@ -142,13 +143,7 @@ def _stack_paths() -> dict[str, Any]:
                 query(
                     "since",
                     "only events at or after this time: ISO 8601 or epoch seconds (empty: no bound)",
-                    {
-                        "anyOf": [
-                            {"type": "string", "format": "date-time"},
-                            {"type": "string", "pattern": "^[0-9]{1,12}([.][0-9]{1,9})?$"},
-                            {"type": "string", "maxLength": 0},
-                        ]
-                    },
+                    MOMENT,
                 ),
                 NESTED_DEPTH,
             ],

@@ -6,6 +6,7 @@ from typing import Any
 
 from control.api.openapi_schemas import (
     ADMIN,
+    MOMENT,
     OBJ,
     errors,
     integer,
@@ -67,7 +68,9 @@ def access_paths() -> dict[str, Any]:
                 ADMIN,
                 {"200": json_body(TOKENS), **errors(401)},
                 parameters=[
-                    query("since", "from this time: ISO 8601 (2026-11-26T10:00:00Z) or epoch seconds"),
+                    query(
+                        "since", "from this time: ISO 8601 (2026-11-26T10:00:00Z) or epoch seconds", MOMENT
+                    ),
                     query("limit", "the newest N rows (default 100)", integer(1)),
                 ],
             )

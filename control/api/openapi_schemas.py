@@ -12,6 +12,14 @@ from typing import Any
 OBJ: dict[str, Any] = {"type": "object"}
 STRING = {"type": "string"}
 ADMIN = "admin"
+#: A moment in a query (middleware.time_query): ISO 8601, epoch seconds, or empty for no bound.
+MOMENT = {
+    "anyOf": [
+        {"type": "string", "format": "date-time"},
+        {"type": "string", "pattern": "^[0-9]{1,12}([.][0-9]{1,9})?$"},
+        {"type": "string", "maxLength": 0},
+    ]
+}
 #: The largest integer a query or path may give (the database's 32-bit integer columns).
 MAX_INT = 2**31 - 1
 #: Stack and server names: one grammar (docs/templates.md, "Names"; control/hot/names.py).

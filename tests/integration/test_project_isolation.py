@@ -197,10 +197,27 @@ async def _sweep_heat(world: World) -> tuple[int, list[str]]:
     return len(routes), wrong
 
 
+async def _cross_project_bodies(world: World) -> None:
+    """Beta's member cannot name alpha's config or server in a body: a deployment of either is 404."""
+    heat, a = f"{world.heat}/v1/beta", world.alpha
+    config_body = {"name": "b", "group": "script", "config": "echo"}
+    status, config = await call(world, "beta-member", "POST", f"{heat}/software_configs", json=config_body)
+    assert 200 == status, config
+    for config_id, server in ((a["config"], "beta-srv"), (_field(config, "id"), a["server_id"])):
+        body = {"config_id": config_id, "server_id": server, "action": "CREATE", "status": "COMPLETE"}
+        status, text = await call(world, "beta-member", "POST", f"{heat}/software_deployments", json=body)
+        assert 404 == status, text
+
+
 async def _scenario(world: World) -> tuple[int, int, list[str]]:
     await world.plane.start()
     world.tokens["admin"] = world.plane.token
     await _seed(world)
+    for who in ("admin", "alpha-reader"):  # the admin sees every project, alpha's own reader sees alpha
+        for path in ("/v1/stacks", "/v1/servers", "/v1/deployments"):
+            status, text = await call(world, who, "GET", world.plane.url + path)
+            assert 200 == status and world.alpha["stack_id" if "stacks" in path else path[4:-1]] in text, text
+    await _cross_project_bodies(world)
     main_count, wrong = await _sweep_main(world, world.plane.app)
     heat_count, heat_wrong = await _sweep_heat(world)
     return main_count, heat_count, wrong + heat_wrong

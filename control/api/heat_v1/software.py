@@ -106,7 +106,8 @@ async def deployment_metadata(request: web.Request) -> web.Response:
 @auth("project")
 async def create_deployment(request: web.Request) -> web.Response:
     body = await read_object(request)
-    found = await deployments.create_deployment(request.app[RUNTIME], body, scope(request).project)
+    rt, project = request.app[RUNTIME], scope(request).project
+    found = await deployments.create_deployment(rt, body, project, seen(request))
     return json_response({"software_deployment": _deployment(found)})
 
 
@@ -123,7 +124,7 @@ async def show_deployment(request: web.Request) -> web.Response:
 async def update_deployment(request: web.Request) -> web.Response:
     body = await read_object(request)
     found = await deployments.update_deployment(
-        request.app[RUNTIME], request.match_info["deployment_id"], body
+        request.app[RUNTIME], request.match_info["deployment_id"], body, seen(request)
     )
     return json_response({"software_deployment": _deployment(found)})
 
