@@ -165,4 +165,4 @@ async def test_rows_made_before_projects_are_in_the_default_project_after_the_up
     await schema.upgrade(_url(path))
     for table in ("stacks", "servers", "configs", "deployments"):
         found = _query(path, f"SELECT project, count(*) FROM {table} GROUP BY project")
-        assert 1 == len(found) and "default" == found[0][0] and found[0][1] > 0, (table, found)
+        assert [("default", True)] == [(project, bool(n)) for project, n in found], (table, found)
