@@ -102,6 +102,8 @@ class OpenStack:
 
     cp: ControlPlane
     endpoint: str
+    #: The token sent; None: the control plane's admin token.
+    token: str | None = None
 
     def __post_init__(self) -> None:
         require_openstack()
@@ -115,7 +117,7 @@ class OpenStack:
             "--os-endpoint",
             self.endpoint,
             "--os-token",
-            self.cp.token,
+            self.token or self.cp.token,
             *args,
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
