@@ -47,7 +47,7 @@ def check_request(body: dict[str, Any]) -> tuple[str | None, str, str, float | N
     if not isinstance(name, str) or len(name) > NAME_CAP:
         raise BadRequestError(f"name: expected text of at most {NAME_CAP} characters", where="name")
     expires = body.get("expires")
-    if expires is not None and (
+    if "expires" in body and (  # absent: never expires; given, even null, it must be seconds
         not isinstance(expires, int | float) or isinstance(expires, bool) or expires <= 0
     ):
         raise BadRequestError("expires: expected a number of seconds above 0", where="expires")
