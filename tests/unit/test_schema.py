@@ -160,7 +160,7 @@ async def test_table_copied_by_a_batch_alter_keeps_the_rows_that_refer_to_it(
 
 
 async def test_rows_made_before_projects_are_in_the_default_project_after_the_upgrade(tmp_path: Path) -> None:
-    """Revision 0008 puts every stack, server, config and deployment of an older database in project default."""
+    """Revision 0009 puts every stack, server, config and deployment of an older database in project default."""
     path = _old_database(tmp_path)
     await schema.upgrade(_url(path))
     for table in ("stacks", "servers", "configs", "deployments"):

@@ -1,6 +1,6 @@
 """Projects, API tokens and the audit log.
 
-Revision 0008, after 0007. Stacks, servers, configs and deployments get a ``project``;
+Revision 0009, after 0008. Stacks, servers, configs and deployments get a ``project``;
 every row made before is in project ``default`` (control/principal.py's DEFAULT_PROJECT),
 which the admin token sees as it sees every project. ``api_tokens`` holds the tokens
 `anneal token create` makes (their SHA-256 only); ``audit`` one row per mutating request.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008"
-down_revision = "0007"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
