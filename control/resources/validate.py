@@ -264,8 +264,8 @@ class Group:
         )
         if not varies and not self.env.resources:
             return [0]
-        known = count if count is not None else SCAN_MEMBERS
-        order = dict.fromkeys([0, known - 1, *range(1, min(known, SCAN_MEMBERS))])
+        last = [count - 1] if count is not None else []  # a count known only later: the first ones
+        order = dict.fromkeys([0, *last, *range(1, min(count or SCAN_MEMBERS, SCAN_MEMBERS))])
         seen, picked = set(), []
         for index in order:
             rendering = json.dumps(
