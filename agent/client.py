@@ -110,16 +110,37 @@ async def send(
 
 
 class Heartbeat:
-    """Posts heartbeats; one that fails or is refused is logged when the outcome changes, not every beat."""
+    """Posts heartbeats; one that fails or is refused is logged when the outcome changes, not every beat.
+
+    Where the agent long-polls the control plane itself, each poll tells it the agent is
+    alive (heartbeats folded into polls): a beat is then sent only when what it reports
+    changed, when asked to (``forced``), or when the last one failed. The addresses' own
+    periodic re-assertion (agent/addresses.py) still sends an unchanged report now and then.
+    """
 
     def __init__(self, credential: str) -> None:
         self.credential = credential
         #: The last beat's status, 0 when the control plane was not reached; a new agent starts at "fine".
         self._last = 200
+        #: What the last accepted beat said (without ``addresses_changed``); None: send the next one.
+        self._said: dict[str, Any] | None = None
+        #: Beats sent and left out (for the tests and the bench).
+        self.sent = 0
+        self.skipped = 0
+
+    def due(self, payload: dict[str, Any], *, polls_say_alive: bool, forced: bool = False) -> bool:
+        """Whether *payload* must be sent: always unless the polls say the agent is alive and nothing changed."""
+        said = {k: v for k, v in payload.items() if k != "addresses_changed"}
+        if forced or not polls_say_alive or said != self._said or payload.get("addresses_changed") is True:
+            return True
+        self.skipped += 1
+        return False
 
     async def send(self, session: Session, url: str, payload: dict[str, Any]) -> None:
         """One heartbeat, best effort: a failure is logged (once) and the next beat tries again."""
         headers = {**JSON, "Authorization": f"Bearer {self.credential}"}
+        self._said = None  # until accepted: a failed beat is sent again next time
+        self.sent += 1
         try:
             resp = await session.request(
                 "POST", url, body=json.dumps(payload).encode(), headers=headers, timeout=10, cap=ANSWER_CAP
@@ -128,6 +149,8 @@ class Heartbeat:
             self._note(url, 0, repr(e))
             return
         self._note(url, resp.status, _message(resp.body))
+        if 200 <= resp.status < 300:
+            self._said = {k: v for k, v in payload.items() if k != "addresses_changed"}
 
     def _note(self, url: str, status: int, reason: str) -> None:
         outcome = 200 if 200 <= status < 300 else status

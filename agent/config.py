@@ -32,9 +32,10 @@ class AgentConfig:
     document_policy: str = "signed"
     hook_dirs: tuple[str, ...] = HEAT_HOOK_DIRS
     #: Seconds a long-poll may wait on the control plane (its maximum, ``long_poll_max``): an idle
-    #: agent makes one poll and one heartbeat a minute; a change still arrives as it is published.
+    #: agent makes one poll a minute (its heartbeat, folded in); a change still arrives as it is published.
     poll_wait: float = 60.0
-    #: Seconds between heartbeats (x0.9-1.1); with its 10 s timeout well inside the 90 s heartbeat lease.
+    #: Seconds between heartbeats (x0.9-1.1), well inside the 90 s heartbeat lease; over HTTP one is
+    #: sent only when it says something new, as the polls mark the agent alive (client.Heartbeat).
     heartbeat_interval: float = 60.0
     #: Upper bound of the back-off after errors (seconds).
     backoff_max: float = 60.0

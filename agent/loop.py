@@ -359,16 +359,18 @@ class Agent:
         if not self.config.heartbeat_url:
             return  # enrolled offline (agent/transports/offline.py): no route to the control plane at all
         while True:
+            forced = self._report.is_set()
             self._report.clear()
-            await self._beat(report=True)
+            await self._beat(report=True, forced=forced)
             # A rejected document is reported at once, not at the next beat.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
                     self._report.wait(), self.config.heartbeat_interval * random.uniform(0.9, 1.1)
                 )
 
-    async def _beat(self, report: bool = False) -> None:
-        """One heartbeat now, best effort; the loop's (*report*) carry the ledger report and transport."""
+    async def _beat(self, report: bool = False, forced: bool = True) -> None:
+        """One heartbeat, best effort; the loop's (*report*) carry the ledger report and transport.
+        Unless *forced*, one saying nothing new is left out while polls show it alive (client.Heartbeat)."""
         if not self.config.heartbeat_url:
             return
         url = self.transport.route(self.config.heartbeat_url)  # follows a move to or from a relay
@@ -379,7 +381,8 @@ class Agent:
             payload["ledger"] = orders.ledger_report(self.ledger, self.document())
             payload["transport"] = self.transport.kind
         payload.update(await self.addresses.fields(fresh=report))
-        await self.heartbeat.send(self._http, url, payload)
+        if self.heartbeat.due(payload, polls_say_alive=self.transport.kind == "HTTP", forced=forced):
+            await self.heartbeat.send(self._http, url, payload)
 
     def status(self) -> dict[str, Any]:
         doc = self.document()

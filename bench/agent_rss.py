@@ -1,7 +1,7 @@
-"""(d) The agent's footprint: `python bench/agent_rss.py [--idle S] [--hops N]` (figure (d) of `make bench`).
+"""(d) The agent's footprint: `python bench/agent_rss.py [--idle S] [--hops N] [--baseline COMMIT]` (figure (d)).
 
 In one run, for this tree's agent and for the agent of commit BASELINE (before issue 20's
-agent work; `git archive` of its agent/ and hooks/ into a temp dir, run with PYTHONPATH):
+agent work; or --baseline's; `git archive` of its agent/ and hooks/ into a temp dir, run with PYTHONPATH):
 
 1. VmRSS of an idle `anneal-agent run` that has enrolled, run one no-op script deployment
    and sits in its long-poll, with an http:// URL and with an https:// one (a TLS front,
@@ -64,12 +64,12 @@ PROBE = (
 )
 
 
-def baseline_tree(workdir: Path) -> Path:
-    """agent/ and hooks/ of BASELINE, extracted from git into *workdir*/baseline."""
+def baseline_tree(workdir: Path, commit: str = BASELINE) -> Path:
+    """agent/ and hooks/ of *commit*, extracted from git into *workdir*/baseline."""
     tree = workdir / "baseline"
     tree.mkdir(parents=True)
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", BASELINE, "agent", "hooks"], capture_output=True, check=True
+        ["git", "-C", str(ROOT), "archive", commit, "agent", "hooks"], capture_output=True, check=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
@@ -198,9 +198,9 @@ async def hops(workdir: Path, runs: int) -> dict[str, Any]:
     }
 
 
-def measure(workdir: Path, idle: float = 120.0, runs: int = 30) -> dict[str, Any]:
+def measure(workdir: Path, idle: float = 120.0, runs: int = 30, baseline: str = BASELINE) -> dict[str, Any]:
     workdir.mkdir(parents=True, exist_ok=True)
-    tree = baseline_tree(workdir)
+    tree = baseline_tree(workdir, baseline)
     watched: dict[str, Idle] = {}
     try:
         for label in ("http", "https"):
@@ -216,7 +216,7 @@ def measure(workdir: Path, idle: float = 120.0, runs: int = 30) -> dict[str, Any
             stop_idle(one)
     hop = asyncio.run(hops(workdir, runs))
     return {
-        "baseline_commit": BASELINE,
+        "baseline_commit": baseline,
         "agents": agents,
         "imports": imports(tree),
         "hops": hop,
@@ -270,9 +270,12 @@ def main() -> int:
     )
     parser.add_argument("--idle", type=float, default=120.0, help="seconds each idle agent is watched")
     parser.add_argument("--hops", type=int, default=30, help="no-op deployments per way")
+    parser.add_argument(
+        "--baseline", default=BASELINE, help=f"the commit whose agent is the baseline (default {BASELINE})"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="anneal-agent-rss-") as tmp:
-        result = measure(Path(tmp), args.idle, args.hops)
+        result = measure(Path(tmp), args.idle, args.hops, args.baseline)
     for row in rows(result):
         print("  ".join(row))
     print()

@@ -18,10 +18,12 @@ import aiohttp
 from tests.support.controlplane import ControlPlane, start_control_plane
 
 
-def start_plane(workdir: Path, *, cpu: int | None = None, extra: Sequence[str] = ()) -> ControlPlane:
+def start_plane(
+    workdir: Path, *, cpu: int | None = None, extra: Sequence[str] = (), port: int | None = None
+) -> ControlPlane:
     """`anneal serve` as the benchmarks run it (tests/support's harness): warnings only, *cpu* pins it to one core."""
     wrap = ["taskset", "-c", str(cpu)] if cpu is not None else []
-    return start_control_plane(workdir, "--log-level", "WARNING", *extra, defaults=(), wrap=wrap)
+    return start_control_plane(workdir, "--log-level", "WARNING", *extra, defaults=(), wrap=wrap, port=port)
 
 
 def status_kib(pid: int, field: str = "VmRSS") -> int:

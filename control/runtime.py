@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from sqlalchemy import select, update
+from sqlalchemy.exc import DBAPIError
 
 from agent import envelope
 from control.documents.publish import Publisher
@@ -18,6 +20,7 @@ from control.keys import Keys
 from control.metrics import Metrics
 from control.provision import Provisioner
 from control.settings import Settings
+from control.store import notify
 from control.store.credentials import Credentials
 from control.store.db import Sessions
 from control.store.orm import DeploymentRow, ServerRow
@@ -55,14 +58,27 @@ class Runtime:
     stopping: bool = False
     #: This process's Prometheus instruments, in a registry of its own (control/metrics.py).
     metrics: Metrics = field(default_factory=Metrics)
+    #: Other processes listen for this one's changes (PostgreSQL NOTIFY, control/store/notify.py).
+    announce: bool = False
+    #: server id -> time.time() of its agent's last document poll here, not yet written (services/alive.py).
+    polled: dict[str, float] = field(default_factory=dict)
+    #: This process's name in its notifications, so that it skips its own.
+    origin: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
-    async def publish(self, server_ids: Iterable[str]) -> None:
+    async def publish(self, server_ids: Iterable[str], *, announce: bool = True) -> None:
         """Render, sign and hand each server's document to the publisher; re-sign those near expiry.
 
+        Called right after the commit that changed them; with *announce*, the other
+        processes on the database are told first, so they render theirs meanwhile.
         Servers go in chunks of PUBLISH_CHUNK, each read in its own session: a stack of
         10,000 servers never holds every deployment row in memory at once.
         """
         ids = sorted(set(server_ids))
+        if announce and self.announce and ids:
+            try:
+                await notify.send(self.sessions, self.origin, ids)
+            except (DBAPIError, OSError) as e:  # the other processes' table poll finds them later
+                log.warning("telling other processes of %d changed document(s) failed: %s", len(ids), e)
         for start in range(0, len(ids), PUBLISH_CHUNK):
             await self._publish(ids[start : start + PUBLISH_CHUNK])
 
@@ -108,7 +124,7 @@ class Runtime:
     async def publish_all(self) -> None:
         async with self.sessions() as session:
             ids = list(await session.scalars(select(ServerRow.id)))
-        await self.publish(ids)
+        await self.publish(ids, announce=False)
 
     async def refresh_due(self) -> None:
         """Re-sign every document past half its lifetime (the serial moves, agents refetch)."""

@@ -55,6 +55,9 @@ class Settings:
     work_lease: float = 15.0
     #: How often each process looks for due work committed by other processes (seconds).
     work_poll: float = 0.5
+    #: How often each process compares its documents with the database's serials (seconds);
+    #: 0: twice work_poll, or REPUBLISH_FALLBACK where notifications carry changes (PostgreSQL).
+    republish_poll: float = 0.0
     #: How long a signed document stays valid (seconds); it is re-signed after half of it.
     document_ttl: float = 24 * 3600.0
     #: Environment passed to local agents (provisioner "local"): poll settings for tests.

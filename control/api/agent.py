@@ -9,7 +9,7 @@ from control.api.app_keys import ENGINE, RUNTIME
 from control.api.body import read_details, read_json, read_object
 from control.api.middleware import AUTH_CREDENTIAL, AUTH_SERVER, MAX_INT, auth, ok, seconds_query
 from control.errors import AuthError, BadRequestError, ForbiddenError
-from control.services import agents, resource_signals
+from control.services import agents, alive, resource_signals
 from control.transports.publisher import http_publisher
 
 routes = web.RouteTableDef()
@@ -31,8 +31,9 @@ async def document(request: web.Request) -> web.StreamResponse:
     publisher = http_publisher(rt.publisher)
     if publisher is None:
         raise BadRequestError("this control plane does not serve documents over HTTP", where="transport")
-    if publisher.get(server_id) is None:
-        await rt.publish([server_id])
+    alive.polled(rt, server_id)  # the poll is the agent's heartbeat too
+    if publisher.get(server_id) is None:  # not rendered by this process yet: nothing changed
+        await rt.publish([server_id], announce=False)
     etag = request.headers.get("If-None-Match", "")
     wait = min(seconds_query(request, "wait"), rt.settings.long_poll_max)
     doc = publisher.get(server_id)

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError
 
 from agent import serving
 from control import keys
@@ -23,6 +24,7 @@ from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
+from control.services import alive
 from control.settings import Settings
 from control.store.db import Sessions, open_database
 from control.store.orm import ServerRow
@@ -30,6 +32,10 @@ from control.transports import service as transports
 from control.transports.publisher import http_publisher
 
 log = logging.getLogger(__name__)
+#: Seconds between table polls where NOTIFY carries other processes' changes: it only
+#: catches what a listener missed while it reconnected, or a process killed between
+#: its commit and its notification.
+REPUBLISH_FALLBACK = 10.0
 
 
 def api_app(settings: Settings) -> web.Application:
@@ -67,12 +73,15 @@ def make_app(settings: Settings) -> web.Application:
         await restart_local_agents(runtime)
         await engine.resume()
         refresher = asyncio.create_task(refresh_documents(runtime))
-        republish = asyncio.create_task(reconcile.loop(runtime, settings.work_poll * 2), name="republish")
+        polls = asyncio.create_task(alive.keep_writing(runtime), name="polls-alive")
+        tasks = [refresher, polls, *follow_others(runtime, engine_db.dialect.name)]
         yield
-        for task in (refresher, republish):
+        for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        with contextlib.suppress(DBAPIError, OSError):
+            await alive.write(runtime)  # the last polls' marks
         began = time.monotonic()
         await engine.close()
         await runtime.credentials.close()
@@ -105,6 +114,18 @@ async def _stopping(app: web.Application) -> None:
     polls = publisher.release_waiters() if publisher is not None else 0
     agents = runtime.provisioner.stopping()
     log.info("stopping: %d held long-poll(s) answered, %d local agent(s) told to stop", polls, agents)
+
+
+def follow_others(runtime: Runtime, dialect: str) -> list[asyncio.Task[None]]:
+    """Keep this process's documents up with other processes' commits: NOTIFY, and the table poll."""
+    settings = runtime.settings
+    listening = dialect == "postgresql"
+    runtime.announce = listening
+    interval = settings.republish_poll or (REPUBLISH_FALLBACK if listening else settings.work_poll * 2)
+    tasks = [asyncio.create_task(reconcile.loop(runtime, interval), name="republish")]
+    if listening:
+        tasks.append(asyncio.create_task(reconcile.follow(runtime), name="follow"))
+    return tasks
 
 
 async def check_fleet(sessions: Sessions, settings: Settings) -> None:

@@ -80,6 +80,14 @@ def add(p: argparse.ArgumentParser) -> None:
         help="seconds a claimed engine step stays leased; a dead process's work moves on after this",
     )
     p.add_argument(
+        "--republish-poll",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="how often each process checks for documents changed by other processes on the database "
+        "(default: 1 s on SQLite; 10 s on PostgreSQL, where LISTEN/NOTIFY carries them at once)",
+    )
+    p.add_argument(
         "--heartbeat-lease",
         type=float,
         default=90.0,

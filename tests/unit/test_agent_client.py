@@ -44,6 +44,44 @@ async def test_heartbeat_trouble_is_logged_once_per_change_not_every_beat(
     assert "failed" in lines[2][1]
 
 
+async def test_an_unchanged_heartbeat_is_left_out_while_polls_say_the_agent_is_alive(
+    aiohttp_server: Any,
+) -> None:
+    """Polling the control plane, only changed, forced, re-asserted or after-failure beats are sent."""
+    got: list[dict[str, Any]] = []
+    answer = {"status": 200}
+
+    async def beat(request: web.Request) -> web.Response:
+        got.append(await request.json())
+        return web.json_response({}, status=answer["status"])
+
+    app = web.Application()
+    app.router.add_post("/v1/agent/heartbeat", beat)
+    server = await aiohttp_server(app)
+    url = str(server.make_url("/v1/agent/heartbeat"))
+    heartbeat = Heartbeat("cred-1")
+    idle = {"serial": 3, "addresses_changed": False}
+    plan: list[tuple[dict[str, Any], bool, bool]] = [
+        (idle, True, False),  # the first: sent
+        (idle, True, False),  # unchanged: left out
+        ({**idle, "serial": 4}, True, False),  # changed: sent
+        ({**idle, "serial": 4}, True, True),  # forced (a rejection to report): sent
+        ({**idle, "serial": 4, "addresses_changed": True}, True, False),  # re-asserted: sent
+        ({**idle, "serial": 4}, False, False),  # polls elsewhere (a store): sent
+    ]
+    async with Session() as http:
+        for payload, alive, forced in plan:
+            if heartbeat.due(payload, polls_say_alive=alive, forced=forced):
+                await heartbeat.send(http, url, payload)
+        answer["status"] = 503
+        await heartbeat.send(http, url, {**idle, "serial": 5})
+        answer["status"] = 200
+        assert heartbeat.due({**idle, "serial": 5}, polls_say_alive=True)  # the refused one again
+
+    assert [3, 4, 4, 4, 4, 5] == [p["serial"] for p in got]
+    assert (6, 1) == (heartbeat.sent, heartbeat.skipped)
+
+
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
     """`anneal-agent --version` prints the version the package was installed with (pyproject.toml)."""
     with pytest.raises(SystemExit) as exit_:
