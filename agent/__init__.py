@@ -21,7 +21,8 @@ accept: verify, keep       ``verify`` (the document policy), ``ledger`` (the run
 run                        ``allowlist`` (the node's own limit), ``attempts`` (retries), ``dispatch`` (which hook,
                            with a deadline), ``inline`` (the built-in ``script`` hook, run by the agent
                            itself), ``component``,
-                           ``orders`` (stop orders), ``output`` (the hook's output on disk),
+                           ``orders`` (stop orders), ``checks`` (checks on the host, changing
+                           nothing), ``output`` (the hook's output on disk),
                            ``progress`` (IN_PROGRESS reports), ``proctree``
 signal                     ``outbox`` (results' signals, delivered in order until acknowledged)
 after a crash              ``recovery`` (interrupted generations: re-run or report FAILED)

@@ -136,8 +136,8 @@ class Heartbeat:
         self.skipped += 1
         return False
 
-    async def send(self, session: Session, url: str, payload: dict[str, Any]) -> None:
-        """One heartbeat, best effort: a failure is logged (once) and the next beat tries again."""
+    async def send(self, session: Session, url: str, payload: dict[str, Any]) -> Any:
+        """One heartbeat, best effort: its answer, or None (a failure is logged once; the next beat tries again)."""
         headers = {**JSON, "Authorization": f"Bearer {self.credential}"}
         self._said = None  # until accepted: a failed beat is sent again next time
         self.sent += 1
@@ -147,10 +147,15 @@ class Heartbeat:
             )
         except (ClientError, TimeoutError) as e:
             self._note(url, 0, repr(e))
-            return
+            return None
         self._note(url, resp.status, _message(resp.body))
-        if 200 <= resp.status < 300:
-            self._said = {k: v for k, v in payload.items() if k != "addresses_changed"}
+        if not 200 <= resp.status < 300:
+            return None
+        self._said = {k: v for k, v in payload.items() if k != "addresses_changed"}
+        try:
+            return json.loads(resp.body)
+        except ValueError:
+            return None
 
     def _note(self, url: str, status: int, reason: str) -> None:
         outcome = 200 if 200 <= status < 300 else status

@@ -1,9 +1,8 @@
 """The agent: poll, run in name order, signal, heartbeat — as concurrent tasks.
 
-Polling and heartbeats go on while a hook runs. Every generation is marked
-started in the ledger before its hook runs and finished (with its signal
-queued) after; the outbox (``agent.outbox``) delivers signals in order until
-acknowledged.
+Polling and heartbeats go on while a hook runs. Every generation is marked started in the
+ledger before its hook runs and finished (with its signal queued) after; the outbox
+(``agent.outbox``) delivers signals in order until acknowledged; ``agent.checks`` the checks.
 """
 
 from __future__ import annotations
@@ -80,6 +79,7 @@ class Agent:
             self.ledger, self.transport, self.disk, config.backoff_max, self.unsealer.open
         )
         self.heartbeat = client.Heartbeat(config.credential)
+        self.checker = orders.Checker(self.ledger, config, state_dir, self.unsealer, self._report.set)
         self.addresses = addresses.Addresses()
         self.running: str | None = None
         #: Set on the first SIGTERM: start nothing new, let the running hook finish.
@@ -248,6 +248,7 @@ class Agent:
                 continue
             signal = await self._run(item, doc.meta.get(item.id))
             failures += signal.status_code != 0
+        await self.checker.run_due(self.document() or doc, lambda: self.stopping)  # agent/checks.py
         return failures
 
     async def _work_loop(self) -> None:
@@ -380,9 +381,9 @@ class Agent:
         if report:
             payload["ledger"] = orders.ledger_report(self.ledger, self.document())
             payload["transport"] = self.transport.kind
-        payload.update(await self.addresses.fields(fresh=report))
+        payload.update(await self.addresses.fields(fresh=report), **self.checker.payload())
         if self.heartbeat.due(payload, polls_say_alive=self.transport.kind == "HTTP", forced=forced):
-            await self.heartbeat.send(self._http, url, payload)
+            self.checker.acknowledged(await self.heartbeat.send(self._http, url, payload))
 
     def status(self) -> dict[str, Any]:
         doc = self.document()

@@ -10,6 +10,8 @@
 - the ledger report sent with each heartbeat: per item of the current document,
   its deployment, generation, ledger state and status code. `anneal stack check`
   compares it with the database to find drift.
+- ``check``: run an applied generation's hook in check mode, changing nothing
+  (``agent.checks``; its ``Checker`` is the loop's, through this module).
 """
 
 from __future__ import annotations
@@ -21,7 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from agent import output, wire
+from agent.checks import Checker
 from agent.ledger import Ledger
+
+__all__ = [
+    "STOPPED",
+    "STOPPED_CODE",
+    "Checker",
+    "ledger_report",
+    "run_unless_stopped",
+    "stop_requested",
+    "stopped_signal",
+]
 
 STOPPED_CODE = 143
 STOPPED = "stopped: the control plane cancelled this generation (cancel or timeout)"

@@ -138,6 +138,8 @@ class ItemMeta:
     stop: bool = False
     #: The deployment's retry policy (agent/attempts.py): retries, backoff, retry_on, attempt_timeout.
     retry: Mapping[str, Any] | None = None
+    #: The newest check asked of this generation (agent/checks.py): run one when above the last done.
+    check: int = 0
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -154,6 +156,8 @@ class ItemMeta:
             out["stop"] = True
         if self.retry:
             out["retry"] = dict(self.retry)
+        if self.check:
+            out["check"] = self.check
         return out
 
 
@@ -309,6 +313,7 @@ def decode_meta(obj: Any, path: str) -> ItemMeta:
         sealed=tuple(sealed),
         stop=bool(_optional(obj, "stop", bool, path) or False),
         retry=_optional(obj, "retry", dict, path),
+        check=_optional(obj, "check", int, path) or 0,
     )
 
 

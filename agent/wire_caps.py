@@ -12,6 +12,14 @@ MAX_SIGNAL_BYTES = 1024 * 1024
 #: deploy_stdout and deploy_stderr are each trimmed to this many bytes (head and tail kept).
 MAX_STREAM_BYTES = 256 * 1024
 
+#: A check's diff (docs/protocol.md, "Checks") is trimmed to this many bytes, its reason to 2 KiB.
+MAX_CHECK_DIFF = 16 * 1024
+MAX_CHECK_REASON = 2 * 1024
+#: The agent sets this variable to 1 when it runs a hook to check, never to apply.
+CHECK_ENV = "ANNEAL_CHECK"
+#: A check's verdicts: the hook's result names one as ``anneal.check``.
+CHECK_STATES = ("in_sync", "drifted", "unknown")
+
 
 def trim_stream(text: str, cap: int = MAX_STREAM_BYTES) -> str:
     """Keep the head and the tail of *text* within *cap* UTF-8 bytes, marking the cut."""

@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from agent import wire, wire_caps
 from agent.wire import DeploymentItem, OutputItem, Signal
+from hooks import checkmode
 from hooks.errors import ConfigError, HookError, OptionError, TerminatedError, ToolNotFoundError
 from hooks.process import (
     STATUS_NOT_EXECUTABLE,
@@ -63,8 +64,14 @@ LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 _SAFE_RULE = "letters, digits, '_', '.' and '-' only, no '..'"
 
 
-def main(run: Callable[[DeploymentItem, HookContext], Signal], *, name: str) -> int:
-    """Read one deployment on stdin, write its signal on stdout; return the exit status."""
+Hook = Callable[[DeploymentItem, "HookContext"], Signal]
+
+
+def main(run: Hook, *, name: str, check: Hook | None = None) -> int:
+    """Read one deployment on stdin, write its signal on stdout; return the exit status.
+
+    Asked to check (hooks/checkmode.py), the hook runs *check* instead, or answers ``unknown``.
+    """
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
     try:
         deployment = _read_deployment(sys.stdin.buffer)
@@ -73,7 +80,10 @@ def main(run: Callable[[DeploymentItem, HookContext], Signal], *, name: str) -> 
         return EXIT_BAD_INPUT
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        result = _answer(run, deployment, name)
+        if checkmode.requested(os.environ):
+            result = _check(check, deployment, name)
+        else:
+            result = _answer(run, deployment, name)
     finally:
         signal.signal(signal.SIGTERM, previous)
     sys.stdout.write(json.dumps(result.to_json()))
@@ -101,6 +111,16 @@ def _answer(
     except Exception as e:
         logger.exception("hook %s failed on deployment %s", name, deployment.id)
         return failure(f"hook {name} failed: {e}")
+
+
+def _check(check: Hook | None, deployment: DeploymentItem, name: str) -> Signal:
+    """The check's verdict; a hook without one, or one that fails, says ``unknown`` and why."""
+    if check is None:
+        return checkmode.unsupported(name)
+    result = _answer(check, deployment, name)
+    if result.extra.get("check") in checkmode.STATES:
+        return result
+    return checkmode.verdict(checkmode.UNKNOWN, reason=f"the check failed: {result.stderr}")
 
 
 def _stdout_copy(env: Mapping[str, str]) -> IO[bytes] | None:
@@ -286,17 +306,18 @@ class PrivateRun:
 
 
 @contextmanager
-def private_run(deployment: DeploymentItem, ctx: HookContext) -> Iterator[PrivateRun]:
+def private_run(deployment: DeploymentItem, ctx: HookContext, *, check: bool = False) -> Iterator[PrivateRun]:
     """A fresh 0700 directory in the working dir for one run, with no output files left from before.
 
     It is removed afterwards whatever happens: the files a hook writes there hold the input values.
+    A *check* (hooks/checkmode.py) keeps its outputs in it too: the applied run's stay as they are.
     """
     # tempfile and shutil (with bz2 and lzma) cost the agent 1 MiB; the script hook it runs never needs them.
     import shutil  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
-    prefix = ctx.outputs_dir / deployment.id
     root = Path(tempfile.mkdtemp(prefix=f"{deployment.id}.", dir=ctx.working_dir))
+    prefix = root / "check-outputs" if check else ctx.outputs_dir / deployment.id
     try:
         clear_outputs(prefix, deployment.outputs)
         yield PrivateRun(root, prefix)

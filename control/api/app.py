@@ -24,7 +24,7 @@ from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
-from control.services import alive
+from control.services import alive, autoconverge
 from control.settings import Settings
 from control.store.db import Sessions, open_database
 from control.store.orm import ServerRow
@@ -74,7 +74,8 @@ def make_app(settings: Settings) -> web.Application:
         await engine.resume()
         refresher = asyncio.create_task(refresh_documents(runtime))
         polls = asyncio.create_task(alive.keep_writing(runtime), name="polls-alive")
-        tasks = [refresher, polls, *follow_others(runtime, engine_db.dialect.name)]
+        rounds = asyncio.create_task(autoconverge.loop(runtime, engine.kick), name="converge_interval")
+        tasks = [refresher, polls, rounds, *follow_others(runtime, engine_db.dialect.name)]
         yield
         for task in tasks:
             task.cancel()

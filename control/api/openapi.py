@@ -175,14 +175,24 @@ def _stack_paths() -> dict[str, Any]:
             "Cancel the stack's action: deployments in progress fail as cancelled, agents stop their hooks",
             {"200": stack, **errors(401, 404, 409)},
         ),
-        "/v1/stacks/{name}/check": _on_stack(
-            "get",
-            "Compare the agents' ledger reports with the database: missing, failed, silent",
-            {"200": json_body(OBJ), **errors(401, 404)},
-        ),
+        "/v1/stacks/{name}/check": {
+            "parameters": [STACK],
+            "get": op(
+                "Compare the agents' ledger reports with the database (missing, failed, silent) and "
+                "report the answers of checks on the host (host: in_sync, drifted with the diff, unknown, pending)",
+                ADMIN,
+                {"200": json_body(OBJ), **errors(401, 404)},
+            ),
+            "post": op(
+                "Ask the servers to check every COMPLETE deployment on the host, changing nothing; "
+                "the answers show in GET as they arrive",
+                ADMIN,
+                {"202": json_body(OBJ), **errors(401, 404, 409)},
+            ),
+        },
         "/v1/stacks/{name}/converge": _on_stack(
             "post",
-            "Re-apply every missing or failed deployment as a new generation",
+            "Re-apply every missing, failed or drifted deployment as a new generation",
             {"202": stack, **errors(401, 404, 409)},
         ),
         "/v1/stacks/{name}/failures": _on_stack(

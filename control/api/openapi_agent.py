@@ -86,7 +86,8 @@ def agent_paths() -> dict[str, Any]:
         },
         "/v1/agent/heartbeat": {
             "post": op(
-                "Agent heartbeat; 401 once the credential is revoked (the agent enrolled again, its server removed)",
+                "Agent heartbeat (with checks on the host: `checks`, acknowledged in the answer); "
+                "401 once the credential is revoked (the agent enrolled again, its server removed)",
                 "agent",
                 {"200": json_body(OBJ), **errors(401, body=True)},
                 requestBody=request_body(OBJ),

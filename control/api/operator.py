@@ -29,6 +29,7 @@ from control.services import (
     abandon,
     agents,
     converge,
+    drift,
     plan,
     queries,
     resource_signals,
@@ -199,6 +200,12 @@ async def cancel_stack(request: web.Request) -> web.Response:
 @auth("admin")
 async def check_stack(request: web.Request) -> web.Response:
     return ok(await converge.check(request.app[RUNTIME], request.match_info["name"]))
+
+
+@routes.post("/v1/stacks/{name}/check")
+@auth("admin")
+async def request_checks(request: web.Request) -> web.Response:
+    return ok(await drift.request(request.app[RUNTIME], request.match_info["name"]), 202)
 
 
 @routes.post("/v1/stacks/{name}/converge")

@@ -102,6 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = _fmt(
+        sub.add_parser("check", help="check the servers (changing nothing) and the ledgers; exit 1 on drift")
+    )
+    p.add_argument("name")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the servers' answers")
+    p.add_argument(
+        "--ledger-only", action="store_true", help="compare the agents' ledgers only; run no check"
+    )
+
+
 def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, text in (("create", "create a stack"), ("update", "update a stack")):
         p = _fmt(sub.add_parser(name, help=text))
@@ -156,10 +167,8 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _fmt(
         sub.add_parser("cancel", help="fail deployments in progress as cancelled; agents stop their hooks")
     ).add_argument("name")
-    _fmt(
-        sub.add_parser("check", help="compare agents' ledgers with the stack; exit 1 on drift")
-    ).add_argument("name")
-    p = _fmt(sub.add_parser("converge", help="re-apply what `stack check` found missing or failed"))
+    _check_parser(sub)
+    p = _fmt(sub.add_parser("converge", help="re-apply what `stack check` found missing, failed or drifted"))
     p.add_argument("name")
     p.add_argument("--wait", action="store_true", help=WAIT_HELP)
     p.add_argument("--timeout", type=float, default=3600.0)

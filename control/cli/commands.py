@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from control.cli import events, follow, graph, log, plan
+from control.cli import check, events, follow, graph, log, plan
 from control.cli.client import Client, ClientError, api_path
 from control.cli.output import show
 
@@ -153,23 +153,6 @@ def _stack_cancel(client: Client, args: argparse.Namespace) -> int:
     stack = client.call("POST", api_path("stacks", args.name, "cancel"))
     show(stack, args.format)
     return 0
-
-
-def _stack_check(client: Client, args: argparse.Namespace) -> int:
-    """Exit 0 when in sync, 1 when anything drifted."""
-    report = client.call("GET", api_path("stacks", args.name, "check"))
-    if args.format != "table":
-        show(report, args.format)
-        return 0 if report["in_sync"] else 1
-    print(
-        f"stack {report['stack']} ({report['status']}): {report['deployments_checked']} deployment(s) "
-        f"on {report['servers']} server(s) checked"
-    )
-    for d in report["drift"]:
-        where = d.get("resource") or d.get("server")
-        print(f"  {d['kind']:<8} {where}: {d['reason']}")
-    print("in sync" if report["in_sync"] else f"{len(report['drift'])} drifted")
-    return 0 if report["in_sync"] else 1
 
 
 def _stack_converge(client: Client, args: argparse.Namespace) -> int:
@@ -346,7 +329,7 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("stack", "resources"): _stack_resources,
     ("stack", "failures"): _stack_failures,
     ("stack", "cancel"): _stack_cancel,
-    ("stack", "check"): _stack_check,
+    ("stack", "check"): check.run,
     ("stack", "converge"): _stack_converge,
     ("stack", "events"): events.stack_events,
     ("stack", "graph"): graph.stack_graph,

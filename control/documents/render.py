@@ -22,7 +22,15 @@ def render_document(server: ServerRow, rows: Iterable[DeploymentRow], ttl: float
         # A generation failed without a signal (cancelled, timed out): its agent stops the hook.
         stop = row.status == "FAILED" and row.status_code is None
         meta[item.id] = wire.ItemMeta(
-            row.id, row.generation, row.hash, row.action, row.timeout, fields, stop=stop, retry=row.retry
+            row.id,
+            row.generation,
+            row.hash,
+            row.action,
+            row.timeout,
+            fields,
+            stop=stop,
+            retry=row.retry,
+            check=row.check_serial or 0,
         )
     return wire.Document(
         server_id=server.id,

@@ -21,8 +21,11 @@ SECTIONS = (
     "deployment_defaults",
 )
 #: What ``deployment_defaults`` (Anneal's section; Heat has none) may set for every deployment of
-#: the stack and of the stacks it nests that does not set it itself.
-DEPLOYMENT_DEFAULTS = ("retry",)
+#: the stack and of the stacks it nests that does not set it itself; ``converge_interval`` (seconds)
+#: is the stack's: check its servers and converge what drifted that often (services/autoconverge.py).
+DEPLOYMENT_DEFAULTS = ("retry", "converge_interval")
+#: The shortest converge_interval: each round asks every server of the stack for a check.
+MIN_CONVERGE_INTERVAL = 1.0
 MAX_CHAIN = 10
 #: Keys of a per-resource entry that are not type mappings; accepted and ignored with a warning.
 _IGNORED_ENTRY_KEYS = {
@@ -80,7 +83,13 @@ def _deployment_defaults(data: Mapping[str, Any], what: str) -> dict[str, Any]:
     for key, value in section.items():
         if key not in DEPLOYMENT_DEFAULTS:
             raise TemplateError(at(path, key), f"unknown default; known: {', '.join(DEPLOYMENT_DEFAULTS)}")
-        retry.policy(value, at(path, key))
+        if key == "retry":
+            retry.policy(value, at(path, key))
+        elif isinstance(value, bool) or not isinstance(value, int | float) or value < MIN_CONVERGE_INTERVAL:
+            raise TemplateError(
+                at(path, key),
+                f"expected seconds (a number of at least {MIN_CONVERGE_INTERVAL:g}), got {value!r}",
+            )
     return section
 
 

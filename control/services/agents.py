@@ -19,7 +19,7 @@ from control.keys import new_token, token_hash
 from control.resources import create_server
 from control.resources.servers import refresh_addresses
 from control.runtime import Runtime
-from control.services import rebuild
+from control.services import drift, rebuild
 from control.signals import batch, progress, scope
 from control.store.orm import DeploymentRow, ServerRow
 from control.transports.publisher import arrived_via, assign, published_section
@@ -240,6 +240,8 @@ async def heartbeat(rt: Runtime, server_id: str, digest: str, body: Mapping[str,
             .values(last_seen=time.time(), agent_status=status)
             .returning(ServerRow.serial)
         )
+        # Check results (agent/checks.py) only after the credential proved to be the server's.
+        acked = await drift.record(session, server_id, body["checks"]) if "checks" in body and serial else []
         if serial is not None and body.get("addresses_changed") is True:  # else nothing is read here
             txn = Txn(session, rt)
             await refresh_addresses(txn, server_id, status.get("addresses") or [])
@@ -250,7 +252,7 @@ async def heartbeat(rt: Runtime, server_id: str, digest: str, body: Mapping[str,
         raise AuthError("unknown or revoked agent credential", where="Authorization")
     if isinstance(body.get("transport"), str):
         await arrived_via(rt, server_id, body["transport"])
-    return {"serial": serial}
+    return {"serial": serial, "checks": acked} if acked else {"serial": serial}
 
 
 def check_signal_credential(

@@ -7,10 +7,11 @@ status code. A stack's deployment has drifted when
 - ``missing``: the database has it COMPLETE on the server, the agent reported after
   that and its ledger does not hold that generation (or holds it unfinished);
 - ``failed``: the agent ran that generation and it failed, or the deployment is FAILED;
+- ``drifted``: the newest check on the host (services/drift.py) found it no longer true;
 - ``silent``: its server's agent has not been heard from within the heartbeat lease
   (nothing can be said about the server; converge leaves it alone).
 
-``converge`` gives every ``missing`` or ``failed`` deployment a new generation (the
+``converge`` gives every ``missing``, ``failed`` or ``drifted`` deployment a new generation (the
 same action again, with a new derived config id), starting a CONVERGE traversal of
 the stack; unchanged resources are reused by the engine without touching servers.
 A deployment group's drifted members are re-applied the same way and the group
@@ -26,12 +27,12 @@ from typing import Any
 from sqlalchemy import select
 
 from control.engine.settle import finish
-from control.errors import ConflictError
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, Res
 from control.resources.group_members import STATE
 from control.resources.groups import GROUP_TYPES, DeploymentGroup
 from control.resources.software import SoftwareDeployment
 from control.runtime import Runtime
+from control.services import drift as hostcheck
 from control.services.stacks import get_stack, stack_view
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
@@ -68,6 +69,7 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
                 }
             )
     checked = 0
+    hosts: list[dict[str, Any]] = []
     for dep in deps:
         if dep.server_id in silent or dep.item_id is None:
             continue
@@ -83,8 +85,15 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
             "generation": dep.generation,
             "status": dep.status,
         }
+        host = hostcheck.host_view(dep, server.agent_kind)
+        if host is not None:
+            hosts.append({**base, **host})
         if dep.status == "FAILED":
             drift.append({**base, "kind": "failed", "reason": dep.status_reason})
+        elif host is not None and host["state"] == "drifted":
+            drift.append(
+                {**base, "kind": "drifted", "reason": host.get("reason", ""), "diff": host.get("diff", "")}
+            )
         elif dep.status == "COMPLETE" and report is not None and reported_at > (dep.completed_at or 0):
             if found is None or found[2] not in FINISHED:
                 state = "absent" if found is None else found[2]
@@ -100,27 +109,33 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
         "servers": len(server_ids),
         "drift": drift,
         "in_sync": not drift,
+        # The answers of checks on the host (services/drift.py): in_sync, drifted, unknown or pending.
+        "host": hosts,
+        "pending": sum(1 for h in hosts if h["state"] == "pending"),
     }
 
 
-async def check_stack(rt: Runtime, ref: str) -> dict[str, Any]:
-    """Heat's CHECK action, at once: the stack ends CHECK_COMPLETE, or CHECK_FAILED naming each drift.
+async def check_stack(rt: Runtime, ref: str, *, started: bool = False) -> dict[str, Any]:
+    """Heat's CHECK action: the stack ends CHECK_COMPLETE, or CHECK_FAILED naming each drift.
 
-    A deployment resource whose server missed or failed its generation is left
+    *started*: the checks on the host were asked and the stack is CHECK_IN_PROGRESS
+    (services/drift.py's start_check); a server that did not answer is not drift. A
+    deployment resource whose server missed, failed or drifted from its generation is left
     CHECK_FAILED, so the next update replaces it (runs it again), as Heat does.
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, ref)
-        if stack.status == "IN_PROGRESS":
-            raise ConflictError(f"stack {stack.name} is {stack.action}_IN_PROGRESS; check when it settles")
-        if stack.action == "DELETE":
-            raise ConflictError(f"stack {stack.name} is being deleted", where="name")
+        if started and (stack.action, stack.status) != ("CHECK", "IN_PROGRESS"):
+            return stack_view(stack)  # superseded (an update) or finished already
+        if not started:
+            hostcheck.settled(stack, "check")
         report = await _check(rt, session, stack)
         problems = [d for d in report["drift"] if d["kind"] != "unknown"]
-        stack.traversal += 1
-        stack.action, stack.status, stack.updated_at = "CHECK", "IN_PROGRESS", time.time()
-        txn.event(stack.id, "", "CHECK", "IN_PROGRESS", "Stack CHECK started", traversal=stack.traversal)
+        if not started:
+            stack.traversal += 1
+            stack.action, stack.status, stack.updated_at = "CHECK", "IN_PROGRESS", time.time()
+            txn.event(stack.id, "", "CHECK", "IN_PROGRESS", "Stack CHECK started", traversal=stack.traversal)
         rows = {
             r.physical_id: r for r in await session.scalars(_current(stack)) if r.type in DEPLOYMENT_TYPES
         }
@@ -154,12 +169,11 @@ async def converge(rt: Runtime, kick: Callable[[str], None], ref: str) -> dict[s
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, ref)
-        if stack.status == "IN_PROGRESS":
-            raise ConflictError(f"stack {stack.name} is {stack.action}_IN_PROGRESS; converge when it settles")
-        if stack.action == "DELETE":
-            raise ConflictError(f"stack {stack.name} is being deleted", where="name")
+        hostcheck.settled(stack, "converge")
         report = await _check(rt, session, stack)
-        wanted = {d["deployment_id"] for d in report["drift"] if d["kind"] in ("missing", "failed")}
+        wanted = {
+            d["deployment_id"] for d in report["drift"] if d["kind"] in ("missing", "failed", "drifted")
+        }
         stack.traversal += 1
         stack.action, stack.status, stack.updated_at = "CONVERGE", "IN_PROGRESS", time.time()
         stack.status_reason = f"Stack CONVERGE started: {len(wanted)} deployment(s) to re-apply"

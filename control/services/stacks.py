@@ -21,6 +21,7 @@ from control.hot.names import name_problem
 from control.resources.nested import retire, store_definition, warning_events
 from control.runtime import Runtime
 from control.services import force_delete
+from control.services.converge_interval import schedule
 from control.services.stack_request import (
     StackRequest,
     check_options,
@@ -76,6 +77,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
             timeout_mins=timeout_mins,
         )
         store_definition(stack, req.template, req.files, req.environment, req.parameters, defn, warnings)
+        schedule(stack, now)
         stack.rollback = rollback
         session.add(stack)
         txn.event(stack_id, "", "CREATE", "IN_PROGRESS", "Stack CREATE started", traversal=1)
@@ -170,6 +172,7 @@ async def _update_once(
         stack.tags = stack.tags if tags is None else tags
         stack.timeout_mins = timeout_given(body) or stack.timeout_mins
         store_definition(stack, req.template, req.files, req.environment, req.parameters, defn, warnings)
+        schedule(stack, time.time())
         stack.version += 1
         stack.traversal += 1
         stack.action, stack.status, stack.status_reason = "UPDATE", "IN_PROGRESS", "Stack UPDATE started"

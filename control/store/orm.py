@@ -98,6 +98,10 @@ class StackRow(Base):
     facade: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
     #: A nested stack's outputs as of its last COMPLETE: its parent resource's attributes.
     outputs: Mapped[dict[str, Any]] = mapped_column(EncryptedJSON, default=dict)
+    #: With a converge_interval (the environment's deployment_defaults): when the next round of
+    #: checks and converge is due, and when its checks were asked (services/autoconverge.py).
+    converge_due: Mapped[float | None] = mapped_column(Float, default=None, index=True)
+    converge_asked: Mapped[float | None] = mapped_column(Float, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.
@@ -177,6 +181,10 @@ class DeploymentRow(Base):
     #: stdout is (an attempt's output that holds a secret text is a Secret).
     retry: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     attempts: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
+    #: The newest check on the host asked of this deployment (agent/checks.py), and the agent's
+    #: answer (state, diff, reason, check, generation, at); the diff may quote a secret: encrypted.
+    check_serial: Mapped[int] = mapped_column(Integer, default=0)
+    check_result: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     started_at: Mapped[float | None] = mapped_column(Float, default=None)

@@ -21,6 +21,8 @@ class RunReport:
     failures: list[str] = field(default_factory=list)
     #: The data the play gave to ``set_stats`` (aggregated, per-run).
     stats: dict[str, Any] = field(default_factory=dict)
+    #: Tasks that changed something (or, under ``--check``, would have), over all hosts.
+    changed: int = 0
 
 
 def read_report(artifacts: Path) -> RunReport:
@@ -28,6 +30,7 @@ def read_report(artifacts: Path) -> RunReport:
     rc = _read_rc(artifacts / "rc")
     failures: list[str] = []
     stats: dict[str, Any] = {}
+    changed = 0
     events = artifacts / "job_events"
     paths = sorted(events.glob("*.json"), key=_counter) if events.is_dir() else []
     for path in paths:
@@ -40,9 +43,14 @@ def read_report(artifacts: Path) -> RunReport:
         kind = event.get("event")
         if kind in _FAILED and not data.get("ignore_errors"):
             failures.append(_failure_line(_FAILED[kind], data))
-        elif kind == "playbook_on_stats" and isinstance(data.get("artifact_data"), dict):
-            stats.update(data["artifact_data"])
-    return RunReport(rc, failures, stats)
+        elif kind == "playbook_on_stats":
+            if isinstance(data.get("artifact_data"), dict):
+                stats.update(data["artifact_data"])
+            counts = data.get("changed")
+            changed += (
+                sum(n for n in counts.values() if isinstance(n, int)) if isinstance(counts, dict) else 0
+            )
+    return RunReport(rc, failures, stats, changed)
 
 
 def _counter(path: Path) -> int:

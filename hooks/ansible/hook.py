@@ -4,6 +4,7 @@ Each run gets a private data directory of its own (``hooks.common.private_run``)
 ``heat_config_id``) and ``inventory/hosts`` (localhost with the local connection unless the
 ``inventory`` option gives one). Options ``tags``, ``skip_tags``, ``modulepath``. Outputs come
 from ``$heat_outputs_path.<name>`` files and from ``set_stats`` data; a failed task is named.
+Asked to check, it runs the playbook with ``--check --diff`` in a data dir of its own (``check``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.wire import DeploymentItem, Signal
+from hooks import checkmode
 from hooks.ansible.events import RunReport, read_report
 from hooks.common import (
     HookContext,
+    ToolResult,
     check_names,
     find_tool,
     json_kind,
@@ -53,23 +56,8 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     playbook = _playbook_text(deployment.config)
     if nothing_to_run(deployment, playbook, "playbook"):
         return Signal()
-    options = options_of(deployment)
-    runner = find_tool("ansible-runner", setting="ANNEAL_ANSIBLE_RUNNER", install=install(), env=os.environ)
-    env = tool_env(runner, os.environ)
-    if shutil.which("ansible-playbook", path=env["PATH"]) is None:
-        raise ToolNotFoundError(
-            f"ansible-playbook not found next to {runner} nor on PATH; install: {install()}"
-        )
     with private_run(deployment, ctx) as private:
-        write_private_data(private.root, deployment, playbook, private.prefix, Path(runner).parent)
-        argv = [runner, "run", str(private.root), "-p", "playbook.yaml", "--ident", IDENT]
-        if cmdline := ansible_cmdline(options):
-            argv += ["--cmdline", cmdline]
-        if inventory := _inventory_path(options):
-            argv += ["--inventory", inventory]
-        logger.info("deployment %s: ansible-runner run %s", deployment.id, private.root)
-        result = run_tool(argv, env=env, cwd=private.root, timeout=ctx.timeout, echo=ctx.echo)
-        report = read_report(private.root / "artifacts" / IDENT)
+        result, report = _play(deployment, ctx, playbook, private.root, private.prefix, [])
     outputs, problems = take_outputs(private.prefix, deployment.outputs)
     for output in deployment.outputs:  # set_stats data fill what no file set
         if output.name not in outputs and output.name in report.stats:
@@ -78,6 +66,43 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     stderr = tool_result_stderr(result, *report.failures, *problems)
     stdout = result.stdout.replace("\r\n", "\n")  # the runner reads the play through a pty
     return Signal(status_code=status, stdout=stdout, stderr=stderr, outputs=outputs)
+
+
+def check(deployment: DeploymentItem, ctx: HookContext) -> Signal:
+    """``ansible-playbook --check --diff``: drifted when a task would change something (its diff)."""
+    check_names(deployment)
+    playbook = _playbook_text(deployment.config)
+    with private_run(deployment, ctx, check=True) as private:
+        result, report = _play(deployment, ctx, playbook, private.root, private.prefix, ["--check", "--diff"])
+    stdout = result.stdout.replace("\r\n", "\n")
+    if _status(result.returncode, result.timed_out, report):
+        reason = tool_result_stderr(result, *report.failures) or "the check run failed"
+        return checkmode.verdict(checkmode.UNKNOWN, stdout, reason)
+    if report.changed:
+        return checkmode.verdict(checkmode.DRIFTED, stdout, f"{report.changed} task(s) would change")
+    return checkmode.verdict(checkmode.IN_SYNC, stdout)
+
+
+def _play(
+    deployment: DeploymentItem, ctx: HookContext, playbook: str, root: Path, prefix: Path, extra: list[str]
+) -> tuple[ToolResult, RunReport]:
+    """Run the playbook with ansible-runner in data dir *root* (``extra``: more ansible-playbook arguments)."""
+    options = options_of(deployment)
+    runner = find_tool("ansible-runner", setting="ANNEAL_ANSIBLE_RUNNER", install=install(), env=os.environ)
+    env = tool_env(runner, os.environ)
+    if shutil.which("ansible-playbook", path=env["PATH"]) is None:
+        raise ToolNotFoundError(
+            f"ansible-playbook not found next to {runner} nor on PATH; install: {install()}"
+        )
+    write_private_data(root, deployment, playbook, prefix, Path(runner).parent)
+    argv = [runner, "run", str(root), "-p", "playbook.yaml", "--ident", IDENT]
+    if cmdline := shlex.join([*shlex.split(ansible_cmdline(options)), *extra]):
+        argv += ["--cmdline", cmdline]
+    if inventory := _inventory_path(options):
+        argv += ["--inventory", inventory]
+    logger.info("deployment %s: ansible-runner run %s %s", deployment.id, " ".join(extra), root)
+    result = run_tool(argv, env=env, cwd=root, timeout=ctx.timeout, echo=ctx.echo)
+    return result, read_report(root / "artifacts" / IDENT)
 
 
 def _status(returncode: int, timed_out: bool, report: RunReport) -> int:

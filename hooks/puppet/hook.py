@@ -4,6 +4,7 @@ Inputs become facts (``FACTER_<name>``, option ``enable_facter``, default on) an
 ``enable_hiera``, hiera data for ``lookup()`` through a hiera.yaml of this deployment's own.
 Options ``modulepath``, ``tags``, ``debug``, ``verbose``. Exit codes: 0 (nothing changed) and
 2 (changes applied) are success; 4 and 6 (failures) and 1 (error) are reported as they are.
+Asked to check, it runs ``puppet apply --noop --show_diff`` (``check``).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agent.wire import DeploymentItem, Signal
+from hooks import checkmode
 from hooks.common import (
     HookContext,
+    ToolResult,
     check_names,
     clear_outputs,
     find_tool,
@@ -53,16 +56,45 @@ hierarchy:
 
 def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     """Write the manifest, apply it, and report puppet's status, output and the outputs."""
+    prefix = ctx.outputs_dir / deployment.id
+    clear_outputs(prefix, deployment.outputs)
+    result, notes = _puppet(deployment, ctx, prefix, [])
+    outputs, problems = take_outputs(prefix, deployment.outputs)
+    status = 0 if result.returncode in SUCCESS_CODES else result.returncode
+    status = status or (1 if problems else 0)
+    stderr = tool_result_stderr(result, *notes, *problems)
+    return Signal(status_code=status, stdout=result.stdout, stderr=stderr, outputs=outputs)
+
+
+def check(deployment: DeploymentItem, ctx: HookContext) -> Signal:
+    """``puppet apply --noop --show_diff``: drifted when puppet would change anything (its diff)."""
+    # Outputs go to a directory of their own: a check never touches the applied run's outputs.
+    prefix = ctx.working_dir / f"{deployment.id}.check" / "out"
+    result, notes = _puppet(deployment, ctx, prefix, ["--noop", "--show_diff"])
+    if result.returncode not in SUCCESS_CODES:
+        return checkmode.verdict(
+            checkmode.UNKNOWN, result.stdout, tool_result_stderr(result, *notes) or "puppet failed"
+        )
+    # --noop exits 0 even with changes pending on this puppet: each pending change says "(noop)".
+    pending = [line for line in result.stdout.splitlines() if line.rstrip().endswith("(noop)")]
+    if result.returncode == 2 or pending:
+        return checkmode.verdict(checkmode.DRIFTED, result.stdout, f"{len(pending)} change(s) pending")
+    return checkmode.verdict(checkmode.IN_SYNC, result.stdout)
+
+
+def _puppet(
+    deployment: DeploymentItem, ctx: HookContext, prefix: Path, extra: list[str]
+) -> tuple[ToolResult, list[str]]:
+    """Run ``puppet apply`` (with *extra* arguments) on the deployment's manifest."""
     check_names(deployment)
     manifest = deployment.config if deployment.config is not None else ""
     if not isinstance(manifest, str):
         raise ConfigError(f"puppet config must be a manifest (a string), got {json_kind(manifest)}")
     options = options_of(deployment)
     puppet = find_tool("puppet", setting="ANNEAL_PUPPET", install=INSTALL, env=os.environ)
-    prefix = ctx.outputs_dir / deployment.id
     env, notes = puppet_env(deployment, prefix, os.environ, facts=_facts_on(options))
     path = write_private(ctx.working_dir / f"{deployment.id}.pp", manifest)
-    argv = [puppet, "apply", "--detailed-exitcodes", "--color", "false", "--logdest", "console"]
+    argv = [puppet, "apply", "--detailed-exitcodes", "--color", "false", "--logdest", "console", *extra]
     if modulepath := get_str(options, "modulepath"):
         argv += ["--modulepath", modulepath]
     if tags := get_words(options, "tags"):
@@ -73,8 +105,7 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     if _hiera_on(options):
         hiera = write_hiera(ctx.working_dir / f"{deployment.id}.hiera", deployment, prefix)
         argv += ["--hiera_config", str(hiera / "hiera.yaml")]
-    clear_outputs(prefix, deployment.outputs)
-    logger.info("deployment %s: puppet apply %s", deployment.id, path)
+    logger.info("deployment %s: puppet apply %s %s", deployment.id, " ".join(extra), path)
     try:
         result = run_tool(
             [*argv, str(path)], env=env, cwd=ctx.working_dir, timeout=ctx.timeout, echo=ctx.echo
@@ -82,11 +113,7 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     finally:
         if hiera is not None:
             shutil.rmtree(hiera, ignore_errors=True)  # it holds the input values
-    outputs, problems = take_outputs(prefix, deployment.outputs)
-    status = 0 if result.returncode in SUCCESS_CODES else result.returncode
-    status = status or (1 if problems else 0)
-    stderr = tool_result_stderr(result, *notes, *problems)
-    return Signal(status_code=status, stdout=result.stdout, stderr=stderr, outputs=outputs)
+    return result, notes
 
 
 def _facts_on(options: Mapping[str, object]) -> bool:

@@ -1,6 +1,6 @@
 """Run the salt hook: ``python -m hooks.salt < deployment.json``."""
 
 from hooks.common import main
-from hooks.salt.hook import run
+from hooks.salt.hook import check, run
 
-raise SystemExit(main(run, name="salt"))
+raise SystemExit(main(run, name="salt", check=check))

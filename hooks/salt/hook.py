@@ -4,6 +4,7 @@ Each run gets a private directory of its own (``hooks.common.private_run``) with
 pillar (``pillar['name']``) and, as Heat's hook makes them, minion options
 (``salt['config.get']('name')``). The state results are summarised in deploy_stdout. A
 non-zero retcode whose states all succeeded counts as success (Heat's rule, bug 1483336).
+Asked to check, it runs ``state.sls deploy test=True`` in a salt root of its own (``check``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.wire import DeploymentItem, Signal
+from hooks import checkmode
 from hooks.common import (
     HookContext,
+    ToolResult,
     check_names,
     find_tool,
     json_kind,
@@ -50,23 +53,8 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     state = _state_text(deployment.config)
     if nothing_to_run(deployment, state, "state"):
         return Signal()
-    salt_call = find_tool("salt-call", setting="ANNEAL_SALT_CALL", install=install(), env=os.environ)
     with private_run(deployment, ctx) as private:
-        root = private.root
-        notes = write_salt_root(root, deployment, state, private.prefix)
-        argv = [
-            salt_call,
-            "--local",
-            f"--config-dir={root / 'conf'}",
-            "--retcode-passthrough",
-            "--out=json",
-            "--no-color",
-            "--log-level=warning",
-            "state.sls",
-            STATE,
-        ]
-        logger.info("deployment %s: salt-call --local state.sls in %s", deployment.id, root)
-        result = run_tool(argv, env=os.environ, cwd=root, timeout=ctx.timeout, echo=ctx.echo)
+        result, notes = _salt(deployment, ctx, state, private.root, private.prefix, [])
     outputs, problems = take_outputs(private.prefix, deployment.outputs)
     summary = summarise(result.stdout)
     status = result.returncode
@@ -75,6 +63,43 @@ def run(deployment: DeploymentItem, ctx: HookContext) -> Signal:
     status = status or (1 if problems or summary.errors else 0)
     stderr = tool_result_stderr(result, *summary.errors, *notes, *problems)
     return Signal(status_code=status, stdout=summary.text, stderr=stderr, outputs=outputs)
+
+
+def check(deployment: DeploymentItem, ctx: HookContext) -> Signal:
+    """``state.sls ... test=True``: drifted when a state would change something (its changes)."""
+    check_names(deployment)
+    state = _state_text(deployment.config)
+    with private_run(deployment, ctx, check=True) as private:
+        result, notes = _salt(deployment, ctx, state, private.root, private.prefix, ["test=True"])
+    summary = summarise(result.stdout)
+    if summary.errors or result.timed_out:
+        reason = tool_result_stderr(result, *summary.errors, *notes) or "the check run failed"
+        return checkmode.verdict(checkmode.UNKNOWN, summary.text, reason)
+    if summary.pending:
+        return checkmode.verdict(checkmode.DRIFTED, summary.text, f"{summary.pending} state(s) would change")
+    return checkmode.verdict(checkmode.IN_SYNC, summary.text)
+
+
+def _salt(
+    deployment: DeploymentItem, ctx: HookContext, state: str, root: Path, prefix: Path, extra: list[str]
+) -> tuple[ToolResult, list[str]]:
+    """``salt-call --local state.sls`` of *state* in salt root *root* (``extra``: more arguments)."""
+    salt_call = find_tool("salt-call", setting="ANNEAL_SALT_CALL", install=install(), env=os.environ)
+    notes = write_salt_root(root, deployment, state, prefix)
+    argv = [
+        salt_call,
+        "--local",
+        f"--config-dir={root / 'conf'}",
+        "--retcode-passthrough",
+        "--out=json",
+        "--no-color",
+        "--log-level=warning",
+        "state.sls",
+        STATE,
+        *extra,
+    ]
+    logger.info("deployment %s: salt-call --local state.sls %s in %s", deployment.id, " ".join(extra), root)
+    return run_tool(argv, env=os.environ, cwd=root, timeout=ctx.timeout, echo=ctx.echo), notes
 
 
 def _state_text(config: Any) -> str:

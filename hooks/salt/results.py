@@ -16,6 +16,8 @@ class Summary:
     all_succeeded: bool = False
     #: Render errors and failed states, one line each.
     errors: list[str] = field(default_factory=list)
+    #: States that would change something (``test=True`` reports their result as None).
+    pending: int = 0
 
 
 def summarise(stdout: str) -> Summary:
@@ -42,7 +44,18 @@ def summarise(stdout: str) -> Summary:
     failed = len(errors)
     head = f"Succeeded: {len(states) - failed} (changed={changed})\nFailed: {failed}\n"
     ok = bool(states) and not failed
-    return Summary(head + "".join(f"{line}\n" for line in lines), ok, errors)
+    pending = sum(1 for s in states if "result" in s and s["result"] is None)
+    diffs = [_diff(state) for state in states if state.get("result") is None and state.get("changes")]
+    text = head + "".join(f"{line}\n" for line in lines) + "".join(diffs)
+    return Summary(text, ok, errors, pending)
+
+
+def _diff(state: dict[str, Any]) -> str:
+    """What a would-change state would change: salt's own diff when it gives one, else its changes."""
+    changes = state["changes"]
+    diff = changes.get("diff") if isinstance(changes, dict) else None
+    body = diff if isinstance(diff, str) else json.dumps(changes, indent=1, sort_keys=True, default=str)
+    return f"--- {state.get('__id__', '?')}\n{body.rstrip()}\n"
 
 
 def _order(state: Any) -> int:

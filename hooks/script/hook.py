@@ -5,11 +5,13 @@ of its ``#!`` line or by /bin/sh; a binary config (``get_file`` of a binary file
 written byte for byte, and a binary input is a file whose path is its variable; a config
 that came sealed (``ANNEAL_SEALED`` names ``config``) is removed once it ran. The program
 sets outputs by writing the files
-``$heat_outputs_path.<output name>``; its exit status is ``deploy_status_code``.
+``$heat_outputs_path.<output name>``; its exit status is ``deploy_status_code``. A check
+runs the config's ``options.check`` program the same way: exit 0 in sync, 1 drifted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -21,6 +23,7 @@ from typing import Any
 
 from agent import wire_files
 from agent.wire import DeploymentItem, InputItem, Signal
+from hooks import checkmode
 from hooks.common import (
     HookContext,
     ToolResult,
@@ -37,6 +40,9 @@ from hooks.errors import ConfigError, ToolNotFoundError
 logger = logging.getLogger(__name__)
 
 SHELL = "/bin/sh"
+#: The option that holds a config's check: a program run like the config, that changes nothing.
+CHECK_OPTION = "check"
+NO_CHECK = "the config has no check program (options.check)"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -96,6 +102,32 @@ def finish(deployment: DeploymentItem, plan: Plan, result: ToolResult) -> Signal
     stderr = "\n".join(part for part in (*plan.notes, result.stderr, *problems) if part)
     status = result.returncode or (1 if problems else 0)
     return Signal(status_code=status, stdout=result.stdout, stderr=stderr, outputs=outputs)
+
+
+def check(deployment: DeploymentItem, ctx: HookContext) -> Signal:
+    """Run the config's check program (``options.check``); without one the answer is ``unknown``."""
+    probe = check_item(deployment)
+    if probe is None:
+        return checkmode.unsupported("script", NO_CHECK)
+    return check_verdict(run(probe, ctx))
+
+
+def check_item(deployment: DeploymentItem) -> DeploymentItem | None:
+    """The deployment with its ``options.check`` program as config (under its own id, no outputs), or None."""
+    probe = (deployment.options or {}).get(CHECK_OPTION)
+    if not isinstance(probe, str) or not probe.strip():
+        return None
+    return dataclasses.replace(deployment, id=f"{deployment.id}.check", config=probe, outputs=())
+
+
+def check_verdict(result: Signal) -> Signal:
+    """Exit 0: in sync; 1: drifted (stdout is the diff); any other status: unknown (stderr says why)."""
+    if result.status_code == 0:
+        return checkmode.verdict(checkmode.IN_SYNC, result.stdout)
+    if result.status_code == 1:
+        return checkmode.verdict(checkmode.DRIFTED, result.stdout, result.stderr or "the check exited 1")
+    why = f"the check exited {result.status_code}: {result.stderr}"
+    return checkmode.verdict(checkmode.UNKNOWN, result.stdout, why)
 
 
 def _script_text(config: Any) -> str:

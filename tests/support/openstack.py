@@ -57,9 +57,9 @@ outputs:
 """
 
 
-def start_heat_plane(tmp: Path) -> tuple[ControlPlane, str]:
+def start_heat_plane(tmp: Path, env: dict[str, str] | None = None) -> tuple[ControlPlane, str]:
     """A control plane with Heat's API on a free port, and that API's root URL (from the line announcing it)."""
-    cp = start_control_plane(tmp, "--heat-listen", f"127.0.0.1:{free_port()}")
+    cp = start_control_plane(tmp, "--heat-listen", f"127.0.0.1:{free_port()}", env=env)
     line = wait_until(
         lambda: next((x for x in cp.log.read_text().splitlines() if "Orchestration API v1 on" in x), None),
         "the Heat API was not announced",

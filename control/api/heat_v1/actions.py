@@ -11,7 +11,7 @@ from control.api.heat_v1.resources import stack_identity
 from control.api.heat_v1.stacks import STACK
 from control.api.middleware import auth
 from control.errors import BadRequestError
-from control.services import converge, stacks
+from control.services import converge, drift, stacks
 
 ACTIONS = ("suspend", "resume", "check", "cancel_update", "cancel_without_rollback")
 
@@ -21,7 +21,7 @@ routes = web.RouteTableDef()
 @routes.post(STACK + "/actions")
 @auth("project")
 async def stack_action(request: web.Request) -> web.Response:
-    """202 once the action is accepted (check runs at once: its outcome is the stack's CHECK state)."""
+    """202 once the action is accepted (check: CHECK_IN_PROGRESS until the servers answer)."""
     body = await read_json(request)
     if not isinstance(body, dict) or not body:
         raise BadRequestError("No action specified", where="body")
@@ -34,8 +34,9 @@ async def stack_action(request: web.Request) -> web.Response:
     rt, kick = request.app[RUNTIME], request.app[ENGINE].kick
     if action in ("suspend", "resume"):
         await stacks.change_stack(rt, kick, stack_id, action.upper())
-    elif action == "check":
-        await converge.check_stack(rt, stack_id)
+    elif action == "check":  # on the servers (services/drift.py); at once when none has a deployment
+        if not await drift.start_check(rt, stack_id):
+            await converge.check_stack(rt, stack_id)
     elif action == "cancel_update":
         await stacks.cancel_stack(rt, kick, stack_id, only=("UPDATE",), rollback=True)
     else:
