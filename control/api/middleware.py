@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import re
 import time
@@ -286,17 +285,7 @@ def _bearer(request: web.Request) -> str | None:
 
 def ok(data: Any, status: int = 200) -> web.Response:
     """*data* as JSON; a Secret that reached an answer anyway is shown masked, never in clear."""
-    return web.json_response(data, status=status, dumps=_dumps)
-
-
-def _dumps(data: Any) -> str:
-    return json.dumps(data, default=_masked)
-
-
-def _masked(value: Any) -> Any:
-    if isinstance(value, taint.Secret):
-        return taint.MASK
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    return web.json_response(data, status=status, dumps=taint.dumps_masked)
 
 
 def int_query(request: web.Request, name: str, default: int) -> int:

@@ -141,11 +141,11 @@ class Step:
             await self._purge()
         else:
             if stack.parent_id is not None:
-                stack.outputs = self._outputs()  # its parent resource's attributes
+                stack.outputs = await self._outputs()  # its parent resource's attributes
             finish(self.txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
         return True
 
-    def _outputs(self) -> dict[str, Any]:
+    async def _outputs(self) -> dict[str, Any]:
         """The stack's outputs now; one that cannot be evaluated is null (`stack outputs` says why)."""
         defn = self.defs.get(self.stack)
         ctx = stackdef.StackContext(self.stack, defn, {r.name: r for r in self.rows if r.current})
@@ -154,7 +154,7 @@ class Step:
             if not defn.output_active(name):
                 continue
             try:
-                out[name] = stackdef.plain(hot.resolve(odef.value, ctx, f"outputs.{name}.value"))
+                out[name] = stackdef.plain(await stackdef.resolve(odef.value, ctx, f"outputs.{name}.value"))
             except hot.TemplateError:
                 out[name] = None
         return out

@@ -43,7 +43,8 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
             continue
         entry: dict[str, Any] = {"output_key": name, "description": odef.description or ""}
         try:
-            entry["output_value"] = taint.masked(hot.resolve(odef.value, ctx, f"outputs.{name}.value"))
+            value = await stackdef.resolve(odef.value, ctx, f"outputs.{name}.value")
+            entry["output_value"] = taint.masked(value)
         except hot.TemplateError as e:
             entry["output_value"], entry["output_error"] = None, str(e)
         out.append(entry)

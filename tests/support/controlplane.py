@@ -13,6 +13,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,13 @@ class ControlPlane:
             timeout=timeout,
             check=False,
         )
+
+    def clis(
+        self, commands: Sequence[Sequence[str]], parallel: int = 4
+    ) -> list[subprocess.CompletedProcess[str]]:
+        """Run several `anneal` commands, at most *parallel* at once (each its own process); results in order."""
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            return list(pool.map(lambda args: self.cli(*args), commands))
 
     def api(
         self,

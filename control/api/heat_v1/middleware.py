@@ -10,7 +10,6 @@ that project go into ``request[SCOPE]``. A reader's token may only read (GET and
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from control.errors import (
     NotFoundError,
     TooLargeError,
 )
+from control.hot import taint
 from control.hot.errors import TemplateError
 from control.principal import ADMIN, Principal
 
@@ -230,7 +230,7 @@ def refuse_unknown(request: web.Request, allowed: Iterable[str]) -> None:
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    """A JSON body typed `application/json` with no charset parameter, as Heat sends it (clients compare)."""
-    return web.Response(
-        body=json.dumps(data).encode(), status=status, headers=headers, content_type="application/json"
-    )
+    """A JSON body typed `application/json` with no charset parameter, as Heat sends it (clients compare);
+    a Secret that reached it anyway shows masked, as in /v1's answers."""
+    body = taint.dumps_masked(data).encode()
+    return web.Response(body=body, status=status, headers=headers, content_type="application/json")
