@@ -12,6 +12,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,20 @@ class Cloud:
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     """One Keystone and one control plane for the module: users alice (member of blue), rita (reader of
     blue), gus (member of green), the service user anneal; Anneal registered as the orchestration service."""
-    ks = start_keystone(tmp_path_factory.mktemp("keystone"))
-    cp = None
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v3"
+    with ThreadPoolExecutor(1) as pool:  # Keystone takes long to start: the control plane starts meanwhile
+        starting = pool.submit(start_keystone, tmp_path_factory.mktemp("keystone"), port)
+        cp, heat = start_heat_plane(
+            tmp_path_factory.mktemp("plane"),
+            "--keystone-url", url, "--keystone-user", SERVICE.name, "--keystone-cache", str(CACHE),
+            env={"ANNEAL_KEYSTONE_PASSWORD": SERVICE.password},
+        )  # fmt: skip
+        try:
+            ks = starting.result()
+        except BaseException:
+            stop_control_plane(cp)
+            raise
     try:
         projects = {name: ks.project(name) for name in ("service", "blue", "green")}
         ks.user(SERVICE.name, SERVICE.password, projects["service"], "service")
@@ -69,16 +82,12 @@ def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
             ("gus", "green", "member"),
         ):
             ks.user(user, PASSWORD, projects[project], role)
-        cp, heat = start_heat_plane(
-            tmp_path_factory.mktemp("plane"),
-            "--keystone-url", ks.url, "--keystone-user", SERVICE.name, "--keystone-cache", str(CACHE),
-            env={"ANNEAL_KEYSTONE_PASSWORD": SERVICE.password},
-        )  # fmt: skip
-        ks.register("orchestration", "heat", f"{heat}/v1/%(tenant_id)s")  # docs/heat-api.md's catalogue entry
+        ks.register(
+            "orchestration", "heat", f"{heat}/v1/%(project_id)s"
+        )  # docs/heat-api.md's catalogue entry
         yield Cloud(ks, cp, heat, projects)
     finally:
-        if cp is not None:
-            stop_control_plane(cp)
+        stop_control_plane(cp)
         stop_keystone(ks)
 
 

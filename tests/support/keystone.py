@@ -1,7 +1,7 @@
 """A real Keystone (identity v3, fernet tokens, SQLite) served by uwsgi on a free loopback port.
 
 Installed by `ci/tools.d/82-keystone.sh` into `.venv/tools/keystone`; set up as
-/work/shared/reference/env.md's recipe does it (db_sync, fernet_setup, credential_setup,
+/work/shared/reference/env.md's recipe does it (db_sync, the fernet and credential key repositories,
 bootstrap). It answers about 8 s after start, so a test module starts one (module fixture)::
 
     ks = start_keystone(tmp_path_factory.mktemp("keystone"))
@@ -14,6 +14,7 @@ bootstrap admin's token.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -141,37 +142,43 @@ def require_keystone() -> None:
         raise AssertionError(f"Keystone or uwsgi is missing ({KEYSTONE}): run `make tools`")
 
 
-def _manage(conf: Path, *steps: tuple[str, ...]) -> None:
-    """Run the keystone-manage *steps* side by side (each is a slow Python start); each must succeed."""
-    procs = [
-        (step, subprocess.Popen(
-            [str(KEYSTONE / "bin" / "python"), str(KEYSTONE / "bin" / "keystone-manage"), "--config-file", str(conf), *step],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        ))
-        for step in steps
-    ]  # fmt: skip
-    for step, proc in procs:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"keystone-manage {step[0]}: {err[-2000:]}"
+def _manage(conf: Path, *args: str) -> None:
+    """`keystone-manage *args*` on *conf*; it must succeed."""
+    done = subprocess.run(
+        [str(KEYSTONE / "bin" / "python"), str(KEYSTONE / "bin" / "keystone-manage"), "--config-file", str(conf),
+         *args],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"keystone-manage {args[0]}: {done.stderr[-2000:]}"
 
 
-def start_keystone(root: Path) -> Keystone:
-    """Set up and start a Keystone in *root* on a free loopback port; wait until `GET /v3` answers."""
+def _key_repository(folder: Path) -> None:
+    """Fernet keys as `keystone-manage fernet_setup` (and credential_setup) writes them: a staged key 0 and a
+    primary key 1, each urlsafe base64 of 32 random bytes, 0600; written here to spare two slow Python starts."""
+    for name in ("0", "1"):
+        path = folder / name
+        path.touch(mode=0o600)
+        path.write_bytes(base64.urlsafe_b64encode(os.urandom(32)))
+
+
+def start_keystone(root: Path, port: int | None = None) -> Keystone:
+    """Set up and start a Keystone in *root* on loopback *port* (default a free one); wait until `GET /v3` answers."""
     require_keystone()
-    port = free_port()
+    port = port or free_port()
     url = f"http://127.0.0.1:{port}/v3"
     for sub in ("log", "fernet-keys", "credential-keys"):
         (root / sub).mkdir(mode=0o700)
     conf = root / "keystone.conf"
     conf.write_text(_CONF.format(d=root))
-    user = ("--keystone-user", str(os.getuid()), "--keystone-group", str(os.getgid()))
-    _manage(conf, ("db_sync",), ("fernet_setup", *user), ("credential_setup", *user))
+    for keys in ("fernet-keys", "credential-keys"):
+        _key_repository(root / keys)
+    _manage(conf, "db_sync")
     # uwsgi loads Keystone (~8 s of imports) while bootstrap fills the database: the two overlap.
     keystone = Keystone(url, root, _serve(root, conf, port))
     try:
-        _manage(conf, ("bootstrap", "--bootstrap-password", ADMIN_PASSWORD, "--bootstrap-admin-url", url,
-                       "--bootstrap-public-url", url, "--bootstrap-internal-url", url,
-                       "--bootstrap-region-id", "RegionOne"))  # fmt: skip
+        _manage(conf, "bootstrap", "--bootstrap-password", ADMIN_PASSWORD, "--bootstrap-admin-url", url,
+                "--bootstrap-public-url", url, "--bootstrap-internal-url", url,
+                "--bootstrap-region-id", "RegionOne")  # fmt: skip
         wait_until(
             lambda: _answers(keystone), f"Keystone never answered at {url} (see {root}/uwsgi.log)", 120, 0.5
         )
