@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 
 from agent import serving
 from control import keys
-from control.api import body, metrics, middleware
+from control.api import access, body, metrics, middleware
 from control.api.app_keys import DEFS, ENGINE, RUNTIME, UNAUTHENTICATED
 from control.api.heat_v1 import app as heat_v1
 from control.api.routes import ROUTES
@@ -40,7 +40,12 @@ def api_app(settings: Settings) -> web.Application:
     lifetime, or bench/scale.py, which runs the engine itself.
     """
     app = web.Application(
-        middlewares=[middleware.measure, middleware.errors, middleware.authenticate],
+        middlewares=[
+            middleware.measure,
+            access.audited("operator"),
+            middleware.errors,
+            middleware.authenticate,
+        ],
         client_max_size=settings.request_cap,
     )
     app[UNAUTHENTICATED] = body.unauthenticated_gate()

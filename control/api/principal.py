@@ -3,11 +3,12 @@
 Order: the data dir's admin token, then Anneal's stored tokens (added by
 ``anneal token create``), then the external validator, if one is plugged in.
 
-To plug in a validator (Keystone, say), set ``Runtime.validator`` to an async callable
-``token -> Principal | None`` before the first request, e.g. in the application's
-lifetime right after the Runtime is made::
+To plug in a validator, set ``Runtime.validator`` to an async callable
+``token -> Principal | None`` before the first request, in the application's lifetime
+right after the Runtime is made, as ``--keystone-url`` does (``control/services/keystone.py``'s
+``plugged``, a cleanup context of ``control/api/app.py``)::
 
-    runtime.validator = keystone.validator(settings.keystone_url)
+    runtime.validator = keystone.principal
 
 It is called only for a token Anneal does not know; it returns the caller's project, role
 (``admin``, ``member`` or ``reader``) and a name for the audit log, or None to refuse
@@ -20,6 +21,7 @@ import hmac
 
 from control.principal import ADMIN, Principal
 from control.runtime import Runtime
+from control.services import tokens
 
 
 async def resolve(rt: Runtime, token: str | None) -> Principal | None:
@@ -28,6 +30,9 @@ async def resolve(rt: Runtime, token: str | None) -> Principal | None:
         return None
     if hmac.compare_digest(token.encode(), rt.keys.admin_token.encode()):
         return ADMIN
+    stored = await tokens.principal_of(rt, token)
+    if stored is not None:
+        return stored
     if rt.validator is not None:
         return await rt.validator(token)
     return None

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from control.cli import background, commands, serve_options
+from control.cli import access, background, commands, serve_options
 from control.cli.client import ClientError
 from control.cli.output import TerminalSafe
 from control.cli.validate import validate
@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="directory of <deployment id>.<generation>.json and enrol.<server id>.json files",
     )
+    access.add_parsers(sub, _fmt)
     p = sub.add_parser("completion", help="print the shell completion script: anneal completion bash|zsh")
     p.add_argument("shell", choices=("bash", "zsh"))
     return parser

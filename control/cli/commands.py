@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from control.cli import events, follow, graph, log, plan, signal_import
+from control.cli import access, events, follow, graph, log, plan, signal_import
 from control.cli.client import Client, ClientError, api_path
 from control.cli.output import show
 from control.cli.stack_request import stack_request
@@ -354,4 +354,5 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("key", "show"): _key_show,
     ("key", "rotate"): _key_rotate,
     ("signal", "import"): _signal_import,
+    **access.COMMANDS,
 }

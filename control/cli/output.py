@@ -20,6 +20,9 @@ TIME_KEYS = (
     "enrolled_at",
     "last_seen",
     "timestamp",
+    "expires_at",
+    "revoked_at",
+    "at",
 )
 
 

@@ -320,7 +320,7 @@ class Step:
             "Stack DELETE completed successfully",
             traversal=stack.traversal,
         )
-        await txn.write_events()  # flushed by the UPDATE below, which names them all
+        await txn.write_events()  # inserted now: the UPDATE below names them all
         await txn.session.execute(
             update(EventRow)
             .where(EventRow.stack_id == stack.id)

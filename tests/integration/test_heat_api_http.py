@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.controlplane import ControlPlane, stop_control_plane
 from tests.support.openstack import GREETER, heat_request, start_heat_plane
@@ -140,3 +142,21 @@ def test_heats_test_resource_fails_when_told_and_replaces_on_update_replace(
     after = heat_request(cp, heat_url, "GET", f"{path}/{first['id']}/resources/t")[1]["resource"]
     assert after["attributes"]["output"] == "two"
     assert after["physical_resource_id"] != before["physical_resource_id"]
+
+
+def test_heat_api_requests_are_counted_in_the_metrics(plane: tuple[ControlPlane, str]) -> None:
+    """Requests to Heat's listener appear in /metrics by Heat's route template, method and status."""
+    cp, heat_url = plane
+    assert heat_request(cp, heat_url, "GET", "/stacks")[0] == 200
+    assert heat_request(cp, heat_url, "GET", "/stacks/metric-nope/0000")[0] == 404
+    request = urllib.request.Request(f"{cp.url}/metrics", headers={"Authorization": f"Bearer {cp.token}"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        text = resp.read().decode()
+    found = {
+        (s.labels.get("route"), s.labels.get("method"), s.labels.get("status")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "anneal_http_requests_total"
+    }
+    assert found.get(("/v1/{project_id}/stacks", "GET", "200"), 0) >= 1
+    assert found.get(("/v1/{project_id}/stacks/{stack_name}/{stack_id}", "GET", "404"), 0) >= 1

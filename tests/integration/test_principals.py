@@ -1,4 +1,5 @@
-"""A token becomes a Principal at one point: an external validator plugged in is honoured by Heat's API and the web view."""
+"""A token becomes a Principal at one point: an external validator plugged in is honoured by Heat's API and the
+web view, and what it changes through Heat's API is in the audit log under its name."""
 
 from __future__ import annotations
 
@@ -33,6 +34,15 @@ async def _scenario(plane: Plane, heat_url: str) -> dict[str, int | str | None]:
                 seen[f"heat {project}"] = resp.status
         async with http.get(f"{heat_url}/v1/alpha/stacks", headers={"X-Auth-Token": "nobody"}) as resp:
             seen["heat unknown"] = resp.status
+        for project in ("alpha", "beta"):
+            config = {"name": "c", "group": "script", "config": "true"}
+            url = f"{heat_url}/v1/{project}/software_configs"
+            async with http.post(url, json=config, headers={"X-Auth-Token": "ks-alpha-member"}) as resp:
+                seen[f"heat create in {project}"] = resp.status
+        admin = {"Authorization": f"Bearer {plane.token}"}
+        async with http.get(f"{plane.url}/v1/audit", headers=admin) as resp:
+            rows = await resp.json()
+        seen["audit"] = str(sorted((r["api"], r["who"], r["project"], r["status"]) for r in rows))
         form = {"token": "ks-alpha-member"}
         async with http.post(f"{plane.url}/ui/login", data=form, allow_redirects=False) as resp:
             seen["login"] = resp.status
@@ -58,6 +68,11 @@ def test_an_external_validators_principal_is_honoured_by_heat_and_the_web_view(t
         "heat alpha": 200,
         "heat beta": 403,
         "heat unknown": 401,
+        "heat create in alpha": 200,
+        "heat create in beta": 403,
+        "audit": str(
+            [("heat", "keystone user ann", "alpha", 200), ("heat", "keystone user ann", "alpha", 403)]
+        ),
         "login": 303,
         "session project": "alpha",
     }

@@ -20,7 +20,8 @@ from aiohttp import web
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
-from control.api.app_keys import RUNTIME
+from control.api import ownership
+from control.api.app_keys import PRINCIPAL, RUNTIME
 from control.api.middleware import Handler
 from control.api.principal import resolve
 from control.errors import (
@@ -162,11 +163,13 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     principal = await resolve(request.app[RUNTIME], token if token.isascii() else None)
     if principal is None:
         raise AuthError("Authentication required: X-Auth-Token is not a valid token", where="X-Auth-Token")
+    request[PRINCIPAL] = principal  # known from here on: a refusal below is audited
     project = request.match_info["project_id"]
     if not principal.sees(project):
         raise ForbiddenError(f"The token's project is not {project}", where="project_id")
     if not principal.can_write and request.method not in ("GET", "HEAD"):
         raise ForbiddenError("The token's role (reader) may not change anything", where="X-Auth-Token")
+    await ownership.check_heat(request, principal)
     request[SCOPE] = Scope(project=project, principal=principal)
     return await handler(request)
 
@@ -174,6 +177,12 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
 def _bearer(request: web.Request) -> str:
     scheme, _, value = request.headers.get("Authorization", "").partition(" ")
     return value.strip() if scheme.lower() == "bearer" else ""
+
+
+def seen(request: web.Request) -> str | None:
+    """The project a listing shows: the path's, or None (every project) for an admin's token."""
+    found = request[SCOPE]
+    return None if found.principal.admin else found.project
 
 
 def scope(request: web.Request) -> Scope:

@@ -18,6 +18,8 @@ import json
 from control.principal import ROLES, Principal
 
 COOKIE = "anneal_ui"
+#: The header a web view control sends its session's form token in.
+FORM_HEADER = "X-Anneal-Form"
 #: How long a login lasts, in seconds.
 LIFETIME = 12 * 3600
 
