@@ -19,6 +19,7 @@ from control.resources import (
     Res,
     changes,
     composite_for,
+    external,
     handler_for,
     secrecy,
 )
@@ -43,6 +44,9 @@ class Actor:
         target = row
         try:
             res, props = self.resolve(name, current)
+            if row is not None and external.unchanged(res, row):
+                row.traversal = stack.traversal  # Heat never updates an external resource
+                return row
             if row is not None and changes.unchanged(res, row, props):
                 row.traversal = stack.traversal
                 return row
@@ -63,6 +67,7 @@ class Actor:
                 )
             target = placeholder or self._added(name, rdef.type)
             self._apply(target, "CREATE", await handler.create(txn, res, props), props, requires)
+            external.keep(res, target)
             return target
         except (ControlError, hot.TemplateError) as e:
             if target is None:
@@ -83,6 +88,7 @@ class Actor:
             rdef.update_policy,
             self._nest(rdef, ctx) if composite_for(rdef.type) else None,
             self.defn.template.reads(name),
+            external.resolved(rdef.external_id, ctx, f"resources.{name}.external_id"),
         )
         with hot.evaluating(hot.Budget(self.txn.runtime.settings.evaluation_cap)):
             resolved = hot.resolve(rdef.properties, ctx, f"resources.{name}.properties")

@@ -20,17 +20,37 @@ from control.txn import Txn
 EMPTY_TEMPLATE: dict[str, Any] = {"heat_template_version": "2018-08-31", "resources": {}}
 
 
-async def resource_failed(txn: Txn, stack: StackRow, rows: list[Row], first: ResourceRow) -> bool:
+async def resource_failed(
+    txn: Txn, stack: StackRow, rows: list[Row], first: ResourceRow, asked_by: str | None = None
+) -> bool:
     """A resource failed in this traversal: roll back if asked to, else fail the stack.
 
-    True when the stack is done (failed), False while its rollback runs.
+    *asked_by* names a failed group whose ``update_policy.on_failure`` is ``rollback``: it rolls
+    a top-level update back without the stack's own rollback, when there is a definition to
+    return to. True when the stack is done (failed), False while its rollback runs.
     """
     reason = f"Resource {first.action} failed: {first.name}: {first.status_reason}"
     if stack.rollback and stack.action in ("CREATE", "UPDATE"):
         await start_rollback(txn, stack, rows, reason)
         return False
+    if asked_by is not None and stack.action == "UPDATE" and stack.parent_id is None:
+        await txn.session.refresh(stack, attribute_names=["previous"])
+        if stack.previous is not None:  # never "back" to nothing: an update of a failed create
+            await start_rollback(
+                txn, stack, rows, f"{reason} (update_policy.on_failure of {asked_by}: rollback)"
+            )
+            return False
     finish(txn, stack, "FAILED", reason)
     return True
+
+
+def rollback_asked(defn: stackdef.Definition, failed: list[Row]) -> str | None:
+    """The first failed resource whose ``update_policy.on_failure`` is ``rollback`` (None: none)."""
+    for row in failed:
+        rdef = defn.template.resources.get(row.name)
+        if rdef is not None and (rdef.update_policy or {}).get("on_failure") == "rollback":
+            return row.name
+    return None
 
 
 async def start_rollback(txn: Txn, stack: StackRow, rows: list[Row], reason: str) -> None:

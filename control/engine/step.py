@@ -129,7 +129,8 @@ class Step:
             assert isinstance(first, ResourceRow), (
                 f"resource {first.name}: a light record outside a sliced step"
             )
-            return await rollback.resource_failed(self.txn, stack, rows, first)
+            asked = rollback.rollback_asked(self.defs.get(stack), failed)
+            return await rollback.resource_failed(self.txn, stack, rows, first, asked)
         if stack.action in lifecycle.ACTIONS:
             return await self._lifecycle()
         if stack.action != "DELETE" and await self._walk():

@@ -24,6 +24,7 @@ from control.hot.files import closure as file_closure
 from control.hot.files import is_template_ref
 from control.hot.files import lookup as lookup_file
 from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls, references
+from control.hot.groups import canary_terms
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.nesting import MAX_NESTED_DEPTH, STACK_ID, Nesting, load_nested
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
@@ -72,6 +73,7 @@ __all__ = [
     "build",
     "call_of",
     "calls",
+    "canary_terms",
     "check_types",
     "child_environment",
     "component_action_clash",

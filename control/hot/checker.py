@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from control.hot import yaqlfn
+from control.hot import cfn, yaqlfn
 from control.hot.errors import TemplateError, at
 from control.hot.files import lookup
 from control.hot.functions import (
@@ -48,7 +48,7 @@ class Checker:
             for i, dep in enumerate(r.depends_on):
                 if dep not in self.t.resources:
                     raise TemplateError(at(at(path, "depends_on"), i), f"resource {dep!r} is not defined")
-            for key in ("properties", "metadata", "update_policy"):
+            for key in ("properties", "metadata", "update_policy", "external_id"):
                 self.visit(getattr(r, key), at(path, key))
             if r.condition is not None:
                 check_version("condition", CONDITIONS_SINCE, self.t.version, at(path, "condition"))
@@ -70,7 +70,10 @@ class Checker:
             self._call(call[0], call[1], path, in_condition or position)
         elif isinstance(node, Mapping):
             if len(node) == 1 and is_unsupported(next(iter(node))):
-                raise TemplateError(path, f"function {next(iter(node))} is not supported")
+                key = next(iter(node))
+                raise TemplateError(
+                    path, cfn.removed(key, self.t.version) or f"function {key} is not supported"
+                )
             for key, value in node.items():
                 self.visit(value, at(path, key), in_condition)
         elif isinstance(node, list):
@@ -86,6 +89,8 @@ class Checker:
 
     def _call(self, name: str, args: Any, path: str, in_condition: bool) -> None:
         check_version(name, SINCE.get(name), self.t.version, path)
+        if name in cfn.UNTIL and cfn.removed(name, self.t.version):
+            raise TemplateError(path, str(cfn.removed(name, self.t.version)))
         if in_condition and name not in CONDITION_FUNCTIONS:
             allowed = ", ".join(sorted(CONDITION_FUNCTIONS))
             raise TemplateError(path, f"{name} cannot be used in a condition; use {allowed}")

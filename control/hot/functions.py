@@ -39,6 +39,9 @@ FUNCTIONS = frozenset(
         "make_url",
         "resource_facade",
         "yaql",
+        # CloudFormation's, in the oldest HOT versions only (cfn.UNTIL); the others are rewritten.
+        "Fn::Select",
+        "Fn::Split",
     }
 )
 # The heat_template_version that introduced each function (Heat's per-version function
@@ -88,6 +91,8 @@ _LIST_ARGS: dict[str, tuple[int, int | None]] = {
     "map_merge": (0, None),
     "list_concat": (0, None),
     "list_concat_unique": (0, None),
+    "Fn::Select": (2, 2),
+    "Fn::Split": (2, 2),
 }
 _REPLACE_KEYS = frozenset({"template", "params"})
 _MAP_ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # required, allowed

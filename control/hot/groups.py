@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from control.hot.environment import Environment, child_environment, map_type
-from control.hot.errors import TemplateError, at
+from control.hot.errors import TemplateError, at, show
 from control.hot.files import is_template_ref
 from control.hot.functions import call_of
 from control.hot.nesting import Nesting, Parse, parse_nested
@@ -22,6 +22,19 @@ from control.hot.schema import PropSpec, TypeSpec, check_properties, is_integer
 RESOURCE_GROUP = "OS::Heat::ResourceGroup"
 AUTO_SCALING_GROUP = "OS::Heat::AutoScalingGroup"
 SCALING_POLICY = "OS::Heat::ScalingPolicy"
+INSTANCE_GROUP = "OS::Heat::InstanceGroup"
+LAUNCH_CONFIGURATION = "AWS::AutoScaling::LaunchConfiguration"
+#: A launch configuration's properties, as the member servers' OS::Nova::Server properties.
+LAUNCH_TO_SERVER = {
+    "ImageId": "image",
+    "InstanceType": "flavor",
+    "KeyName": "key_name",
+    "UserData": "user_data",
+    "SecurityGroups": "security_groups",
+    "BlockDeviceMappings": "block_device_mapping",
+    "NovaSchedulerHints": "scheduler_hints",
+    "Metadata": "metadata",
+}
 ADJUSTMENT_TYPES = ("change_in_capacity", "exact_capacity", "percent_change_in_capacity")
 #: Member definitions: a resource as it would be written in a template.
 MEMBER = {
@@ -34,6 +47,50 @@ ROLLING = {
     "max_batch_size": PropSpec("integer", default=1),
     "pause_time": PropSpec("number", default=0),
 }
+#: A group's canary (control/resources/canary.py checks the ranges).
+CANARY = {
+    "count": PropSpec("integer"),
+    "percent": PropSpec("number"),
+    "pause": PropSpec("number", default=0),
+    "success": PropSpec(
+        "map", schema={"min_complete": PropSpec("integer"), "max_failed": PropSpec("integer", default=0)}
+    ),
+}
+
+
+def canary_terms(given: Mapping[Any, Any], path: str) -> dict[str, Any]:
+    """A canary's terms as written, checked: ``count`` or ``percent``, ``pause``, ``max_failed``
+    and ``min_complete`` (None: its default, which depends on the canary's size)."""
+    count, percent = given.get("count"), given.get("percent")
+    if (count is None) == (percent is None):
+        raise TemplateError(path, "give one of count or percent")
+    if count is not None and not (_whole(count) and count >= 1):
+        raise TemplateError(at(path, "count"), f"{show(count)} is not an integer >= 1")
+    if percent is not None and not (_real(percent) and 0 < percent <= 100):
+        raise TemplateError(at(path, "percent"), f"{show(percent)} is not a number in (0, 100]")
+    pause = given.get("pause") or 0
+    if not (_real(pause) and pause >= 0):
+        raise TemplateError(at(path, "pause"), f"{show(pause)} is not a number of seconds >= 0")
+    success = given.get("success") or {}
+    terms = {"count": count, "percent": percent, "pause": float(pause), "min_complete": None, "max_failed": 0}
+    for key in ("max_failed", "min_complete"):
+        value = success.get(key, terms[key])
+        if value is not None and not (_whole(value) and value >= 0):
+            raise TemplateError(at(at(path, "success"), key), f"{show(value)} is not an integer >= 0")
+        terms[key] = value
+    return terms
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+#: What a failed canary or batch does to the stack: ``stop`` fails it; ``rollback`` rolls it back.
+ON_FAILURE = PropSpec("string", default="stop", allowed=("stop", "rollback"))
 
 
 def _check_group(props: Mapping[Any, Any], path: str) -> None:
@@ -60,6 +117,12 @@ def _check_scaling(props: Mapping[Any, Any], path: str) -> None:
         raise TemplateError(at(path, "desired_capacity"), f"{desired} is not within min_size .. max_size")
 
 
+def _check_size(props: Mapping[Any, Any], path: str) -> None:
+    size = _literal(props, "Size")
+    if size is not None and size < 0:
+        raise TemplateError(at(path, "Size"), f"{size} is negative")
+
+
 def _check_policy(props: Mapping[Any, Any], path: str) -> None:
     step = props.get("min_adjustment_step")
     if step is not None and props.get("adjustment_type") != "percent_change_in_capacity":
@@ -83,6 +146,8 @@ GROUP_TYPES: Mapping[str, TypeSpec] = {
         update_policy={
             "rolling_update": PropSpec("map", schema=ROLLING),
             "batch_create": PropSpec("map", schema={k: ROLLING[k] for k in ("max_batch_size", "pause_time")}),
+            "canary": PropSpec("map", schema=CANARY),
+            "on_failure": ON_FAILURE,
         },
     ),
     AUTO_SCALING_GROUP: TypeSpec(
@@ -111,6 +176,38 @@ GROUP_TYPES: Mapping[str, TypeSpec] = {
         },
         frozenset({"alarm_url", "signal_url"}),
         check=_check_policy,
+    ),
+    INSTANCE_GROUP: TypeSpec(
+        INSTANCE_GROUP,
+        {
+            "LaunchConfigurationName": PropSpec("string", required=True),
+            "Size": PropSpec("integer", required=True),
+            "AvailabilityZones": PropSpec("list", ignored=True),
+            "LoadBalancerNames": PropSpec("list", ignored=True),
+            "Tags": PropSpec("list", schema={"Key": PropSpec("string"), "Value": PropSpec("string")}),
+        },
+        frozenset({"InstanceList"}),
+        check=_check_size,
+        update_policy={
+            "RollingUpdate": PropSpec(
+                "map",
+                schema={
+                    "MinInstancesInService": PropSpec("integer", default=0),
+                    "MaxBatchSize": PropSpec("integer", default=1),
+                    "PauseTime": PropSpec("string", default="PT0S"),
+                },
+            )
+        },
+    ),
+    LAUNCH_CONFIGURATION: TypeSpec(
+        LAUNCH_CONFIGURATION,
+        {
+            **{name: PropSpec("any") for name in LAUNCH_TO_SERVER},
+            "KernelId": PropSpec("string", ignored=True),
+            "RamDiskId": PropSpec("string", ignored=True),
+            "InstanceId": PropSpec("string", ignored=True),
+        },
+        frozenset(),
     ),
 }
 #: Which property holds a group type's member definition.

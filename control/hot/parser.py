@@ -9,11 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from control.hot import cfn, external
 from control.hot.checker import Checker
 from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
 from control.hot.files import is_template_ref
-from control.hot.groups import MEMBER_PROPERTY, check_member
+from control.hot.groups import MEMBER_PROPERTY, canary_terms, check_member
+from control.hot.heatstack import HEAT_STACK, check_stack
 from control.hot.loader import check_document, load_yaml
 from control.hot.names import resource_name_problem
 from control.hot.nesting import Nesting, parse_nested
@@ -80,7 +82,8 @@ def parse_template(
     warnings: list[str] = []
     parameters = parse_parameter_defs(data.get("parameters"), warnings)
     _check_groups(data.get("parameter_groups"), parameters)
-    scope = _Scope(files, env, types, nesting or Nesting(), warnings)
+    scope = _Scope(files, env, types, nesting or Nesting(), warnings, version)
+    data = _desugared(data, version)
     resources = {
         name: scope.resource(name, body)
         for name, body in _names_map(data.get("resources"), "resources").items()
@@ -115,6 +118,25 @@ def _document(source: Any) -> Mapping[str, Any]:
         if key not in SECTIONS:
             raise TemplateError(str(key), f"unknown section; allowed: {', '.join(SECTIONS)}")
     return data
+
+
+def _desugared(data: Mapping[str, Any], version: str) -> Mapping[str, Any]:
+    """The resources and outputs with the CFN calls Heat's oldest HOT takes written as HOT's."""
+    if version != cfn.OLDEST:
+        return data
+    params, resources = data.get("parameters"), data.get("resources")
+    names = (
+        set(params) if isinstance(params, Mapping) else set(),
+        set(resources) if isinstance(resources, Mapping) else set(),
+    )
+    return {
+        **data,
+        **{
+            key: cfn.desugar(data[key], version, names, key)
+            for key in ("resources", "outputs")
+            if key in data
+        },
+    }
 
 
 def _names_map(section: Any, path: str) -> dict[str, Any]:
@@ -169,8 +191,10 @@ class _Scope:
         types: Mapping[str, TypeSpec],
         nesting: Nesting,
         warnings: list[str],
+        version: str,
     ) -> None:
         self.files, self.env, self.types, self.nesting, self.warnings = files, env, types, nesting, warnings
+        self.version = version
 
     def _parse(self, source: Any, files: Mapping[str, str], env: Environment, nesting: Nesting) -> Template:
         return parse_template(source, files=files, environment=env, types=self.types, nesting=nesting)
@@ -190,6 +214,9 @@ class _Scope:
             if rtype in MEMBER_PROPERTY:
                 scope = (self.files, self.env, self.types, self.nesting, self.warnings)
                 check_member(name, rtype, properties, at(path, "properties"), scope, self._parse)
+            if rtype == HEAT_STACK:
+                where = at(path, "properties")
+                check_stack(name, properties, where, (self.files, self.env, self.nesting), self._parse)
         elif is_template_ref(rtype, self.files):
             rtype, nested = parse_nested(
                 name, rtype, at(path, "type"), self.files, self.env, self.nesting, self._parse
@@ -201,6 +228,8 @@ class _Scope:
         spec = self.types.get(rtype)
         if spec is not None and spec.update_policy is not None:
             check_keys(spec.update_policy or {}, update_policy, at(path, "update_policy"))
+            if isinstance(update_policy.get("canary"), Mapping):
+                canary_terms(update_policy["canary"], at(at(path, "update_policy"), "canary"))
         return ResourceDef(
             name=name,
             type=rtype,
@@ -212,6 +241,7 @@ class _Scope:
             update_policy=update_policy,
             condition=body.get("condition"),
             nested=nested,
+            external_id=external.checked(body, rtype, path, self.version),
         )
 
 
@@ -222,10 +252,8 @@ def _check_keys(name: str, body: Any, path: str) -> None:
     if not isinstance(body, Mapping):
         raise TemplateError(path, f"expected a map with at least 'type', got {describe(body)}")
     for key in body:
-        if key == "external_id":
-            raise TemplateError(at(path, key), "external resources are not supported")
         if key not in RESOURCE_KEYS:
-            raise TemplateError(at(path, key), f"unknown key; allowed: {', '.join(RESOURCE_KEYS[:-1])}")
+            raise TemplateError(at(path, key), f"unknown key; allowed: {', '.join(RESOURCE_KEYS)}")
 
 
 def _unsupported_type(path: str, original: str, rtype: str, types: Mapping[str, TypeSpec]) -> TemplateError:

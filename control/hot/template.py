@@ -29,6 +29,8 @@ class ResourceDef:
     condition: Any  # None, a boolean, a condition name or an inline condition
     #: A template resource's parsed template (``type`` is then its key in the files).
     nested: Template | None = None
+    #: ``external_id``: the existing thing the resource adopts instead of creating (as written).
+    external_id: Any = None
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib import parse as urlparse
 
-from control.hot import yaqlfn
+from control.hot import cfn, yaqlfn
 from control.hot.budget import SLOT, Meter, current, meter
 from control.hot.errors import TemplateError, show
 
@@ -317,4 +317,6 @@ TRANSFORMS: dict[str, Callable[[Any, str], Any]] = {
     "filter": _filter,
     "make_url": _make_url,
     "yaql": yaqlfn.evaluate,
+    "Fn::Select": cfn.select,
+    "Fn::Split": _str_split,
 }

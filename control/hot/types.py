@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from control.hot import retry
+from control.hot import heatstack, retry
 from control.hot.errors import TemplateError, at
 from control.hot.functions import call_of
-from control.hot.groups import GROUP_TYPES
+from control.hot.groups import CANARY, GROUP_TYPES, ON_FAILURE
 from control.hot.schema import PropSpec, TypeSpec, is_integer
 
 
@@ -186,19 +186,11 @@ _STRUCTURED = {
 }
 _GROUP = {k: v for k, v in _DEPLOYMENT.items() if k != "server"} | {"servers": PropSpec("map", required=True)}
 _BATCH = {"max_batch_size": PropSpec("integer", default=1), "pause_time": PropSpec("number", default=0)}
-#: A deployment group's canary (control/resources/canary.py checks the ranges).
-_CANARY = {
-    "count": PropSpec("integer"),
-    "percent": PropSpec("number"),
-    "pause": PropSpec("number", default=0),
-    "success": PropSpec(
-        "map", schema={"min_complete": PropSpec("integer"), "max_failed": PropSpec("integer", default=0)}
-    ),
-}
 GROUP_UPDATE_POLICY = {
     "rolling_update": PropSpec("map", schema=_BATCH),
     "batch_create": PropSpec("map", schema=_BATCH),
-    "canary": PropSpec("map", schema=_CANARY),
+    "canary": PropSpec("map", schema=CANARY),
+    "on_failure": ON_FAILURE,
 }
 
 
@@ -312,7 +304,7 @@ TYPES: Mapping[str, TypeSpec] = {
                 "user_data": PropSpec("any", ignored=True),
                 **{name: PropSpec("any", ignored=True) for name in COMPUTE_PROPERTIES},
             },
-            SERVER_ATTRIBUTES | {"first_address", "instance_name", "show"},
+            SERVER_ATTRIBUTES | {"first_address", "instance_name", "show", "console_urls", "tags"},
         ),
         TypeSpec(
             "OS::Heat::WaitConditionHandle",
@@ -350,6 +342,7 @@ TYPES: Mapping[str, TypeSpec] = {
             frozenset({"value"}),
         ),
         *GROUP_TYPES.values(),
+        heatstack.SPEC,
         TypeSpec(
             "OS::Heat::TestResource",
             {

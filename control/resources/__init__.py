@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from control import hot
-from control.resources import provider, resource_group, scaling
+from control.resources import instance_group, provider, resource_group, scaling
 from control.resources.base import REPLACE, Checked, Composite, Handler, Nest, Outcome, Res, Suspendable, done
 from control.resources.cloudconfig import CloudConfig, MultipartMime
 from control.resources.groups import DeploymentGroup
+from control.resources.heatstack import HEAT_STACK, HeatStack
 from control.resources.randomstring import RandomString
 from control.resources.servers import Nothing, Server, Value, create_server, remove_server
 from control.resources.software import (
@@ -41,6 +42,9 @@ HANDLERS: Mapping[str, Handler] = {
     resource_group.RESOURCE_GROUP: resource_group.ResourceGroup(),
     scaling.AUTO_SCALING_GROUP: scaling.AutoScalingGroup(),
     scaling.SCALING_POLICY: scaling.ScalingPolicy(),
+    HEAT_STACK: HeatStack(),
+    instance_group.INSTANCE_GROUP: instance_group.InstanceGroup(),
+    instance_group.LAUNCH_CONFIGURATION: instance_group.LaunchConfiguration(),
     "OS::Heat::WaitConditionHandle": WaitConditionHandle(),
     "OS::Heat::WaitCondition": WaitCondition(),
     "AWS::CloudFormation::WaitConditionHandle": WaitConditionHandle(),
@@ -83,6 +87,8 @@ def read_attribute(type_name: str, attributes: Mapping[str, Any], name: str, pat
         return resource_group.read(attributes, name, path)
     if type_name == scaling.AUTO_SCALING_GROUP:
         return scaling.read(attributes, name, path)
+    if type_name == instance_group.INSTANCE_GROUP:
+        return instance_group.read(attributes, name, path)
     return hot.select(attributes.get(name), path)
 
 

@@ -65,6 +65,8 @@ class Res:
     nest: Nest | None = None
     #: The attributes of it other resources and outputs read with get_attr (create and update only).
     reads: frozenset[str] = frozenset()
+    #: ``external_id`` resolved: the existing thing the resource adopts (create only).
+    external_id: str | None = None
 
     @property
     def stack_path(self) -> str:

@@ -15,15 +15,18 @@ from typing import Any
 MAX_BATCHES = 100_000
 
 
-def batches(target: int, current: int, size: int, min_in_service: int) -> list[tuple[int, int]]:
+def batches(
+    target: int, current: int, size: int, min_in_service: int, first: int | None = None
+) -> list[tuple[int, int]]:
     """``(capacity, new)`` per batch: the group's size after it and how many members get the new
     definition in it (created ones included), keeping ``min_in_service`` members untouched
-    at every step, as Heat's rolling update does (adding members first when it must)."""
+    at every step, as Heat's rolling update does (adding members first when it must).
+    *first*: the first batch's size when it differs (a canary)."""
     plan: list[tuple[int, int]] = []
     updated = 0
     while not (updated >= current == target):
         in_service = min(min_in_service, target, current)
-        new = min(size, max(target - updated, 0))
+        new = min(first if first is not None and not plan else size, max(target - updated, 0))
         capacity = new + max(min(current, target - new), in_service)
         plan.append((capacity, new))
         updated += new - max(capacity - max(current, target), 0)

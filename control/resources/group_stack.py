@@ -16,10 +16,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from sqlalchemy import select
+
 from control import hot
-from control.resources import nested
+from control.resources import canary, nested
 from control.resources.base import Outcome, Res, done
-from control.store.orm import ResourceRow, StackRow
+from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
 #: The group's plan: target definition and size, batches to run, pause, what the parent reads.
@@ -75,6 +77,9 @@ class GroupStack:
         old = dict((child.template or {}).get("resources") or {})
         plan = self.plan(res, props, row, old)
         built = self._parts(res, props, self._template(plan, old))
+        if plan.get("canary"):  # the canary: the members this first batch gives the new definition
+            members = built["template"]["resources"]
+            plan["canary"]["members"] = sorted(n for n, d in members.items() if old.get(n) != d)
         await nested.update_child(txn, res, child, built)
         attributes = {**row.attributes, STATE: plan, nested.SOURCE: self._digest(res, built)}
         return Outcome("IN_PROGRESS", child.id, attributes)
@@ -93,7 +98,17 @@ class GroupStack:
         """While the nested stack runs, wait; when it is done, start the next batch or finish."""
         state = await nested.child_state(txn, row.physical_id)
         plan = dict(row.attributes.get(STATE) or {})
-        if state is None or state.status != "COMPLETE":
+        test = plan.get("canary") if row.action == "UPDATE" else None  # a suspend has none
+        if state is not None and state.status != "IN_PROGRESS" and test and not test.get("passed"):
+            members = await _members(txn, state.id, test["members"])
+            if any(m[1] == "IN_PROGRESS" for m in members):  # a signal lands on the member's row
+                return Outcome("IN_PROGRESS", row.physical_id, row.attributes, wake_at=time.time() + 1)
+            why = canary.judge(txn, res, test, members)
+            if why is not None:
+                return Outcome("FAILED", row.physical_id, {**row.attributes, STATE: plan}, why)
+            if test["pause"] and plan.get("batches"):
+                plan["pause_until"] = time.time() + test["pause"]
+        elif state is None or state.status != "COMPLETE":
             return nested.child_outcome(row, state, {})
         # A group the stack no longer wants (being deleted, removed) starts no more batches.
         if plan.get("batches") and row.action in ("CREATE", "UPDATE") and row.current:
@@ -173,3 +188,26 @@ def definition(res: Res, props: Mapping[str, Any], key: str) -> dict[str, Any]:
         "properties": dict(rdef.get("properties") or {}),
         "metadata": dict(rdef.get("metadata") or {}),
     }
+
+
+async def _members(txn: Txn, child_id: str, names: list[str]) -> list[canary.Member]:
+    """The canary members' states in the nested stack (it fails at its first failed member, as
+    Heat's does, so others may still run). A member not acted on in its last traversal has not
+    started; a deployment past its timeout is FAILED (nobody times out a failed stack's ones)."""
+    traversal = await txn.session.scalar(select(StackRow.traversal).where(StackRow.id == child_id))
+    rows = list(
+        await txn.session.scalars(
+            select(ResourceRow).where(ResourceRow.stack_id == child_id, ResourceRow.name.in_(names))
+        )
+    )
+    found = {
+        r.name: (r.name, r.status if r.traversal == traversal else "NOT STARTED", r.status_reason)
+        for r in rows
+    }
+    running = [r.physical_id for r in rows if found[r.name][1] == "IN_PROGRESS" and r.physical_id]
+    now = time.time()
+    for dep in await txn.session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(running))):
+        if dep.status == "IN_PROGRESS" and (dep.started_at or now) + dep.timeout <= now:
+            name = next(r.name for r in rows if r.physical_id == dep.id)
+            found[name] = (name, "FAILED", f"timed out after {dep.timeout:g} s")
+    return [found.get(n, (n, "NOT STARTED", "")) for n in names]

@@ -208,21 +208,11 @@ class DeploymentGroup:
         if any(dep.status == "IN_PROGRESS" for dep in running):
             return Outcome("IN_PROGRESS", physical_id, await aggregate(txn, state))
         test = state["canary"]
-        why = canary.verdict(test, running)
+        why = canary.judge(txn, res, test, [(d.resource_name, d.status, d.status_reason) for d in running])
         if why is not None:
             failed = [d for d in running if d.status == "FAILED"]
             state["failed"] = failed[0].id if failed else None
             return Outcome("FAILED", physical_id, await aggregate(txn, state), why)
-        test["passed"] = True
-        passed = sum(d.status == "COMPLETE" for d in running)
-        txn.event(
-            res.stack.id,
-            res.name,
-            "UPDATE",
-            "IN_PROGRESS",
-            f"canary passed: {passed} of {len(running)} members complete",
-            traversal=res.stack.traversal,
-        )
         if test["pause"] > 0 and state["queue"]:
             state["pause_until"] = time.time() + test["pause"]
         return await self._step(txn, res, props, state, running, physical_id)

@@ -17,7 +17,7 @@ from typing import Any
 from control import hot
 from control.resources import nested
 from control.resources.base import Outcome, Res, done
-from control.store.orm import ResourceRow
+from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 
 #: Output names the engine adds to a nested template start with this; `stack outputs` hides them.
@@ -78,21 +78,34 @@ def _digest(res: Res, built: Mapping[str, Any]) -> str:
 class TemplateResource:
     """A resource of a template type: one nested stack, updated in place, never replaced."""
 
+    def parts(self, res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
+        """What the nested stack is made from (``parts``; OS::Heat::Stack reads its property)."""
+        return parts(res, props)
+
+    def started(self, child: StackRow, props: Mapping[str, Any]) -> None:
+        """The nested stack was given its definition (OS::Heat::Stack sets its timeout here)."""
+
+    def attributes(self, child: nested.ChildState, outputs: Mapping[str, Any]) -> dict[str, Any]:
+        """The resource's attributes once its nested stack is COMPLETE with these outputs."""
+        return {**outputs, hot.STACK_ID: child.id}
+
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
-        built = parts(res, props)
+        built = self.parts(res, props)
         child = await nested.start_child(txn, res, built)
+        self.started(child, props)
         return Outcome("IN_PROGRESS", child.id, {nested.SOURCE: _digest(res, built)})
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
-        built = parts(res, props)
+        built = self.parts(res, props)
         child = await nested.get_child(txn, row.physical_id)
         if child is None:
             return await self.create(txn, res, props)
         await nested.update_child(txn, res, child, built)
+        self.started(child, props)
         return Outcome("IN_PROGRESS", child.id, {**row.attributes, nested.SOURCE: _digest(res, built)})
 
     def changed(self, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> bool:
-        return (row.attributes or {}).get(nested.SOURCE) != _digest(res, parts(res, props))
+        return (row.attributes or {}).get(nested.SOURCE) != _digest(res, self.parts(res, props))
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         child = await nested.get_child(txn, row.physical_id)
@@ -105,7 +118,7 @@ class TemplateResource:
         child = await nested.child_state(txn, row.physical_id)
         attributes: dict[str, Any] = {}
         if child is not None and child.status == "COMPLETE":
-            attributes = {**await nested.child_outputs(txn, child.id), hot.STACK_ID: child.id}
+            attributes = self.attributes(child, await nested.child_outputs(txn, child.id))
             attributes[nested.SOURCE] = (row.attributes or {}).get(nested.SOURCE)
         return nested.child_outcome(row, child, attributes)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from control import hot
 from control.errors import BadRequestError
-from control.resources import batches
+from control.resources import batches, canary
 from control.resources.base import Res
 from control.resources.group_stack import ORDER, STATE, GroupStack, definition, wants
 from control.resources.provider import hidden_output
@@ -158,15 +158,18 @@ class ResourceGroup(GroupStack):
                 plan["batches"] = batches.batches(count, 0, given["max_batch_size"], 0)
                 plan["pause"] = given["pause_time"]
             return plan
+        if (before.get("target") or {}).get("definition") == plan["target"]["definition"]:
+            return plan
         given = policy(res, "rolling_update")
-        if (
-            given is not None
-            and (before.get("target") or {}).get("definition") != plan["target"]["definition"]
-        ):
+        # Every member gets the new definition, so the canary is a share of count.
+        test = canary.policy(res, count)
+        if given is not None or test is not None:
             current = len([n for n in old if n not in removed])
-            size, keep = given["max_batch_size"], given["min_in_service"]
-            plan["batches"] = batches.batches(count, current, size, keep) or plan["batches"]
-            plan["pause"] = given["pause_time"]
+            size, keep = (given["max_batch_size"], given["min_in_service"]) if given else (count, 0)
+            first = test["size"] if test else None
+            plan["batches"] = batches.batches(count, current, size, keep, first) or plan["batches"]
+            plan["pause"] = given["pause_time"] if given else 0
+            plan["canary"] = test
         return plan
 
     def resources(

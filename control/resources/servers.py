@@ -25,7 +25,7 @@ class Nothing:
     """OS::Heat::None: accepts anything, does nothing."""
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
-        return done(str(uuid.uuid4()))
+        return done(res.external_id or str(uuid.uuid4()))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
         return done(row.physical_id)
@@ -48,12 +48,17 @@ SERVER_TYPES = ("OS::Heat::DeployedServer", "OS::Nova::Server")
 #: Attributes only the server's agent can tell: a resource reading one waits for its report.
 ADDRESS_ATTRIBUTES = frozenset({"networks", "addresses", "first_address", "accessIPv4", "accessIPv6"})
 AWAIT = "anneal:awaits-addresses"
+#: The console types Heat asks Nova for; no server here has a console (no hypervisor).
+CONSOLE_TYPES = ("novnc", "xvpvnc", "spice-html5", "rdp-html5", "serial", "webmks")
+NO_CONSOLE = "Cannot get console url: Anneal's servers have no consoles (no hypervisor here)"
 
 
 class Server:
     """OS::Heat::DeployedServer and adopted OS::Nova::Server: a named server and its agent."""
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
+        if res.external_id is not None:
+            return await self._adopt(txn, res, res.external_id)
         name = server_name(res.stack.name, res.name, props)
         server = await deploy.server_named(txn, name)
         if server is not None and server.project != res.stack.project:  # another project's: not ours to take
@@ -89,6 +94,17 @@ class Server:
         if await txn.get(ServerRow, row.physical_id or "") is None:
             return "its server is gone"
         return None
+
+    async def _adopt(self, txn: Txn, res: Res, external_id: str) -> Outcome:
+        """external_id: an existing server of this control plane, by id or name; its properties unused."""
+        server = await txn.get(ServerRow, external_id) or await deploy.server_named(txn, external_id)
+        if server is None:
+            raise BadRequestError(
+                f"external_id {external_id!r}: no server of this control plane has that id or name "
+                "(create or enrol it first: anneal server create)",
+                where=f"{res.where}.external_id",
+            )
+        return self._ready(txn, res, server, _server_attributes(txn, res, server, {}))
 
     def _ready(self, txn: Txn, res: Res, server: ServerRow, attrs: dict[str, Any]) -> Outcome:
         """Done, unless the template reads an address its agent has not reported yet (Nova: ACTIVE)."""
@@ -235,6 +251,20 @@ def _server_attributes(txn: Txn, res: Res, server: ServerRow, props: Mapping[str
         **address_attributes((server.agent_status or {}).get("addresses") or []),
         "instance_name": server.name,
         "show": {"id": server.id, "name": server.name, "status": server.status},
+        **_nova_only(txn, res, props),
+    }
+
+
+def _nova_only(txn: Txn, res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
+    """console_urls as Heat answers for a server whose consoles Nova cannot give; tags as given."""
+    if res.type != "OS::Nova::Server":
+        return {}
+    if "console_urls" in res.reads:
+        warn(txn, res, f"console_urls: {NO_CONSOLE}; each console type reads that message, as in Heat")
+    tags = props.get("tags")
+    return {
+        "console_urls": dict.fromkeys(CONSOLE_TYPES, NO_CONSOLE),
+        "tags": tags if isinstance(tags, list) else None,
     }
 
 

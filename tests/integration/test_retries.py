@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.support.controlplane import ControlPlane
+from tests.support.agents import enrol_agent, stop_agent
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.templates import script_group
 from tests.support.waiting import wait_until
 
@@ -142,3 +145,55 @@ def test_a_groups_policy_applies_to_every_member(control_plane: ControlPlane, tm
             dep["status"],
             [[a["attempt"], a["status_code"]] for a in dep["attempts"]],
         )
+
+
+def test_an_attempt_past_attempt_timeout_is_stopped_and_run_again(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """retry_on [timeout], attempt_timeout 2: the first run hangs, is stopped, and the second completes."""
+    cp = control_plane
+    script = f"""#!/bin/sh
+echo "$ANNEAL_RUN_ATTEMPT" >> {tmp_path}/runs
+if [ "$ANNEAL_RUN_ATTEMPT" = 1 ]; then echo hanging; sleep 120; fi
+echo fine
+"""
+    retry = {"retries": 2, "retry_on": ["timeout"], "attempt_timeout": 2, "backoff": {"initial": 0.2}}
+    text = json.loads(stack(tmp_path, retry, fix_at=1))
+    text["resources"]["cfg"]["properties"]["config"] = script
+    cp.create_stack("slow", json.dumps(text))
+    dep = the_deployment(cp, "slow")
+    assert ["1", "2"] == (tmp_path / "runs").read_text().split()
+    assert ("COMPLETE", "fine\n") == (dep["status"], dep["deploy_stdout"])
+    assert [(1, True), (2, False)] == [(a["attempt"], a["timed_out"]) for a in dep["attempts"]]
+    assert "hanging" in dep["attempts"][0]["stdout"]
+
+
+def test_an_attempt_cut_short_by_an_agent_kill_runs_again_with_retry_on_interrupted(tmp_path: Path) -> None:
+    """retry_on [interrupted]: the agent is SIGKILLed mid-hook; started again, it runs attempt 2 of the same key."""
+    cp = start_control_plane(tmp_path, "--provisioner", "enrol")
+    state, work = tmp_path / "agent-state", tmp_path / "work"
+    work.mkdir()
+    argv = enrol_agent(cp, "retrybox", state)
+    agent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        script = f"""#!/bin/sh
+echo "$ANNEAL_IDEMPOTENCY_KEY $ANNEAL_RUN_ATTEMPT" >> {work}/runs
+[ "$ANNEAL_RUN_ATTEMPT" = 1 ] && sleep 3
+echo fine
+"""
+        text = json.loads(stack(work, {"retries": 1, "retry_on": ["interrupted"]}, fix_at=1))
+        text["resources"]["cfg"]["properties"]["config"] = script
+        text["resources"]["dep"]["properties"]["server"] = "retrybox"
+        del text["resources"]["srv"]
+        assert 201 == cp.create("cut", json.dumps(text)).status
+        wait_until((work / "runs").exists, "the hook never started", 60, 0.05)
+        agent.send_signal(signal.SIGKILL)  # the agent only: its hook runs in its own session
+        agent.wait(30)
+        agent = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert "CREATE_COMPLETE" == cp.wait_stack("cut", timeout=90)["status"]
+        (key,) = {k for k, _ in runs(work)}
+        assert [[key, "1"], [key, "2"]] == runs(work)
+        assert "fine\n" == the_deployment(cp, "cut")["deploy_stdout"]
+    finally:
+        stop_agent(agent)
+        stop_control_plane(cp)

@@ -19,6 +19,19 @@ resources:
     properties: {config: {get_resource: cfg}, server: {get_resource: srv}}
 """
 
+#: GOOD with a ResourceGroup of two deployments, its update_policy to follow.
+GROUP = (
+    GOOD
+    + """  fleet:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: 2
+      resource_def:
+        type: OS::Heat::SoftwareDeployment
+        properties: {config: {get_resource: cfg}, server: {get_resource: srv}}
+"""
+)
+
 #: case -> (template, parameters, files, where the error must point). A get_attr of an output a
 #: deployment's config does not declare is a warning (Heat accepts it) and every Heat signal
 #: transport is accepted, so those cases use a SoftwareConfig's attribute and a made-up transport.
@@ -61,4 +74,16 @@ CASES: dict[str, tuple[str, dict[str, str], dict[str, str], str]] = {
         "signal_transport",
     ),
     "bad_version": (GOOD.replace("2018-08-31", "2099-01-01"), {}, {}, "heat_template_version"),
+    "bad_canary": (
+        GROUP + "    update_policy: {canary: {count: 2, percent: 20}}\n",
+        {},
+        {},
+        "update_policy.canary",
+    ),
+    "bad_on_failure": (
+        GROUP + "    update_policy: {on_failure: retry}\n",
+        {},
+        {},
+        "update_policy.on_failure",
+    ),
 }

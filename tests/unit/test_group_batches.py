@@ -25,6 +25,12 @@ def test_min_in_service_adds_members_first_and_removes_them_last():
     assert [(12, 4), (12, 4), (12, 4), (10, 0)] == batches.batches(10, 10, 4, 8)
 
 
+def test_a_canary_is_the_first_batch_then_the_rolling_batches_follow():
+    """10 members, a canary of 2, then batches of 4: 2, 4, 4 members change; without batches, 2 then 8."""
+    assert [(10, 2), (10, 4), (10, 4)] == batches.batches(10, 10, 4, 0, first=2)
+    assert [(10, 2), (10, 8)] == batches.batches(10, 10, 10, 0, first=2)
+
+
 def test_removed_names_are_never_used_again():
     """Names skip the removed ones; scaling down keeps the lowest names."""
     assert ["0", "1", "2", "4", "5"] == batches.names(5, {"3"})

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from control import hot
 from control.errors import BadRequestError
 from control.resources import canary
 from control.resources.base import Res
@@ -21,6 +22,10 @@ def res(policy: dict[str, Any], action: str = "UPDATE") -> Res:
 
 def member(status: str) -> DeploymentRow:
     return DeploymentRow(id=status, resource_name="m", status=status, status_reason=f"it is {status}")
+
+
+def judged(status: str) -> canary.Member:
+    return ("m", status, f"it is {status}")
 
 
 def test_percent_rounds_up_and_min_complete_defaults_to_all_but_max_failed() -> None:
@@ -41,24 +46,44 @@ def test_no_canary_in_a_rollback_or_for_an_update_that_runs_nobody() -> None:
         ({"count": 0}, "resources.fleet.update_policy.canary.count"),
         ({"count": 1, "percent": 5}, "resources.fleet.update_policy.canary"),
         ({"percent": 150}, "resources.fleet.update_policy.canary.percent"),
-        ({"count": 2, "success": {"min_complete": 3}}, "resources.fleet.update_policy.canary.success"),
         ({"count": 2, "pause": -1}, "resources.fleet.update_policy.canary.pause"),
+        (
+            {"count": 2, "success": {"max_failed": -1}},
+            "resources.fleet.update_policy.canary.success.max_failed",
+        ),
     ],
 )
 def test_a_bad_canary_names_its_path(given: dict[str, Any], where: str) -> None:
-    """Each bad value is refused at its own path."""
-    with pytest.raises(BadRequestError) as info:
+    """Each bad value is refused at its own path, as the template check refuses it."""
+    with pytest.raises(hot.TemplateError) as info:
         canary.policy(res({"canary": given}), 10)
-    assert info.value.where == where
+    assert info.value.path == where
+
+
+def test_min_complete_beyond_the_canary_is_refused_when_its_size_is_known() -> None:
+    """min_complete 3 of a canary of 2 members: refused at the update, naming success."""
+    with pytest.raises(BadRequestError) as info:
+        canary.policy(res({"canary": {"count": 2, "success": {"min_complete": 3}}}), 10)
+    assert info.value.where == "resources.fleet.update_policy.canary.success"
 
 
 def test_the_verdict_counts_complete_and_failed_members() -> None:
     """Passed with enough complete and few enough failed; else the reason names the counts and a failure."""
     test = {"size": 2, "pause": 0.0, "min_complete": 1, "max_failed": 1}
-    assert canary.verdict(test, [member("COMPLETE"), member("FAILED")]) is None
-    why = canary.verdict({**test, "max_failed": 0}, [member("COMPLETE"), member("FAILED")])
+    assert canary.verdict(test, [judged("COMPLETE"), judged("FAILED")]) is None
+    why = canary.verdict({**test, "max_failed": 0}, [judged("COMPLETE"), judged("FAILED")])
     assert why == (
         "canary failed: 1 of 2 members complete (at least 1 needed), 1 failed (at most 0): member m: it is FAILED"
+    )
+
+
+def test_members_that_did_not_end_count_as_neither() -> None:
+    """A member still running when a ResourceGroup's nested stack failed is neither complete nor failed."""
+    test = {"size": 3, "pause": 0.0, "min_complete": 1, "max_failed": 1}
+    why = canary.verdict(test, [judged("FAILED"), judged("IN_PROGRESS"), judged("NOT STARTED")])
+    assert why == (
+        "canary failed: 0 of 3 members complete (at least 1 needed), 1 failed (at most 1), "
+        "2 not ended: member m: it is FAILED"
     )
 
 

@@ -90,7 +90,7 @@ def test_function_names():
         "yaql",
         "resource_facade",
     } <= FUNCTIONS
-    assert not {"Fn::Join", "get_input"} & FUNCTIONS
+    assert not {"Fn::Join", "get_input"} & FUNCTIONS  # Fn::Join is rewritten to list_join (hot/cfn.py)
 
 
 def test_plain_data_is_copied_unchanged():

@@ -465,10 +465,11 @@ def test_resource_unknown_key_is_refused():
     assert error(doc({"a": {"type": "OS::Heat::None", "propertys": {}}})).path == "resources.a.propertys"
 
 
-def test_external_id_is_refused():
-    """external_id is not supported."""
-    e = error(doc({"a": {"type": "OS::Heat::None", "external_id": "x"}}))
-    assert (e.path, e.reason) == ("resources.a.external_id", "external resources are not supported")
+def test_external_id_is_refused_on_a_type_with_nothing_to_adopt():
+    """external_id on a config (nothing here to adopt) is refused at the key, naming what can adopt."""
+    e = error(doc({"a": {"type": "OS::Heat::SoftwareConfig", "external_id": "x"}}))
+    assert e.path == "resources.a.external_id"
+    assert "OS::Heat::SoftwareConfig has nothing here to adopt" in e.reason
 
 
 def test_resource_type_is_required():
@@ -653,10 +654,14 @@ def test_get_file_must_be_provided():
     )
 
 
-def test_unsupported_function_is_refused():
-    """Fn::Join and other CFN functions are refused at their path."""
+def test_cfn_function_after_its_version_is_refused_naming_the_hot_one():
+    """Fn::Join in a template newer than 2013-05-23 is refused at its path, naming list_join."""
     e = error(doc(outputs={"o": {"value": {"x": [{"Fn::Join": ["", ["a"]]}]}}}))
-    assert (e.path, e.reason) == ("outputs.o.value.x[0]", "function Fn::Join is not supported")
+    assert e.path == "outputs.o.value.x[0]"
+    assert e.reason == (
+        "function Fn::Join is only in heat_template_version 2013-05-23 (Heat's rule); "
+        "this template is 2018-08-31: use list_join"
+    )
 
 
 def test_a_yaql_expression_that_does_not_parse_is_refused_at_its_path():

@@ -1,0 +1,104 @@
+"""OS::Heat::Stack: a nested stack whose template is the ``template`` property's text.
+
+Heat's type can make the stack in another region (``context: {region_name}``); this control
+plane has no regions, so a region is refused, naming it. The template (inline text, or
+``get_file``) is parsed and checked at create as a template resource's is, one level deeper,
+and ``parameters`` against its parameters. Attributes: ``outputs`` (a map of the nested
+stack's outputs, so ``get_attr: [res, outputs, NAME]`` is one) and ``stack_name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from control.hot.environment import Environment, child_environment
+from control.hot.errors import TemplateError, at
+from control.hot.files import canonical, lookup
+from control.hot.functions import call_of
+from control.hot.loader import load_yaml
+from control.hot.nesting import Nesting, Parse, check_properties
+from control.hot.schema import PropSpec, TypeSpec, is_integer
+
+HEAT_STACK = "OS::Heat::Stack"
+REMOTE = (
+    "a stack in another region is not supported: this control plane has no regions "
+    "(leave context.region_name out to nest the stack here)"
+)
+
+
+def _check(props: Mapping[Any, Any], path: str) -> None:
+    context = props.get("context")
+    region = context.get("region_name") if isinstance(context, Mapping) else None
+    if region is not None:
+        raise TemplateError(at(at(path, "context"), "region_name"), f"{region!r}: {REMOTE}")
+    timeout = props.get("timeout")
+    if timeout is not None and is_integer(timeout) and int(timeout) < 1:
+        raise TemplateError(at(path, "timeout"), f"{timeout} is not a positive number of minutes")
+
+
+SPEC = TypeSpec(
+    HEAT_STACK,
+    {
+        "template": PropSpec("string", required=True),
+        "parameters": PropSpec("map", default={}),
+        "timeout": PropSpec("integer"),
+        "context": PropSpec(
+            "map",
+            schema={
+                "region_name": PropSpec("string"),
+                "ca_cert": PropSpec("string", ignored=True),
+                "insecure": PropSpec("boolean", ignored=True),
+            },
+        ),
+    },
+    frozenset({"outputs", "stack_name"}),
+    check=_check,
+)
+
+
+def source_of(template: Any, files: Mapping[str, str], path: str) -> tuple[str, Any] | None:
+    """(label, template map) of a literal ``template`` (text or ``get_file``); None when computed."""
+    label = "inline"
+    call = call_of(template)
+    if call is not None:
+        key = lookup(files, call[1]) if call[0] == "get_file" and isinstance(call[1], str) else None
+        if key is None:
+            return None  # computed, or a missing file the get_file check names
+        template, label = files[key], key
+    if not isinstance(template, str):
+        return None
+    source = load_yaml(template, path)
+    if not isinstance(source, Mapping):
+        raise TemplateError(path, "the template is not a map of sections")
+    return label, canonical(source, "")
+
+
+def check_stack(
+    name: str,
+    props: Mapping[str, Any],
+    path: str,
+    scope: tuple[Mapping[str, str], Environment, Nesting],
+    parse: Parse,
+) -> None:
+    """Parse a literal ``template`` one level deeper and check ``parameters`` against it."""
+    files, env, nesting = scope
+    where = at(path, "template")
+    found = source_of(props.get("template"), files, where)
+    if found is None:
+        return
+    label, source = found
+    if nesting.depth + 1 > nesting.max_depth:
+        raise TemplateError(
+            where,
+            f"the stack would nest {nesting.depth + 1} deep, more than the limit of "
+            f"{nesting.max_depth} (anneal serve --max-nested-depth)",
+        )
+    inner = child_environment(env, name)
+    try:
+        nested = parse(source, files, inner, nesting.deeper())
+    except TemplateError as e:
+        raise TemplateError(where, f"in template {label}: {e}") from e
+    params = props.get("parameters")
+    if params is None or (isinstance(params, Mapping) and call_of(params) is None):
+        check_properties(nested, label, dict(params or {}), at(path, "parameters"), inner)

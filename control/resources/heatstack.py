@@ -1,0 +1,52 @@
+"""OS::Heat::Stack: a nested stack of the template its ``template`` property holds.
+
+It is a template resource (control/resources/provider.py) whose template comes from the
+property instead of the files, whose parameters are ``parameters``, and whose ``timeout``
+(minutes) is the nested stack's timeout_mins: the default timeout of its deployments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from control import hot
+from control.hot.heatstack import REMOTE, source_of
+from control.resources import nested
+from control.resources.base import Res
+from control.resources.provider import HIDDEN, TemplateResource
+from control.store.orm import StackRow
+
+HEAT_STACK = "OS::Heat::Stack"
+
+
+class HeatStack(TemplateResource):
+    """A nested stack given by its properties; ``outputs`` and ``stack_name`` are its attributes."""
+
+    def parts(self, res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
+        assert res.nest is not None, "a stack resource acts with its Nest"
+        where = f"{res.where}.properties"
+        context = props.get("context") or {}
+        if isinstance(context, Mapping) and context.get("region_name") is not None:
+            raise hot.TemplateError(f"{where}.context.region_name", f"{context['region_name']!r}: {REMOTE}")
+        files = dict(res.stack.files or {})
+        found = source_of(props.get("template"), files, f"{where}.template")
+        if found is None:
+            raise hot.TemplateError(f"{where}.template", "expected the template's text")
+        params = props.get("parameters") or {}
+        if not isinstance(params, Mapping):
+            raise hot.TemplateError(f"{where}.parameters", "expected a map of parameter values")
+        return {
+            "template": hot.plain(found[1]),
+            "files": files,
+            "environment": hot.child_environment(res.nest.environment, res.name),
+            "params": {k: v for k, v in params.items() if v is not None},
+        }
+
+    def started(self, child: StackRow, props: Mapping[str, Any]) -> None:
+        timeout = props.get("timeout")
+        child.timeout_mins = int(timeout) if timeout is not None else None
+
+    def attributes(self, child: nested.ChildState, outputs: Mapping[str, Any]) -> dict[str, Any]:
+        shown = {k: v for k, v in outputs.items() if not k.startswith(HIDDEN)}
+        return {"outputs": shown, "stack_name": child.name, hot.STACK_ID: child.id}
