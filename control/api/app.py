@@ -24,7 +24,11 @@ from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
+<<<<<<< HEAD
 from control.services import alive, autoconverge
+=======
+from control.services import keystone
+>>>>>>> wt-keystone
 from control.settings import Settings
 from control.store.db import Sessions, open_database
 from control.store.orm import ServerRow
@@ -103,6 +107,8 @@ def make_app(settings: Settings) -> web.Application:
 
     app.on_shutdown.append(_stopping)
     app.cleanup_ctx.append(lifetime)
+    if settings.keystone_url:  # after lifetime (it plugs into the Runtime), before any listener
+        app.cleanup_ctx.append(lambda main: keystone.plugged(main[RUNTIME]))
     if settings.heat_listen:  # after lifetime: it reads what lifetime made, and closes first
         app.cleanup_ctx.append(lambda main: heat_v1.serve_heat(main, settings))
     if settings.metrics_listen:

@@ -3,11 +3,12 @@
 Order: the data dir's admin token, then Anneal's stored tokens (added by
 ``anneal token create``), then the external validator, if one is plugged in.
 
-To plug in a validator (Keystone, say), set ``Runtime.validator`` to an async callable
-``token -> Principal | None`` before the first request, e.g. in the application's
-lifetime right after the Runtime is made::
+To plug in a validator, set ``Runtime.validator`` to an async callable
+``token -> Principal | None`` before the first request, in the application's lifetime
+right after the Runtime is made, as ``--keystone-url`` does (``control/services/keystone.py``'s
+``plugged``, a cleanup context of ``control/api/app.py``)::
 
-    runtime.validator = keystone.validator(settings.keystone_url)
+    runtime.validator = keystone.principal
 
 It is called only for a token Anneal does not know; it returns the caller's project, role
 (``admin``, ``member`` or ``reader``) and a name for the audit log, or None to refuse

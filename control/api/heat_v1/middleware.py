@@ -32,6 +32,7 @@ from control.errors import (
     GoneError,
     NotFoundError,
     TooLargeError,
+    UnavailableError,
 )
 from control.hot import taint
 from control.hot.errors import TemplateError
@@ -74,6 +75,7 @@ _TYPES: tuple[tuple[type[Exception], str], ...] = (
     (NotFoundError, "EntityNotFound"),
     (ConflictError, "ActionInProgress"),
     (GoneError, "HTTPGone"),
+    (UnavailableError, "HTTPServiceUnavailable"),
 )
 
 
@@ -100,6 +102,12 @@ def heat_error(status: int, kind: str, message: str) -> web.Response:
     return json_response(body, status=status)
 
 
+def challenge(keystone_url: str) -> str:
+    """A 401's WWW-Authenticate: Keystone's URI when tokens are validated there (as keystonemiddleware
+    sends it), else a bearer token."""
+    return f'Keystone uri="{keystone_url}"' if keystone_url else 'Bearer realm="anneal"'
+
+
 def error_type(e: ControlError) -> str:
     if isinstance(e, ConflictError) and e.where == "name" and "already exists" in e.message:
         return "StackExists"
@@ -112,7 +120,12 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse: 
     try:
         return await handler(request)
     except ControlError as e:
-        return heat_error(e.status, error_type(e), e.message)
+        response = heat_error(e.status, error_type(e), e.message)
+        if e.status == 401:
+            response.headers["WWW-Authenticate"] = challenge(request.app[RUNTIME].settings.keystone_url)
+        elif e.status == 503:
+            response.headers["Retry-After"] = "5"
+        return response
     except TemplateError as e:
         return heat_error(400, "StackValidationFailed", str(e))
     except web.HTTPRequestEntityTooLarge:
