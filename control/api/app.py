@@ -24,11 +24,7 @@ from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
-<<<<<<< HEAD
-from control.services import alive, autoconverge
-=======
-from control.services import keystone
->>>>>>> wt-keystone
+from control.services import alive, autoconverge, keystone
 from control.settings import Settings
 from control.store.db import Sessions, open_database
 from control.store.orm import ServerRow

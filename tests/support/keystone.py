@@ -225,4 +225,4 @@ def keystone_cli(cp: ControlPlane, keystone: Keystone, user: str, password: str,
         "--os-username", user, "--os-password", password, "--os-project-name", project,
         "--os-user-domain-id", "default", "--os-project-domain-id", "default", "--os-region-name", "RegionOne",
     )  # fmt: skip
-    return OpenStack(cp, "", auth)
+    return OpenStack(cp, "", auth=auth)
