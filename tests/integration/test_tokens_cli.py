@@ -9,25 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.controlplane import ControlPlane, two_planes
 from tests.support.processes import command
 
 
 @pytest.fixture
 def planes(tmp_path: Path) -> Iterator[tuple[ControlPlane, ControlPlane]]:
     """Two processes on one SQLite database and one data dir (keys, admin token)."""
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    a = start_control_plane(tmp_path / "a", "--provisioner", "enrol")
-    (tmp_path / "b" / "data").symlink_to(tmp_path / "a" / "data")
-    try:
-        b = start_control_plane(tmp_path / "b", "--provisioner", "enrol")
-    except BaseException:
-        stop_control_plane(a)
-        raise
-    yield a, b
-    stop_control_plane(b)
-    stop_control_plane(a)
+    with two_planes(tmp_path, "--provisioner", "enrol") as (a, b):
+        yield a, b
 
 
 def anneal(cp: ControlPlane, token: str, *args: str) -> subprocess.CompletedProcess[str]:
