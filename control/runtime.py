@@ -18,6 +18,7 @@ from control.documents.publish import Publisher
 from control.documents.render import render_document
 from control.keys import Keys
 from control.metrics import Metrics
+from control.principal import TokenValidator
 from control.provision import Provisioner
 from control.settings import Settings
 from control.store import notify
@@ -58,6 +59,8 @@ class Runtime:
     stopping: bool = False
     #: This process's Prometheus instruments, in a registry of its own (control/metrics.py).
     metrics: Metrics = field(default_factory=Metrics)
+    #: Consulted for a token that is none of Anneal's (control/api/principal.py says how to plug one in).
+    validator: TokenValidator | None = None
     #: Other processes listen for this one's changes (PostgreSQL NOTIFY, control/store/notify.py).
     announce: bool = False
     #: server id -> time.time() of its agent's last document poll here, not yet written (services/alive.py).

@@ -91,6 +91,17 @@ class Settings:
     store_signal_poll: float = 2.0
     #: Seconds between Swift TempURL key rotations (0: fixed keys); at least the URL lifetime + margin.
     swift_key_rotation: float = 0.0
+    # Keystone (docs/heat-api.md, "Keystone"): on when keystone_url is given.
+    #: Keystone's identity v3 URL (e.g. http://keystone:5000/v3): tokens that are none of Anneal's are validated there.
+    keystone_url: str = ""
+    #: The service user Anneal validates tokens as (it needs Keystone's service or admin role), its
+    #: password, the project its token is scoped to, and the domain id of both.
+    keystone_user: str = ""
+    keystone_password: str = ""
+    keystone_project: str = "service"
+    keystone_domain: str = "default"
+    #: Seconds a validated Keystone token is believed without asking again (a revocation takes effect within it).
+    keystone_cache: float = 30.0
 
     @property
     def db_url(self) -> str:
@@ -148,6 +159,19 @@ def loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # another name: it may resolve anywhere
+
+
+def keystone_problem(settings: Settings) -> str | None:
+    """Why the Keystone options cannot work as given, or None."""
+    if not settings.keystone_url:
+        return None
+    if not settings.keystone_url.startswith(("http://", "https://")):
+        return f"--keystone-url {settings.keystone_url!r}: expected Keystone's v3 URL, http(s)://HOST:PORT/v3"
+    if not settings.keystone_user or not settings.keystone_password:
+        return "--keystone-url needs the service user: --keystone-user and ANNEAL_KEYSTONE_PASSWORD"
+    if settings.keystone_cache < 0:
+        return "--keystone-cache must be 0 or more seconds"
+    return None
 
 
 def metrics_listen_problem(settings: Settings) -> str | None:

@@ -16,6 +16,9 @@ SLOW_TIERS = ("integration", "tools")
 #: --no-loadscope-reorder), so that no long module starts last and keeps the run waiting.
 FIRST = (
     "integration/test_end_to_end.py",
+    "integration/test_keystone.py",
+    "integration/test_fleet_processes.py",
+    "integration/test_drift.py",
     "integration/test_durable_work.py",
     "integration/test_store_outage.py",
     "integration/test_packaging.py",

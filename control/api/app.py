@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 
 from agent import serving
 from control import keys
-from control.api import body, metrics, middleware
+from control.api import access, body, metrics, middleware
 from control.api.app_keys import DEFS, ENGINE, RUNTIME, UNAUTHENTICATED
 from control.api.heat_v1 import app as heat_v1
 from control.api.routes import ROUTES
@@ -24,7 +24,7 @@ from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
-from control.services import alive, autoconverge
+from control.services import alive, autoconverge, keystone
 from control.settings import Settings
 from control.store.db import Sessions, open_database
 from control.store.orm import ServerRow
@@ -45,7 +45,12 @@ def api_app(settings: Settings) -> web.Application:
     lifetime, or bench/scale.py, which runs the engine itself.
     """
     app = web.Application(
-        middlewares=[middleware.measure, middleware.errors, middleware.authenticate],
+        middlewares=[
+            middleware.measure,
+            access.audited("operator"),
+            middleware.errors,
+            middleware.authenticate,
+        ],
         client_max_size=settings.request_cap,
     )
     app[UNAUTHENTICATED] = body.unauthenticated_gate()
@@ -98,6 +103,8 @@ def make_app(settings: Settings) -> web.Application:
 
     app.on_shutdown.append(_stopping)
     app.cleanup_ctx.append(lifetime)
+    if settings.keystone_url:  # after lifetime (it plugs into the Runtime), before any listener
+        app.cleanup_ctx.append(lambda main: keystone.plugged(main[RUNTIME]))
     if settings.heat_listen:  # after lifetime: it reads what lifetime made, and closes first
         app.cleanup_ctx.append(lambda main: heat_v1.serve_heat(main, settings))
     if settings.metrics_listen:

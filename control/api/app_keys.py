@@ -12,9 +12,12 @@ from aiohttp import web
 
 from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
+from control.principal import Principal
 from control.runtime import Runtime
 
 RUNTIME = web.AppKey("runtime", Runtime)
+#: The caller's Principal (read, write and admin routes, Heat's project routes; the web view's session).
+PRINCIPAL = web.RequestKey("principal", Principal)
 ENGINE = web.AppKey("engine", Engine)
 DEFS = web.AppKey("definitions", Definitions)
 #: The gate unauthenticated request bodies pass, a few at a time (control/api/body.py).

@@ -1,8 +1,9 @@
 """What every route shares: default-deny authentication, errors as JSON, request helpers.
 
-Every route declares who may call it (``public``, ``admin``, ``metrics``, ``agent``,
-``signal``; the web view's ``ui`` and ``ui-page``, by its session cookie); a route without
-a declaration answers 403. Domain errors become
+Every route declares who may call it (``public``; ``read``, ``write`` or ``admin`` by a token's
+role, control/principal.py; ``metrics``, ``agent``, ``signal``; the web view's ``ui`` and
+``ui-page``, by its session cookie, and ``ui-write``, which also needs a member's or an admin's
+session and its form token); a route without a declaration answers 403. Domain errors become
 ``{"error": {"code", "message", "where"}}`` with their HTTP status.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import re
 import time
@@ -23,9 +23,10 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
 from agent.serving import LINGER
-from control.api import diskfull
-from control.api.app_keys import RUNTIME
+from control.api import diskfull, ownership
+from control.api.app_keys import PRINCIPAL, RUNTIME
 from control.api.body import check_text
+from control.api.principal import resolve as principal_of
 from control.api.ui import session as ui_session
 from control.errors import (
     AuthError,
@@ -37,15 +38,17 @@ from control.errors import (
 from control.hot import taint
 from control.hot.errors import TemplateError
 from control.keys import token_hash
-from control.services import agents
+from control.principal import Principal
+from control.runtime import Runtime
+from control.services import agents, tokens
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-AUTH_SERVER = "anneal.server_id"
-#: The role of the web view's session (ui and ui-page routes).
-UI_ROLE = "anneal.ui_role"
+AUTH_SERVER = web.RequestKey("server_id", str)
+#: Policies a token's Principal passes, by role.
+ROLE_POLICIES = {"read": ("admin", "member", "reader"), "write": ("admin", "member"), "admin": ("admin",)}
 #: The SHA-256 of the agent credential that authenticated the request (agent and signal routes).
-AUTH_CREDENTIAL = "anneal.credential_hash"
+AUTH_CREDENTIAL = web.RequestKey("credential_hash", str)
 #: Refusals sent before the body was read: the connection is closed after them.
 CLOSE_AFTER = frozenset({408, 411, 413})
 #: The largest integer a query may give: the database's integer columns are 32-bit on PostgreSQL.
@@ -55,7 +58,8 @@ METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
 
 def auth(policy: str) -> Callable[[Handler], Handler]:
-    """Declare who may call a route: public, admin, metrics (its token or the admin's), agent, signal, ui or ui-page."""
+    """Declare who may call a route: public, read, write, admin, metrics (its token or the admin's), agent,
+    signal, ui, ui-page or ui-write (a member's or admin's session with its form token)."""
 
     def mark(handler: Handler) -> Handler:
         handler.anneal_auth = policy  # type: ignore[attr-defined]
@@ -186,14 +190,17 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
         return await handler(request)
     token = _bearer(request)
     rt = request.app[RUNTIME]
-    if policy == "admin":
-        if token is None or not hmac.compare_digest(token.encode(), rt.keys.admin_token.encode()):
-            raise AuthError("this route needs the admin token", where="Authorization")
+    if policy in ROLE_POLICIES:
+        await _principal(request, rt, token, policy)
+        await ownership.check_operator(request, request[PRINCIPAL])
     elif policy == "metrics":
         if token is None or not _metrics_reader(token, rt.keys.admin_token, rt.keys.metrics_token):
             raise AuthError("this route needs the metrics token or the admin token", where="Authorization")
-    elif policy in ("ui", "ui-page"):
-        request[UI_ROLE] = _ui_role(request, policy)
+    elif policy in ("ui", "ui-page", "ui-write"):
+        request[PRINCIPAL] = await _ui_principal(request, policy)
+        if policy == "ui-write":
+            _ui_may_change(request, request[PRINCIPAL], rt.keys.admin_token)
+        await ownership.check_operator(request, request[PRINCIPAL])
     elif policy in ("agent", "signal"):
         if token is not None:
             request[AUTH_CREDENTIAL] = token_hash(token)
@@ -205,15 +212,46 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     return await handler(request)
 
 
-def _ui_role(request: web.Request, policy: str) -> str:
-    """The web view's session role; a page without one goes to the login form, data gets a 401."""
-    cookie = request.cookies.get(ui_session.COOKIE)
-    role = ui_session.role_of(cookie, request.app[RUNTIME].keys.admin_token, time.time())
-    if role is not None:
-        return role
+async def _principal(request: web.Request, rt: Runtime, token: str | None, policy: str) -> None:
+    """The token's Principal into the request, if its role passes *policy* (401 without one, 403 for too
+    little a role: that refusal is audited)."""
+    principal = await principal_of(rt, token)
+    if principal is None:
+        raise AuthError(
+            "this route needs a token (the admin token or one `anneal token create` made)",
+            where="Authorization",
+        )
+    request[PRINCIPAL] = principal
+    if principal.role not in ROLE_POLICIES[policy]:
+        needs = "the admin role" if policy == "admin" else "the member or admin role"
+        raise ForbiddenError(
+            f"this route needs {needs}; the token's role is {principal.role}", where="Authorization"
+        )
+
+
+async def _ui_principal(request: web.Request, policy: str) -> Principal:
+    """The web view's session (its stored token still valid); a page without one goes to the login form,
+    data gets a 401."""
+    rt = request.app[RUNTIME]
+    found = ui_session.principal_of(request.cookies.get(ui_session.COOKIE), rt.keys.admin_token, time.time())
+    if found is not None and (found.token_id is None or await tokens.still_valid(rt, found.token_id)):
+        return found
     if policy == "ui-page":
         raise web.HTTPSeeOther("/ui/login")
     raise AuthError("this view needs a login at /ui/login (its session cookie)", where="cookie")
+
+
+def _ui_may_change(request: web.Request, principal: Principal, admin_token: str) -> None:
+    """A web view control: a member's or an admin's session, and the session's form token (CSRF)."""
+    if not principal.can_write:
+        raise ForbiddenError(f"the session's role ({principal.role}) may not change anything", where="role")
+    expected = ui_session.form_token(admin_token, request.cookies.get(ui_session.COOKIE, ""))
+    given = request.headers.get(ui_session.FORM_HEADER, "")
+    if not hmac.compare_digest(given.encode(), expected.encode()):
+        raise ForbiddenError(
+            f"{ui_session.FORM_HEADER}: the session's form token is missing or wrong",
+            where=ui_session.FORM_HEADER,
+        )
 
 
 def _metrics_reader(token: str, admin: str, metrics: str) -> bool:
@@ -247,17 +285,7 @@ def _bearer(request: web.Request) -> str | None:
 
 def ok(data: Any, status: int = 200) -> web.Response:
     """*data* as JSON; a Secret that reached an answer anyway is shown masked, never in clear."""
-    return web.json_response(data, status=status, dumps=_dumps)
-
-
-def _dumps(data: Any) -> str:
-    return json.dumps(data, default=_masked)
-
-
-def _masked(value: Any) -> Any:
-    if isinstance(value, taint.Secret):
-        return taint.MASK
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    return web.json_response(data, status=status, dumps=taint.dumps_masked)
 
 
 def int_query(request: web.Request, name: str, default: int) -> int:

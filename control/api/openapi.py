@@ -5,10 +5,12 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
+from control.api.openapi_access import access_paths
 from control.api.openapi_agent import agent_paths, media_paths
 from control.api.openapi_heat import heat_paths
 from control.api.openapi_schemas import (
     ADMIN,
+    MOMENT,
     OBJ,
     SERVER_NAME,
     STRING,
@@ -141,13 +143,7 @@ def _stack_paths() -> dict[str, Any]:
                 query(
                     "since",
                     "only events at or after this time: ISO 8601 or epoch seconds (empty: no bound)",
-                    {
-                        "anyOf": [
-                            {"type": "string", "format": "date-time"},
-                            {"type": "string", "pattern": "^[0-9]{1,12}([.][0-9]{1,9})?$"},
-                            {"type": "string", "maxLength": 0},
-                        ]
-                    },
+                    MOMENT,
                 ),
                 NESTED_DEPTH,
             ],
@@ -310,13 +306,28 @@ def _operator_paths() -> dict[str, Any]:
     }
 
 
+#: Paths whose operations take a reader's token (reads) or a member's (changes) of the row's project.
+PROJECT_PATHS = ("/v1/stacks", "/v1/deployments", "/v1/servers")
+
+
+def _by_role(paths: dict[str, Any]) -> dict[str, Any]:
+    """Stacks, deployments and servers: reads need the ``read`` policy, changes ``write`` (api/operator.py)."""
+    for path, item in paths.items():
+        if path.startswith(PROJECT_PATHS):
+            for method, operation in item.items():
+                if method != "parameters":
+                    operation["security"] = [{"read" if method == "get" else "write": []}]
+    return paths
+
+
 def spec() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",
         "info": {"title": "Anneal control plane", "version": version("anneal")},
         "paths": {
-            **_stack_paths(),
-            **_operator_paths(),
+            **_by_role(_stack_paths()),
+            **_by_role(_operator_paths()),
+            **access_paths(),
             **media_paths(),
             **agent_paths(),
             **heat_paths(),
@@ -324,7 +335,23 @@ def spec() -> dict[str, Any]:
         "components": {
             "schemas": schemas(),
             "securitySchemes": {
-                "admin": {"type": "http", "scheme": "bearer", "description": "the admin token"},
+                "admin": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "the admin token, or a token `anneal token create` made: a reader's reads its "
+                    "project, a member's reads and changes it, an admin's any (docs/security.md, Roles)",
+                },
+                "read": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "a token of any role (reader, member, admin): a row of another project is "
+                    "answered 404",
+                },
+                "write": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "a member's or an admin's token; a reader's gets 403",
+                },
                 "metrics": {
                     "type": "http",
                     "scheme": "bearer",

@@ -12,6 +12,14 @@ from typing import Any
 OBJ: dict[str, Any] = {"type": "object"}
 STRING = {"type": "string"}
 ADMIN = "admin"
+#: A moment in a query (middleware.time_query): ISO 8601, epoch seconds, or empty for no bound.
+MOMENT = {
+    "anyOf": [
+        {"type": "string", "format": "date-time"},
+        {"type": "string", "pattern": "^[0-9]{1,12}([.][0-9]{1,9})?$"},
+        {"type": "string", "maxLength": 0},
+    ]
+}
 #: The largest integer a query or path may give (the database's 32-bit integer columns).
 MAX_INT = 2**31 - 1
 #: Stack and server names: one grammar (docs/templates.md, "Names"; control/hot/names.py).
@@ -84,6 +92,8 @@ def errors(*codes: int, busy: bool = True, template: bool = False, body: bool = 
 
 
 def op(summary: str, security: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    if security == ADMIN and "401" in responses and "403" not in responses:  # a token of too little a role
+        responses = {**responses, "403": json_body(ref("Error"), _ERRORS[403])}
     operation: dict[str, Any] = {"summary": summary, "responses": responses}
     operation["security"] = [] if security == "public" else [{security: []}]
     operation.update(extra)

@@ -1,4 +1,4 @@
-"""The operator's routes (admin token): stacks, deployments, servers, keys, imports from media.
+"""The operator's routes: stacks, deployments, servers (by a token's role and project), keys, imports from media (admin).
 
 The two public routes, liveness and this API's description, live here too: they
 are what an operator's tooling asks first.
@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from agent import wire_caps
+from control.api import ownership
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.api.body import read_details, read_json, read_object
 from control.api.middleware import (
@@ -65,22 +66,23 @@ async def health(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/stacks")
-@auth("admin")
+@auth("write")
 async def create_stack(request: web.Request) -> web.Response:
     body = await read_object(request)
-    return ok(await stacks.create_stack(request.app[RUNTIME], request.app[ENGINE].kick, body), 201)
+    rt, kick = request.app[RUNTIME], request.app[ENGINE].kick
+    return ok(await stacks.create_stack(rt, kick, body, ownership.owner(request)), 201)
 
 
 @routes.get("/v1/stacks")
-@auth("admin")
+@auth("read")
 async def list_stacks(request: web.Request) -> web.Response:
     """Top-level stacks; ``nested=true`` lists the stacks nested in them too."""
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.list_stacks(session, bool_query(request, "nested")))
+        return ok(await queries.list_stacks(session, bool_query(request, "nested"), ownership.seen(request)))
 
 
 @routes.get("/v1/stacks/{name}")
-@auth("admin")
+@auth("read")
 async def show_stack(request: web.Request) -> web.Response:
     """The stack; with ``summary=true`` its state alone (no resources, no outputs), cheap at any size,
     and with ``progress=true`` too its resources' counts in the running traversal."""
@@ -104,7 +106,7 @@ async def show_stack(request: web.Request) -> web.Response:
 
 
 @routes.put("/v1/stacks/{name}")
-@auth("admin")
+@auth("write")
 async def update_stack(request: web.Request) -> web.Response:
     body = await read_object(request)
     if "If-Match" in request.headers:
@@ -114,7 +116,7 @@ async def update_stack(request: web.Request) -> web.Response:
 
 
 @routes.put("/v1/stacks/{name}/preview")
-@auth("admin")
+@auth("write")
 async def preview_update(request: web.Request) -> web.Response:
     """The plan of the update this body would start (the body of PUT /v1/stacks/NAME); nothing changes."""
     name = request.match_info["name"]
@@ -127,7 +129,7 @@ async def preview_update(request: web.Request) -> web.Response:
 
 
 @routes.delete("/v1/stacks/{name}")
-@auth("admin")
+@auth("write")
 async def delete_stack(request: web.Request) -> web.Response:
     """Start deleting the stack; ``force=true`` skips its DELETE configs (a server that never comes back)."""
     rt, engine, force = request.app[RUNTIME], request.app[ENGINE], bool_query(request, "force")
@@ -135,7 +137,7 @@ async def delete_stack(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/stacks/{name}/abandon")
-@auth("admin")
+@auth("write")
 async def abandon_stack(request: web.Request) -> web.Response:
     """The stack's abandon data (Heat's format); the stack is removed and nothing runs on its servers."""
     return ok(await abandon.abandon_stack(request.app[RUNTIME], request.match_info["name"]))
@@ -149,28 +151,28 @@ async def adopt_stack(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/stacks/{name}/suspend")
-@auth("admin")
+@auth("write")
 async def suspend_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     return ok(await stacks.change_stack(rt, engine.kick, request.match_info["name"], "SUSPEND"), 202)
 
 
 @routes.post("/v1/stacks/{name}/resume")
-@auth("admin")
+@auth("write")
 async def resume_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     return ok(await stacks.change_stack(rt, engine.kick, request.match_info["name"], "RESUME"), 202)
 
 
 @routes.get("/v1/stacks/{name}/outputs")
-@auth("admin")
+@auth("read")
 async def stack_outputs(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
         return ok(await queries.stack_outputs(session, request.app[DEFS], request.match_info["name"]))
 
 
 @routes.get("/v1/stacks/{name}/events")
-@auth("admin")
+@auth("read")
 async def stack_events(request: web.Request) -> web.Response:
     after = int_query(request, "after", 0)
     wait = min(seconds_query(request, "wait"), 30.0)
@@ -190,33 +192,33 @@ def _nested_depth(request: web.Request) -> int:
 
 
 @routes.post("/v1/stacks/{name}/cancel")
-@auth("admin")
+@auth("write")
 async def cancel_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     return ok(await stacks.cancel_stack(rt, engine.kick, request.match_info["name"]))
 
 
 @routes.get("/v1/stacks/{name}/check")
-@auth("admin")
+@auth("read")
 async def check_stack(request: web.Request) -> web.Response:
     return ok(await converge.check(request.app[RUNTIME], request.match_info["name"]))
 
 
 @routes.post("/v1/stacks/{name}/check")
-@auth("admin")
+@auth("write")
 async def request_checks(request: web.Request) -> web.Response:
     return ok(await drift.request(request.app[RUNTIME], request.match_info["name"]), 202)
 
 
 @routes.post("/v1/stacks/{name}/converge")
-@auth("admin")
+@auth("write")
 async def converge_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     return ok(await converge.converge(rt, engine.kick, request.match_info["name"]), 202)
 
 
 @routes.get("/v1/stacks/{name}/resources")
-@auth("admin")
+@auth("read")
 async def stack_resources(request: web.Request) -> web.Response:
     depth = _nested_depth(request)
     async with request.app[RUNTIME].sessions() as session:
@@ -224,7 +226,7 @@ async def stack_resources(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/stacks/{name}/graph")
-@auth("admin")
+@auth("read")
 async def stack_graph(request: web.Request) -> web.Response:
     """The stack's resources with their state and the edges between them (why each needs another)."""
     async with request.app[RUNTIME].sessions() as session:
@@ -232,7 +234,7 @@ async def stack_graph(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/stacks/{name}/resources/{resource}/signal")
-@auth("admin")
+@auth("write")
 async def signal_resource(request: web.Request) -> web.Response:
     """Signal one resource of the stack (Heat's resource signal): a scaling policy adjusts its group."""
     details = await read_details(request)
@@ -242,7 +244,7 @@ async def signal_resource(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/stacks/{name}/failures")
-@auth("admin")
+@auth("read")
 async def stack_failures(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
         return ok(await queries.stack_failures(session, request.match_info["name"]))
@@ -252,31 +254,32 @@ async def stack_failures(request: web.Request) -> web.Response:
 
 
 @routes.get("/v1/deployments")
-@auth("admin")
+@auth("read")
 async def list_deployments(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.list_deployments(session, request.query))
+        return ok(await queries.list_deployments(session, request.query, ownership.seen(request)))
 
 
 @routes.get("/v1/deployments/{id}")
-@auth("admin")
+@auth("read")
 async def show_deployment(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
         return ok(await queries.show_deployment(session, request.match_info["id"]))
 
 
 @routes.post("/v1/servers")
-@auth("admin")
+@auth("write")
 async def create_server(request: web.Request) -> web.Response:
     body = await read_json(request)
     name = body.get("name") if isinstance(body, dict) else None
     transport = body.get("transport") if isinstance(body, dict) else None
     heat = body.get("heat_compatible", False) if isinstance(body, dict) else False
-    return ok(await agents.create_server_record(request.app[RUNTIME], name, transport, heat), 201)
+    rt, project = request.app[RUNTIME], ownership.owner(request)
+    return ok(await agents.create_server_record(rt, name, transport, heat, project), 201)
 
 
 @routes.patch("/v1/servers/{name}")
-@auth("admin")
+@auth("write")
 async def update_server(request: web.Request) -> web.Response:
     """Change a server's transport; its agent moves once it reads the document naming it."""
     body = await read_json(request)
@@ -286,7 +289,7 @@ async def update_server(request: web.Request) -> web.Response:
 
 
 @routes.delete("/v1/servers/{name}")
-@auth("admin")
+@auth("write")
 async def delete_server(request: web.Request) -> web.Response:
     """Delete a server; 409 naming the stacks that use it unless ``force=true`` releases it."""
     rt, engine, force = request.app[RUNTIME], request.app[ENGINE], bool_query(request, "force")
@@ -294,29 +297,32 @@ async def delete_server(request: web.Request) -> web.Response:
 
 
 @routes.post("/v1/servers/{name}/media")
-@auth("admin")
+@auth("write")
 async def server_media(request: web.Request) -> web.Response:
     """An offline enrolment bundle for a LOCAL server's media (`anneal server media NAME DIR`)."""
     return ok(await offline_enrolment.media_bundle(request.app[RUNTIME], request.match_info["name"]), 201)
 
 
 @routes.post("/v1/servers/{name}/token")
-@auth("admin")
+@auth("write")
 async def server_token(request: web.Request) -> web.Response:
     return ok(await agents.issue_token(request.app[RUNTIME], request.match_info["name"]), 201)
 
 
 @routes.get("/v1/servers")
-@auth("admin")
+@auth("read")
 async def list_servers(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     async with rt.sessions() as session:
-        rows = await session.scalars(select(ServerRow).order_by(ServerRow.name))
+        query = select(ServerRow).order_by(ServerRow.name)
+        if (project := ownership.seen(request)) is not None:
+            query = query.where(ServerRow.project == project)
+        rows = await session.scalars(query)
         return ok([queries.server_view(s, rt.settings) for s in rows])
 
 
 @routes.get("/v1/servers/{name}")
-@auth("admin")
+@auth("read")
 async def show_server(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     async with rt.sessions() as session:

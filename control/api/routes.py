@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from control.api import agent, heat, metrics, operator
+from control.api import access, agent, heat, metrics, operator
 
-ROUTES: list[web.AbstractRouteDef] = [*operator.routes, *agent.routes, *heat.routes, *metrics.routes]
+ROUTES: list[web.AbstractRouteDef] = [
+    *operator.routes,
+    *access.routes,
+    *agent.routes,
+    *heat.routes,
+    *metrics.routes,
+]

@@ -3,7 +3,9 @@
 This module parses the command line. commands: the COMMANDS table and its handlers;
 output: tables, json, yaml; client: the REST client; follow: `--wait` and `--follow`;
 stack_request, signal_import, log: the longer commands' parts; serve: `anneal serve`, imported only when it runs, so the
-operator commands never load SQLAlchemy; db: `anneal db`, imported the same way;
+operator commands never load SQLAlchemy; db: `anneal db`, imported the same way; validate and
+stack_request (`control.hot`, the slowest import) only by the commands that send or check a
+template, signal_import (the agent's offline transport) only by the two that use it;
 background: `anneal serve --background` and `--stop`; serve_options and transport_options:
 serve's options; events, graph, report, completion: the shell's parts (docs/cli.md).
 """
@@ -17,10 +19,9 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from control.cli import background, commands, serve_options
+from control.cli import access, background, commands, serve_options
 from control.cli.client import ClientError
 from control.cli.output import TerminalSafe
-from control.cli.validate import validate
 
 FORMATS = ("table", "json", "yaml", "value")
 DEPLOYMENT_REF = "the deployment's id, a unique prefix of it, or STACK/RESOURCE"
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="directory of <deployment id>.<generation>.json and enrol.<server id>.json files",
     )
+    access.add_parsers(sub, _fmt)
     p = sub.add_parser("completion", help="print the shell completion script: anneal completion bash|zsh")
     p.add_argument("shell", choices=("bash", "zsh"))
     return parser
@@ -269,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ):
         try:
             if args.group == "template":  # offline: no control plane, no credentials
+                from control.cli.validate import validate  # noqa: PLC0415 (control.hot loads for this alone)
+
                 return validate(args)
             if args.group == "completion":
                 from control.cli.completion import script  # noqa: PLC0415 (shtab loads for this alone)

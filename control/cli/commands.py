@@ -8,10 +8,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from control.cli import check, events, follow, graph, log, plan, signal_import
+from control.cli import access, check, events, follow, graph, log, plan
 from control.cli.client import Client, ClientError, api_path
 from control.cli.output import show
-from control.cli.stack_request import stack_request
 
 Handler = Callable[[Client, argparse.Namespace], int]
 
@@ -40,8 +39,15 @@ def run(args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------ stacks
 
 
+def _request(args: argparse.Namespace) -> dict[str, Any]:
+    """The stack request the command's files make (control.hot, which reads them, loads for it alone)."""
+    from control.cli.stack_request import stack_request  # noqa: PLC0415
+
+    return stack_request(args)
+
+
 def _stack_create(client: Client, args: argparse.Namespace) -> int:
-    body = stack_request(args)
+    body = _request(args)
     if args.rollback:
         body["rollback"] = True
     stack = client.call("POST", api_path("stacks"), body)
@@ -49,7 +55,7 @@ def _stack_create(client: Client, args: argparse.Namespace) -> int:
 
 
 def _stack_update(client: Client, args: argparse.Namespace) -> int:
-    body = stack_request(args)
+    body = _request(args)
     body["existing"] = args.existing
     if args.rollback:
         body["rollback"] = True
@@ -229,6 +235,8 @@ def _server_transport(client: Client, args: argparse.Namespace) -> int:
 
 
 def _signal_import(client: Client, args: argparse.Namespace) -> int:
+    from control.cli import signal_import  # noqa: PLC0415 (the agent's offline transport loads for it alone)
+
     results, errors = signal_import.import_dir(client, args.dir)
     show(results, args.format, ["file", "deployment_id", "generation", "status", "duplicate"])
     for error in errors:
@@ -237,6 +245,8 @@ def _signal_import(client: Client, args: argparse.Namespace) -> int:
 
 
 def _server_media(client: Client, args: argparse.Namespace) -> int:
+    from control.cli import signal_import  # noqa: PLC0415 (as in _signal_import)
+
     bundle = client.call("POST", api_path("servers", args.name, "media"))
     path = signal_import.write_bundle(args.dir, bundle)
     if args.format == "table":
@@ -337,4 +347,5 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("key", "show"): _key_show,
     ("key", "rotate"): _key_rotate,
     ("signal", "import"): _signal_import,
+    **access.COMMANDS,
 }

@@ -10,8 +10,6 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-import yaml
-
 TIME_KEYS = (
     "created_at",
     "updated_at",
@@ -20,6 +18,9 @@ TIME_KEYS = (
     "enrolled_at",
     "last_seen",
     "timestamp",
+    "expires_at",
+    "revoked_at",
+    "at",
 )
 
 
@@ -60,6 +61,8 @@ def show(data: Any, fmt: str, columns: list[str] | None = None) -> None:
     if fmt == "json":
         print(json.dumps(data, indent=2, sort_keys=True, default=str))
     elif fmt == "yaml":
+        import yaml  # noqa: PLC0415 (slow to import: loaded for this format alone)
+
         print(yaml.safe_dump(data, sort_keys=True, default_flow_style=False), end="")
     elif fmt == "value":
         rows = data if isinstance(data, list) else [data]

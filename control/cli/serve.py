@@ -12,7 +12,7 @@ from agent import loglimit, serving
 from control.api.app import make_app
 from control.cli import background, transport_options
 from control.cli.db import upgrade_command
-from control.settings import Settings, metrics_listen_problem
+from control.settings import Settings, keystone_problem, metrics_listen_problem
 from control.store.db import SchemaError
 
 log = logging.getLogger("control")
@@ -80,7 +80,7 @@ def serve(args: argparse.Namespace) -> int:
             "anneal serve: --max-agents, --idle-timeout and --body-timeout must be above 0", file=sys.stderr
         )
         return 2
-    problem = metrics_listen_problem(settings)
+    problem = metrics_listen_problem(settings) or keystone_problem(settings)
     if problem is not None:
         print(f"anneal serve: {problem}", file=sys.stderr)
         return 2
@@ -90,6 +90,12 @@ def serve(args: argparse.Namespace) -> int:
     if settings.heat_listen:
         heat_host, heat_port = settings.heat_host_port()
         log.info("Heat's Orchestration API v1 on http://%s:%s/v1/<project>", heat_host, heat_port)
+    if settings.keystone_url:
+        log.info(
+            "Keystone tokens validated at %s (believed for %g s)",
+            settings.keystone_url,
+            settings.keystone_cache,
+        )
     if settings.metrics_listen:
         metrics_host, metrics_port = settings.metrics_host_port()
         log.info("Prometheus metrics on http://%s:%s/metrics (no token)", metrics_host, metrics_port)

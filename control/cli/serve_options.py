@@ -159,3 +159,4 @@ def add(p: argparse.ArgumentParser) -> None:
         "--access-log", action="store_true", help="log every request: peer address, request line, status"
     )
     transport_options.add(p)
+    transport_options.add(p, transport_options.KEYSTONE, "Keystone (docs/heat-api.md)")

@@ -1,4 +1,4 @@
-"""`anneal serve` options of the store transports (no heavy imports: the CLI loads this)."""
+"""`anneal serve` options of the store transports and Keystone, each also read from the environment (no heavy imports)."""
 
 from __future__ import annotations
 
@@ -86,9 +86,53 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
-def add(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("transports (docs/transports.md)")
-    for o in OPTIONS:
+KEYSTONE: tuple[Option, ...] = (
+    Option(
+        "--keystone-url",
+        "keystone_url",
+        "Keystone's v3 URL: validate tokens that are none of Anneal's there",
+        "ANNEAL_KEYSTONE_URL",
+    ),
+    Option(
+        "--keystone-user",
+        "keystone_user",
+        "service user tokens are validated as (service or admin role)",
+        "ANNEAL_KEYSTONE_USER",
+    ),
+    Option(
+        "--keystone-password",
+        "keystone_password",
+        "the service user's password (prefer the environment variable)",
+        "ANNEAL_KEYSTONE_PASSWORD",
+    ),
+    Option(
+        "--keystone-project",
+        "keystone_project",
+        "project the service user's token is scoped to (default service)",
+        "ANNEAL_KEYSTONE_PROJECT",
+    ),
+    Option(
+        "--keystone-domain",
+        "keystone_domain",
+        "domain id of the service user and project (default default)",
+        "ANNEAL_KEYSTONE_DOMAIN",
+    ),
+    Option(
+        "--keystone-cache",
+        "keystone_cache",
+        "seconds a validated token is believed; a revocation takes effect within it (default 30)",
+        kind=float,
+    ),
+)
+
+
+def add(
+    p: argparse.ArgumentParser,
+    options: tuple[Option, ...] = OPTIONS,
+    title: str = "transports (docs/transports.md)",
+) -> None:
+    g = p.add_argument_group(title)
+    for o in options:
         text = f"{o.help} [{o.env}]" if o.env else o.help
         default = os.environ.get(o.env) if o.env else None  # argparse converts it with `type`
         g.add_argument(o.flag, dest=o.dest, type=o.kind, default=default, help=text)
@@ -96,4 +140,5 @@ def add(p: argparse.ArgumentParser) -> None:
 
 def settings(args: argparse.Namespace) -> dict[str, Any]:
     """The Settings fields the options gave (unset ones keep their defaults)."""
-    return {o.dest: getattr(args, o.dest) for o in OPTIONS if getattr(args, o.dest, None) is not None}
+    given = OPTIONS + KEYSTONE
+    return {o.dest: getattr(args, o.dest) for o in given if getattr(args, o.dest, None) is not None}

@@ -43,7 +43,7 @@ class Actor:
             row = None  # held at a breakpoint until now (placeholder below): it is created, not updated
         target = row
         try:
-            res, props = self.resolve(name, current)
+            res, props = await self.resolve(name, current)
             if row is not None and external.unchanged(res, row):
                 row.traversal = stack.traversal  # Heat never updates an external resource
                 return row
@@ -77,21 +77,23 @@ class Actor:
             self._apply(target, action, Outcome("FAILED", reason=reason), target.properties, requires)
             return target
 
-    def resolve(self, name: str, current: Mapping[str, stackdef.ResourceView]) -> tuple[Res, Any]:
+    async def resolve(self, name: str, current: Mapping[str, stackdef.ResourceView]) -> tuple[Res, Any]:
         """The resource as its handler sees it, and its properties resolved against *current*."""
         rdef = self.defn.template.resources[name]
         ctx = stackdef.StackContext(self.stack, self.defn, current)
+        where = f"resources.{name}.external_id"
+        external_id = await stackdef.resolve(rdef.external_id, ctx, where)  # None without one
         res = Res(
             self.stack,
             name,
             rdef.type,
             rdef.update_policy,
-            self._nest(rdef, ctx) if composite_for(rdef.type) else None,
+            await self._nest(rdef, ctx) if composite_for(rdef.type) else None,
             self.defn.template.reads(name),
-            external.resolved(rdef.external_id, ctx, f"resources.{name}.external_id"),
+            external.checked_id(external_id, where),
         )
-        with hot.evaluating(hot.Budget(self.txn.runtime.settings.evaluation_cap)):
-            resolved = hot.resolve(rdef.properties, ctx, f"resources.{name}.properties")
+        budget = hot.Budget(self.txn.runtime.settings.evaluation_cap)
+        resolved = await stackdef.resolve(rdef.properties, ctx, f"resources.{name}.properties", budget)
         props = changes.with_defaults(rdef.type, stackdef.plain(resolved))
         props = changes.with_stack_defaults(rdef.type, props, self.defn.environment.deployment_defaults)
         secrecy.check_carriers(rdef.type, props, f"resources.{name}.properties")
@@ -111,9 +113,9 @@ class Actor:
         self.txn.add(row)
         return row
 
-    def _nest(self, rdef: hot.ResourceDef, ctx: stackdef.StackContext) -> Nest:
+    async def _nest(self, rdef: hot.ResourceDef, ctx: stackdef.StackContext) -> Nest:
         """What a resource that makes a nested stack passes down to it."""
-        metadata = hot.resolve(rdef.metadata, ctx, f"resources.{rdef.name}.metadata")
+        metadata = await stackdef.resolve(rdef.metadata, ctx, f"resources.{rdef.name}.metadata")
         facade = {
             "metadata": stackdef.plain(metadata),
             "deletion_policy": rdef.deletion_policy or "Delete",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -14,7 +16,9 @@ from control.hot.definition import Definition, build, plain
 from control.resources import read_attribute
 from control.store.orm import StackRow
 
-__all__ = ["Definition", "Definitions", "StackContext", "build", "plain", "without"]
+__all__ = ["Definition", "Definitions", "StackContext", "build", "plain", "resolve", "without"]
+
+log = logging.getLogger(__name__)
 
 #: The stack row's big columns a Definition is parsed from (plus the one a rollback returns
 #: to); ``files`` is not among them: expressions read it while resources act (``get_file``).
@@ -82,6 +86,36 @@ class StackContext:
         if self._stack.parent_id is None:
             raise hot.TemplateError(key, "resource_facade: this stack is not nested in another")
         return (self._stack.facade or {}).get(key)
+
+
+async def resolve(node: Any, ctx: hot.Context, path: str, budget: hot.Budget | None = None) -> Any:
+    """*node* evaluated in *ctx* (under *budget*, else each call's own); in a worker thread when it
+    calls ``yaql``.
+
+    A yaql expression may run for yaqlfn.TIME_LIMIT seconds, an evaluation's expressions for
+    budget.YAQL_SECONDS: on the event loop every other request of the process would wait that
+    long. The thread runs in a copy of this task's context under the same budget, and reads only
+    what *ctx* holds (this step's rows, which nothing else touches while the step waits for it).
+    Other nodes stay on the loop: a thread per resource would slow a stack of 50,000 down.
+    """
+    if not hot.mentions(node, "yaql"):
+        return _resolved(node, ctx, path, budget)
+    return await asyncio.to_thread(_resolved_apart, node, ctx, path, budget)
+
+
+def _resolved(node: Any, ctx: hot.Context, path: str, budget: hot.Budget | None) -> Any:
+    if budget is None:
+        return hot.resolve(node, ctx, path)
+    with hot.evaluating(budget):
+        return hot.resolve(node, ctx, path)
+
+
+def _resolved_apart(node: Any, ctx: hot.Context, path: str, budget: hot.Budget | None) -> Any:
+    log.debug("%s: evaluating yaql off the event loop", path)
+    try:
+        return _resolved(node, ctx, path, budget)
+    finally:
+        log.debug("%s: yaql evaluated", path)
 
 
 def environment_to_json(env: hot.Environment) -> dict[str, Any]:

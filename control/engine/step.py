@@ -146,14 +146,14 @@ class Step:
             await self._purge()
         else:
             if stack.parent_id is not None:
-                stack.outputs = self._outputs()  # its parent resource's attributes
+                stack.outputs = await self._outputs()  # its parent resource's attributes
             finish(self.txn, stack, "COMPLETE", f"Stack {stack.action} completed successfully")
         # Settled in this step: a step it asked of itself (a resource done at once) would find
         # nothing to do. A change committed by anyone else still bumps the work row's seq.
         self.txn.kicks.discard(stack.id)
         return True
 
-    def _outputs(self) -> dict[str, Any]:
+    async def _outputs(self) -> dict[str, Any]:
         """The stack's outputs now; one that cannot be evaluated is null (`stack outputs` says why)."""
         defn = self.defs.get(self.stack)
         ctx = stackdef.StackContext(self.stack, defn, {r.name: r for r in self.rows if r.current})
@@ -162,7 +162,7 @@ class Step:
             if not defn.output_active(name):
                 continue
             try:
-                out[name] = stackdef.plain(hot.resolve(odef.value, ctx, f"outputs.{name}.value"))
+                out[name] = stackdef.plain(await stackdef.resolve(odef.value, ctx, f"outputs.{name}.value"))
             except hot.TemplateError:
                 out[name] = None
         return out

@@ -4,7 +4,7 @@ Pure Python: no I/O beyond parsing the YAML text it is given. Every problem is a
 TemplateError whose ``path`` says where (``resources.web.properties.config``).
 """
 
-from control.hot.binding import condition_values, resolve_parameters
+from control.hot.binding import condition_values, reads_parameters, resolve_parameters
 from control.hot.budget import DEFAULT_TOTAL_BYTES, Budget, BudgetError, evaluating
 from control.hot.definition import Definition, build, plain
 from control.hot.environment import (
@@ -23,7 +23,7 @@ from control.hot.evaluation import Context, evaluate_condition, resolve, select
 from control.hot.files import closure as file_closure
 from control.hot.files import is_template_ref
 from control.hot.files import lookup as lookup_file
-from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls, references
+from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls, mentions, references
 from control.hot.groups import canary_terms
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.nesting import MAX_NESTED_DEPTH, STACK_ID, Nesting, load_nested
@@ -90,11 +90,13 @@ __all__ = [
     "load_yaml",
     "lookup_file",
     "map_type",
+    "mentions",
     "merge_environments",
     "parse_environment",
     "parse_template",
     "plain",
     "random_minimum",
+    "reads_parameters",
     "references",
     "resolve",
     "resolve_parameters",

@@ -10,6 +10,7 @@ from control.hot import taint
 from control.hot.environment import Environment
 from control.hot.errors import TemplateError
 from control.hot.evaluation import evaluate_condition
+from control.hot.functions import call_of, walk
 from control.hot.parameters import Parameters, check_constraints, convert
 from control.hot.template import Template
 
@@ -88,6 +89,10 @@ class _ConditionContext:
     def facade(self, key: str) -> Any:
         raise TemplateError("conditions", "conditions cannot use resource_facade")
 
+    def assume(self, names: frozenset[str]) -> None:
+        """Take the conditions *names* as true without evaluating them."""
+        self._done.update(dict.fromkeys(names & set(self._template.conditions), True))
+
     def condition(self, name: str) -> bool:
         if name in self._done:
             return self._done[name]
@@ -112,8 +117,28 @@ def condition_values(
     stack_name: str = "",
     stack_id: str = "",
     project_id: str = "",
+    undecided: frozenset[str] = frozenset(),
 ) -> dict[str, bool]:
-    """The truth of every entry of the template's conditions section."""
+    """The truth of every entry of the template's conditions section; those named in
+    *undecided* (a dry run's, over values not known yet) are true, not evaluated."""
     pseudo = {"OS::stack_name": stack_name, "OS::stack_id": stack_id, "OS::project_id": project_id}
     ctx = _ConditionContext(template, {**params.values, **pseudo})
+    ctx.assume(undecided)
     return {name: ctx.condition(name) for name in template.conditions}
+
+
+def reads_parameters(expr: Any, template: Template, names: frozenset[str]) -> bool:
+    """Whether the condition *expr* reads any parameter in *names*, itself or through the named
+    conditions it uses (a parameter named by a computed value counts as read)."""
+    pending, seen = [expr], set()
+    while pending:
+        for _, node in walk(pending.pop()):
+            if isinstance(node, str) and node in template.conditions and node not in seen:
+                seen.add(node)
+                pending.append(template.conditions[node])
+            call = call_of(node)
+            if call is not None and call[0] == "get_param":
+                name = call[1][0] if isinstance(call[1], list) and call[1] else call[1]
+                if not isinstance(name, str) or name in names:
+                    return True
+    return False

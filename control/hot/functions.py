@@ -141,6 +141,21 @@ def calls(node: Any, path: str = "") -> Iterator[tuple[str, str, Any]]:
             yield where, call[0], call[1]
 
 
+def mentions(node: Any, name: str) -> bool:
+    """Whether a map keyed *name* (a call of that function, if it is one) is anywhere in *node*:
+    a walk that builds no paths, cheap enough for every resource the engine evaluates."""
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, Mapping):
+            if name in item:
+                return True
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
 def references(node: Any) -> frozenset[str]:
     """Names of the resources that get_resource and get_attr in ``node`` refer to."""
     names: set[str] = set()

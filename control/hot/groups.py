@@ -254,12 +254,12 @@ def check_member(
         raise TemplateError(at(where, "type"), f"type {mapped!r} is neither a supported type nor a template")
 
 
-def substituted(value: Any, var: str) -> Any:
-    """*value* as member ``0`` gets it (its index variable replaced)."""
+def substituted(value: Any, var: str, index: str = "0") -> Any:
+    """*value* as member *index* gets it (its index variable replaced)."""
     if isinstance(value, str):
-        return value.replace(var, "0")
+        return value.replace(var, index)
     if isinstance(value, Mapping):
-        return {k: substituted(v, var) for k, v in value.items()}
+        return {k: substituted(v, var, index) for k, v in value.items()}
     if isinstance(value, list):
-        return [substituted(v, var) for v in value]
+        return [substituted(v, var, index) for v in value]
     return value

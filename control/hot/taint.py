@@ -113,6 +113,24 @@ def mask_text(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def dumps_masked(data: Any) -> str:
+    """JSON of an answer (the API's, Heat's API's): a Secret that reached it anyway shows as MASK.
+
+    A map keyed by a Secret is masked whole, as ``masked`` does; json's ``default`` never sees
+    keys, so such an answer is walked once more only then.
+    """
+    try:
+        return json.dumps(data, default=_mask_default)
+    except TypeError:
+        return json.dumps(masked(data), default=_mask_default)
+
+
+def _mask_default(value: Any) -> Any:
+    if isinstance(value, Secret):
+        return MASK
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def json_default(value: Any) -> Any:
     """``json.dumps(default=...)``: a Secret is stored as ``{MARK: value}``."""
     if isinstance(value, Secret):

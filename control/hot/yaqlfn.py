@@ -15,6 +15,7 @@ import contextlib
 import functools
 import json
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from types import FrameType
@@ -26,6 +27,9 @@ from control.hot.errors import TemplateError
 LIMIT_ITERATORS = 200
 MEMORY_QUOTA = 10_000
 TIME_LIMIT = 2.0
+#: yaql's parser (ply) keeps its state on one shared object: one thread parses at a time (the
+#: engine evaluates yaql in worker threads, a create's dry run in another).
+_PARSING = threading.Lock()
 
 
 @functools.cache
@@ -47,7 +51,8 @@ def parse(expression: Any, path: str) -> Any:
     from yaql.language import exceptions  # noqa: PLC0415 (as in _engine)
 
     try:
-        return _engine()[0](expression)
+        with _PARSING:
+            return _engine()[0](expression)
     except exceptions.YaqlException as e:
         raise TemplateError(path, f"yaql: bad expression: {e}") from None
 

@@ -279,12 +279,12 @@ def attributes(dep: DeploymentRow) -> dict[str, Any]:
     return out
 
 
-async def server_for(txn: Txn, ref: Any, where: str) -> ServerRow:
-    """A deployment's server, named by id or by name."""
+async def server_for(txn: Txn, ref: Any, where: str, project: str | None = None) -> ServerRow:
+    """A deployment's server, named by id or by name (of *project*, when given: another's is not found)."""
     if not isinstance(ref, str) or not ref:
         raise BadRequestError(f"server must be a server id or name, got {ref!r}", where=where)
     server = await txn.get(ServerRow, ref) or await server_named(txn, ref)
-    if server is None:
+    if server is None or project not in (None, server.project):
         raise NotFoundError(f"server {ref!r} not found", where=where)
     return server
 

@@ -14,11 +14,10 @@ from control.resources.base import Res
 from control.store.orm import ResourceRow
 
 
-def resolved(raw: Any, ctx: hot.Context, path: str) -> str | None:
-    """The resource's external_id evaluated (get_param of a parameter, or as written)."""
-    if raw is None:
+def checked_id(value: Any, path: str) -> str | None:
+    """The resource's external_id as evaluated (the engine evaluates it: it may call yaql), checked."""
+    if value is None:
         return None
-    value = hot.resolve(raw, ctx, path)
     if not isinstance(value, str) or not value:
         raise hot.TemplateError(path, f"expected the id of the existing resource, got {value!r}")
     return value

@@ -153,6 +153,7 @@ async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
     defn, warnings = _build(txn, res, child_id, name, parent.nested_depth + 1, parts)
     child = StackRow(
         id=child_id,
+        project=parent.project,
         name=name,
         action="CREATE",
         status="IN_PROGRESS",

@@ -18,6 +18,7 @@ from typing import Any
 
 from control import hot
 from control.errors import BadRequestError
+from control.hot.groups import substituted
 from control.resources import batches, canary
 from control.resources.base import Res
 from control.resources.group_stack import ORDER, STATE, GroupStack, definition, wants
@@ -69,22 +70,12 @@ def outputs(names: list[str], wants: list[list[Any]] | None) -> dict[str, Any]:
 
 def member(definition: Mapping[str, Any], index_var: str, name: str) -> dict[str, Any]:
     """Member *name*'s definition: ``index_var`` replaced by its name in every string property."""
-    props = _substitute(definition.get("properties") or {}, index_var, name)
+    props = substituted(definition.get("properties") or {}, index_var, name)
     return {
         "type": definition["type"],
         "properties": {k: v for k, v in props.items() if v is not None},
         "metadata": dict(definition.get("metadata") or {}),
     }
-
-
-def _substitute(value: Any, var: str, name: str) -> Any:
-    if isinstance(value, str):
-        return value.replace(var, name)
-    if isinstance(value, Mapping):
-        return {k: _substitute(v, var, name) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute(v, var, name) for v in value]
-    return value
 
 
 def policy(res: Res, name: str) -> dict[str, Any] | None:

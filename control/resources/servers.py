@@ -13,6 +13,7 @@ from control.documents import heat
 from control.errors import BadRequestError
 from control.hot.names import name_problem
 from control.keys import new_token, token_hash
+from control.principal import DEFAULT_PROJECT
 from control.resources import deploy
 from control.resources.base import REPLACE, Outcome, Res, done, warn
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow
@@ -60,8 +61,12 @@ class Server:
             return await self._adopt(txn, res, res.external_id)
         name = server_name(res.stack.name, res.name, props)
         server = await deploy.server_named(txn, name)
+        if server is not None and server.project != res.stack.project:  # another project's: not ours to take
+            raise BadRequestError(
+                f"server name {name!r} is taken outside project {res.stack.project}", where=res.where
+            )
         if server is None:
-            server, _ = await create_server(txn, name, owner_stack_id=res.stack.id)
+            server, _ = await create_server(txn, name, owner_stack_id=res.stack.id, project=res.stack.project)
             if txn.runtime.settings.provisioner == "enrol":
                 txn.event(
                     res.stack.id,
@@ -168,7 +173,12 @@ def server_name(stack: str, resource: str, props: Mapping[str, Any]) -> str:
 
 
 async def create_server(
-    txn: Txn, name: str, *, owner_stack_id: str | None, server_id: str | None = None
+    txn: Txn,
+    name: str,
+    *,
+    owner_stack_id: str | None,
+    server_id: str | None = None,
+    project: str = DEFAULT_PROJECT,
 ) -> tuple[ServerRow, str]:
     """A server awaiting enrolment and its one-time token; the provisioner gets it after commit."""
     settings = txn.runtime.settings
@@ -176,6 +186,7 @@ async def create_server(
     now = time.time()
     server = ServerRow(
         id=server_id or str(uuid.uuid4()),
+        project=project,
         name=name,
         status="AWAITING_ENROLMENT",
         owner_stack_id=owner_stack_id,

@@ -37,6 +37,7 @@ class SoftwareConfig:
             ConfigRow(
                 id=config_id,
                 stack_id=res.stack.id,
+                project=res.stack.project,
                 name=f"{res.stack.name}-{res.name}",
                 group=self.group(props),
                 body=body,
@@ -157,13 +158,15 @@ class SoftwareDeployment:
 
     async def start(self, txn: Txn, res: Res, props: Mapping[str, Any], member: str) -> DeploymentRow:
         """A new deployment named *member*; CREATE runs when it lists CREATE."""
-        server = await deploy.server_for(txn, props.get("server"), f"{res.where}.properties.server")
+        where = f"{res.where}.properties.server"
+        server = await deploy.server_for(txn, props.get("server"), where, res.stack.project)
         transport = self._transport(txn, res, props)
         source = await self.source(txn, res, props)
         now = time.time()
         dep = DeploymentRow(
             id=str(uuid.uuid4()),
             stack_id=res.stack.id,
+            project=res.stack.project,
             resource_name=member,
             server_id=server.id,
             config_id=props.get("config") or None,

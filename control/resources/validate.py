@@ -7,6 +7,7 @@ anything is stored.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,10 @@ PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
 UNKNOWN = frozenset({"get_attr", "get_resource", "resource_facade"})
 #: Stands for the random part of a nested stack's name (nested.short_id) in a dry run.
 SHORT_ID = "x" * 12
+#: A group's members dry-run at most: those whose definition differs (docs/templates.md).
+MAX_DRY_MEMBERS = 8
+#: Members looked at for a definition that differs: the first ones and the last.
+SCAN_MEMBERS = 1000
 
 
 def check_definition(template: hot.Template) -> list[str]:
@@ -175,12 +180,15 @@ def _dry_nested(
         pname = e.path.removeprefix("parameters.")
         raise TemplateError(f"{where}.properties.{pname}", f"template {child.key}: {e.reason}") from None
     try:
-        conditions = hot.condition_values(child.template, params, stack_name=name, stack_id=PLACEHOLDER_ID)
+        # a condition over a value not known yet may turn out true: what it guards is checked too
+        undecided = frozenset(n for n in child.template.conditions if _reads(child, n, unknown))
+        conditions = hot.condition_values(
+            child.template, params, stack_name=name, stack_id=PLACEHOLDER_ID, undecided=undecided
+        )
         defn = hot.Definition(child.template, child.env, params, conditions)
-        order, outputs = defn.order(), [n for n in child.template.outputs if defn.output_active(n)]
+        order = [n for n in child.template.order() if _possible(defn, unknown, "resources", n)]
+        outputs = [n for n in child.template.outputs if _possible(defn, unknown, "outputs", n)]
     except TemplateError as e:
-        if unknown:
-            return  # a condition over a value not known yet: the engine decides
         raise _inside(where, child.key, e) from None
     pseudo = {"OS::stack_name": name, "OS::stack_id": PLACEHOLDER_ID, "OS::project_id": ""}
     values = {
@@ -196,6 +204,18 @@ def _dry_nested(
         raise TemplateError(where, f"in template {child.key}: {e.where}: {e.message}") from None
 
 
+def _reads(child: Nested, condition: str, unknown: frozenset[str]) -> bool:
+    return hot.reads_parameters(child.template.conditions[condition], child.template, unknown)
+
+
+def _possible(defn: hot.Definition, unknown: frozenset[str], section: str, name: str) -> bool:
+    """Whether the resource or output may be active: its condition is true, or reads a value not known yet."""
+    entry = (defn.template.resources if section == "resources" else defn.template.outputs)[name]
+    if entry.condition is None or hot.reads_parameters(entry.condition, defn.template, unknown):
+        return True
+    return defn.active(name) if section == "resources" else defn.output_active(name)
+
+
 def _inside(where: str, key: str, e: TemplateError) -> TemplateError:
     """The error *e* of nested template *key*, at the resource that nests it (a budget's stays one)."""
     return (BudgetError if isinstance(e, BudgetError) else TemplateError)(where, f"in template {key}: {e}")
@@ -204,30 +224,84 @@ def _inside(where: str, key: str, e: TemplateError) -> TemplateError:
 def _dry_members(
     stack: DryStack, name: str, rdef: hot.ResourceDef, props: Mapping[str, Any], budget: Budget
 ) -> None:
-    """A group's member 0 dry-run (its nested template's too); the others charged as it was."""
+    """Dry-run each member whose definition differs (its nested template's too; at most
+    MAX_DRY_MEMBERS); the others are charged as the costliest of them."""
     key = MEMBER_PROPERTY[rdef.type]
     member, count = props.get(key), _count(rdef.type, props)
     if not isinstance(member, Mapping) or not isinstance(member.get("type"), str) or count == 0:
         return
-    where = f"resources.{name}.properties.{key}"
-    index_var = props.get("index_var")
-    mprops = substituted(
-        member.get("properties") or {}, index_var if isinstance(index_var, str) else "%index%"
-    )
-    started = budget.used
-    inner_env = hot.child_environment(stack.env, name)
-    mapped = hot.map_type(inner_env, member["type"], "0")
-    if isinstance(mprops, Mapping) and hot.is_template_ref(mapped, stack.files):
-        group = stack.nesting.deeper()
-        tkey, template = parse_nested("0", mapped, at(where, "type"), stack.files, inner_env, group, _parse)
-        raw = rdef.properties.get(key)
-        raw_props = raw.get("properties", raw) if isinstance(raw, Mapping) else raw
-        child = Nested(tkey, template, hot.child_environment(inner_env, "0"), group.deeper())
-        group_name = f"{stack.name}-{name}-{SHORT_ID}"
-        _dry_nested(stack, child, f"{group_name}-0-{SHORT_ID}", _given(stack.ctx, raw_props, mprops), where)
+    group = Group(stack, name, rdef, member, props.get("index_var"))
+    costs = []
+    for index in group.distinct(count):
+        started = budget.used
+        group.dry_run(index)
+        costs.append(budget.used - started)
     if count is not None and count > 1:
-        cost = budget.used - started + budget.size(member)
-        budget.spend((count - 1) * cost, where, "the group's members")
+        # each other member stores its definition, and builds what the costliest one dry-run built
+        cost = (count - 1) * budget.size(member) + (count - len(costs)) * max(costs)
+        budget.spend(cost, group.where, "the group's members")
+
+
+class Group:
+    """A group's member definition as each member gets it: its index in its properties, and the
+    environment's entries for its name."""
+
+    def __init__(
+        self, stack: DryStack, name: str, rdef: hot.ResourceDef, member: Mapping[str, Any], index_var: Any
+    ) -> None:
+        self.stack, self.name, self.rdef, self.member = stack, name, rdef, member
+        self.key = MEMBER_PROPERTY[rdef.type]
+        self.where = f"resources.{name}.properties.{self.key}"
+        self.var = index_var if isinstance(index_var, str) else "%index%"
+        self.env = hot.child_environment(stack.env, name)
+
+    def distinct(self, count: int | None) -> list[int]:
+        """Member indices whose definitions differ: the first, the last, then in order, at most
+        MAX_DRY_MEMBERS of them, among the first SCAN_MEMBERS (scaling groups' members differ in nothing)."""
+        props = self.member.get("properties") or {}
+        varies = self.rdef.type != AUTO_SCALING_GROUP and substituted(props, self.var, "0") != substituted(
+            props, self.var, "1"
+        )
+        if not varies and not self.env.resources:
+            return [0]
+        last = [count - 1] if count is not None else []  # a count known only later: the first ones
+        order = dict.fromkeys([0, *last, *range(1, min(count or SCAN_MEMBERS, SCAN_MEMBERS))])
+        seen, picked = set(), []
+        for index in order:
+            rendering = json.dumps(
+                [
+                    substituted(props, self.var, str(index)) if varies else None,
+                    hot.map_type(self.env, self.member["type"], str(index)),
+                    hot.child_environment(self.env, str(index)).resources,
+                ],
+                sort_keys=True,
+                default=str,
+            )
+            if rendering not in seen:
+                seen.add(rendering)
+                picked.append(index)
+                if len(picked) == MAX_DRY_MEMBERS:
+                    break
+        return picked
+
+    def dry_run(self, index: int) -> None:
+        """Member *index*'s nested stack dry-run, when its type is a template."""
+        stack, member = self.stack, str(index)
+        mprops = substituted(self.member.get("properties") or {}, self.var, member)
+        mapped = hot.map_type(self.env, self.member["type"], member)
+        if not isinstance(mprops, Mapping) or not hot.is_template_ref(mapped, stack.files):
+            return
+        nesting = stack.nesting.deeper()
+        where = self.where
+        tkey, template = parse_nested(
+            member, mapped, at(where, "type"), stack.files, self.env, nesting, _parse
+        )
+        raw = self.rdef.properties.get(self.key)
+        raw_props = raw.get("properties", raw) if isinstance(raw, Mapping) else raw
+        child = Nested(tkey, template, hot.child_environment(self.env, member), nesting.deeper())
+        group_name = f"{stack.name}-{self.name}-{SHORT_ID}"
+        given = _given(stack.ctx, raw_props, mprops)
+        _dry_nested(stack, child, f"{group_name}-{member}-{SHORT_ID}", given, where)
 
 
 def _count(rtype: str, props: Mapping[str, Any]) -> int | None:

@@ -27,6 +27,7 @@ from sqlalchemy import select, update
 from control.engine import stackdef
 from control.errors import BadRequestError, ConflictError
 from control.hot import taint
+from control.principal import DEFAULT_PROJECT
 from control.resources import DEPLOYMENT_TYPES
 from control.resources.nested import store_definition
 from control.resources.validate import check_definition
@@ -225,7 +226,7 @@ def _request(body: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]
     }
 
 
-async def adopt_stack(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
+async def adopt_stack(rt: Runtime, body: Mapping[str, Any], project: str = DEFAULT_PROJECT) -> dict[str, Any]:
     """A stack *name* from Anneal's abandon data: ADOPT_COMPLETE at once, its deployments re-attached, nothing run."""
     name = check_stack_name(body.get("name"))
     given = body.get("parameters")
@@ -244,7 +245,7 @@ async def adopt_stack(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
         now = time.time()
         reason = "Stack ADOPT completed successfully"
         stack = StackRow(
-            id=stack_id, name=name, action="ADOPT", status="COMPLETE", status_reason=reason,
+            id=stack_id, project=project, name=name, action="ADOPT", status="COMPLETE", status_reason=reason,
             created_at=now, updated_at=now, version=1, traversal=1,
             tags=tags_given(body) or list(data.get("tags") or []),
             timeout_mins=timeout_given(body) or timeout_given(data),

@@ -16,6 +16,7 @@ from control.errors import AuthError, BadRequestError, ConflictError, ControlErr
 from control.hot import taint
 from control.hot.names import name_problem
 from control.keys import new_token, token_hash
+from control.principal import DEFAULT_PROJECT
 from control.resources import create_server
 from control.resources.servers import refresh_addresses
 from control.runtime import Runtime
@@ -31,7 +32,11 @@ MAX_LEDGER_ITEMS = 10_000
 
 
 async def create_server_record(
-    rt: Runtime, name: Any, transport: Any = None, heat_compatible: Any = False
+    rt: Runtime,
+    name: Any,
+    transport: Any = None,
+    heat_compatible: Any = False,
+    project: str = DEFAULT_PROJECT,
 ) -> dict[str, Any]:
     """A server awaiting enrolment, and the one-time token its agent enrols with.
 
@@ -52,7 +57,7 @@ async def create_server_record(
         if await session.scalar(select(ServerRow.id).where(ServerRow.name == name)) is not None:
             raise ConflictError(f"server {name!r} already exists", where="name")
         txn = Txn(session, rt)
-        server, token = await create_server(txn, name, owner_stack_id=None)
+        server, token = await create_server(txn, name, owner_stack_id=None, project=project)
         if heat_compatible:
             server.agent_kind, server.status = heat.HEAT_AGENT, "HEAT_COMPATIBLE"
             server.enrol_token_hash, server.enrol_expires = None, None

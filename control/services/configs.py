@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.documents.seal import secret_strings
 from control.errors import BadRequestError, ConflictError, NotFoundError
+from control.principal import DEFAULT_PROJECT
 from control.runtime import Runtime
 from control.services.stacks import MASK, mask
 from control.store.orm import ConfigRow, DeploymentRow
@@ -42,13 +43,16 @@ def _items(body: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
     return [dict(i) for i in value]
 
 
-async def create_config(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
+async def create_config(
+    rt: Runtime, body: Mapping[str, Any], project: str = DEFAULT_PROJECT
+) -> dict[str, Any]:
     """A new immutable config: ``{name, group, config, inputs, outputs, options}``."""
     options = body.get("options") or {}
     if not isinstance(options, Mapping):
         raise BadRequestError("options: expected an object", where="options")
     row = ConfigRow(
         id=str(uuid.uuid4()),
+        project=project,
         stack_id=None,
         name=_text(body, "name", ""),
         group=_text(body, "group", "") or "Heat::Ungrouped",
@@ -72,11 +76,15 @@ def config_view(row: ConfigRow, secrets: set[str]) -> dict[str, Any]:
     return {**found, **{k: body.get(k) for k in ("config", "inputs", "outputs", "options")}}
 
 
-async def list_configs(session: AsyncSession, limit: int | None, marker: str | None) -> list[dict[str, Any]]:
-    """Configs, oldest first (no bodies: they are not decrypted for a listing)."""
+async def list_configs(
+    session: AsyncSession, limit: int | None, marker: str | None, project: str | None = None
+) -> list[dict[str, Any]]:
+    """Configs (of *project*; None: every project), oldest first (no bodies: they are not decrypted for a listing)."""
     stmt = select(ConfigRow.id, ConfigRow.name, ConfigRow.group, ConfigRow.created_at).order_by(
         ConfigRow.created_at, ConfigRow.id
     )
+    if project is not None:
+        stmt = stmt.where(ConfigRow.project == project)
     rows = [
         {"id": i, "name": n, "group": g, "creation_time": c} for i, n, g, c in await session.execute(stmt)
     ]

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from control.documents import seal
 from control.documents.seal import secret_strings
 from control.errors import BadRequestError, ConflictError, NotFoundError
+from control.principal import DEFAULT_PROJECT
 from control.resources import create_server, deploy, forget_deployment
 from control.runtime import Runtime
 from control.services.stacks import MASK, mask
@@ -92,17 +93,18 @@ def _action(body: Mapping[str, Any], default: str) -> str:
     return value
 
 
-async def _server(txn: Txn, ref: Any) -> ServerRow:
+async def _server(txn: Txn, ref: Any, project: str, within: str | None) -> ServerRow:
     """The server named or with id *ref*; an unknown one is made, awaiting its agent, with *ref* as id and name.
 
     Heat keeps a deployment for any server id (the server may come later); here the server
-    waits for an agent as a stack's DeployedServer does (`anneal server token NAME`).
+    waits for an agent as a stack's DeployedServer does (`anneal server token NAME`). A new one
+    is in *project*; an existing one must be in *within* (None: any project, for an admin).
     """
     usable = isinstance(ref, str) and ref and len(ref) <= 64 and "/" not in ref
     if usable and await txn.get(ServerRow, ref) is None and await deploy.server_named(txn, ref) is None:
-        server, _ = await create_server(txn, ref, owner_stack_id=None, server_id=ref)
+        server, _ = await create_server(txn, ref, owner_stack_id=None, server_id=ref, project=project)
         return server
-    return await deploy.server_for(txn, ref, "server_id")
+    return await deploy.server_for(txn, ref, "server_id", within)
 
 
 def _values(body: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -121,16 +123,19 @@ def _transport(rt: Runtime, body: Mapping[str, Any], derived: str | None) -> str
     return rt.settings.default_signal_transport
 
 
-async def _config(session: AsyncSession, config_id: Any) -> ConfigRow:
+async def _config(session: AsyncSession, config_id: Any, within: str | None) -> ConfigRow:
+    """The config *config_id*, of project *within* (None: any project, for an admin)."""
     if not isinstance(config_id, str) or not config_id:
         raise BadRequestError("config_id: a software config id is required", where="config_id")
     row = await session.get(ConfigRow, config_id)
-    if row is None:
+    if row is None or within not in (None, row.project):
         raise NotFoundError(f"config_id: software config {config_id} not found", where="config_id")
     return row
 
 
-async def create_deployment(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
+async def create_deployment(
+    rt: Runtime, body: Mapping[str, Any], project: str = DEFAULT_PROJECT, within: str | None = None
+) -> dict[str, Any]:
     """A deployment of ``config_id`` on ``server_id`` (an Anneal server's id or name) for ``action``.
 
     ``status`` IN_PROGRESS (the default) runs it on the server now; COMPLETE or FAILED
@@ -141,12 +146,13 @@ async def create_deployment(rt: Runtime, body: Mapping[str, Any]) -> dict[str, A
     given = _values(body) or {}
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        server = await _server(txn, body.get("server_id"))
-        row = await _config(session, body.get("config_id"))
+        server = await _server(txn, body.get("server_id"), project, within)
+        row = await _config(session, body.get("config_id"), within)
         source, values, derived = _source(row, "")
         now = time.time()
         dep = DeploymentRow(
             id=str(uuid.uuid4()),
+            project=project,
             stack_id=None,
             server_id=server.id,
             config_id=row.id,
@@ -182,7 +188,9 @@ async def _standalone(session: AsyncSession, dep_id: str) -> DeploymentRow:
     return dep
 
 
-async def update_deployment(rt: Runtime, dep_id: str, body: Mapping[str, Any]) -> dict[str, Any]:
+async def update_deployment(
+    rt: Runtime, dep_id: str, body: Mapping[str, Any], within: str | None = None
+) -> dict[str, Any]:
     """A new ``config_id``, ``input_values`` or ``action`` runs again as a new generation; ``status``
     (with ``output_values`` and ``status_reason``) records a result, as a signal would."""
     async with rt.sessions() as session:
@@ -191,7 +199,7 @@ async def update_deployment(rt: Runtime, dep_id: str, body: Mapping[str, Any]) -
         given = _values(body)
         recorded = body.get("status") not in (None, "IN_PROGRESS")
         if body.get("config_id") is not None or given is not None or (body.get("action") and not recorded):
-            row = await _config(session, body.get("config_id") or dep.config_id)
+            row = await _config(session, body.get("config_id") or dep.config_id, within)
             source, values, _ = _source(row, dep.name)
             base = dep.input_values if row.id == dep.config_id else values
             action = _action(body, dep.action)
@@ -237,8 +245,13 @@ async def delete_deployment(rt: Runtime, dep_id: str) -> None:
         await txn.commit()
 
 
-async def list_deployments(session: AsyncSession, server_id: str | None) -> list[dict[str, Any]]:
+async def list_deployments(
+    session: AsyncSession, server_id: str | None, project: str | None = None
+) -> list[dict[str, Any]]:
+    """Deployments (of *project*; None: every project), on *server_id* if given."""
     stmt = select(DeploymentRow).order_by(DeploymentRow.created_at, DeploymentRow.id)
+    if project is not None:
+        stmt = stmt.where(DeploymentRow.project == project)
     if server_id:
         stmt = stmt.where(DeploymentRow.server_id == server_id)
     secrets: dict[str | None, set[str]] = {}

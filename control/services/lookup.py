@@ -6,7 +6,7 @@ the same answer; Heat's API keeps Heat's rule (whole ids only) for Heat's client
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.errors import BadRequestError, NotFoundError
@@ -17,10 +17,11 @@ from control.store.orm import DeploymentRow, ResourceRow
 SHOWN = 10
 
 
-async def find_deployment(session: AsyncSession, ref: str) -> DeploymentRow:
-    """The deployment *ref* names; NotFoundError if none, BadRequestError (listing them) if several."""
+async def find_deployment(session: AsyncSession, ref: str, project: str | None = None) -> DeploymentRow:
+    """The deployment *ref* names (in *project*, if given); NotFoundError if none, BadRequestError (listing
+    them) if several."""
     dep = await session.get(DeploymentRow, ref)
-    if dep is not None:
+    if dep is not None and project in (None, dep.project):
         return dep
     if "/" in ref:
         return await _by_resource(session, ref)
@@ -30,6 +31,7 @@ async def find_deployment(session: AsyncSession, ref: str) -> DeploymentRow:
         await session.scalars(
             select(DeploymentRow.id)
             .where(DeploymentRow.id.startswith(ref, autoescape=True))
+            .where(DeploymentRow.project == project if project is not None else true())
             .order_by(DeploymentRow.id)
             .limit(SHOWN + 1)
         )

@@ -61,16 +61,17 @@ async def state_counts(session: AsyncSession, stack_ids: list[str]) -> dict[str,
     return found
 
 
-async def stacks_overview(session: AsyncSession) -> list[dict[str, Any]]:
-    """Every top-level stack with its resource counts by state."""
-    stacks = list(
-        await session.scalars(
-            select(StackRow)
-            .options(*STATE_ONLY)
-            .where(StackRow.parent_id.is_(None))
-            .order_by(StackRow.created_at)
-        )
+async def stacks_overview(session: AsyncSession, project: str | None = None) -> list[dict[str, Any]]:
+    """Every top-level stack (of *project*; None: every project) with its resource counts by state."""
+    query = (
+        select(StackRow)
+        .options(*STATE_ONLY)
+        .where(StackRow.parent_id.is_(None))
+        .order_by(StackRow.created_at)
     )
+    if project is not None:
+        query = query.where(StackRow.project == project)
+    stacks = list(await session.scalars(query))
     counts = await state_counts(session, [s.id for s in stacks])
     return [{**stack_view(s), "counts": dict(counts[s.id])} for s in stacks]
 

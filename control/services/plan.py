@@ -129,7 +129,7 @@ async def _judge(
 ) -> Entry:
     type_name = actor.defn.template.resources[name].type
     try:
-        res, props = actor.resolve(name, current)
+        res, props = await actor.resolve(name, current)
         change = await changes.change(actor.txn, res, row, props)
     except (ControlError, hot.TemplateError) as e:
         # The engine would fail this resource in the update; the plan says so and goes on.

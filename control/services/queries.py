@@ -43,16 +43,22 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
             continue
         entry: dict[str, Any] = {"output_key": name, "description": odef.description or ""}
         try:
-            entry["output_value"] = taint.masked(hot.resolve(odef.value, ctx, f"outputs.{name}.value"))
+            value = await stackdef.resolve(odef.value, ctx, f"outputs.{name}.value")
+            entry["output_value"] = taint.masked(value)
         except hot.TemplateError as e:
             entry["output_value"], entry["output_error"] = None, str(e)
         out.append(entry)
     return out
 
 
-async def list_stacks(session: AsyncSession, nested: bool) -> list[dict[str, Any]]:
-    """Top-level stacks, oldest first; with *nested*, the stacks nested in them too."""
+async def list_stacks(
+    session: AsyncSession, nested: bool, project: str | None = None
+) -> list[dict[str, Any]]:
+    """Top-level stacks (of *project*; None: every project), oldest first; with *nested*, the stacks nested
+    in them too."""
     query = select(StackRow).options(*STATE_ONLY).order_by(StackRow.created_at)
+    if project is not None:
+        query = query.where(StackRow.project == project)
     if not nested:
         query = query.where(StackRow.parent_id.is_(None))
     return [stack_view(s) for s in await session.scalars(query)]
@@ -244,13 +250,23 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-async def list_deployments(session: AsyncSession, query: Mapping[str, str]) -> list[dict[str, Any]]:
+async def list_deployments(
+    session: AsyncSession, query: Mapping[str, str], project: str | None = None
+) -> list[dict[str, Any]]:
+    """Deployments (of *project*; None: every project) by stack, server and status; a stack or server
+    of another project is not found."""
     stmt = select(DeploymentRow).order_by(DeploymentRow.created_at)
+    if project is not None:
+        stmt = stmt.where(DeploymentRow.project == project)
     if query.get("stack"):
         stack = await get_stack(session, query["stack"], *STATE_ONLY)
+        if project not in (None, stack.project):
+            raise NotFoundError(f"stack {query['stack']!r} not found", where="stack")
         stmt = stmt.where(DeploymentRow.stack_id == stack.id)
     if query.get("server"):
         server = await get_server(session, query["server"])
+        if project not in (None, server.project):
+            raise NotFoundError(f"server {query['server']!r} not found", where="server")
         stmt = stmt.where(DeploymentRow.server_id == server.id)
     if "status" in query:  # given empty, it names no state: refused like any other
         status = query["status"].upper()

@@ -47,6 +47,8 @@ class StackQuery:
     marker: str | None = None
     #: Heat's show_nested: nested stacks (template resources, groups) are listed too.
     nested: bool = False
+    #: Only this project's stacks (None: every project's).
+    project: str | None = None
 
 
 def _status_filter(values: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -79,6 +81,8 @@ async def list_stacks(session: AsyncSession, query: StackQuery) -> list[dict[str
     stmt = select(StackRow).options(*STATE_ONLY)
     if not query.nested:
         stmt = stmt.where(StackRow.parent_id.is_(None))
+    if query.project is not None:
+        stmt = stmt.where(StackRow.project == query.project)
     for key, values in query.filters.items():
         if not values:
             continue
@@ -107,5 +111,5 @@ async def list_stacks(session: AsyncSession, query: StackQuery) -> list[dict[str
 
 async def count_stacks(session: AsyncSession, query: StackQuery) -> int:
     """How many stacks match *query*'s filters and tags (paging aside)."""
-    unpaged = StackQuery(filters=query.filters, tags=query.tags, nested=query.nested)
+    unpaged = StackQuery(filters=query.filters, tags=query.tags, nested=query.nested, project=query.project)
     return len(await list_stacks(session, unpaged))

@@ -18,6 +18,7 @@ from control.engine.settle import finish, settle
 from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.hot import taint
 from control.hot.names import name_problem
+from control.principal import DEFAULT_PROJECT
 from control.resources.nested import retire, store_definition, warning_events
 from control.runtime import Runtime
 from control.services import force_delete
@@ -50,7 +51,10 @@ def check_stack_name(name: Any) -> str:
     return name
 
 
-async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any]) -> dict[str, Any]:
+async def create_stack(
+    rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any], project: str = DEFAULT_PROJECT
+) -> dict[str, Any]:
+    """A new stack of *project*, created by the engine from its first step."""
     name = check_stack_name(body.get("name"))
     req = parse_request(body, rt.settings.max_template_bytes)
     tags, timeout_mins, rollback = tags_given(body) or [], timeout_given(body), rollback_wanted(body)
@@ -65,6 +69,7 @@ async def create_stack(rt: Runtime, kick: Callable[[str], None], body: Mapping[s
         now = time.time()
         stack = StackRow(
             id=stack_id,
+            project=project,
             name=name,
             action="CREATE",
             status="IN_PROGRESS",

@@ -35,6 +35,8 @@ class ServerRow(Base):
 
     __tablename__ = "servers"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: The project it belongs to (control/principal.py); rows from before projects are in "default".
+    project: Mapped[str] = mapped_column(String(255), default="default", server_default="default", index=True)
     name: Mapped[str] = mapped_column(String(255), unique=True)
     status: Mapped[str] = mapped_column(String(32))
     owner_stack_id: Mapped[str | None] = mapped_column(String(64), default=None)
@@ -64,6 +66,8 @@ class StackRow(Base):
 
     __tablename__ = "stacks"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: The project it belongs to (control/principal.py); rows from before projects are in "default".
+    project: Mapped[str] = mapped_column(String(255), default="default", server_default="default", index=True)
     name: Mapped[str] = mapped_column(String(255), unique=True)
     action: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16))
@@ -139,6 +143,8 @@ class ConfigRow(Base):
 
     __tablename__ = "configs"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: The project it belongs to (control/principal.py); rows from before projects are in "default".
+    project: Mapped[str] = mapped_column(String(255), default="default", server_default="default", index=True)
     stack_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
     name: Mapped[str] = mapped_column(String(255))
     group: Mapped[str] = mapped_column(String(128))
@@ -151,6 +157,8 @@ class DeploymentRow(Base):
 
     __tablename__ = "deployments"
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: The project it belongs to (control/principal.py); rows from before projects are in "default".
+    project: Mapped[str] = mapped_column(String(255), default="default", server_default="default", index=True)
     stack_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
     resource_name: Mapped[str] = mapped_column(String(255), default="")
     server_id: Mapped[str] = mapped_column(String(64), index=True)
@@ -224,3 +232,35 @@ class CounterRow(Base):
     __tablename__ = "counters"
     name: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class TokenRow(Base):
+    """An API token `anneal token create` made: only its SHA-256 is kept; revoked rows stay, for the audit."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), default="")
+    #: None for an admin token (every project).
+    project: Mapped[str | None] = mapped_column(String(255), default=None)
+    role: Mapped[str] = mapped_column(String(16))
+    hash: Mapped[str] = mapped_column(String(128), unique=True)
+    created_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float | None] = mapped_column(Float, default=None)
+    revoked_at: Mapped[float | None] = mapped_column(Float, default=None)
+
+
+class AuditRow(Base):
+    """One mutating request: who made it, what it asked, when, and the status it got."""
+
+    __tablename__ = "audit"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[float] = mapped_column(Float, index=True)
+    who: Mapped[str] = mapped_column(String(255))
+    token_id: Mapped[str | None] = mapped_column(String(64), default=None)
+    project: Mapped[str | None] = mapped_column(String(255), default=None)
+    #: Which API: ``operator``, ``heat`` or ``ui``.
+    api: Mapped[str] = mapped_column(String(16))
+    method: Mapped[str] = mapped_column(String(16))
+    route: Mapped[str] = mapped_column(String(255))
+    target: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[int] = mapped_column(Integer)

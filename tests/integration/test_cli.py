@@ -862,7 +862,8 @@ def test_version_prints_the_installed_package_version(tmp_path: Path) -> None:
 
 
 def test_every_parser_command_has_a_handler_and_every_handler_a_command():
-    """The command table and the parser name the same commands (`serve`, `db`, `template validate` run locally)."""
+    """The command table and the parser name the same commands (`serve`, `db`, `template validate` run locally;
+    a group with no subcommands, as `audit`, is its default command)."""
     parser = build_parser()
     groups = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
     parsed = {
@@ -872,5 +873,5 @@ def test_every_parser_command_has_a_handler_and_every_handler_a_command():
         for action in sub._actions
         if isinstance(action, argparse._SubParsersAction)
         for command in action.choices
-    }
+    } | {(group, sub.get_default("command")) for group, sub in groups.items() if sub.get_default("command")}
     assert parsed - {("template", "validate")} == set(COMMANDS)

@@ -4,7 +4,8 @@ The control plane runs under `prlimit` with the descriptor limit of its systemd 
 (packaging/systemd/anneal.service's LimitNOFILE) and with systemd's default 1,024, which 2,000
 idle connections exceed. Before the connection guard (agent/serving.py) /v1/health went unanswered
 for about 50 s at 1,100 connections while "Too many open files" tracebacks filled the log.
-Latencies are printed, not asserted (the machine is shared); each answer must arrive.
+Latencies are printed, not asserted (the machine is shared); every health probe must be
+answered 200, none refused or timed out.
 """
 
 from __future__ import annotations
@@ -69,18 +70,21 @@ def _long_poll(cp: ControlPlane, credential: str, result: dict[str, object]) -> 
         conn.close()
 
 
-def _health(cp: ControlPlane) -> float:
-    """Seconds /v1/health took on a new connection; fails if it is not answered 200."""
+def _health(cp: ControlPlane) -> tuple[float, str]:
+    """Seconds /v1/health took on a new connection, and how it ended: its status, or the error
+    (refused, reset, timed out after 10 s)."""
     start = time.monotonic()
     conn = http.client.HTTPConnection("127.0.0.1", cp.port, timeout=10)
     try:
         conn.request("GET", "/v1/health")
         response = conn.getresponse()
         response.read()
-        assert 200 == response.status
+        outcome = str(response.status)
+    except OSError as e:
+        outcome = f"{type(e).__name__}: {e}"
     finally:
         conn.close()
-    return time.monotonic() - start
+    return time.monotonic() - start, outcome
 
 
 def _open_idle(port: int, count: int, stack: ExitStack) -> list[socket.socket]:
@@ -121,13 +125,16 @@ def test_idle_connections_leave_health_and_long_polls_served(tmp_path: Path, lim
             time.sleep(0.05)
         with ExitStack() as stack:
             socks = _open_idle(cp.port, IDLE, stack)
-            latencies = [_health(cp) for _ in range(20)]
+            probes = [_health(cp) for _ in range(20)]
             closed = _closed_by_server(socks)
+        latencies = [seconds for seconds, _ in probes]
         poller.join(LONG_POLL + 90)
         print(
             f"\nLimitNOFILE {nofile}, {IDLE} idle connections: health p50 {statistics.median(latencies) * 1000:.1f} ms, "
             f"max {max(latencies) * 1000:.1f} ms over {len(latencies)}; {closed} idle connections closed by the server"
         )
+        # Every probe answered 200: none refused, reset or timed out (how fast is printed, not asserted).
+        assert [] == [outcome for _, outcome in probes if outcome != "200"]
         assert 304 == poll.get("status"), poll
         log = cp.log.read_text(errors="replace")
         print(f"control-plane log: {len(log)} bytes")
@@ -136,5 +143,7 @@ def test_idle_connections_leave_health_and_long_polls_served(tmp_path: Path, lim
         if nofile < IDLE:  # warned at start; the oldest idle connections made room, closed by the server
             assert "is below the 2256 that --max-agents 1000 needs" in log
             assert closed > 0
+        else:  # under the unit's limit the fleet fits: no warning at start, no descriptor ran out
+            assert "the descriptor limit" not in log and "Too many open files" not in log, log[-4000:]
     finally:
         stop_control_plane(cp)

@@ -84,8 +84,8 @@ def test_spec_security_matches_each_routes_policy(served: dict[str, Any]) -> Non
 
 
 def test_every_route_declares_an_access_policy():
-    """Every handler carries anneal_auth (public, admin, metrics, agent or signal): nothing relies on defaults."""
-    allowed = ("public", "admin", "metrics", "agent", "signal")
+    """Every handler carries anneal_auth (public, read, write, admin, metrics, agent or signal): nothing relies on defaults."""
+    allowed = ("public", "read", "write", "admin", "metrics", "agent", "signal")
     assert [] == [(m, p) for m, p, policy in ROUTES if policy not in allowed]
 
 

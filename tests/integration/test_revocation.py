@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.controlplane import ControlPlane, Response, start_control_plane, stop_control_plane
+from tests.support.controlplane import ControlPlane, Response, two_planes
 from tests.support.processes import BIN
 from tests.support.waiting import wait_until
 
@@ -39,18 +39,8 @@ ENROL_DEFAULTS = ("--provisioner", "enrol")
 @pytest.fixture
 def planes(tmp_path: Path, db_args: list[str]) -> Iterator[tuple[ControlPlane, ControlPlane]]:
     """Two processes on one database and one data dir (keys, admin token)."""
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    a = start_control_plane(tmp_path / "a", *db_args, defaults=ENROL_DEFAULTS)
-    (tmp_path / "b" / "data").symlink_to(tmp_path / "a" / "data")
-    try:
-        b = start_control_plane(tmp_path / "b", *db_args, defaults=ENROL_DEFAULTS)
-    except BaseException:
-        stop_control_plane(a)
-        raise
-    yield a, b
-    stop_control_plane(b)
-    stop_control_plane(a)
+    with two_planes(tmp_path, *db_args, defaults=ENROL_DEFAULTS) as (a, b):
+        yield a, b
 
 
 def enrol(cp: ControlPlane, token: str, state: Path) -> str:

@@ -28,8 +28,10 @@ SECRET = "s3cret-value-7f1"
 GREEN, BLUE = "rgb(46,125,50)", "rgb(21,101,192)"
 #: True when the graph is neither reading nor laying out (ui-graph.js counts its changes under way).
 GRAPH_AT_REST = "Number(document.getElementById('graph').dataset.busy || 0) === 0"
-#: Every control the read-only view has: none of them changes the control plane.
+#: Every control a reader's view has: none of them changes the control plane.
 HARMLESS_BUTTONS = {"Log out", "Previous", "Next", "Filter"}
+#: What a member's or an admin's stack page adds (control/api/ui/actions.py).
+CHANGING_BUTTONS = {"Converge", "Cancel"}
 
 
 def template(go: Path) -> str:
@@ -76,15 +78,15 @@ async def log_in(page: Page, token: str) -> None:
     await page.wait_for("document.readyState === 'complete'", "the answer to the login form")
 
 
-async def check_page_rules(page: Page) -> None:
-    """No CSP violation, no script error, and only harmless controls on the page shown."""
+async def check_page_rules(page: Page, allowed: set[str] = HARMLESS_BUTTONS | CHANGING_BUTTONS) -> None:
+    """No CSP violation, no script error, and only *allowed* controls on the page shown."""
     await page.wait_for(
         "!document.querySelector('#main .muted') || document.readyState === 'complete'", "page"
     )
     assert [] == await page.evaluate("window.__csp"), "a Content-Security-Policy violation"
     assert [] == page.console
     buttons = set(await page.evaluate("[...document.querySelectorAll('button')].map((b) => b.textContent)"))
-    assert buttons <= HARMLESS_BUTTONS, buttons
+    assert buttons <= allowed, buttons
     posts = await page.evaluate("[...document.querySelectorAll('form[method=post]')].map((f) => f.action)")
     assert all(p.endswith("/ui/logout") for p in posts), posts
 
@@ -248,3 +250,47 @@ async def test_live_stack_graph_pages_and_logout_in_chromium(
         await page.wait_for("location.pathname === '/ui/login'", "the login form after logout")
         await page.goto(cp.url + "/ui/")
         assert "/ui/login" == await page.evaluate("location.pathname")
+
+
+async def test_a_reader_sees_no_changing_control_and_its_post_is_refused_a_member_converges(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """A reader's stack page has no Converge or Cancel and its POST is refused (403); a member's page has
+    them, pressing Converge is accepted, and the same POST without the session's form token is refused."""
+    assert BINARY is not None
+    cp = control_plane
+    assert 201 == cp.create("web", one_script_deployment("#!/bin/sh\necho ok\n")).status
+    assert "CREATE_COMPLETE" == cp.wait_stack("web")["status"]
+    tokens = {
+        role: cp.api("POST", "/v1/tokens", {"project": "default", "role": role}).body["token"]
+        for role in ("reader", "member")
+    }
+    post = "fetch('/ui/api/stacks/web/converge', {method: 'POST', headers: HEADERS}).then((r) => r.status)"
+    async with open_page(BINARY, tmp_path / "reader") as page:
+        await page.goto(cp.url + "/ui/")
+        await log_in(page, tokens["reader"])
+        await page.goto(cp.url + "/ui/stacks/web")
+        await page.wait_for("document.querySelector('#stack-status')?.textContent", "the stack page")
+        await check_page_rules(page, HARMLESS_BUTTONS)
+        assert "reader · default · read-only" == await page.evaluate(
+            "document.getElementById('session').textContent"
+        )
+        assert 403 == await page.evaluate(post.replace("HEADERS", "{'X-Anneal-Form': 'guess'}"))
+    async with open_page(BINARY, tmp_path / "member") as page:
+        await page.goto(cp.url + "/ui/")
+        await log_in(page, tokens["member"])
+        await page.goto(cp.url + "/ui/stacks/web")
+        await page.wait_for("!!document.getElementById('converge')", "the Converge control")
+        await check_page_rules(page)
+        assert 403 == await page.evaluate(post.replace("HEADERS", "{}"))
+        await page.evaluate("document.getElementById('converge').click(); true")
+        said = await page.wait_for(
+            "(document.getElementById('action-result')?.textContent || '').match(/: \\d+|refused/)"
+            " && document.getElementById('action-result').textContent",
+            "the answer to Converge",
+        )
+        assert "converge: 202" == said
+    audit = cp.api("GET", "/v1/audit").body
+    ui_rows = [(r["api"], r["route"], r["status"]) for r in audit if r["api"] == "ui"]
+    assert ("ui", "/ui/api/stacks/{name}/converge", 403) in ui_rows
+    assert ("ui", "/ui/api/stacks/{name}/converge", 202) in ui_rows

@@ -6,13 +6,15 @@ Tests, `bench/` and `examples/demo.py` start it the same way; only the defaults 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +75,13 @@ class ControlPlane:
             timeout=timeout,
             check=False,
         )
+
+    def clis(
+        self, commands: Sequence[Sequence[str]], parallel: int = 4
+    ) -> list[subprocess.CompletedProcess[str]]:
+        """Run several `anneal` commands, at most *parallel* at once (each its own process); results in order."""
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            return list(pool.map(lambda args: self.cli(*args), commands))
 
     def api(
         self,
@@ -302,3 +311,24 @@ def serve_once(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def stop_control_plane(cp: ControlPlane) -> None:
     """SIGTERM the control plane (it stops its local agents), SIGKILL it after 30 s."""
     stop_process(cp.proc)
+
+
+@contextlib.contextmanager
+def two_planes(
+    tmp: Path, *extra: str, defaults: Sequence[str] = TEST_DEFAULTS
+) -> Iterator[tuple[ControlPlane, ControlPlane]]:
+    """Two `anneal serve` processes on one database and one data dir (keys, admin token), stopped after."""
+    (tmp / "a").mkdir()
+    (tmp / "b").mkdir()
+    a = start_control_plane(tmp / "a", *extra, defaults=defaults)
+    (tmp / "b" / "data").symlink_to(tmp / "a" / "data")
+    try:
+        b = start_control_plane(tmp / "b", *extra, defaults=defaults)
+    except BaseException:
+        stop_control_plane(a)
+        raise
+    try:
+        yield a, b
+    finally:
+        stop_control_plane(b)
+        stop_control_plane(a)

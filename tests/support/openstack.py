@@ -57,9 +57,9 @@ outputs:
 """
 
 
-def start_heat_plane(tmp: Path, env: dict[str, str] | None = None) -> tuple[ControlPlane, str]:
+def start_heat_plane(tmp: Path, *extra: str, env: dict[str, str] | None = None) -> tuple[ControlPlane, str]:
     """A control plane with Heat's API on a free port, and that API's root URL (from the line announcing it)."""
-    cp = start_control_plane(tmp, "--heat-listen", f"127.0.0.1:{free_port()}", env=env)
+    cp = start_control_plane(tmp, "--heat-listen", f"127.0.0.1:{free_port()}", *extra, env=env)
     line = wait_until(
         lambda: next((x for x in cp.log.read_text().splitlines() if "Orchestration API v1 on" in x), None),
         "the Heat API was not announced",
@@ -98,26 +98,30 @@ def require_openstack() -> None:
 
 @dataclass
 class OpenStack:
-    """`openstack ...` aimed at one control plane's Heat endpoint for one project."""
+    """`openstack ...` aimed at one control plane's Heat endpoint for one project, with the admin token (or *token*);
+    or, given *auth* (`--os-auth-url ... --os-password ...`), found in Keystone's catalogue as against Heat."""
 
     cp: ControlPlane
     endpoint: str
+    #: The token sent; None: the control plane's admin token.
+    token: str | None = None
+    auth: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         require_openstack()
 
     def run(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
         """Run `openstack *args*`; the result as the operator would see it (stdout, stderr, exit status)."""
-        argv = [
-            str(OPENSTACK),
+        admin = (
             "--os-auth-type",
             "admin_token",
             "--os-endpoint",
             self.endpoint,
             "--os-token",
-            self.cp.token,
-            *args,
-        ]
+            self.token or self.cp.token,
+        )
+        # The venv's own python runs the script: its #! names the path the venv was made at, which may be gone.
+        argv = [str(OPENSTACK.parent / "python"), str(OPENSTACK), *(self.auth or admin), *args]
         env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
 

@@ -157,3 +157,12 @@ async def test_table_copied_by_a_batch_alter_keeps_the_rows_that_refer_to_it(
     assert "9001" == (await schema.status(_url(path))).current
     assert resources == _query(path, "SELECT id, stack_id, name FROM resources ORDER BY id")
     assert {("",)} == set(_query(path, "SELECT note FROM stacks"))
+
+
+async def test_rows_made_before_projects_are_in_the_default_project_after_the_upgrade(tmp_path: Path) -> None:
+    """Revision 0009 puts every stack, server, config and deployment of an older database in project default."""
+    path = _old_database(tmp_path)
+    await schema.upgrade(_url(path))
+    for table in ("stacks", "servers", "configs", "deployments"):
+        found = _query(path, f"SELECT project, count(*) FROM {table} GROUP BY project")
+        assert [("default", True)] == [(project, bool(n)) for project, n in found], (table, found)

@@ -2,41 +2,55 @@
 
 from __future__ import annotations
 
+import base64
+import json
+
 from control.api.ui import session
+from control.principal import ADMIN, Principal
 
 TOKEN = "admin-token-one"
 NOW = 1_800_000_000.0
+READER = Principal(project="alpha", role="reader", who="token ops-ro", token_id="tok1")
 
 
-def test_a_minted_cookie_grants_its_role_until_it_expires() -> None:
-    """The cookie names its role while it lasts and nothing from LIFETIME seconds on."""
-    value = session.mint(TOKEN, session.ADMIN, NOW)
-    assert session.ADMIN == session.role_of(value, TOKEN, NOW)
-    assert session.ADMIN == session.role_of(value, TOKEN, NOW + session.LIFETIME - 1)
-    assert session.role_of(value, TOKEN, NOW + session.LIFETIME) is None
+def test_a_minted_cookie_carries_its_principal_until_it_expires() -> None:
+    """The cookie gives back its Principal while it lasts and nothing from LIFETIME seconds on."""
+    for principal in (ADMIN, READER):
+        value = session.mint(TOKEN, principal, NOW)
+        assert principal == session.principal_of(value, TOKEN, NOW)
+        assert principal == session.principal_of(value, TOKEN, NOW + session.LIFETIME - 1)
+        assert session.principal_of(value, TOKEN, NOW + session.LIFETIME) is None
 
 
-def test_a_cookie_from_another_admin_token_is_refused() -> None:
+def test_a_new_admin_token_ends_every_session() -> None:
     """A new admin token ends every session made with the old one."""
-    assert session.role_of(session.mint(TOKEN, session.ADMIN, NOW), "admin-token-two", NOW) is None
+    assert session.principal_of(session.mint(TOKEN, ADMIN, NOW), "admin-token-two", NOW) is None
 
 
 def test_a_changed_role_expiry_or_mac_is_refused() -> None:
     """Any edit of the cookie (role, expiry, MAC) or a malformed value grants nothing."""
-    role, expires, mac = session.mint(TOKEN, session.ADMIN, NOW).split(".")
+    payload, mac = session.mint(TOKEN, READER, NOW).split(".")
+    fields = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    promoted = base64.urlsafe_b64encode(json.dumps([fields[0], "admin", *fields[2:]]).encode()).decode()
     edits = [
-        f"reader.{expires}.{mac}",
-        f"{role}.{int(expires) + 3600}.{mac}",
-        f"{role}.{expires}.{mac[:-1]}{'0' if mac[-1] != '0' else '1'}",
-        f"{role}.{expires}",
-        f"{role}.-5.{mac}",
+        f"{promoted.rstrip('=')}.{mac}",
+        f"{payload}.{mac[:-1]}{'0' if mac[-1] != '0' else '1'}",
+        payload,
+        f"!!.{mac}",
         "",
         None,
     ]
     for value in edits:
-        assert session.role_of(value, TOKEN, NOW) is None, value
+        assert session.principal_of(value, TOKEN, NOW) is None, value
 
 
 def test_the_cookie_does_not_contain_the_token() -> None:
     """The cookie carries a MAC, never the token it was made from."""
-    assert TOKEN not in session.mint(TOKEN, session.ADMIN, NOW)
+    assert TOKEN not in session.mint(TOKEN, ADMIN, NOW)
+
+
+def test_the_form_token_is_the_sessions_own() -> None:
+    """Two sessions get two form tokens, and the form token differs from the cookie's MAC."""
+    one, two = session.mint(TOKEN, ADMIN, NOW), session.mint(TOKEN, READER, NOW)
+    assert session.form_token(TOKEN, one) != session.form_token(TOKEN, two)
+    assert session.form_token(TOKEN, one) not in one

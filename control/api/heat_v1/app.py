@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from control.api import access
 from control.api import middleware as measured
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.api.heat_v1 import actions, catalogue, middleware, resources, software, stacks, versions
@@ -25,7 +26,7 @@ def heat_app(settings: Settings) -> web.Application:
     """Heat's routes with Heat's error body and token check, counted in the request metrics as the
     main app's are (by route template: Heat's carry ``{tenant_id}``); RUNTIME, ENGINE and DEFS are the main app's."""
     app = web.Application(
-        middlewares=[measured.measure, middleware.errors, middleware.authenticate],
+        middlewares=[measured.measure, access.audited("heat"), middleware.errors, middleware.authenticate],
         client_max_size=settings.request_cap,
     )
     app.add_routes(ROUTES)

@@ -2,15 +2,14 @@
 
 Every route declares its policy with ``control.api.middleware.auth`` as the operator's
 routes do (``public`` or ``project``); a route without one answers 403. ``project``
-routes take the admin token in ``X-Auth-Token`` (as keystoneauth's admin_token sends
-it) or ``Authorization: Bearer``; the caller and the path's project go into
-``request[SCOPE]`` for the routes (and, later, per-project checks) to read.
+routes take a token in ``X-Auth-Token`` (as keystoneauth's admin_token sends it) or
+``Authorization: Bearer``, resolved as every API resolves it (control/api/principal.py).
+The path's project must be the token's (an admin's token may name any); the caller and
+that project go into ``request[SCOPE]``. A reader's token may only read (GET and HEAD).
 """
 
 from __future__ import annotations
 
-import hmac
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,8 +19,10 @@ from aiohttp import web
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
-from control.api.app_keys import RUNTIME
+from control.api import ownership
+from control.api.app_keys import PRINCIPAL, RUNTIME
 from control.api.middleware import Handler
+from control.api.principal import resolve
 from control.errors import (
     AuthError,
     BadRequestError,
@@ -31,11 +32,13 @@ from control.errors import (
     GoneError,
     NotFoundError,
     TooLargeError,
+    UnavailableError,
 )
+from control.hot import taint
 from control.hot.errors import TemplateError
+from control.principal import ADMIN, Principal
 
 log = logging.getLogger(__name__)
-SCOPE = "anneal.heat_scope"
 
 #: webob's title and explanation for each status Heat answers with.
 _TITLES = {
@@ -72,19 +75,19 @@ _TYPES: tuple[tuple[type[Exception], str], ...] = (
     (NotFoundError, "EntityNotFound"),
     (ConflictError, "ActionInProgress"),
     (GoneError, "HTTPGone"),
+    (UnavailableError, "HTTPServiceUnavailable"),
 )
 
 
 @dataclass(frozen=True)
 class Scope:
-    """Who calls and for which project: the path's project id, and whether the caller may use any project.
-
-    Today the one credential is the admin token, which may name any project; a project
-    exists once something is made in it. Per-project tokens and roles check here.
-    """
+    """Who calls and for which project: the path's project id (a project exists once something is made in it)."""
 
     project: str
-    admin: bool = True
+    principal: Principal = ADMIN
+
+
+SCOPE = web.RequestKey("heat_scope", Scope)
 
 
 def heat_error(status: int, kind: str, message: str) -> web.Response:
@@ -99,6 +102,12 @@ def heat_error(status: int, kind: str, message: str) -> web.Response:
     return json_response(body, status=status)
 
 
+def challenge(keystone_url: str) -> str:
+    """A 401's WWW-Authenticate: Keystone's URI when tokens are validated there (as keystonemiddleware
+    sends it), else a bearer token."""
+    return f'Keystone uri="{keystone_url}"' if keystone_url else 'Bearer realm="anneal"'
+
+
 def error_type(e: ControlError) -> str:
     if isinstance(e, ConflictError) and e.where == "name" and "already exists" in e.message:
         return "StackExists"
@@ -111,7 +120,12 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse: 
     try:
         return await handler(request)
     except ControlError as e:
-        return heat_error(e.status, error_type(e), e.message)
+        response = heat_error(e.status, error_type(e), e.message)
+        if e.status == 401:
+            response.headers["WWW-Authenticate"] = challenge(request.app[RUNTIME].settings.keystone_url)
+        elif e.status == 503:
+            response.headers["Retry-After"] = "5"
+        return response
     except TemplateError as e:
         return heat_error(400, "StackValidationFailed", str(e))
     except web.HTTPRequestEntityTooLarge:
@@ -146,10 +160,17 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     if policy != "project":
         raise ForbiddenError("route has no access policy", where=request.path)
     token = request.headers.get("X-Auth-Token", "").strip() or _bearer(request)
-    admin = request.app[RUNTIME].keys.admin_token
-    if not token or not hmac.compare_digest(token, admin):
-        raise AuthError("Authentication required: X-Auth-Token must be the admin token", where="X-Auth-Token")
-    request[SCOPE] = Scope(project=request.match_info["project_id"])
+    principal = await resolve(request.app[RUNTIME], token if token.isascii() else None)
+    if principal is None:
+        raise AuthError("Authentication required: X-Auth-Token is not a valid token", where="X-Auth-Token")
+    request[PRINCIPAL] = principal  # known from here on: a refusal below is audited
+    project = request.match_info["project_id"]
+    if not principal.sees(project):
+        raise ForbiddenError(f"The token's project is not {project}", where="project_id")
+    if not principal.can_write and request.method not in ("GET", "HEAD"):
+        raise ForbiddenError("The token's role (reader) may not change anything", where="X-Auth-Token")
+    await ownership.check_heat(request, principal)
+    request[SCOPE] = Scope(project=project, principal=principal)
     return await handler(request)
 
 
@@ -158,10 +179,14 @@ def _bearer(request: web.Request) -> str:
     return value.strip() if scheme.lower() == "bearer" else ""
 
 
-def scope(request: web.Request) -> Scope:
+def seen(request: web.Request) -> str | None:
+    """The project a listing shows: the path's, or None (every project) for an admin's token."""
     found = request[SCOPE]
-    assert isinstance(found, Scope)
-    return found
+    return None if found.principal.admin else found.project
+
+
+def scope(request: web.Request) -> Scope:
+    return request[SCOPE]
 
 
 # ------------------------------------------------------------------ Heat's query parameters
@@ -218,7 +243,7 @@ def refuse_unknown(request: web.Request, allowed: Iterable[str]) -> None:
 
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    """A JSON body typed `application/json` with no charset parameter, as Heat sends it (clients compare)."""
-    return web.Response(
-        body=json.dumps(data).encode(), status=status, headers=headers, content_type="application/json"
-    )
+    """A JSON body typed `application/json` with no charset parameter, as Heat sends it (clients compare);
+    a Secret that reached it anyway shows masked, as in /v1's answers."""
+    body = taint.dumps_masked(data).encode()
+    return web.Response(body=body, status=status, headers=headers, content_type="application/json")

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from control.api.app_keys import RUNTIME
 from control.api.body import read_object
-from control.api.heat_v1.middleware import bool_param, int_param, json_response
+from control.api.heat_v1.middleware import bool_param, int_param, json_response, scope, seen
 from control.api.heat_v1.views import isotime
 from control.api.middleware import auth
 from control.errors import NotFoundError
@@ -41,7 +41,8 @@ async def list_configs(request: web.Request) -> web.Response:
     """Configs (``limit``, ``marker``), oldest first; ``global_tenant`` is accepted."""
     bool_param(request, "global_tenant")
     async with request.app[RUNTIME].sessions() as session:
-        found = await configs.list_configs(session, int_param(request, "limit"), request.query.get("marker"))
+        limit, marker = int_param(request, "limit"), request.query.get("marker")
+        found = await configs.list_configs(session, limit, marker, seen(request))
     return json_response({"software_configs": [_config(c) for c in found]})
 
 
@@ -50,7 +51,11 @@ async def list_configs(request: web.Request) -> web.Response:
 async def create_config(request: web.Request) -> web.Response:
     body = await read_object(request)
     return json_response(
-        {"software_config": _config(await configs.create_config(request.app[RUNTIME], body))}
+        {
+            "software_config": _config(
+                await configs.create_config(request.app[RUNTIME], body, scope(request).project)
+            )
+        }
     )
 
 
@@ -81,7 +86,7 @@ async def list_deployments(request: web.Request) -> web.Response:
                 server_id = (await get_server(session, ref)).id
             except NotFoundError:
                 return json_response({"software_deployments": []})  # Heat: no deployments there
-        found = await deployments.list_deployments(session, server_id)
+        found = await deployments.list_deployments(session, server_id, seen(request))
     return json_response({"software_deployments": [_deployment(d) for d in found]})
 
 
@@ -101,7 +106,8 @@ async def deployment_metadata(request: web.Request) -> web.Response:
 @auth("project")
 async def create_deployment(request: web.Request) -> web.Response:
     body = await read_object(request)
-    found = await deployments.create_deployment(request.app[RUNTIME], body)
+    rt, project = request.app[RUNTIME], scope(request).project
+    found = await deployments.create_deployment(rt, body, project, seen(request))
     return json_response({"software_deployment": _deployment(found)})
 
 
@@ -118,7 +124,7 @@ async def show_deployment(request: web.Request) -> web.Response:
 async def update_deployment(request: web.Request) -> web.Response:
     body = await read_object(request)
     found = await deployments.update_deployment(
-        request.app[RUNTIME], request.match_info["deployment_id"], body
+        request.app[RUNTIME], request.match_info["deployment_id"], body, seen(request)
     )
     return json_response({"software_deployment": _deployment(found)})
 

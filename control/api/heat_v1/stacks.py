@@ -17,6 +17,7 @@ from control.api.heat_v1.middleware import (
     json_response,
     mixed_param,
     scope,
+    seen,
     sort_dir,
 )
 from control.api.middleware import auth
@@ -51,6 +52,7 @@ async def list_stacks_route(request: web.Request) -> web.Response:
         limit=int_param(request, "limit"),
         marker=request.query.get("marker"),
         nested=bool_param(request, "show_nested"),
+        project=seen(request),
     )
     async with request.app[RUNTIME].sessions() as session:
         found = [views.stack_summary(request, v) for v in await list_stacks(session, query)]
@@ -73,7 +75,7 @@ def _tag_list(raw: str | None) -> list[str]:
 @auth("project")
 async def list_stacks_detail(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
-        found = await list_stacks(session, StackQuery())
+        found = await list_stacks(session, StackQuery(project=seen(request)))
     return json_response({"stacks": [views.stack_detail(request, v, "", None) for v in found]})
 
 
@@ -87,10 +89,10 @@ async def create_stack(request: web.Request) -> web.Response:
         given = translate.anneal_body({**body, "adopt_stack_data": None}, existing=True)
         given.pop("existing")
         adopted = {"name": translate.stack_name(body), "adopt_stack_data": body["adopt_stack_data"], **given}
-        view = await abandon.adopt_stack(rt, adopted)
+        view = await abandon.adopt_stack(rt, adopted, scope(request).project)
     else:
         converted = {"name": translate.stack_name(body), **translate.anneal_body(body)}
-        view = await stacks.create_stack(rt, engine.kick, converted)
+        view = await stacks.create_stack(rt, engine.kick, converted, scope(request).project)
     link = views.stack_link(request, view)
     return json_response({"stack": {"id": view["id"], "links": [link]}}, 201, {"Location": link["href"]})
 

@@ -14,8 +14,10 @@ from typing import Any
 from aiohttp import web
 from sqlalchemy import select
 
-from control.api.app_keys import RUNTIME
-from control.api.middleware import UI_ROLE, auth, int_query, ok, optional_int_query
+from control.api import ownership
+from control.api.app_keys import PRINCIPAL, RUNTIME
+from control.api.middleware import auth, int_query, ok, optional_int_query
+from control.api.ui.session import COOKIE, form_token
 from control.errors import BadRequestError, ControlError
 from control.services import overview, queries
 from control.services.stacks import STATE_ONLY, get_stack
@@ -32,21 +34,32 @@ STREAM_LIFETIME = 600.0
 EVENTS_PAGE = 200
 #: Failed stacks the failures view reads at most.
 FAILED_STACKS = 50
-READ_ONLY = "read-only: this version of the web view changes nothing; use the anneal CLI or the REST API"
+READ_ONLY = "read-only: a reader's session changes nothing"
 
 
 @routes.get("/ui/api/session")
 @auth("ui")
 async def whoami(request: web.Request) -> web.Response:
     """The session's role and what it may do here (nothing that changes state, today)."""
-    return ok({"role": request[UI_ROLE], "can_change": False, "why": READ_ONLY})
+    principal, rt = request[PRINCIPAL], request.app[RUNTIME]
+    view: dict[str, Any] = {
+        "role": principal.role,
+        "project": principal.project,
+        "can_change": principal.can_write,
+    }
+    if principal.can_write:  # what the stack page's controls send (ui/actions.py)
+        view["form_token"] = form_token(rt.keys.admin_token, request.cookies.get(COOKIE, ""))
+        view["why"] = "converge and cancel a stack here; everything else with the anneal CLI or the REST API"
+    else:
+        view["why"] = READ_ONLY
+    return ok(view)
 
 
 @routes.get("/ui/api/stacks")
 @auth("ui")
 async def stacks(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await overview.stacks_overview(session))
+        return ok(await overview.stacks_overview(session, ownership.seen(request)))
 
 
 @routes.get("/ui/api/stacks/{name}/graph")
@@ -101,7 +114,11 @@ async def stack_failures(request: web.Request) -> web.Response:
 async def failures(request: web.Request) -> web.Response:
     """Every failed top-level stack (the newest FAILED_STACKS) with its failures and their output tails."""
     async with request.app[RUNTIME].sessions() as session:
-        failed = [s for s in await overview.stacks_overview(session) if s["status"].endswith("FAILED")]
+        failed = [
+            s
+            for s in await overview.stacks_overview(session, ownership.seen(request))
+            if s["status"].endswith("FAILED")
+        ]
         return ok(
             [
                 {
@@ -132,7 +149,10 @@ async def servers(request: web.Request) -> web.Response:
     """Every server's agent health, with how many deployments it has in each status."""
     rt = request.app[RUNTIME]
     async with rt.sessions() as session:
-        rows = list(await session.scalars(select(ServerRow).order_by(ServerRow.name)))
+        query = select(ServerRow).order_by(ServerRow.name)
+        if (project := ownership.seen(request)) is not None:
+            query = query.where(ServerRow.project == project)
+        rows = list(await session.scalars(query))
         counts = await overview.deployment_counts(session)
         return ok(
             [{**queries.server_view(s, rt.settings), "deployments": counts.get(s.id, {})} for s in rows]

@@ -6,7 +6,6 @@ site only, nothing inline) and refuses framing; pages are never cached.
 
 from __future__ import annotations
 
-import hmac
 import html
 import re
 import time
@@ -18,6 +17,7 @@ from aiohttp import web
 from control.api.app_keys import RUNTIME
 from control.api.body import read_body
 from control.api.middleware import auth
+from control.api.principal import resolve
 from control.api.ui import session
 
 routes = web.RouteTableDef()
@@ -72,14 +72,15 @@ async def login(request: web.Request) -> web.Response:
     """A form with the token: the session cookie and the stacks page, or the form again saying why."""
     form = parse_qs((await read_body(request, LOGIN_CAP)).decode("utf-8", errors="replace"))
     token = (form.get("token") or [""])[0].strip()
-    admin = request.app[RUNTIME].keys.admin_token
-    if not token or not token.isascii() or not hmac.compare_digest(token.encode(), admin.encode()):
-        error = "That token was not accepted: paste the admin token (anneal serve prints where it is)."
+    rt = request.app[RUNTIME]
+    principal = await resolve(rt, token) if token.isascii() else None
+    if principal is None:
+        error = "That token was not accepted: paste the admin token or one `anneal token create` made."
         return web.Response(text=login_page(error), content_type="text/html", status=401)
     response = web.HTTPSeeOther("/ui/")
     response.set_cookie(
         session.COOKIE,
-        session.mint(admin, session.ADMIN, time.time()),
+        session.mint(rt.keys.admin_token, principal, time.time()),
         path="/ui",
         max_age=session.LIFETIME,
         httponly=True,

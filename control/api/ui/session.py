@@ -1,38 +1,58 @@
-"""The web view's session cookie: a role and an expiry, signed with a key derived from the admin token.
+"""The web view's session cookie: the Principal and an expiry, signed with a key derived from the admin token.
 
 Nothing is stored: a new admin token ends every session, and the cookie never holds the token
-itself. Only the ``/ui/`` routes read it; the REST API takes bearer tokens alone, so a page
-on another site cannot make a browser call it with this cookie (CSRF).
+itself. A session made from a stored token names it, so revoking the token ends the session
+too (the middleware checks it on every request). Only the ``/ui/`` routes read the cookie; the
+REST API takes bearer tokens alone, so a page on another site cannot make a browser call it
+with this cookie (CSRF); the view's own forms carry ``form_token`` as well.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
+import json
+
+from control.principal import ROLES, Principal
 
 COOKIE = "anneal_ui"
+#: The header a web view control sends its session's form token in.
+FORM_HEADER = "X-Anneal-Form"
 #: How long a login lasts, in seconds.
 LIFETIME = 12 * 3600
-#: The one role tokens have today: the operator's admin token.
-ADMIN = "admin"
 
 
-def mint(admin_token: str, role: str, now: float) -> str:
-    """A cookie value for *role*, valid LIFETIME seconds from *now*."""
-    expires = int(now) + LIFETIME
-    return f"{role}.{expires}.{_mac(admin_token, role, expires)}"
+def mint(admin_token: str, principal: Principal, now: float) -> str:
+    """A cookie value for *principal*, valid LIFETIME seconds from *now*."""
+    fields = [principal.project, principal.role, principal.who, principal.token_id, int(now) + LIFETIME]
+    payload = base64.urlsafe_b64encode(json.dumps(fields).encode()).decode().rstrip("=")
+    return f"{payload}.{_mac(admin_token, payload)}"
 
 
-def role_of(value: str | None, admin_token: str, now: float) -> str | None:
-    """The role a cookie value grants, or None when it is missing, forged, malformed or expired."""
-    role, _, rest = (value or "").partition(".")
-    expires, _, mac = rest.partition(".")
-    if not role or not expires.isdigit() or int(expires) <= now:
+def principal_of(value: str | None, admin_token: str, now: float) -> Principal | None:
+    """The Principal a cookie value carries, or None when it is missing, forged, malformed or expired."""
+    payload, _, mac = (value or "").partition(".")
+    if not payload or not hmac.compare_digest(mac.encode(), _mac(admin_token, payload).encode()):
         return None
-    return role if hmac.compare_digest(mac.encode(), _mac(admin_token, role, int(expires)).encode()) else None
+    try:
+        project, role, who, token_id, expires = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    except (ValueError, TypeError, binascii.Error):
+        return None
+    if role not in ROLES or not isinstance(expires, int) or expires <= now:
+        return None
+    if not all(isinstance(v, str | None) for v in (project, token_id)):
+        return None
+    return Principal(project=project, role=role, who=str(who), token_id=token_id)
 
 
-def _mac(admin_token: str, role: str, expires: int) -> str:
+def form_token(admin_token: str, cookie: str) -> str:
+    """The per-session value a mutating form must carry: a page on another site cannot read it."""
+    return _mac(admin_token, "form\0" + cookie)
+
+
+def _mac(admin_token: str, payload: str) -> str:
     # A key of its own: a cookie's MAC says nothing that helps guess the token it was made from.
     key = hashlib.sha256(b"anneal-ui-session\0" + admin_token.encode()).digest()
-    return hmac.new(key, f"{role}|{expires}".encode(), hashlib.sha256).hexdigest()
+    return hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()

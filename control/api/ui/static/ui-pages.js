@@ -36,6 +36,7 @@
       el("h2", {}, "Events ", el("a", { href: `/ui/events?stack=${enc(name)}` }, "(all, with filters)")),
       el("table", {}, el("thead", {}, el("tr", {}, EVENT_HEADINGS.map((h) => el("th", {}, h)))), eventsBody));
     drawHead(head, data);
+    head.after(controls(base));
     const graph = window.Anneal.graph.draw(graphBox, data,
       (node) => window.location.assign(`/ui/deployments/${enc(node.deployment)}`));
     const pager = resourceList(listBox, base);
@@ -213,9 +214,29 @@
     return Promise.reject(new Error(`no page at ${path}`));
   }
 
+  /** Converge and Cancel for a session that may change things (ui/actions.py); nothing for a reader. */
+  function controls(base) {
+    const session = window.Anneal.session;
+    if (!session.can_change) return el("span", {});
+    const said = el("span", { id: "action-result", class: "muted", role: "status" });
+    const press = (what) => async () => {
+      said.textContent = `${what}…`;
+      const response = await fetch(`${base}/${what}`, {
+        method: "POST", credentials: "same-origin", headers: { "X-Anneal-Form": session.form_token },
+      });
+      const body = await response.json().catch(() => null);
+      said.textContent = response.ok ? `${what}: ${response.status}` : `${what} refused: ${body && body.error ? body.error.message : response.status}`;
+    };
+    return el("p", { class: "controls" },
+      el("button", { id: "converge", type: "button", onclick: press("converge") }, "Converge"), " ",
+      el("button", { id: "cancel", type: "button", onclick: press("cancel") }, "Cancel"), " ", said);
+  }
+
   async function start() {
     const session = await getJSON("/ui/api/session");
-    document.getElementById("session").textContent = `${session.role} · read-only`;
+    window.Anneal.session = session;
+    const where = session.project || "all projects";
+    document.getElementById("session").textContent = `${session.role} · ${where}${session.can_change ? "" : " · read-only"}`;
     document.getElementById("session").title = session.why;
     await route();
   }
