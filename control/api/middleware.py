@@ -68,6 +68,13 @@ def auth(policy: str) -> Callable[[Handler], Handler]:
     return mark
 
 
+def changes_nothing(handler: Handler) -> Handler:
+    """Mark a POST/PUT/PATCH route that only reads (a plan, a preview, a validation): it is not audited,
+    so a dry run leaves the database exactly as it was."""
+    handler.anneal_changes_nothing = True  # type: ignore[attr-defined]
+    return handler
+
+
 def error_body(status: int, code: str, message: str, where: str | None) -> web.Response:
     return web.json_response({"error": {"code": code, "message": message, "where": where}}, status=status)
 

@@ -17,6 +17,7 @@ from control.api.body import read_details, read_json, read_object
 from control.api.middleware import (
     auth,
     bool_query,
+    changes_nothing,
     int_query,
     ok,
     optional_int_query,
@@ -116,6 +117,7 @@ async def update_stack(request: web.Request) -> web.Response:
 
 
 @routes.put("/v1/stacks/{name}/preview")
+@changes_nothing
 @auth("write")
 async def preview_update(request: web.Request) -> web.Response:
     """The plan of the update this body would start (the body of PUT /v1/stacks/NAME); nothing changes."""

@@ -8,7 +8,7 @@ from control.api.app_keys import RUNTIME
 from control.api.body import read_object
 from control.api.heat_v1 import translate
 from control.api.heat_v1.middleware import bool_param, json_response
-from control.api.middleware import auth
+from control.api.middleware import auth, changes_nothing
 from control.services import catalogue
 
 P = "/v1/{project_id}"
@@ -17,6 +17,7 @@ routes = web.RouteTableDef()
 
 
 @routes.post(P + "/validate")
+@changes_nothing
 @auth("project")
 async def validate(request: web.Request) -> web.Response:
     """``{template, files, environment[_files], parameters}`` → Description, Parameters, Environment; or 400."""

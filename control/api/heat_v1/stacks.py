@@ -20,7 +20,7 @@ from control.api.heat_v1.middleware import (
     seen,
     sort_dir,
 )
-from control.api.middleware import auth
+from control.api.middleware import auth, changes_nothing
 from control.errors import BadRequestError, NotFoundError
 from control.services import abandon, preview, queries, stacks
 from control.services.stack_listing import FILTER_COLUMNS, StackQuery, count_stacks, list_stacks
@@ -98,6 +98,7 @@ async def create_stack(request: web.Request) -> web.Response:
 
 
 @routes.post(P + "/stacks/preview")
+@changes_nothing
 @auth("project")
 async def preview_create(request: web.Request) -> web.Response:
     """Named so `stack create --dry-run` learns it is not supported, not that no stack is called preview."""
@@ -274,12 +275,14 @@ async def _outputs(request: web.Request) -> list[dict[str, Any]]:
 
 
 @routes.put(STACK + "/preview")
+@changes_nothing
 @auth("project")
 async def preview_update(request: web.Request) -> web.Response:
     return await _preview(request, existing=False)
 
 
 @routes.patch(STACK + "/preview")
+@changes_nothing
 @auth("project")
 async def preview_patch(request: web.Request) -> web.Response:
     return await _preview(request, existing=True)
