@@ -90,8 +90,13 @@ def test_an_agents_rejection_report_shows_in_server_show(cp: ControlPlane) -> No
     }
     enrolled = cp.api("POST", "/v1/agent/enrol", {"token": token, "public_keys": keys}, token=None)
     assert enrolled.status == 201 and enrolled.body["control_public_key"]
-    report = {"counts": {"rollback": 2}, "last": [{"at": 1.0, "kind": "rollback", "reason": "serial 3 < 9"}]}
+    refused = {"kind": "rollback", "reason": "serial 3 < 9"}
+    report = {"counts": {"rollback": 2}, "last": [{"at": 1.0, **refused}]}
     resp = cp.api("POST", "/v1/agent/heartbeat", {"rejections": report}, token=enrolled.body["credential"])
     assert resp.status == 200
     shown = json.loads(cp.cli("server", "show", "reporter", "-f", "json").stdout)
-    assert shown["agent_status"]["rejections"] == report
+    # The CLI shows every time in ISO 8601 (epoch seconds in the API).
+    assert shown["agent_status"]["rejections"] == {
+        **report,
+        "last": [{"at": "1970-01-01T00:00:01.000Z", **refused}],
+    }
