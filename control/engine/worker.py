@@ -120,6 +120,7 @@ class Engine:
             await asyncio.sleep(self._lease / 3)
             if not self._running:
                 continue
+            held = {c.stack_id: c.token for c in self._running.values()}
             try:
                 async with self._rt.sessions() as session:
                     lost = await work.renew(session, list(self._running.values()), self._lease)
@@ -127,6 +128,9 @@ class Engine:
                 log.warning("renewing leases failed (retrying): %s", e)
                 self._rt.metrics.database_error("engine", e)
                 continue
+            # A claim released or claimed again while the renewals ran is not a loss: cancelling
+            # "the task of that stack" would then stop its next step, which would wait out a lease.
+            lost = {i for i in lost if i in self._running and self._running[i].token == held[i]}
             self._rt.metrics.lease_losses.inc(len(lost))
             for stack_id in lost:
                 log.warning("stack %s: lease lost to another process; stopping here", stack_id)
