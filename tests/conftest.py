@@ -15,7 +15,10 @@ SLOW_TIERS = ("integration", "tools")
 #: `make test` hands whole modules to xdist workers in this order (--dist loadfile
 #: --no-loadscope-reorder), so that no long module starts last and keeps the run waiting.
 FIRST = (
+    "integration/test_secret_taint.py",
     "integration/test_end_to_end.py",
+    "integration/test_heat_api_cli.py",
+    "integration/test_api_fuzz.py",
     "integration/test_keystone.py",
     "integration/test_fleet_processes.py",
     "integration/test_drift.py",
