@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,12 +65,12 @@ PROBE = (
 )
 
 
-def baseline_tree(workdir: Path, commit: str = BASELINE) -> Path:
-    """agent/ and hooks/ of *commit*, extracted from git into *workdir*/baseline."""
+def baseline_tree(workdir: Path, commit: str = BASELINE, paths: Sequence[str] = ("agent", "hooks")) -> Path:
+    """*paths* (agent/ and hooks/) of *commit*, extracted from git into *workdir*/baseline."""
     tree = workdir / "baseline"
     tree.mkdir(parents=True)
     archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", commit, "agent", "hooks"], capture_output=True, check=True
+        ["git", "-C", str(ROOT), "archive", commit, *paths], capture_output=True, check=True
     ).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree

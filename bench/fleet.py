@@ -27,15 +27,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/fleet.py` puts bench/, not the repository, on the path
     sys.path.insert(0, str(ROOT))
 
-from bench.harness import Api, enrol_servers, start_plane  # noqa: E402
-from bench.latency import Scenario  # noqa: E402
-from bench.simagent import Fleet  # noqa: E402
+from bench.harness import start_plane  # noqa: E402
+from bench.rollout import fleet_rounds  # noqa: E402
 from tests.support.controlplane import ControlPlane  # noqa: E402
 from tests.support.haproxy import running_haproxy  # noqa: E402
 from tests.support.pg import Postgres, running_postgres  # noqa: E402
@@ -44,30 +41,12 @@ from tests.support.processes import free_port, stop_all  # noqa: E402
 LONG_POLL_WAIT = 25.0
 
 
-async def rounds(cp: ControlPlane, agents: int, count: int, workdir: Path) -> dict[str, Any]:
-    """Enrol *agents* simulated servers through *cp*, long-poll it, update the stack *count* times."""
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as http:
-        api = Api(http, cp)
-        servers = await enrol_servers(api, [f"sim-{i:04d}" for i in range(agents)])
-        scenario = Scenario(api, Fleet(servers, f"{cp.url}/v1/agent/document"), workdir, workdir)
-        await scenario.fleet.start(wait=LONG_POLL_WAIT)
-        try:
-            for _ in range(count):
-                await scenario.round(with_real=False)
-                await asyncio.sleep(0.5)
-        finally:
-            await scenario.fleet.stop()
-        out = scenario.sim.summary()
-        out["poll_errors"] = sum(a.errors for a in scenario.fleet.agents)
-        return out
-
-
 def single(pg: Postgres, workdir: Path, agents: int, count: int) -> dict[str, Any]:
     home = workdir / "single"
     home.mkdir()
     cp = start_plane(home, extra=["--db", pg.new_database(), "--provisioner", "enrol"])
     try:
-        return asyncio.run(rounds(cp, agents, count, home))
+        return asyncio.run(fleet_rounds(cp, agents, count, home))
     finally:
         stop_all([cp.proc])
 
@@ -86,7 +65,7 @@ def three(pg: Postgres, workdir: Path, agents: int, count: int) -> dict[str, Any
         with running_haproxy(workdir, ports, front_port) as front:
             first = planes[0]
             via = ControlPlane(front.url, first.token, first.data_dir, first.proc, first.log)
-            result = asyncio.run(rounds(via, agents, count, workdir))
+            result = asyncio.run(fleet_rounds(via, agents, count, workdir))
             result["document_polls_by_process"] = dict(front.answered_by("/v1/agent/document"))
             return result
     finally:

@@ -19,11 +19,21 @@ from tests.support.controlplane import ControlPlane, start_control_plane
 
 
 def start_plane(
-    workdir: Path, *, cpu: int | None = None, extra: Sequence[str] = (), port: int | None = None
+    workdir: Path,
+    *,
+    cpu: int | None = None,
+    extra: Sequence[str] = (),
+    port: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> ControlPlane:
-    """`anneal serve` as the benchmarks run it (tests/support's harness): warnings only, *cpu* pins it to one core."""
+    """`anneal serve` as the benchmarks run it (tests/support's harness): warnings only, *cpu* pins it to one core.
+
+    *env* is added to its environment (a baseline commit's tree on PYTHONPATH: bench/agent_rss.py ``env_for``).
+    """
     wrap = ["taskset", "-c", str(cpu)] if cpu is not None else []
-    return start_control_plane(workdir, "--log-level", "WARNING", *extra, defaults=(), wrap=wrap, port=port)
+    return start_control_plane(
+        workdir, "--log-level", "WARNING", *extra, defaults=(), wrap=wrap, port=port, env=env
+    )
 
 
 def status_kib(pid: int, field: str = "VmRSS") -> int:
@@ -105,6 +115,8 @@ class Server:
     name: str
     server_id: str
     credential: str
+    #: The control plane's Ed25519 public key pinned at enrolment (base64): documents are checked against it.
+    control_key: str = ""
 
 
 def random_key() -> str:
@@ -135,7 +147,7 @@ async def enrol_servers(api: Api, names: Sequence[str], concurrency: int = 8) ->
         }
         async with gate:
             got = await api.call("POST", "/v1/agent/enrol", body, expect=(201,))
-        return Server(name, got["server_id"], got["credential"])
+        return Server(name, got["server_id"], got["credential"], got["control_public_key"])
 
     return list(await asyncio.gather(*(one(n) for n in names)))
 

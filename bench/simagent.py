@@ -9,6 +9,8 @@ import time
 
 import aiohttp
 
+from agent import verify
+from agent.errors import DocumentRejectedError
 from bench.harness import Server
 
 #: Whole-request deadline on top of the long-poll wait, as the real agent has (seconds).
@@ -16,12 +18,29 @@ REQUEST_SLACK = 15.0
 
 
 class SimAgent:
-    """Long-polls (``wait`` > 0) or polls every ``interval`` seconds; runs nothing."""
+    """Long-polls (``wait`` > 0) or polls every ``interval`` seconds; runs nothing.
+
+    With the control plane's key (``Server.control_key``) it accepts a document as the real agent
+    does (agent/verify.py's ``signed`` policy: Ed25519 signature, expiry, address, serial floor);
+    a refused one counts in ``rejected`` and is not "in hand".
+    """
 
     def __init__(self, server: Server, document_url: str) -> None:
         self.server = server
         self.url = document_url
         self.etag = ""
+        self.verifiers: list[verify.Verifier] = []
+        self.serial: verify.SerialCheck | None = None
+        if server.control_key:
+            self.verifiers, self.serial, _ = verify.policy("signed", server.server_id, server.control_key, 0)
+        self.rejected = 0
+        #: Verify after the round instead of on arrival (``settle``): the simulator's verification
+        #: then delays no other agent's arrival on this one event loop (``received``: highest seen).
+        self.defer = False
+        self.pending: list[tuple[bytes, float]] = []
+        self.received = 0
+        #: The newest document received (bench/rollout.py times accepting it again, alone).
+        self.last_body = b""
         #: (deployment id, generation) -> time.time() when a document carrying it arrived.
         self.seen: dict[tuple[str, int], float] = {}
         self.highest_generation = 0
@@ -38,18 +57,45 @@ class SimAgent:
         timeout = aiohttp.ClientTimeout(total=wait + REQUEST_SLACK)
         async with http.get(self.url, params=params, headers=headers, timeout=timeout) as resp:
             body = await resp.read()
-            now = time.time()  # "hook start" of a simulated agent: the document is in hand
+            now = time.time()  # the bytes are in; in hand once verified (below), or at once if deferred
             self.polls += 1
             if resp.status == 304:
                 return
             if resp.status != 200:
                 raise RuntimeError(f"{resp.status} {body[:200]!r}")
             self.etag = resp.headers.get("ETag", "")
-            self.document_bytes = len(body)
-        for meta in json.loads(body)["anneal"]["deployments"].values():
-            key = (str(meta["deployment_id"]), int(meta["generation"]))
-            self.seen.setdefault(key, now)
-            self.highest_generation = max(self.highest_generation, key[1])
+            self.document_bytes, self.last_body = len(body), body
+        if self.defer:  # noted now, verified once the round is in (Fleet.wait_generation)
+            self.pending.append((body, now))
+            metas = json.loads(body)["anneal"]["deployments"].values()
+            self.received = max([self.received, *(int(m["generation"]) for m in metas)])
+            return
+        self.take(body, time.time())  # in hand once verified, as the real agent's
+
+    def take(self, body: bytes, at: float) -> None:
+        """Note each generation of *body* as arriving *at*, if the document is accepted."""
+        for dep_id, generation in self.accept(body):
+            self.seen.setdefault((dep_id, generation), at)
+            self.highest_generation = max(self.highest_generation, generation)
+
+    def settle(self) -> None:
+        """Verify the documents received and not yet verified (``defer``), each at its arrival time."""
+        pending, self.pending = self.pending, []
+        for body, at in pending:
+            self.take(body, at)
+
+    def accept(self, body: bytes) -> list[tuple[str, int]]:
+        """(deployment id, generation) of each item of a document the agent accepts; none if refused."""
+        if self.serial is None:
+            metas = json.loads(body)["anneal"]["deployments"].values()
+            return [(str(m["deployment_id"]), int(m["generation"])) for m in metas]
+        try:
+            doc = verify.decode_and_verify(body, self.verifiers)
+        except DocumentRejectedError:
+            self.rejected += 1
+            return []
+        self.serial.highest = doc.serial
+        return [(m.deployment_id, m.generation) for m in doc.meta.values()]
 
     async def run(self, http: aiohttp.ClientSession, wait: float, interval: float, until: float) -> None:
         """Poll until cancelled or *until* (monotonic): at once after a long-poll, or every *interval* s."""
@@ -69,8 +115,10 @@ class SimAgent:
 class Fleet:
     """Many simulated agents in this one process, sharing one connection pool."""
 
-    def __init__(self, servers: list[Server], document_url: str) -> None:
+    def __init__(self, servers: list[Server], document_url: str, *, defer: bool = False) -> None:
         self.agents = [SimAgent(s, document_url) for s in servers]
+        for agent in self.agents:
+            agent.defer = defer
         self._tasks: list[asyncio.Task[None]] = []
         self._http: aiohttp.ClientSession | None = None
 
@@ -96,7 +144,9 @@ class Fleet:
         """True once every agent holds a document with *generation* (bounded by *timeout*)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if all(a.highest_generation >= generation for a in self.agents):
-                return True
+            if all(max(a.highest_generation, a.received) >= generation for a in self.agents):
+                for a in self.agents:
+                    a.settle()
+                return all(a.highest_generation >= generation for a in self.agents)
             await asyncio.sleep(0.02)
         return False

@@ -53,6 +53,9 @@ class Settings:
     #: How long a claimed unit of engine work stays leased without renewal (seconds);
     #: work of a process that died goes to another process after at most this long.
     work_lease: float = 15.0
+    #: Resources an engine step acts on between two commits (each commit publishes its documents at
+    #: once, control/engine/slices.py); 0: one commit per step (per 2,000 resources in a big stack).
+    step_slice: int = 100
     #: How often each process looks for due work committed by other processes (seconds).
     work_poll: float = 0.5
     #: How often each process compares its documents with the database's serials (seconds);

@@ -44,6 +44,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         document_ttl=args.document_ttl,
         local_agent_args=tuple(args.agent_arg),
         work_lease=args.work_lease,
+        step_slice=args.step_slice,
         republish_poll=args.republish_poll,
         heartbeat_lease=args.heartbeat_lease,
         max_template_bytes=args.max_template_bytes,

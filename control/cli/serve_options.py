@@ -80,6 +80,14 @@ def add(p: argparse.ArgumentParser) -> None:
         help="seconds a claimed engine step stays leased; a dead process's work moves on after this",
     )
     p.add_argument(
+        "--step-slice",
+        type=int,
+        default=100,
+        metavar="N",
+        help="resources an engine step acts on between commits, each publishing its documents at once "
+        "(also within a few ms); 0: one commit per step",
+    )
+    p.add_argument(
         "--republish-poll",
         type=float,
         default=0.0,

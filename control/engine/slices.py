@@ -7,6 +7,7 @@ slice's full rows when the slice starts and lets them go once it commits (``Slic
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,6 +25,10 @@ from control.txn import Txn
 T = TypeVar("T")
 #: A step of a stack with more resources than this commits every SLICE resources it acts on (Slices).
 SLICE = 2000
+#: Every walk commits (and so publishes its documents) once it acted on ``settings.step_slice``
+#: resources since its last commit, or this long (seconds) after the first of them: a deployment's
+#: document leaves while the rest of the step is still being written, not after it (Slices.tick).
+COMMIT_AFTER = 0.02
 SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
 
 
@@ -113,6 +118,10 @@ class Slices:
         self.light = False
         #: Resources acted on since the last commit.
         self.acted = 0
+        #: time.monotonic() of the first of them (what COMMIT_AFTER counts from).
+        self._first = 0.0
+        #: Resources acted on between two commits (0: none but the slices' and the step's own).
+        self._every = txn.runtime.settings.step_slice
         self._loaded: list[DeploymentRow] = []
         self._kept: list[ServerRow | ConfigRow] = []
 
@@ -153,6 +162,16 @@ class Slices:
         for r in light:
             if r.id in full:
                 current[r.name] = full[r.id]
+        # Their deployments in one query too: a handler finds its own in the session, not by a query each.
+        await self._deployments(list(full.values()))
+
+    async def _deployments(self, rows: list[ResourceRow]) -> None:
+        """Load the deployments of *rows* in one query, held until the next load (the map holds them weakly)."""
+        ids = [r.physical_id for r in rows if r.physical_id and r.type in DEPLOYMENT_TYPES]
+        self._loaded = []  # the previous slice's rows may go
+        if ids:
+            found = await self._txn.session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(ids)))
+            self._loaded = list(found)
 
     def settle(self, current: dict[str, Row], names: list[str]) -> None:
         """After a slice's commit: keep light records of *names* (the walk never acts on them again)."""
@@ -179,17 +198,27 @@ class Slices:
             for r in rows
             if isinstance(r, ResourceRow) or r.id in full
         ]
-        ids = [r.physical_id for r in out if r.physical_id and r.type in DEPLOYMENT_TYPES]
-        self._loaded = []  # the previous slice's rows may go (the identity map holds them weakly)
-        if ids:
-            found = await self._txn.session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(ids)))
-            self._loaded = list(found)
+        await self._deployments(out)
         return out
+
+    async def tick(self) -> None:
+        """After an act: commit what the walk did so far once it is ``step_slice`` resources or
+        ``COMMIT_AFTER`` seconds old, in a stack of any size (``commit`` says what a commit checks)."""
+        if not self.acted or self._every <= 0:
+            return
+        now = time.monotonic()
+        if self.acted == 1:
+            self._first = now
+        if self.acted >= self._every or now - self._first >= COMMIT_AFTER:
+            await self._commit()
 
     async def commit(self) -> None:
         """Commit what the slice did (sliced steps only)."""
-        if not self.sliced or not self.acted:
-            return
+        if self.sliced and self.acted:
+            await self._commit()
+
+    async def _commit(self) -> None:
+        """Commit, fenced by the lease, unless the stack was updated meanwhile (StaleDataError)."""
         session, stack = self._txn.session, self._stack
         version = await session.scalar(select(StackRow.version).where(StackRow.id == stack.id))
         if version != stack.version:

@@ -185,6 +185,7 @@ class Step:
                     # superseded: it finishes, and its result is compared with this traversal's
                     # wishes then.)
                     pending = await self._start(actor, name, row, current) or pending
+                    await slices.tick()  # documents leave as the walk goes, not after it
                     continue
                 pending = True
             await slices.commit()
@@ -234,6 +235,7 @@ class Step:
             for chunk in self.slices.of([r for r in old if r.id in remaining]):
                 for row in await self.slices.load(chunk):
                     self.slices.acted += await self._clean(row, remaining, needed)
+                    await self.slices.tick()
                 await self.slices.commit()
             # Another pass while one deleted rows at once: what they required may go now too
             # (a nested stack's deployments, then its server and config), not in one step each.

@@ -23,6 +23,7 @@ on every step:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -91,6 +92,8 @@ def test_engine_against_a_model(
             super().__init__()
             self.loop = asyncio.new_event_loop()
             self.plane = Plane(self.loop, tmp_path_factory.mktemp("model"))
+            # Sliced: every walk commits every slice_size resources, whatever its size; else once per step.
+            self.plane.settings = dataclasses.replace(self.plane.settings, step_slice=slice_size or 0)
             self.run(self.plane.start())
             self.rev = 0
             self.executed: set[tuple[str, int]] = set()  # the agents' ledgers
