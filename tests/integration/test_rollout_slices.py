@@ -1,0 +1,153 @@
+"""A step publishes as its slices commit (control/engine/slices.py ``Slices.tick``, ``--step-slice``).
+
+One test runs the app in this process (tests/support/inprocess.py) and records, in order,
+the engine's steps and what the runtime publishes: the documents of a walk's first slices
+leave before the step that wrote them ends. The other kills a real `anneal serve` with
+SIGKILL between two slices of a step and restarts it: every deployment gets its
+generation once, none is lost, none is issued twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from control.engine import slices, worker
+from control.runtime import Runtime
+from tests.support.controlplane import start_control_plane, stop_control_plane
+from tests.support.inprocess import Plane
+from tests.support.templates import deployed_server
+
+SERVERS = 6
+
+
+def fleet(servers: int, prefix: str) -> str:
+    """*servers* servers, one script deployment each, waiting for a CFN signal nobody sends."""
+    lines = [
+        "heat_template_version: 2018-08-31",
+        "parameters:",
+        "  rev: {type: string, default: r1}",
+        "resources:",
+        "  cfg:",
+        "    type: OS::Heat::SoftwareConfig",
+        "    properties: {group: script, config: 'true', inputs: [{name: REV}]}",
+    ]
+    for i in range(servers):
+        lines.append(deployed_server(f"srv{i}", name=f"{prefix}-{i}"))
+        lines.append(
+            f"  dep{i}: {{type: OS::Heat::SoftwareDeployment, properties: {{config: {{get_resource: cfg}}, "
+            f"server: {{get_resource: srv{i}}}, input_values: {{REV: {{get_param: rev}}}}, "
+            "signal_transport: CFN_SIGNAL}}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def test_a_walks_first_slices_are_published_before_its_step_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With two resources a slice, six deployments on six servers leave in several publishes within one step."""
+    monkeypatch.setattr(slices, "COMMIT_AFTER", 3600.0)  # slices by count only: the test does not race a clock
+    log: list[tuple[str, Any]] = []
+    step, publish = worker.step_stack, Runtime.publish
+
+    async def stepped(*args: Any, **kwargs: Any) -> tuple[bool, float | None]:
+        log.append(("step", None))
+        try:
+            return await step(*args, **kwargs)
+        finally:
+            log.append(("end", None))
+
+    async def published(self: Runtime, ids: Any, *, announce: bool = True) -> None:
+        ids = sorted(set(ids))
+        await publish(self, ids, announce=announce)
+        # What the publisher holds now: each server's document, with its serial, in an agent's reach.
+        held = {i: self.publisher.http.get(i) for i in ids}  # type: ignore[attr-defined]
+        log.append(("publish", {i: doc.serial for i, doc in held.items() if doc is not None}))
+
+    monkeypatch.setattr(worker, "step_stack", stepped)
+    monkeypatch.setattr(Runtime, "publish", published)
+    loop = asyncio.new_event_loop()
+    plane = Plane(loop, tmp_path)
+    plane.settings = dataclasses.replace(plane.settings, step_slice=2)
+    try:
+        loop.run_until_complete(plane.start())
+        status, body = loop.run_until_complete(
+            plane.call("POST", "/v1/stacks", {"name": "sliced", "template": fleet(SERVERS, "early")})
+        )
+        assert 201 == status, body
+        for _ in range(300):  # every deployment is out (bounded: ~30 s)
+            deps = loop.run_until_complete(plane.deployments())
+            if len(deps) == SERVERS and all(d.generation == 1 for d in deps):
+                break
+            loop.run_until_complete(asyncio.sleep(0.1))
+    finally:
+        loop.run_until_complete(plane.stop())
+        loop.close()
+    servers = {d.server_id for d in deps}
+    assert SERVERS == len(servers), deps
+    # The step that started the deployments: the one during which their documents were published.
+    batches: list[dict[str, int]] = []
+    inside: list[dict[str, int]] = []
+    for kind, what in log:
+        if kind == "step":
+            inside = []
+        elif kind == "publish" and what.keys() & servers:
+            inside.append(what)
+        elif kind == "end" and inside:
+            batches = inside
+            break
+    assert len(batches) >= 3, f"the deployments' documents left in {len(batches)} publish(es): {log}"
+    assert servers == set().union(*batches), batches
+    assert all(len(b) < SERVERS for b in batches), batches  # each publish carried a slice, not the whole
+    assert all(serial >= 1 for b in batches for serial in b.values()), batches
+
+
+def _started(db: Path) -> dict[str, tuple[int, str]]:
+    """Committed deployments that have a generation: id -> (generation, derived config id)."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10) as conn:
+        rows = conn.execute("SELECT id, generation, item_id FROM deployments WHERE generation >= 1")
+        return {i: (g, item) for i, g, item in rows}
+
+
+def test_a_kill_between_slices_loses_and_repeats_nothing(tmp_path: Path) -> None:
+    """SIGKILL once some slices of a step committed: after a restart every deployment has its one generation."""
+    count, extra = 40, ("--provisioner", "enrol", "--step-slice", "1", "--work-lease", "2")
+    cp = start_control_plane(tmp_path, *extra)
+    db = cp.data_dir / "anneal.db"
+    try:
+        created = cp.create("killed", fleet(count, "kill"))
+        assert 201 == created.status, created.body
+        before: dict[str, tuple[int, str]] = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not 0 < len(before) < count:
+            before = _started(db)
+            if len(before) == count:
+                pytest.fail("the step committed all its slices before the test could kill it between two")
+            time.sleep(0.002)
+        assert 0 < len(before) < count, f"{len(before)} of {count} deployments started"
+        cp.crash()
+        cp = start_control_plane(tmp_path, *extra, port=cp.port)
+        after: dict[str, tuple[int, str]] = {}
+        for _ in range(600):  # the restarted process resumes the step (its lease expired), ~60 s bound
+            after = _started(db)
+            if len(after) == count:
+                break
+            time.sleep(0.1)
+    finally:
+        stop_control_plane(cp)
+    assert count == len(after), f"{count - len(after)} deployment(s) lost"
+    assert {i: after[i] for i in before} == before  # issued once: same generation, same derived config
+    assert {g for g, _ in after.values()} == {1}, after
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        started = conn.execute(
+            "SELECT resource_name, count(*) FROM events WHERE action = 'CREATE' AND status = 'IN_PROGRESS' "
+            "AND deployment_id IS NOT NULL GROUP BY resource_name"
+        ).fetchall()
+    assert {f"dep{i}" for i in range(count)} == {name for name, _ in started}
+    assert all(n == 1 for _, n in started), started
