@@ -108,7 +108,7 @@ class Admin:
     def wait_stack(self, name: str, timeout: float = 300) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            status = str(self.call("GET", f"/v1/stacks/{name}")["status"])
+            status = str(self.call("GET", f"/v1/stacks/{name}?summary=true")["status"])
             if not status.endswith("IN_PROGRESS"):
                 return status
             time.sleep(0.1)

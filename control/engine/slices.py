@@ -26,7 +26,9 @@ T = TypeVar("T")
 #: A step of a stack with more resources than this commits every SLICE resources it acts on (Slices).
 SLICE = 2000
 #: Every walk commits (and so publishes its documents) once it acted on ``settings.step_slice``
-#: resources since its last commit, or this long (seconds) after the first of them: a deployment's
+#: resources since its last commit, or this long (seconds) after the first of them, or twice as
+#: long as its last commit took if that is longer (on a loaded machine each commit's own database
+#: round trips cost tens of ms: they stay about a third of the step at most): a deployment's
 #: document leaves while the rest of the step is still being written, not after it (Slices.tick).
 COMMIT_AFTER = 0.02
 SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
@@ -78,7 +80,7 @@ def done(row: Row | None, traversal: int) -> bool:
 
 
 class Slices:
-    """A big stack's step commits every ``SLICE`` resources it acts on, not once at the end.
+    """A step commits as it goes: a big stack's every ``SLICE`` resources, any walk's every few ms.
 
     One transaction for a whole 50,000-deployment stack held every new row, its
     decrypted values and the flush's parameters in memory at once (1 GB), and
@@ -87,18 +89,21 @@ class Slices:
     A sliced step acts on one slice and commits it (fenced by the lease, like the
     step's own commit) before the next. What it holds across slices is a light
     record per resource (``Light``); a slice's full rows are loaded when it
-    starts (``realize``, ``load``) and let go once it commits (``settle``). It
-    loads no deployment up front: walking a create or update, a handler loads
-    the deployment it acts on (an update of 10 % reads 10 % of them); deleting,
-    each slice's deployments are loaded in one query. Each commit publishes the
+    starts (``realize``, ``load``) and let go once it commits (``settle``), with
+    the deployments of those rows, in one query each. Each commit publishes the
     slice's documents, so agents start while later slices are still being
     written. The stack's version is read before every slice's commit: a stack
     updated meanwhile ends the step (``StaleDataError``, the step is retried
     against the new definition), so nothing more of the old traversal starts. A
     crash between slices leaves the committed slices, as a crash between two
-    steps would. A stack of ``SLICE`` resources or fewer is stepped in one
-    transaction with full rows, as before; so is a SUSPEND or RESUME, and a step
-    that finds a failed resource (a rollback rewrites rows across the stack).
+    steps would. A stack of ``SLICE`` resources or fewer is stepped with full rows;
+    so is a SUSPEND or RESUME, and a step that finds a failed resource (a rollback
+    rewrites rows across the stack).
+
+    Any walk, whatever the stack's size, also commits every ``settings.step_slice``
+    resources it acts on or ``COMMIT_AFTER`` seconds after the first of them (``tick``):
+    a document leaves tens of milliseconds after the step stamped its deployment, not
+    after the whole step.
     """
 
     def __init__(
@@ -122,6 +127,8 @@ class Slices:
         self._first = 0.0
         #: Resources acted on between two commits (0: none but the slices' and the step's own).
         self._every = txn.runtime.settings.step_slice
+        #: How long the last commit took (seconds): the next one comes at least twice that later.
+        self._cost = 0.0
         self._loaded: list[DeploymentRow] = []
         self._kept: list[ServerRow | ConfigRow] = []
 
@@ -209,8 +216,9 @@ class Slices:
         now = time.monotonic()
         if self.acted == 1:
             self._first = now
-        if self.acted >= self._every or now - self._first >= COMMIT_AFTER:
+        if self.acted >= self._every or now - self._first >= max(COMMIT_AFTER, 2 * self._cost):
             await self._commit()
+            self._cost = time.monotonic() - now
 
     async def commit(self) -> None:
         """Commit what the slice did (sliced steps only)."""

@@ -64,8 +64,14 @@ class Engine:
         return self._rt.settings.work_lease
 
     def kick(self, stack_id: str) -> None:
-        """A change for *stack_id* was committed (its work row with it): claim without waiting."""
-        self._wake.set()
+        """A change for *stack_id* was committed (its work row with it): claim without waiting.
+
+        Not for a stack this process is stepping: its step sees the work row's seq moved when it
+        finishes and steps again, and a claim now would only take SQLite's write lock between
+        two slices of that very step (each slice's commit kicks its stack), which then waits for it.
+        """
+        if stack_id not in self._running:
+            self._wake.set()
 
     async def resume(self) -> None:
         """Start claiming; every stack in progress without a work row gets one (older databases)."""

@@ -52,7 +52,9 @@ def test_a_walks_first_slices_are_published_before_its_step_ends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With two resources a slice, six deployments on six servers leave in several publishes within one step."""
-    monkeypatch.setattr(slices, "COMMIT_AFTER", 3600.0)  # slices by count only: the test does not race a clock
+    monkeypatch.setattr(
+        slices, "COMMIT_AFTER", 3600.0
+    )  # slices by count only: the test does not race a clock
     log: list[tuple[str, Any]] = []
     step, publish = worker.step_stack, Runtime.publish
 
