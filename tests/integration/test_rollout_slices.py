@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from control.engine import slices, worker
+from control.engine import slices, step, worker
 from control.runtime import Runtime
 from tests.support.controlplane import start_control_plane, stop_control_plane
 from tests.support.inprocess import Plane
@@ -56,12 +56,12 @@ def test_a_walks_first_slices_are_published_before_its_step_ends(
         slices, "COMMIT_AFTER", 3600.0
     )  # slices by count only: the test does not race a clock
     log: list[tuple[str, Any]] = []
-    step, publish = worker.step_stack, Runtime.publish
+    step_stack, publish = step.step_stack, Runtime.publish
 
     async def stepped(*args: Any, **kwargs: Any) -> tuple[bool, float | None]:
         log.append(("step", None))
         try:
-            return await step(*args, **kwargs)
+            return await step_stack(*args, **kwargs)
         finally:
             log.append(("end", None))
 
