@@ -52,7 +52,9 @@ async def fleet_rounds(
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as http:
         api = Api(http, cp)
         servers = await enrol_servers(api, [f"sim-{i:04d}" for i in range(agents)])
-        scenario = Scenario(api, Fleet(servers, f"{cp.url}/v1/agent/document", defer=defer), workdir, workdir)
+        fleet = Fleet(servers, f"{cp.url}/v1/agent/document", defer=defer)
+        # A round of 5,000 deployments on a loaded machine takes minutes with the baseline's one commit.
+        scenario = Scenario(api, fleet, workdir, workdir, timeout=max(60.0, agents * 0.12))
         await scenario.fleet.start(wait=LONG_POLL_WAIT)
         plane_cpu, sim_cpu, started = cpu_seconds(cp.proc.pid), _self_cpu(), time.monotonic()
         try:

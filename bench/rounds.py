@@ -53,6 +53,8 @@ class Scenario:
     stamps: Path
     agents_dir: Path
     rounds_done: int = 0
+    #: Bound on one round (seconds): its documents in every agent's hand, then its stack settled.
+    timeout: float = ROUND_TIMEOUT
     sim: Samples = field(default_factory=Samples)
     real: Samples = field(default_factory=Samples)
     #: Real agents, publish to the agent starting the hook process (before the hook's own start-up).
@@ -69,10 +71,10 @@ class Scenario:
             )
             await self.api.put_stack("real", tpl, create=False)
         self.rounds_done += 1
-        await self.fleet.wait_generation(k + 1, ROUND_TIMEOUT)
+        await self.fleet.wait_generation(k + 1, self.timeout)
         if with_real:
             await wait_files(self.stamps, f"round{k}.*", len(REAL), ROUND_TIMEOUT)
-        await self.api.wait_stack("sim")
+        await self.api.wait_stack("sim", self.timeout)
         await self.collect_sim(k + 1)
         if with_real:
             await self.api.wait_stack("real")
