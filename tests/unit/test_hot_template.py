@@ -255,9 +255,9 @@ def test_unknown_section_is_named():
     assert e.path == "mappings" and "unknown section" in e.reason
 
 
-def test_cfn_template_is_refused():
-    """A CloudFormation template is refused with a hint."""
-    assert "CloudFormation" in error({"AWSTemplateFormatVersion": "2010-09-09"}).reason
+def test_cfn_template_of_another_version_is_refused():
+    """A CloudFormation template of a version Heat does not take is refused naming the one it does."""
+    assert "'2010-09-09'" in error({"AWSTemplateFormatVersion": "2011-01-01"}).reason
 
 
 def test_template_must_be_a_map():
