@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.support import curl
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 
@@ -84,6 +86,45 @@ TEMPLATE: dict[str, Any] = {
         "Data": {"Value": {"Fn::GetAtt": ["Wait", "Data"]}},
         "Where": {"Value": {"Fn::Join": ["/", [{"Ref": "AWS::Region"}, {"Ref": "AWS::StackName"}]]}},
         "Dev": {"Value": {"Fn::GetAtt": ["DevOnly", "value"]}, "Condition": "IsDev"},
+    },
+}
+
+
+def _policy(adjustment_type: str, adjustment: str) -> dict[str, Any]:
+    return {
+        "Type": "AWS::AutoScaling::ScalingPolicy",
+        "Properties": {
+            "AutoScalingGroupName": {"Ref": "Group"},
+            "AdjustmentType": adjustment_type,
+            "ScalingAdjustment": adjustment,
+            "Cooldown": "0",
+        },
+    }
+
+
+SCALING: dict[str, Any] = {
+    "AWSTemplateFormatVersion": "2010-09-09",
+    "Resources": {
+        "Launch": {
+            "Type": "AWS::AutoScaling::LaunchConfiguration",
+            "Properties": {"ImageId": "cirros", "InstanceType": "m1.small"},
+        },
+        "Group": {
+            "Type": "AWS::AutoScaling::AutoScalingGroup",
+            "Properties": {
+                "LaunchConfigurationName": {"Ref": "Launch"},
+                "MinSize": "1",
+                "MaxSize": "3",
+                "AvailabilityZones": {"Fn::GetAZs": ""},
+            },
+        },
+        "Up": _policy("ChangeInCapacity", "1"),
+        "Full": _policy("ExactCapacity", "3"),
+        "Half": _policy("PercentChangeInCapacity", "-50"),
+    },
+    "Outputs": {
+        "Instances": {"Value": {"Fn::GetAtt": ["Group", "InstanceList"]}},
+        **{f"{p}Url": {"Value": {"Fn::GetAtt": [p, "AlarmUrl"]}} for p in ("Up", "Full", "Half")},
     },
 }
 
@@ -168,3 +209,35 @@ def test_bad_cfn_input_is_refused_naming_the_cfn_path(cp: ControlPlane) -> None:
     resp = cp.create("refused", json.dumps(TEMPLATE), params={"LogFile": "/dev/null", "Env": "test"})
     assert 400 == resp.status and "Env" in str(resp.body), resp.body
     assert 404 == cp.api("GET", "/v1/stacks/refused").status
+
+
+def _size(cp: ControlPlane, size: int) -> dict[str, Any]:
+    """Wait until the group is COMPLETE at *size* members; the stack's outputs."""
+
+    def settled() -> dict[str, Any] | None:
+        group = next(r for r in cp.api("GET", "/v1/stacks/aws/resources").body if r["name"] == "Group")
+        out = cp.outputs("aws")
+        ready = not group["status"].endswith("IN_PROGRESS") and out["Instances"].count(",") + 1 == size
+        return out if ready else None
+
+    return wait_until(settled, f"group not at {size} members; log: {cp.log}", 120)
+
+
+def test_aws_scaling_policies_resize_an_aws_scaling_group_by_their_alarm_urls(cp: ControlPlane) -> None:
+    """The group starts at MinSize; curl on a policy's AlarmUrl adjusts it by ChangeInCapacity,
+    ExactCapacity and PercentChangeInCapacity within MinSize..MaxSize, each member a server with
+    its own agent (InstanceList lists their addresses)."""
+    cp.create_stack("aws", json.dumps(SCALING))
+    out = _size(cp, 1)
+    assert all(out["Instances"].split(","))
+    assert "scaling from 1 to 2" in curl.post(out["UpUrl"])["result"]
+    _size(cp, 2)
+    assert "scaling from 2 to 3" in curl.post(out["FullUrl"])["result"]
+    _size(cp, 3)
+    assert "stays at 3" in curl.post(out["UpUrl"])["result"]
+    assert "scaling from 3 to 2" in curl.post(out["HalfUrl"])["result"]
+    _size(cp, 2)
+    group = next(r for r in cp.api("GET", "/v1/stacks/aws/resources").body if r["name"] == "Group")
+    members = cp.api("GET", f"/v1/stacks/{group['physical_id']}/resources").body
+    assert 2 == len(members) and {"OS::Nova::Server"} == {m["type"] for m in members}
+    cp.delete_stack("aws")
