@@ -6,8 +6,8 @@ members are servers made from its launch configuration: the configuration's ``Im
 properties (accepted and ignored there, each named in a warning, as for any adopted server),
 the group's ``Tags`` its Nova ``metadata``. ``InstanceList`` is the members' first addresses,
 comma-separated (Heat's is their IPs). A launch configuration is replaced by any change, as
-in Heat, so the group's ``LaunchConfigurationName`` changes and the group rolls its members
-(``update_policy.RollingUpdate``).
+in Heat, so the group's ``LaunchConfigurationName`` changes and the group replaces its
+members (new servers, the old ones deleted), in batches of ``update_policy.RollingUpdate``.
 
 AWS::AutoScaling::AutoScalingGroup is an InstanceGroup sized ``MinSize``..``MaxSize``
 (starting at ``DesiredCapacity``, else ``MinSize``) that its AWS::AutoScaling::ScalingPolicy
@@ -85,6 +85,8 @@ class LaunchConfiguration:
 
 class InstanceGroup(scaling.AutoScalingGroup):
     """A scaling group of ``Size`` servers made from a launch configuration."""
+
+    replaces = True  # Heat's instance groups replace a member for a new launch configuration
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
         return await super().create(txn, res, await self._as_scaling(txn, res, props))

@@ -82,6 +82,8 @@ class AutoScalingGroup(GroupStack):
     """Members by short id, oldest first; resized by its policies' signals."""
 
     member_property = "resource"
+    #: Whether a member due for a new definition is replaced by a new one (InstanceGroup).
+    replaces = False
 
     def plan(
         self, res: Res, props: Mapping[str, Any], row: ResourceRow | None, old: Mapping[str, Any]
@@ -117,9 +119,8 @@ class AutoScalingGroup(GroupStack):
     ) -> dict[str, Any]:
         order = [n for n in plan["members"] if n in old]
         ordered = {n: old[n] for n in order}
-        out = batches.members(
-            ordered, lambda n: dict(plan["target"]["definition"]), [], size, changes, _fresh()
-        )
+        definition = dict(plan["target"]["definition"])
+        out = batches.members(ordered, lambda n: dict(definition), [], size, changes, _fresh(), self.replaces)
         plan["members"] = [n for n in order if n in out] + [n for n in out if n not in order]
         return {n: out[n] for n in plan["members"]}
 

@@ -208,8 +208,8 @@ def test_bad_legacy_input_is_refused_at_its_path(cp: ControlPlane) -> None:
 def test_an_instance_group_makes_servers_with_agents_from_its_launch_configuration(cp: ControlPlane) -> None:
     """Size servers, each with a local agent that enrols and reports its address (InstanceList);
     the ignored properties are named in warnings; a smaller Size removes one; a changed launch
-    configuration is replaced (as in Heat) and its new definition reaches the member by an update;
-    delete releases them."""
+    configuration is replaced and so is the member made from it (a new server, the old one
+    deleted), as in Heat; delete releases them."""
     cp.create_stack("ig", INSTANCES)
     addresses = cp.outputs("ig")["addresses"].split(",")
     assert 2 == len(addresses) and all(addresses)
@@ -225,11 +225,16 @@ def test_an_instance_group_makes_servers_with_agents_from_its_launch_configurati
     assert 1 == len(kept) and kept < members
 
     launch = _resources(cp, "ig")["launch"]["physical_id"]
+    before = {s["name"] for s in cp.api("GET", "/v1/servers").body}
     cp.update_stack("ig", INSTANCES, {"size": "1", "image": "fedora"})
     assert launch != _resources(cp, "ig")["launch"]["physical_id"]
     rolled = cp.api("GET", f"/v1/stacks/{group['physical_id']}/resources").body
-    assert [(r["name"], r["status"]) for r in rolled] == [(*kept, "UPDATE_COMPLETE")]
-    servers = len(cp.api("GET", "/v1/servers").body)
+    assert 1 == len(rolled) and rolled[0]["name"] not in kept and "CREATE_COMPLETE" == rolled[0]["status"]
+    after = {s["name"] for s in cp.api("GET", "/v1/servers").body}
+    assert 1 == len(before - after) == len(after - before)  # the member's server was replaced
+    assert next(iter(kept)) in next(iter(before - after))
+    assert 1 == len(cp.outputs("ig")["addresses"].split(","))
+    servers = len(after)
     cp.delete_stack("ig")
     assert servers - 1 == len(cp.api("GET", "/v1/servers").body)
 
