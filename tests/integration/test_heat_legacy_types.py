@@ -1,7 +1,7 @@
 """Heat's older and rarer template features through the real control plane and local agents.
 
 OS::Heat::Stack (inline template), the CFN functions of 2013-05-23 HOT, console_urls,
-OS::Heat::InstanceGroup with its launch configuration, and external_id adopting a server.
+OS::Heat::InstanceGroup with its launch configuration, and external_id adopting a server and a software config.
 Each deployment appends "<who> <action>" to one log, so what ran is read from it.
 """
 
@@ -266,3 +266,62 @@ def test_external_id_adopts_an_existing_server_which_outlives_the_stack(
         30,
     )
     cp.delete_stack("owner")
+
+
+CONFIG_OWNER = (
+    """
+heat_template_version: 2018-08-31
+resources:
+"""
+    + SCRIPT
+    + """
+outputs:
+  id: {value: {get_resource: step}}
+"""
+)
+
+CONFIG_USER = """
+heat_template_version: 2018-08-31
+parameters:
+  log: {type: string}
+  config: {type: string}
+resources:
+  box:
+    type: OS::Nova::Server
+  step:
+    type: OS::Heat::SoftwareConfig
+    external_id: {get_param: config}
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: step}
+      server: {get_resource: box}
+      input_values: {WHO: user, LOG: {get_param: log}}
+outputs:
+  said: {value: {get_attr: [dep, said]}}
+"""
+
+
+def test_external_id_adopts_an_existing_software_config_which_outlives_the_stack(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
+    """A SoftwareConfig with external_id is that config of another stack: deployed as its own; deleting
+    the adopting stack leaves it, so it can be adopted again; an unknown id fails the resource naming it."""
+    log = tmp_path / "runs.log"
+    cp.create_stack("cfg-owner", CONFIG_OWNER)
+    config_id = cp.outputs("cfg-owner")["id"]
+    for _ in range(2):
+        cp.create_stack("cfg-user", CONFIG_USER, params={"log": str(log), "config": config_id})
+        assert "user" == cp.outputs("cfg-user")["said"]
+        assert config_id == _resources(cp, "cfg-user")["step"]["physical_id"]
+        cp.delete_stack("cfg-user")
+    assert ["user CREATE", "user CREATE"] == _lines(log)
+    cp.create_stack(
+        "cfg-user", CONFIG_USER, params={"log": str(log), "config": "nope"}, expect="CREATE_FAILED"
+    )
+    assert (
+        "no software config of this project has that id"
+        in _resources(cp, "cfg-user")["step"]["status_reason"]
+    )
+    cp.delete_stack("cfg-user")
+    cp.delete_stack("cfg-owner")

@@ -466,10 +466,10 @@ def test_resource_unknown_key_is_refused():
 
 
 def test_external_id_is_refused_on_a_type_with_nothing_to_adopt():
-    """external_id on a config (nothing here to adopt) is refused at the key, naming what can adopt."""
-    e = error(doc({"a": {"type": "OS::Heat::SoftwareConfig", "external_id": "x"}}))
+    """external_id on a random string (nothing here to adopt) is refused at the key, naming what can adopt."""
+    e = error(doc({"a": {"type": "OS::Heat::RandomString", "external_id": "x"}}))
     assert e.path == "resources.a.external_id"
-    assert "OS::Heat::SoftwareConfig has nothing here to adopt" in e.reason
+    assert "OS::Heat::RandomString has nothing here to adopt" in e.reason and "software config" in e.reason
 
 
 def test_resource_type_is_required():
