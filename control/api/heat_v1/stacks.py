@@ -169,7 +169,9 @@ async def show_stack(request: web.Request) -> web.Response:
 
 
 def _description(template: Any) -> str:
-    return str(template.get("description") or "") if isinstance(template, dict) else ""
+    if not isinstance(template, dict):
+        return ""
+    return str(template.get("description") or template.get("Description") or "")  # HOT's, or CFN's
 
 
 @routes.put(STACK)
