@@ -226,7 +226,8 @@ def _size(cp: ControlPlane, size: int) -> dict[str, Any]:
 def test_aws_scaling_policies_resize_an_aws_scaling_group_by_their_alarm_urls(cp: ControlPlane) -> None:
     """The group starts at MinSize; curl on a policy's AlarmUrl adjusts it by ChangeInCapacity,
     ExactCapacity and PercentChangeInCapacity within MinSize..MaxSize, each member a server with
-    its own agent (InstanceList lists their addresses)."""
+    its own agent (InstanceList lists their addresses); a new launch configuration replaces the
+    members, keeping the size."""
     cp.create_stack("aws", json.dumps(SCALING))
     out = _size(cp, 1)
     assert all(out["Instances"].split(","))
@@ -240,4 +241,13 @@ def test_aws_scaling_policies_resize_an_aws_scaling_group_by_their_alarm_urls(cp
     group = next(r for r in cp.api("GET", "/v1/stacks/aws/resources").body if r["name"] == "Group")
     members = cp.api("GET", f"/v1/stacks/{group['physical_id']}/resources").body
     assert 2 == len(members) and {"OS::Nova::Server"} == {m["type"] for m in members}
+
+    launch = SCALING["Resources"]["Launch"]
+    rolled = {
+        **SCALING["Resources"],
+        "Launch": {**launch, "Properties": {**launch["Properties"], "ImageId": "f"}},
+    }
+    cp.update_stack("aws", json.dumps({**SCALING, "Resources": rolled}))
+    replaced = cp.api("GET", f"/v1/stacks/{group['physical_id']}/resources").body
+    assert 2 == len(replaced) and not {m["name"] for m in members} & {m["name"] for m in replaced}
     cp.delete_stack("aws")
