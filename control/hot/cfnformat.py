@@ -210,6 +210,12 @@ def cfn_path(path: str, data: Mapping[str, Any]) -> str:
     return f"{section}.{name}.{renamed}{below}"
 
 
+def cfn_warning(warning: str, data: Mapping[str, Any]) -> str:
+    """A parse warning (``path: what``) with its path as the CFN template spells it."""
+    path, sep, rest = warning.partition(": ")
+    return f"{cfn_path(path, data)}{sep}{rest}" if sep else warning
+
+
 def resource_body(template: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     """Resource *name* of a stored template (HOT or CFN) with HOT's keys (``metadata``,
     ``description``), or an empty map; for what is read of a template without parsing it."""

@@ -6,6 +6,7 @@ structural problem, or raises TemplateError naming the first problem's path.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,9 +82,12 @@ def parse_template(
         )
     hot, version, mappings = cfnformat.to_hot(data, key)
     try:
-        return _parse(hot, version, mappings, files, environment, types, nesting)
+        template = _parse(hot, version, mappings, files, environment, types, nesting)
     except TemplateError as e:
         raise TemplateError(cfnformat.cfn_path(e.path, data), e.reason) from None
+    return dataclasses.replace(
+        template, warnings=tuple(cfnformat.cfn_warning(w, data) for w in template.warnings)
+    )
 
 
 def _parse(

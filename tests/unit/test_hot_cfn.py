@@ -134,3 +134,9 @@ def test_pseudo_parameters_and_unknown_sections() -> None:
     ].properties["value"]
     assert "Transform" == error(cfn({}, Transform="AWS::Serverless")).path
     assert "HeatTemplateFormatVersion" == error(cfn({}, HeatTemplateFormatVersion="2012-12-12")).path
+
+
+def test_warnings_name_the_cfn_path() -> None:
+    """A property accepted and ignored is warned about at Resources.NAME.Properties.KEY."""
+    t = parse_template(cfn({"g": {"Type": "OS::Nova::Server", "Properties": {"image": "cirros"}}}))
+    assert any(w.startswith("Resources.g.Properties.image: ") for w in t.warnings), t.warnings
