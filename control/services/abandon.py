@@ -32,6 +32,7 @@ from control.resources import DEPLOYMENT_TYPES
 from control.resources.nested import store_definition
 from control.resources.validate import check_definition
 from control.runtime import Runtime
+from control.services import handover
 from control.services.stack_request import parse_request, rollback_wanted, tags_given, timeout_given
 from control.services.stacks import check_stack_name, get_stack, stack_view
 from control.store import crypt
@@ -42,8 +43,11 @@ from control.txn import Txn
 KEPT = "anneal"
 
 
-async def abandon_stack(rt: Runtime, name: str) -> dict[str, Any]:
-    """Heat's abandon data for stack *name*; the stack is gone, its servers and deployments untouched."""
+async def abandon_stack(rt: Runtime, name: str, to: handover.Target | None = None) -> dict[str, Any]:
+    """Heat's abandon data for stack *name*; the stack is gone, its servers and deployments untouched.
+
+    With *to* (or a hand-over set on the stack), the servers are handed to that control plane.
+    """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
@@ -57,23 +61,21 @@ async def abandon_stack(rt: Runtime, name: str) -> dict[str, Any]:
                 f"stack {name} is nested or has nested stacks: abandon takes a stack without nesting",
                 where="name",
             )
+        target = to or (handover.Target(**stack.handover) if stack.handover else None)
         rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == stack.id)))
         owned = set(await session.scalars(select(ServerRow.id).where(ServerRow.owner_stack_id == stack.id)))
-        data = _abandon_data(stack, [r for r in rows if r.current], owned, rt.keys.data_key)
-        data[KEPT] = {
-            "deployments": sorted(
-                await session.scalars(select(DeploymentRow.id).where(DeploymentRow.stack_id == stack.id))
-            ),
-            "configs": sorted(
-                await session.scalars(select(ConfigRow.id).where(ConfigRow.stack_id == stack.id))
-            ),
-        }
-        for table in (DeploymentRow, ConfigRow):
-            await session.execute(update(table).where(table.stack_id == stack.id).values(stack_id=None))
-        await session.execute(
-            update(ServerRow).where(ServerRow.owner_stack_id == stack.id).values(owner_stack_id=None)
+        current = [r for r in rows if r.current]
+        if target is not None:
+            section, transfer, _ = await handover.export(rt, txn, stack, owned, target)
+            data = {**_abandon_data(stack, current, owned, transfer), handover.SECTION: section}
+        else:
+            data = {
+                **_abandon_data(stack, current, owned, rt.keys.data_key),
+                KEPT: await _detach(txn, stack.id),
+            }
+        reason = "Stack ABANDON completed: nothing ran; its servers and deployments stay" + (
+            f", handed to {target.url}" if target else ""
         )
-        reason = "Stack ABANDON completed: nothing ran; its servers and deployments stay"
         txn.event(stack.id, "", "ABANDON", "COMPLETE", reason, traversal=stack.traversal)
         await txn.write_events()
         await session.execute(
@@ -84,6 +86,23 @@ async def abandon_stack(rt: Runtime, name: str) -> dict[str, Any]:
         await session.delete(stack)
         await txn.commit()
         return data
+
+
+async def _detach(txn: Txn, stack_id: str) -> dict[str, Any]:
+    """Leave the stack's deployments, configs and servers in no stack; their ids, for adopt."""
+    session = txn.session
+    kept = {
+        "deployments": sorted(
+            await session.scalars(select(DeploymentRow.id).where(DeploymentRow.stack_id == stack_id))
+        ),
+        "configs": sorted(await session.scalars(select(ConfigRow.id).where(ConfigRow.stack_id == stack_id))),
+    }
+    for table in (DeploymentRow, ConfigRow):
+        await session.execute(update(table).where(table.stack_id == stack_id).values(stack_id=None))
+    await session.execute(
+        update(ServerRow).where(ServerRow.owner_stack_id == stack_id).values(owner_stack_id=None)
+    )
+    return kept
 
 
 def _abandon_data(stack: StackRow, rows: list[ResourceRow], owned: set[str], key: bytes) -> dict[str, Any]:
@@ -230,7 +249,9 @@ async def adopt_stack(rt: Runtime, body: Mapping[str, Any], project: str = DEFAU
     """A stack *name* from Anneal's abandon data: ADOPT_COMPLETE at once, its deployments re-attached, nothing run."""
     name = check_stack_name(body.get("name"))
     given = body.get("parameters")
-    data = _opened_data(_data(body), given if isinstance(given, Mapping) else {}, rt.keys.data_key)
+    raw = _data(body)
+    transfer = handover.transfer_key(rt, raw)
+    data = _opened_data(raw, given if isinstance(given, Mapping) else {}, transfer or rt.keys.data_key)
     req = parse_request(_request(body, data), rt.settings.max_template_bytes)
     stack_id = str(uuid.uuid4())
     defn = stackdef.build(
@@ -253,7 +274,10 @@ async def adopt_stack(rt: Runtime, body: Mapping[str, Any], project: str = DEFAU
         store_definition(stack, req.template, req.files, req.environment, req.parameters, defn, warnings)
         stack.rollback = rollback_wanted(body if "disable_rollback" in body else data)
         session.add(stack)
-        await _attach(txn, stack_id, data, kept)
+        if transfer is None:
+            await _attach(txn, stack_id, data, kept)
+        else:
+            await handover.import_rows(txn, data, transfer, stack_id, project)
         txn.event(stack_id, "", "ADOPT", "IN_PROGRESS", "Stack ADOPT started", traversal=1)
         for res_name, k in kept.items():
             session.add(

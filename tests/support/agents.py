@@ -39,14 +39,16 @@ def start_agent(
     poll_wait: int = 5,
     env: dict[str, str] | None = None,
     wrap: Sequence[str] = (),
+    token: str = "admin",
 ) -> subprocess.Popen[bytes]:
     """Create server *name* (on *transport*) and run an agent that enrols itself through *url* (default: *cp*).
 
     The agent gets its one-time token in ANNEAL_ENROL_TOKEN, as a server image would; *env*
-    is added to its environment; *wrap* prefixes its command (`ip netns exec NAME`).
+    is added to its environment; *wrap* prefixes its command (`ip netns exec NAME`); the server
+    is made with *token* (a member's: in its project).
     """
     body = {"name": name, **({"transport": transport} if transport else {})}
-    created = cp.api("POST", "/v1/servers", body)
+    created = cp.api("POST", "/v1/servers", body, token=token)
     assert 201 == created.status, created.body
     with open(log, "ab") as out:
         return subprocess.Popen(
