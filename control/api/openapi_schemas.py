@@ -240,3 +240,16 @@ def adopt_request() -> dict[str, Any]:
         },
         parameters=OBJ,
     )
+
+
+def handover_request() -> dict[str, Any]:
+    """Where an abandon hands the stack's servers: the receiving control plane's URL and keys."""
+    return obj(
+        "to",
+        "to_key",
+        to={**STRING, "description": "the receiving control plane's URL; its agents move there"},
+        to_key={
+            **obj("public_key", "adopt_key", public_key=STRING, adopt_key=STRING),
+            "description": "what `anneal key show -f json` (GET /v1/keys) prints on the receiving control plane",
+        },
+    )

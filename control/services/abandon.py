@@ -234,6 +234,26 @@ def _kept(data: Mapping[str, Any], name: str) -> dict[str, Any]:
     return {**kept, "resource_id": entry.get("resource_id"), "type": entry.get("type")}
 
 
+def _all_kept(data: Mapping[str, Any], names: list[str]) -> dict[str, dict[str, Any]]:
+    """What abandon kept for each resource; data Heat made (or any not Anneal's) is refused naming
+    every resource it cannot adopt, not only the first."""
+    kept, refused = {}, []
+    for name in names:
+        try:
+            kept[name] = _kept(data, name)
+        except BadRequestError as e:
+            refused.append((name, e))
+    if len(refused) == 1:
+        raise refused[0][1]
+    if refused:
+        raise BadRequestError(
+            f"adopt_stack_data.resources: {', '.join(n for n, _ in refused)}: not abandoned by Anneal "
+            f"(no resource_data.{KEPT}): only Anneal's abandon data is adopted (docs/heat-api.md)",
+            where="adopt_stack_data.resources",
+        )
+    return kept
+
+
 def _request(body: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
     """A create body from the abandon data, with what the adopt request gives over it."""
     envs = [json.dumps(data.get("environment") or {}), *(body.get("environments") or [])]
@@ -258,7 +278,7 @@ async def adopt_stack(rt: Runtime, body: Mapping[str, Any], project: str = DEFAU
         req.template, req.files, req.environment, req.parameters, stack_name=name, stack_id=stack_id
     )
     warnings = check_definition(defn.template)
-    kept = {n: _kept(data, n) for n in defn.order()}
+    kept = _all_kept(data, defn.order())
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:

@@ -45,6 +45,13 @@ outputs:
 """
 
 
+#: Resources as Heat's abandon data lists them: no `resource_data.anneal`.
+HEAT_MADE = {
+    "box": {"type": "OS::Heat::DeployedServer"},
+    "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "true"}},
+}
+
+
 @pytest.fixture
 def planes(tmp_path: Path) -> Iterator[tuple[tuple[ControlPlane, str], tuple[ControlPlane, str]]]:
     """Two control planes with Heat's API, each with its own data dir (keys, admin token, database)."""
@@ -132,8 +139,11 @@ def _signer(state: Path) -> str:
     return str(held.get("anneal", {}).get("signature", {}).get("key_id", ""))
 
 
-def test_abandon_to_a_plane_refuses_a_bad_target_and_keeps_the_stack(tmp_path: Path) -> None:
-    """`anneal stack abandon --to URL --to-key FILE` with a key that is no key is a 400 naming it; the stack stays."""
+def test_abandon_to_a_plane_refuses_a_bad_target_and_adopt_names_each_resource_heat_made(
+    tmp_path: Path,
+) -> None:
+    """`anneal stack abandon --to URL --to-key FILE` with a key that is no key is a 400 naming it and the stack
+    stays; Heat's own abandon data is refused naming every resource Anneal cannot adopt."""
     a = start_control_plane(tmp_path)
     try:
         a.create_stack("kept", "heat_template_version: 2018-08-31\nresources: {n: {type: OS::Heat::None}}\n")
@@ -144,5 +154,13 @@ def test_abandon_to_a_plane_refuses_a_bad_target_and_keeps_the_stack(tmp_path: P
         lone = a.cli("stack", "abandon", "kept", "--to", "http://127.0.0.1:1")
         assert lone.returncode != 0 and "--to and --to-key go together" in lone.stderr
         assert a.api("GET", "/v1/stacks/kept").status == 200
+        heat_made = {
+            "template": {"heat_template_version": "2018-08-31", "resources": HEAT_MADE},
+            "resources": {n: {"name": n, "resource_id": n, "type": r["type"]} for n, r in HEAT_MADE.items()},
+        }
+        refused = a.api("POST", "/v1/adopt", {"name": "from-heat", "adopt_stack_data": heat_made})
+        assert (refused.status, refused.body["error"]["where"]) == (400, "adopt_stack_data.resources")
+        assert "box, cfg: not abandoned by Anneal" in refused.body["error"]["message"]
+        assert a.api("GET", "/v1/stacks/from-heat").status == 404
     finally:
         stop_control_plane(a)
