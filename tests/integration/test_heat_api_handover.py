@@ -106,6 +106,13 @@ def test_openstack_abandon_then_adopt_on_another_plane_moves_the_agent_and_rerun
         section = json.loads(text)["anneal_handover"]
         assert canary not in text and set(section["records"]) == {"anneal_sealed", "kid", "ct"}
         assert section["to_key_id"] == b_key["key_id"]
+        altered = json.loads(text)
+        altered["anneal_handover"]["records"]["ct"] = altered["anneal_handover"]["records"]["ct"][::-1]
+        tampered = b.api("POST", "/v1/adopt", {"name": "moved", "adopt_stack_data": altered})
+        assert (tampered.status, tampered.body["error"]["where"]) == (
+            400,
+            "adopt_stack_data.anneal_handover.records",
+        )
         assert "ADOPT_COMPLETE" in osc_b.ok(
             "stack", "adopt", "--adopt-file", str(data_file), "--wait", "moved"
         )
@@ -120,7 +127,12 @@ def test_openstack_abandon_then_adopt_on_another_plane_moves_the_agent_and_rerun
         assert (config["url"], config["document_url"]) == (b.url, f"{b.url}/v1/agent/document")
         assert _runs(log) == ["CREATE"]
         assert b.outputs("moved")["greeting"] == f"hello first ({len(canary)})"
-        osc_b.ok("stack", "update", "--existing", "--parameter", "who=second", "--wait", "moved")
+        # A later update on B (keeping the adopted hidden value) runs on the moved agent.
+        assert (
+            202
+            == b.api("PUT", "/v1/stacks/moved", {"existing": True, "parameters": {"who": "second"}}).status
+        )
+        b.settled("moved", "UPDATE_COMPLETE", 120)
         assert _runs(log) == ["CREATE", "UPDATE"]
         assert b.outputs("moved")["greeting"] == f"hello second ({len(canary)})"
         # The data was for B: A (another key) refuses it, naming the place.
