@@ -27,7 +27,7 @@ from control.errors import BadRequestError, ConflictError
 from control.runtime import Runtime
 from control.services.stacks import get_stack
 from control.store import crypt
-from control.store.orm import Base, ConfigRow, DeploymentRow, ServerRow, StackRow
+from control.store.orm import Base, ConfigRow, DeploymentRow, ServerRow
 from control.txn import Txn
 
 #: The abandon data's section for a hand-over: who it is for, the sealed transfer key, the records.
@@ -35,7 +35,7 @@ SECTION = "anneal_handover"
 #: Bound into the sealed transfer key: it opens as nothing else.
 _PLACE = "anneal-adopt-transfer-key"
 #: Columns a record leaves behind: the row's own bookkeeping, or what the receiver sets itself.
-_LEFT = frozenset({"row_version", "project", "stack_id", "handover"})
+_LEFT = frozenset({"row_version", "project", "handover"})
 
 
 @dataclass(frozen=True)
@@ -79,27 +79,29 @@ def _raw(text: Any, where: str) -> bytes:
     return raw
 
 
-def record(row: Base) -> dict[str, Any]:
-    """A row's columns, as the receiver re-creates them."""
-    return {a.key: getattr(row, a.key) for a in row.__mapper__.column_attrs if a.key not in _LEFT}
+def record(row: Base, *leave: str) -> dict[str, Any]:
+    """A row's columns, as the receiver re-creates them; *leave*: more to leave out (an autoincrement id)."""
+    left = _LEFT | set(leave)
+    return {a.key: getattr(row, a.key) for a in row.__mapper__.column_attrs if a.key not in left}
 
 
 async def export(
-    rt: Runtime, txn: Txn, stack: StackRow, owned: Iterable[str], target: Target
+    rt: Runtime, txn: Txn, stack_ids: list[str], owned: Iterable[str], target: Target
 ) -> tuple[dict[str, Any], bytes, list[str]]:
-    """Hand *stack*'s servers to *target*: the abandon data's section, the transfer key, the servers.
+    """Hand the servers of the stacks *stack_ids* (a stack and its nested ones) to *target*: the abandon
+    data's section, the transfer key, the servers.
 
-    Every server a deployment of the stack runs on moves; one that also runs another
+    Every server a deployment of the stacks runs on moves; one that also runs another
     stack's (or a standalone) deployment is refused (409), as it cannot be in two places.
     """
     session = txn.session
-    deps = list(await session.scalars(select(DeploymentRow).where(DeploymentRow.stack_id == stack.id)))
-    configs = list(await session.scalars(select(ConfigRow).where(ConfigRow.stack_id == stack.id)))
+    deps = list(await session.scalars(select(DeploymentRow).where(DeploymentRow.stack_id.in_(stack_ids))))
+    configs = list(await session.scalars(select(ConfigRow).where(ConfigRow.stack_id.in_(stack_ids))))
     ids = sorted({d.server_id for d in deps} | set(owned))
     shared = await session.scalar(
         select(DeploymentRow.server_id).where(
             DeploymentRow.server_id.in_(ids),
-            or_(DeploymentRow.stack_id.is_(None), DeploymentRow.stack_id != stack.id),
+            or_(DeploymentRow.stack_id.is_(None), DeploymentRow.stack_id.not_in(stack_ids)),
         )
     )
     if shared is not None:
@@ -159,9 +161,10 @@ def transfer_key(rt: Runtime, data: Mapping[str, Any]) -> bytes | None:
 
 
 async def import_rows(
-    txn: Txn, data: Mapping[str, Any], key: bytes, stack_id: str, project: str
+    txn: Txn, data: Mapping[str, Any], key: bytes, remap: Mapping[str, str], project: str
 ) -> list[str]:
-    """Re-create the handed-over servers, configs and deployments in stack *stack_id*; the server ids."""
+    """Re-create the handed-over servers, configs and deployments in their stacks (*remap*: the giving
+    control plane's top-level stack id to the new one; nested stacks keep theirs); the server ids."""
     where = f"adopt_stack_data.{SECTION}.records"
     try:
         records = crypt.unseal(key, data[SECTION].get("records"))
@@ -177,7 +180,7 @@ async def import_rows(
             raise ConflictError(
                 f"{where}: server {rec['name']} ({rec['id']}) exists here already", where=where
             )
-        owner = stack_id if rec.get("owner_stack_id") else None
+        owner = remap.get(rec["owner_stack_id"], rec["owner_stack_id"]) if rec.get("owner_stack_id") else None
         # Above the hand-over document's serial (the commit adds one more): the agent's floor holds.
         session.add(
             ServerRow(**{**rec, "owner_stack_id": owner, "serial": rec["serial"] + 1}, project=project)
@@ -188,7 +191,8 @@ async def import_rows(
         for rec in records.get(name) or []:
             if await session.get(table, rec["id"]) is not None:
                 raise ConflictError(f"{where}: {name[:-1]} {rec['id']} exists here already", where=where)
-            session.add(table(**rec, stack_id=stack_id, project=project))
+            stack_id = remap.get(rec["stack_id"], rec["stack_id"]) if rec.get("stack_id") else None
+            session.add(table(**{**rec, "stack_id": stack_id}, project=project))
     return ids
 
 

@@ -12,6 +12,7 @@ import pytest
 from tests.support.agents import ledger_state, start_agent, stop_agent
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.openstack import PROJECT, OpenStack, start_heat_plane, write_template
+from tests.support.templates import NESTED_GROUP, NESTED_MEMBER
 from tests.support.waiting import wait_until
 
 #: Each run of the script appends its action to LOG; a hidden parameter's digest is an output.
@@ -176,3 +177,30 @@ def test_abandon_to_a_plane_refuses_a_bad_target_and_adopt_names_each_resource_h
         assert a.api("GET", "/v1/stacks/from-heat").status == 404
     finally:
         stop_control_plane(a)
+
+
+def test_a_group_of_nested_stacks_moves_to_another_plane_with_its_agents(
+    planes: tuple[tuple[ControlPlane, str], tuple[ControlPlane, str]], tmp_path: Path
+) -> None:
+    """`anneal stack abandon --to` of a ResourceGroup of template resources, adopted on B: both members' agents
+    (local ones A started) take B's key, nothing re-runs, the group's outputs read as before, an update on B
+    runs UPDATE once on each."""
+    (a, _), (b, _) = planes
+    log, params = tmp_path / "runs.log", {"log": str(tmp_path / "runs.log")}
+    a.create_stack("tree", NESTED_GROUP, params=params, files={"member.yaml": NESTED_MEMBER}, timeout=180)
+    agents = [a.agent_dir(f"nest-{i}") for i in (0, 1)]
+    b_key = json.loads(_key_file(b, tmp_path / "b-key.json").read_text())
+    data_file = tmp_path / "tree.json"
+    run = a.cli("stack", "abandon", "tree", "--to", b.url, "--to-key", str(tmp_path / "b-key.json"))
+    assert run.returncode == 0, run.stderr
+    data_file.write_text(run.stdout)
+    adopted = b.cli("stack", "adopt", "tree", "--adopt-file", str(data_file), "-f", "json")
+    assert adopted.returncode == 0, adopted.stderr
+    for state in agents:
+        wait_until(lambda s=state: _signer(s) == b_key["key_id"], f"{state} never accepted a document of B")
+    assert sorted(_runs(log)) == ["0-CREATE-r1", "1-CREATE-r1"]
+    assert b.outputs("tree")["said"] == ["0-r1", "1-r1"]
+    assert 202 == b.api("PUT", "/v1/stacks/tree", {"existing": True, "parameters": {"rev": "r2"}}).status
+    b.settled("tree", "UPDATE_COMPLETE", 180)
+    assert sorted(_runs(log)) == ["0-CREATE-r1", "0-UPDATE-r2", "1-CREATE-r1", "1-UPDATE-r2"]
+    assert b.outputs("tree")["said"] == ["0-r2", "1-r2"]
