@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ outputs:
 
 
 #: Resources as Heat's abandon data lists them: no `resource_data.anneal`.
-HEAT_MADE = {
+HEAT_MADE: dict[str, dict[str, Any]] = {
     "box": {"type": "OS::Heat::DeployedServer"},
     "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "true"}},
 }
@@ -196,8 +197,9 @@ def test_a_group_of_nested_stacks_moves_to_another_plane_with_its_agents(
     data_file.write_text(run.stdout)
     adopted = b.cli("stack", "adopt", "tree", "--adopt-file", str(data_file), "-f", "json")
     assert adopted.returncode == 0, adopted.stderr
-    for state in agents:
-        wait_until(lambda s=state: _signer(s) == b_key["key_id"], f"{state} never accepted a document of B")
+    wait_until(
+        lambda: {_signer(s) for s in agents} == {b_key["key_id"]}, "an agent never accepted B's document"
+    )
     assert sorted(_runs(log)) == ["0-CREATE-r1", "1-CREATE-r1"]
     assert b.outputs("tree")["said"] == ["0-r1", "1-r1"]
     assert 202 == b.api("PUT", "/v1/stacks/tree", {"existing": True, "parameters": {"rev": "r2"}}).status
