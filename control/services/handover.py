@@ -66,6 +66,12 @@ def read_target(body: Mapping[str, Any], where: str = "") -> Target | None:
         )
     for name in ("public_key", "adopt_key"):
         _raw(key.get(name), f"{where}to_key.{name}")
+    try:  # a low-order point would make every seal to it fail (no shared secret)
+        sealed.seal("", _raw(key["adopt_key"], ""), _PLACE)
+    except ValueError:
+        raise BadRequestError(
+            f"{where}to_key.adopt_key: not a usable X25519 key", where=f"{where}to_key.adopt_key"
+        ) from None
     return Target(to.rstrip("/"), str(key["public_key"]), str(key["adopt_key"]))
 
 

@@ -125,6 +125,7 @@ def test_openstack_abandon_then_adopt_on_another_plane_moves_the_agent_and_rerun
         wait_until(lambda: _signer(state) == b_key["key_id"], "the agent never accepted a document of B")
         held = json.loads(ledger_state(state, "document") or "{}")
         assert len(held["deployments"]) == 1  # the same generation, which its ledger holds as done
+        assert a.api("GET", "/v1/servers/mover").body["handed_over_to"] == b.url
         config = json.loads((state / "agent.json").read_text())
         assert (config["url"], config["document_url"]) == (b.url, f"{b.url}/v1/agent/document")
         assert _runs(log) == ["CREATE"]
