@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.agents import ledger_state, start_agent, stop_agent
+from tests.support.agents import ledger_state, run_agent, start_agent, stop_agent
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.openstack import PROJECT, OpenStack, start_heat_plane, write_template
 from tests.support.templates import NESTED_GROUP, NESTED_MEMBER
@@ -86,8 +86,9 @@ def _key_file(cp: ControlPlane, path: Path) -> Path:
 def test_openstack_abandon_then_adopt_on_another_plane_moves_the_agent_and_reruns_nothing(
     planes: tuple[tuple[ControlPlane, str], tuple[ControlPlane, str]], tmp_path: Path
 ) -> None:
-    """`anneal stack handover` on A, `openstack stack abandon` there, `openstack stack adopt` on B: the agent moves to
-    B's URL and key through A's signed document, nothing re-runs, the outputs are intact, and an update on B runs."""
+    """`anneal stack handover` on A, `openstack stack abandon` there, `openstack stack adopt` on B, the agent stopped
+    meanwhile: started again, it takes B's URL and key from A's signed document, nothing re-runs, the outputs are
+    intact, and an update on B runs."""
     (a, a_heat), (b, b_heat) = planes
     osc_a, osc_b = OpenStack(a, f"{a_heat}/v1/{PROJECT}"), OpenStack(b, f"{b_heat}/v1/{PROJECT}")
     state, log, canary = tmp_path / "agent", tmp_path / "runs.log", "canary-handed-over-secret"
@@ -99,6 +100,7 @@ def test_openstack_abandon_then_adopt_on_another_plane_moves_the_agent_and_rerun
         params = ["--parameter", "who=first", "--parameter", f"log={log}", "--parameter", f"pw={canary}"]
         osc_a.ok("stack", "create", "-t", template, *params, "--wait", "moving")
         assert _runs(log) == ["CREATE"]
+        stop_agent(agent)  # offline through the hand-over: A keeps serving it
         b_key = json.loads(_key_file(b, tmp_path / "b-key.json").read_text())
         handed = a.cli("stack", "handover", "moving", "--to", b.url, "--to-key", str(tmp_path / "b-key.json"))
         assert handed.returncode == 0, handed.stderr
@@ -118,6 +120,7 @@ def test_openstack_abandon_then_adopt_on_another_plane_moves_the_agent_and_rerun
         assert "ADOPT_COMPLETE" in osc_b.ok(
             "stack", "adopt", "--adopt-file", str(data_file), "--wait", "moved"
         )
+        agent = run_agent(state, tmp_path / "agent.log")
         # The agent took B's key and URL from A's signed hand-over, and accepted B's document.
         wait_until(
             lambda: ledger_state(state, "trusted_key") == b_key["public_key"], "the agent never took B's key"

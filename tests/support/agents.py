@@ -68,6 +68,13 @@ def start_agent(
         )
 
 
+def run_agent(state: Path, log: Path, poll_wait: int = 2) -> subprocess.Popen[bytes]:
+    """Run again the agent enrolled in *state* (after a stop): it goes where its saved config says."""
+    argv = [str(BIN / "anneal-agent"), "run", f"--poll-wait={poll_wait}", "--state-dir", str(state)]
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+
+
 def stop_agent(agent: subprocess.Popen[bytes] | None, timeout: float = 60) -> None:
     """Stop an agent the test started: SIGTERM (it may be finishing a hook), then SIGKILL after *timeout*."""
     stop_process(agent, timeout)
