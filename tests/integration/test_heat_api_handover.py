@@ -210,3 +210,5 @@ def test_a_group_of_nested_stacks_moves_to_another_plane_with_its_agents(
     b.settled("tree", "UPDATE_COMPLETE", 180)
     assert sorted(_runs(log)) == ["0-CREATE-r1", "0-UPDATE-r2", "1-CREATE-r1", "1-UPDATE-r2"]
     assert b.outputs("tree")["said"] == ["0-r2", "1-r2"]
+    b.delete_stack("tree")  # B deletes the tree it adopted, servers it did not start included
+    assert [n for n in (s["name"] for s in b.api("GET", "/v1/stacks?nested=true").body) if "tree" in n] == []
