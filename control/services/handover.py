@@ -104,18 +104,7 @@ async def export(
     deps = list(await session.scalars(select(DeploymentRow).where(DeploymentRow.stack_id.in_(stack_ids))))
     configs = list(await session.scalars(select(ConfigRow).where(ConfigRow.stack_id.in_(stack_ids))))
     ids = sorted({d.server_id for d in deps} | set(owned))
-    shared = await session.scalar(
-        select(DeploymentRow.server_id).where(
-            DeploymentRow.server_id.in_(ids),
-            or_(DeploymentRow.stack_id.is_(None), DeploymentRow.stack_id.not_in(stack_ids)),
-        )
-    )
-    if shared is not None:
-        raise ConflictError(
-            f"server {shared} also runs deployments of another stack (or standalone ones): "
-            "a server moves whole; hand those over or delete them first",
-            where="to",
-        )
+    await _refuse_shared(txn, ids, stack_ids)
     servers = list(await session.scalars(select(ServerRow).where(ServerRow.id.in_(ids))))
     published = {
         "url": target.url,
@@ -142,6 +131,23 @@ async def export(
     for row in (*deps, *configs):
         await session.delete(row)  # B has them now; A's document no longer lists them
     return section, transfer, [s.id for s in servers]
+
+
+async def _refuse_shared(txn: Txn, server_ids: list[str], stack_ids: list[str]) -> None:
+    """A server that also runs another stack's (or a standalone) deployment cannot move: 409 naming it."""
+    session = txn.session
+    shared = await session.scalar(
+        select(DeploymentRow.server_id).where(
+            DeploymentRow.server_id.in_(server_ids),
+            or_(DeploymentRow.stack_id.is_(None), DeploymentRow.stack_id.not_in(stack_ids)),
+        )
+    )
+    if shared is not None:
+        raise ConflictError(
+            f"server {shared} also runs deployments of another stack (or standalone ones): "
+            "a server moves whole; hand those over or delete them first",
+            where="to",
+        )
 
 
 def transfer_key(rt: Runtime, data: Mapping[str, Any]) -> bytes | None:
