@@ -54,6 +54,18 @@ HEAT_MADE: dict[str, dict[str, Any]] = {
 }
 
 
+#: A deployment that completes at once (NO_SIGNAL) on the existing server `lonely`, which has no agent.
+SHARED = """
+heat_template_version: 2018-08-31
+resources:
+  box: {type: OS::Heat::DeployedServer, external_id: lonely}
+  cfg: {type: OS::Heat::SoftwareConfig, properties: {group: script, config: 'true'}}
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties: {config: {get_resource: cfg}, server: {get_resource: box}, signal_transport: NO_SIGNAL}
+"""
+
+
 @pytest.fixture
 def planes(tmp_path: Path) -> Iterator[tuple[tuple[ControlPlane, str], tuple[ControlPlane, str]]]:
     """Two control planes with Heat's API, each with its own data dir (keys, admin token, database)."""
@@ -157,11 +169,12 @@ def _signer(state: Path) -> str:
     return str(held.get("anneal", {}).get("signature", {}).get("key_id", ""))
 
 
-def test_abandon_to_a_plane_refuses_a_bad_target_and_adopt_names_each_resource_heat_made(
+def test_abandon_to_a_plane_refuses_bad_keys_and_shared_servers_and_adopt_names_heat_made_resources(
     tmp_path: Path,
 ) -> None:
-    """`anneal stack abandon --to URL --to-key FILE` with a key that is no key is a 400 naming it and the stack
-    stays; Heat's own abandon data is refused naming every resource Anneal cannot adopt."""
+    """`anneal stack abandon --to URL --to-key FILE` with a key that is no key is a 400 naming it, and with a server
+    another stack shares a 409 naming the server, the stack staying; Heat's own abandon data is refused naming every
+    resource Anneal cannot adopt."""
     a = start_control_plane(tmp_path)
     try:
         a.create_stack("kept", "heat_template_version: 2018-08-31\nresources: {n: {type: OS::Heat::None}}\n")
@@ -172,6 +185,21 @@ def test_abandon_to_a_plane_refuses_a_bad_target_and_adopt_names_each_resource_h
         lone = a.cli("stack", "abandon", "kept", "--to", "http://127.0.0.1:1")
         assert lone.returncode != 0 and "--to and --to-key go together" in lone.stderr
         assert a.api("GET", "/v1/stacks/kept").status == 200
+        # A server that also runs another stack's deployment moves whole or not at all: 409 naming it.
+        lonely = a.api("POST", "/v1/servers", {"name": "lonely"}).body["id"]
+        for name in ("one", "two"):
+            a.create_stack(name, SHARED)
+        run = a.cli(
+            "stack", "abandon", "one", "--to", a.url, "--to-key", str(_key_file(a, tmp_path / "k.json"))
+        )
+        assert run.returncode != 0 and f"server {lonely} also runs deployments of another stack" in run.stderr
+        assert (
+            a.api("GET", "/v1/stacks/one").status,
+            a.api("GET", "/v1/servers/lonely").body["handed_over_to"],
+        ) == (
+            200,
+            None,
+        )
         heat_made = {
             "template": {"heat_template_version": "2018-08-31", "resources": HEAT_MADE},
             "resources": {n: {"name": n, "resource_id": n, "type": r["type"]} for n, r in HEAT_MADE.items()},
