@@ -20,7 +20,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from agent import envelope
+from agent import crypto, envelope
 
 ADMIN_TOKEN_FILE = "admin-token"  # noqa: S105 (a file name, not a secret)
 #: Opens /metrics and nothing else: the token a Prometheus scraper is given.
@@ -53,6 +53,18 @@ class Keys:
             serialization.Encoding.Raw, serialization.PublicFormat.Raw
         )
         return base64.b64encode(raw).decode()
+
+    @property
+    def adopt_private(self) -> bytes:
+        """The X25519 key abandon data handed to this control plane is sealed to (`stack abandon --to`).
+
+        Derived from the data key, so it needs no file of its own and changes only with it.
+        """
+        return crypto.hkdf_sha256(self.data_key, b"", b"anneal-adopt-key-v1", 32)
+
+    @property
+    def adopt_public_b64(self) -> str:
+        return base64.b64encode(crypto.x25519_public(self.adopt_private)).decode()
 
     def signal_signature(self, deployment_id: str, generation: int) -> str:
         """The capability that lets a URL holder signal exactly one deployment generation."""
@@ -111,6 +123,43 @@ def _read_chain(path: Path) -> tuple[envelope.Link, ...]:
         return tuple(envelope.decode_link(x, f"{path}[{i}]") for i, x in enumerate(raw))
     except envelope.EnvelopeError as e:
         raise ValueError(str(e)) from e
+
+
+def stamp(data_dir: Path) -> tuple[int, ...]:
+    """What changes when the signing key is rotated: both key files' inodes and mtimes."""
+    out: list[int] = []
+    for name in (CHAIN_FILE, SIGNING_KEY_FILE):
+        try:
+            st = (data_dir / name).stat()
+        except FileNotFoundError:
+            out += [0, 0]
+            continue
+        out += [st.st_ino, st.st_mtime_ns]
+    return tuple(out)
+
+
+def rotated_elsewhere(data_dir: Path, keys: Keys) -> Keys | None:
+    """*keys* with the data dir's newer signing key, if another process rotated it; else None.
+
+    Several processes share one data dir (docs/operations.md). The new key is taken only
+    when the chain on disk extends this process's chain, its new links are signed from
+    this process's key on, and it ends at the key in the key file: a reader between the rotation's two renames sees a chain whose last link names
+    a key not yet in place, and waits for the next look.
+    """
+    chain = _read_chain(data_dir / CHAIN_FILE)
+    if len(chain) <= len(keys.chain) or chain[: len(keys.chain)] != keys.chain:
+        return None
+    try:  # every new link signed from our key on: a copied-in chain of another plane is not ours
+        envelope.follow_chain(envelope.public_raw(keys.signing_key.public_key()), chain, chain[-1].key_id)
+    except envelope.EnvelopeError:
+        return None
+    pem = (data_dir / SIGNING_KEY_FILE).read_bytes()
+    key = serialization.load_pem_private_key(pem, password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError(f"{data_dir / SIGNING_KEY_FILE}: not an Ed25519 private key")
+    if envelope.key_id(envelope.public_raw(key.public_key())) != chain[-1].key_id:
+        return None
+    return replace(keys, signing_key=key, chain=chain)
 
 
 def rotate(data_dir: Path, keys: Keys, now: float) -> Keys:
