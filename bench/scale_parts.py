@@ -175,14 +175,18 @@ class FrontDoor:
         self.runner, self.rt, self.url, self.template = runner, rt, url, template
 
     @classmethod
-    async def open(cls, settings: Any, rt: Any, engine: Any, defs: Any, deployments: int) -> FrontDoor:
+    async def open(
+        cls, settings: Any, rt: Any, engine: Any, defs: Any, deployments: int, write: bool = True
+    ) -> FrontDoor:
+        """Serve the API; with *write*, the template the CLI sends is written beside the data."""
         from aiohttp import web  # noqa: PLC0415
 
         from control.api.app import api_app  # noqa: PLC0415
         from control.api.app_keys import DEFS, ENGINE, RUNTIME  # noqa: PLC0415
 
         path = settings.data_dir / "scale.json"
-        path.write_text(json.dumps(template(deployments), indent=1))
+        if write:
+            path.write_text(json.dumps(template(deployments), indent=1))
         app = api_app(settings)
         app[RUNTIME], app[ENGINE], app[DEFS] = rt, engine, defs
         runner = web.AppRunner(app, access_log=None)

@@ -1,0 +1,88 @@
+"""Is a big stack usable: how long each read a user makes of it takes, through the real HTTP API.
+
+Run by bench/scale.py --probe in its child, after the create settled and before the update: the
+child serves the real API (control.api.app.api_app, as `anneal serve`) on a loopback port and
+times each request below from send to the last byte of its answer (median of ROUNDS, one when
+slower than SLOW, each bounded by LIMIT seconds). The requests are the ones the CLI and the web view make: `anneal stack show`
+(GET /v1/stacks/NAME), `anneal deployment list --stack` (GET /v1/deployments?stack=), `anneal
+event list` and `stack events` (GET .../events?limit=), the web view's stack page (its graph, the
+first and the last page of resources, a page of events).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+ROUNDS = 3
+LIMIT = 60.0
+#: A request slower than this is timed once, not ROUNDS times.
+SLOW = 5.0
+PER_PAGE = 100
+
+
+def requests(name: str, deployments: int, servers: int) -> list[tuple[str, str, bool]]:
+    """(what, path, through the web view's session) for a stack of *deployments*."""
+    last = (deployments + servers + PER_PAGE - 1) // PER_PAGE
+    return [
+        ("stack show (summary)", f"/v1/stacks/{name}?summary=true&progress=true", False),
+        ("stack show", f"/v1/stacks/{name}", False),
+        ("deployment list --stack, first page", f"/v1/deployments?stack={name}&limit={PER_PAGE}", False),
+        (
+            "deployment list --stack, a later page",
+            f"/v1/deployments?stack={name}&limit={PER_PAGE}&offset={deployments // 2}",
+            False,
+        ),
+        ("events, first page", f"/v1/stacks/{name}/events?limit={PER_PAGE}", False),
+        ("events, a later page", f"/v1/stacks/{name}/events?limit={PER_PAGE}&after={deployments}", False),
+        ("web view: stack list", "/ui/api/stacks", True),
+        ("web view: graph", f"/ui/api/stacks/{name}/graph", True),
+        ("web view: first page of resources", f"/ui/api/stacks/{name}/resources?page=1&per_page={PER_PAGE}", True),
+        (
+            f"web view: page {last} of resources",
+            f"/ui/api/stacks/{name}/resources?page={last}&per_page={PER_PAGE}",
+            True,
+        ),
+        ("web view: events", f"/ui/api/stacks/{name}/events?limit={PER_PAGE}", True),
+    ]
+
+
+async def probe(url: str, token: str, name: str, deployments: int, servers: int) -> list[dict[str, Any]]:
+    """Each request's median seconds, answer size and HTTP status (a 4xx: the API has no such paging)."""
+    import aiohttp  # noqa: PLC0415 (the child's imports)
+
+    found = []
+    timeout = aiohttp.ClientTimeout(total=LIMIT)
+    # unsafe: the jar keeps the web view's session cookie for an IP address (127.0.0.1).
+    async with aiohttp.ClientSession(timeout=timeout, cookie_jar=aiohttp.CookieJar(unsafe=True)) as ui:
+        async with ui.post(url + "/ui/login", data={"token": token}) as answer:
+            await answer.read()
+        async with aiohttp.ClientSession(timeout=timeout, headers={"Authorization": f"Bearer {token}"}) as api:
+            for what, path, in_ui in requests(name, deployments, servers):
+                found.append(await _median(ui if in_ui else api, url + path, what))
+    return found
+
+
+async def _median(client: Any, url: str, what: str) -> dict[str, Any]:
+    """ROUNDS timed GETs of *url*; stops at the first that fails or runs past LIMIT."""
+    times: list[float] = []
+    size, status = 0, 0
+    for _ in range(ROUNDS):
+        began = time.monotonic()
+        try:
+            async with client.get(url) as answer:
+                size, status = len(await answer.read()), answer.status
+        except TimeoutError:
+            return {"what": what, "seconds": None, "bytes": size, "status": f"over {LIMIT:.0f} s"}
+        times.append(time.monotonic() - began)
+        if status >= 400 or times[-1] > SLOW:
+            break
+    return {"what": what, "seconds": statistics.median(times), "bytes": size, "status": status}
+
+
+def report(rows: list[dict[str, Any]], deployments: int) -> None:
+    """One line per request."""
+    for r in rows:
+        took = f"{r['seconds']:8.3f} s" if r["seconds"] is not None else "     n/a"
+        print(f"  usable at {deployments}: {r['what']:<40} {took}  {r['bytes']:>12} bytes  HTTP {r['status']}")
