@@ -345,7 +345,9 @@ def main() -> int:
         help="the deployments as two ResourceGroups of nested stacks (a server and 5 deployments each)",
     )
     p.add_argument(
-        "--probe", action="store_true", help="after each create, time a user's reads of the stack (scale_probe)"
+        "--probe",
+        action="store_true",
+        help="after each create, time a user's reads of the stack (scale_probe)",
     )
     p.add_argument("--child", type=int)
     p.add_argument("--db-url", default="")
@@ -388,7 +390,9 @@ def main() -> int:
                         continue
                     url = pg.new_database() if backend == "postgresql" else ""
                     started = time.monotonic()
-                    r = run_child(n, url, args.timeout, tree, args.api and not prefix, args.probe and not prefix)
+                    r = run_child(
+                        n, url, args.timeout, tree, args.api and not prefix, args.probe and not prefix
+                    )
                     label = f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}{' groups' if args.groups else ''}{' nested' if args.nested else ''}"
                     report(label, n, r, base)
                     if r is not None and "usable" in r:

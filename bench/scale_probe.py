@@ -3,10 +3,12 @@
 Run by bench/scale.py --probe in its child, after the create settled and before the update: the
 child serves the real API (control.api.app.api_app, as `anneal serve`) on a loopback port and
 times each request below from send to the last byte of its answer (median of ROUNDS, one when
-slower than SLOW, each bounded by LIMIT seconds). The requests are the ones the CLI and the web view make: `anneal stack show`
-(GET /v1/stacks/NAME), `anneal deployment list --stack` (GET /v1/deployments?stack=), `anneal
-event list` and `stack events` (GET .../events?limit=), the web view's stack page (its graph, the
-first and the last page of resources, a page of events).
+slower than SLOW, each bounded by LIMIT seconds). The requests are the ones the CLI and the web
+view make: `anneal stack show` (GET /v1/stacks/NAME?resources_limit=100), `anneal stack resources
+--limit`, `anneal deployment list --stack --limit` (GET /v1/deployments?stack=&limit=), `anneal
+stack events --limit` (GET .../events?limit=), the web view's stack page (its graph, the first and
+the last page of resources, a page of events); up to UNPAGED deployments, for comparison, the
+unpaged answers too (past it they take minutes and their gigabyte answers would be the peak RSS).
 """
 
 from __future__ import annotations
@@ -20,25 +22,38 @@ LIMIT = 60.0
 #: A request slower than this is timed once, not ROUNDS times.
 SLOW = 5.0
 PER_PAGE = 100
+UNPAGED = 100_000
 
 
 def requests(name: str, deployments: int, servers: int) -> list[tuple[str, str, bool]]:
     """(what, path, through the web view's session) for a stack of *deployments*."""
     last = (deployments + servers + PER_PAGE - 1) // PER_PAGE
+    half = (deployments + servers) // 2  # a resource id in the middle (ids count from 1 in a fresh database)
     return [
         ("stack show (summary)", f"/v1/stacks/{name}?summary=true&progress=true", False),
-        ("stack show", f"/v1/stacks/{name}", False),
-        ("deployment list --stack, first page", f"/v1/deployments?stack={name}&limit={PER_PAGE}", False),
+        ("stack show (CLI: the first 100 resources)", f"/v1/stacks/{name}?resources_limit={PER_PAGE}", False),
+        ("stack show, every resource (unpaged)", f"/v1/stacks/{name}", False),
         (
-            "deployment list --stack, a later page",
-            f"/v1/deployments?stack={name}&limit={PER_PAGE}&offset={deployments // 2}",
+            "stack resources, a middle page",
+            f"/v1/stacks/{name}/resources?limit={PER_PAGE}&after={half}",
             False,
         ),
+        ("deployment list --stack, first page", f"/v1/deployments?stack={name}&limit={PER_PAGE}", False),
+        (
+            "deployment list --stack, a middle page",
+            f"/v1/deployments?stack={name}&limit={PER_PAGE}&after=8",
+            False,
+        ),
+        ("deployment list --stack, every one (unpaged)", f"/v1/deployments?stack={name}", False),
         ("events, first page", f"/v1/stacks/{name}/events?limit={PER_PAGE}", False),
         ("events, a later page", f"/v1/stacks/{name}/events?limit={PER_PAGE}&after={deployments}", False),
         ("web view: stack list", "/ui/api/stacks", True),
         ("web view: graph", f"/ui/api/stacks/{name}/graph", True),
-        ("web view: first page of resources", f"/ui/api/stacks/{name}/resources?page=1&per_page={PER_PAGE}", True),
+        (
+            "web view: first page of resources",
+            f"/ui/api/stacks/{name}/resources?page=1&per_page={PER_PAGE}",
+            True,
+        ),
         (
             f"web view: page {last} of resources",
             f"/ui/api/stacks/{name}/resources?page={last}&per_page={PER_PAGE}",
@@ -58,8 +73,12 @@ async def probe(url: str, token: str, name: str, deployments: int, servers: int)
     async with aiohttp.ClientSession(timeout=timeout, cookie_jar=aiohttp.CookieJar(unsafe=True)) as ui:
         async with ui.post(url + "/ui/login", data={"token": token}) as answer:
             await answer.read()
-        async with aiohttp.ClientSession(timeout=timeout, headers={"Authorization": f"Bearer {token}"}) as api:
+        async with aiohttp.ClientSession(
+            timeout=timeout, headers={"Authorization": f"Bearer {token}"}
+        ) as api:
             for what, path, in_ui in requests(name, deployments, servers):
+                if "(unpaged)" in what and deployments > UNPAGED:
+                    continue
                 found.append(await _median(ui if in_ui else api, url + path, what))
     return found
 
@@ -85,4 +104,6 @@ def report(rows: list[dict[str, Any]], deployments: int) -> None:
     """One line per request."""
     for r in rows:
         took = f"{r['seconds']:8.3f} s" if r["seconds"] is not None else "     n/a"
-        print(f"  usable at {deployments}: {r['what']:<40} {took}  {r['bytes']:>12} bytes  HTTP {r['status']}")
+        print(
+            f"  usable at {deployments}: {r['what']:<40} {took}  {r['bytes']:>12} bytes  HTTP {r['status']}"
+        )
