@@ -51,6 +51,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         max_request_bytes=args.max_request_bytes,
         max_evaluation_bytes=args.max_evaluation_bytes,
         max_agents=args.max_agents,
+        document_cache=args.document_cache,
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
         **transport_options.settings(args),

@@ -101,6 +101,13 @@ def add(p: argparse.ArgumentParser) -> None:
         help="cap on a template's text and each environment's, e.g. 16M (default 512K, Heat's)",
     )
     p.add_argument(
+        "--document-cache",
+        type=int,
+        default=20_000,
+        metavar="N",
+        help="servers whose signed documents stay in memory (default 20000; the rest are rendered on fetch)",
+    )
+    p.add_argument(
         "--max-nested-depth",
         type=int,
         default=5,
