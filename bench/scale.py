@@ -58,15 +58,16 @@ sys.path.insert(0, str(ROOT))
 from bench import scale_probe  # noqa: E402
 from bench.scale_parts import (  # noqa: E402 (after the path is set)
     API_TEMPLATE_CAP,
+    HEAT_PER_MIN,
     PER_SERVER,
     FrontDoor,
     cpu,
     new_generations,
+    progress,
+    report,
     request,
 )
 
-#: Heat's best public figure (resources per minute), the baseline printed beside ours.
-HEAT_PER_MIN = 2000
 WORKERS = 512
 
 
@@ -80,7 +81,9 @@ async def child(
     from control.provision import EnrolProvisioner  # noqa: PLC0415
     from control.runtime import Runtime  # noqa: PLC0415
     from control.services import agents, stacks  # noqa: PLC0415
-    from control.settings import Settings  # noqa: PLC0415
+    from control.settings import Settings, tune_collector  # noqa: PLC0415
+
+    tune_collector()  # as `anneal serve` does
     from control.store.db import open_database  # noqa: PLC0415
     from control.store.orm import StackRow  # noqa: PLC0415
 
@@ -238,11 +241,6 @@ async def child(
     }
 
 
-def progress(n: int, phase: str, r: dict[str, Any]) -> None:
-    """A phase's figures on stderr as it ends (a run stopped in a later phase keeps them)."""
-    print(f"{time.strftime('%H:%M:%S')} {n} {phase}: {json.dumps(r)}", file=sys.stderr, flush=True)
-
-
 def run_child(
     deployments: int, db_url: str, timeout: float, tree: Path = ROOT, api: bool = False, probe: bool = False
 ) -> dict[str, Any] | None:
@@ -273,43 +271,6 @@ def run_child(
     if out.returncode != 0:
         raise SystemExit(f"child for {deployments} failed (its stderr above)")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
-def _phase_rss(r: dict[str, Any]) -> str:
-    """Peak RSS at the end of each phase, when the child measured it."""
-    marks = [f"{k} {v['peak_rss_mb']}" for k, v in r["phases"].items() if "peak_rss_mb" in v]
-    return f" (after {', '.join(marks)})" if marks else ""
-
-
-def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float]) -> None:
-    """One line per size: rate, CPU per deployment, growth against the smallest size, RSS."""
-    if r is None:
-        print(f"{label:<22} {n:>6} deployments: did not finish within the timeout", flush=True)
-        return
-    c, u, d = (r["phases"][k] for k in ("create", "update10", "delete"))
-    per_min = n / c["seconds"] * 60
-    cpu_ms = c["cpu"] / n * 1000 if "cpu" in c else None  # the previous bench did not measure it
-    base.setdefault("wall", c["seconds"] / n)
-    if cpu_ms is not None:
-        base.setdefault("cpu", cpu_ms)
-    cpu = f"{cpu_ms:5.2f} ms" if cpu_ms is not None else "n/a"
-    cpu_x = f"{cpu_ms / base['cpu']:4.2f}x" if cpu_ms is not None else "n/a"
-    print(
-        f"{label:<22} {n:>6} deployments: create {c['seconds']:7.1f} s ({c['status']}, {per_min:7.0f}/min = "
-        f"{per_min / HEAT_PER_MIN:5.2f}x Heat's {HEAT_PER_MIN}/min; CPU {cpu}/deployment; "
-        f"per-deployment time {c['seconds'] / n / base['wall']:4.2f}x, CPU {cpu_x} the "
-        f"smallest size's), update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
-        f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB{_phase_rss(r)}, "
-        f"{r.get('steps', {}).get('n', '?')} engine steps, {r.get('signal_transactions')} signal transactions"
-        + (
-            f"; the CLI printed {c['events_printed']}/{u['events_printed']}/{d['events_printed']} of "
-            f"{c['events_stored']}/{u['events_stored']}/{d['events_stored']} events, its peak RSS "
-            f"{max(p['cli_peak_rss_mb'] for p in (c, u, d))} MB"
-            if "events_printed" in c
-            else ""
-        ),
-        flush=True,
-    )
 
 
 def main() -> int:
