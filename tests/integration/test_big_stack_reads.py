@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.agents import enrol_agent, stop_agent
-from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.controlplane import ControlPlane, serve_once, start_control_plane, stop_control_plane
 from tests.support.pg import Postgres
 from tests.support.templates import script_per_server
 
@@ -126,3 +126,9 @@ def test_stack_progress_counts_answer_on_postgresql(tmp_path: Path, postgres: Po
         assert progress["resources"] == 3 and progress["done"] == 3 and progress["in_progress"] == 0
     finally:
         stop_control_plane(cp)
+
+
+def test_a_document_cache_below_one_is_refused_naming_it(tmp_path: Path) -> None:
+    """anneal serve --document-cache 0 exits 2 naming the option (a cache of none would serve nothing)."""
+    done = serve_once(tmp_path, "--document-cache", "0")
+    assert done.returncode == 2 and "--document-cache: '0': expected a whole number, 1 or more" in done.stderr
