@@ -9,12 +9,20 @@ view make: `anneal stack show` (GET /v1/stacks/NAME?resources_limit=100), `annea
 stack events --limit` (GET .../events?limit=), the web view's stack page (its graph, the first and
 the last page of resources, a page of events); up to UNPAGED deployments, for comparison, the
 unpaged answers too (past it they take minutes and their gigabyte answers would be the peak RSS).
+
+On its own (`python -m bench.scale_probe --db-url URL --data-dir DIR --deployments N`) it serves
+the API of an existing control plane's database and data dir from this process, with no engine
+running here, and probes its stack: the reads of a cold process while the other one works.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 ROUNDS = 3
@@ -107,3 +115,46 @@ def report(rows: list[dict[str, Any]], deployments: int) -> None:
         print(
             f"  usable at {deployments}: {r['what']:<40} {took}  {r['bytes']:>12} bytes  HTTP {r['status']}"
         )
+
+
+async def _against(db_url: str, data_dir: Path, name: str, deployments: int) -> list[dict[str, Any]]:
+    """Serve the API of the control plane whose data dir and database are given (no engine runs
+    here: nothing is claimed or changed) and probe its stack *name*."""
+    from bench.scale_parts import FrontDoor  # noqa: PLC0415 (after sys.path is set)
+    from control import keys  # noqa: PLC0415
+    from control.documents.publish import HttpPublisher  # noqa: PLC0415
+    from control.engine.stackdef import Definitions  # noqa: PLC0415
+    from control.engine.worker import Engine  # noqa: PLC0415
+    from control.provision import EnrolProvisioner  # noqa: PLC0415
+    from control.runtime import Runtime  # noqa: PLC0415
+    from control.settings import Settings  # noqa: PLC0415
+    from control.store.db import open_database  # noqa: PLC0415
+
+    settings = Settings(data_dir=data_dir, database_url=db_url, provisioner="enrol")
+    secrets = keys.load_or_create(data_dir)
+    db, sessions = await open_database(settings.db_url, secrets.data_key)
+    rt = Runtime(settings, secrets, sessions, HttpPublisher(), EnrolProvisioner())
+    defs = Definitions()
+    front = await FrontDoor.open(settings, rt, Engine(rt, defs), defs, deployments, write=False)
+    try:
+        return await probe(front.url, secrets.admin_token, name, deployments, deployments // 5)
+    finally:
+        await front.close()
+        await db.dispose()
+
+
+def main() -> int:
+    """`python -m bench.scale_probe --db-url URL --data-dir DIR --deployments N [--stack scale]`."""
+    p = argparse.ArgumentParser(description="time a user's reads of a stack of an existing control plane")
+    p.add_argument("--db-url", required=True)
+    p.add_argument("--data-dir", type=Path, required=True)
+    p.add_argument("--deployments", type=int, required=True)
+    p.add_argument("--stack", default="scale")
+    args = p.parse_args()
+    print(f"probe {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.2f}")
+    report(asyncio.run(_against(args.db_url, args.data_dir, args.stack, args.deployments)), args.deployments)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
