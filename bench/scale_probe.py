@@ -71,7 +71,9 @@ def requests(name: str, deployments: int, servers: int) -> list[tuple[str, str, 
     ]
 
 
-async def probe(url: str, token: str, name: str, deployments: int, servers: int) -> list[dict[str, Any]]:
+async def probe(
+    url: str, token: str, name: str, deployments: int, servers: int, unpaged: int = UNPAGED
+) -> list[dict[str, Any]]:
     """Each request's median seconds, answer size and HTTP status (a 4xx: the API has no such paging)."""
     import aiohttp  # noqa: PLC0415 (the child's imports)
 
@@ -85,7 +87,7 @@ async def probe(url: str, token: str, name: str, deployments: int, servers: int)
             timeout=timeout, headers={"Authorization": f"Bearer {token}"}
         ) as api:
             for what, path, in_ui in requests(name, deployments, servers):
-                if "(unpaged)" in what and deployments > UNPAGED:
+                if "(unpaged)" in what and deployments > unpaged:
                     continue
                 found.append(await _median(ui if in_ui else api, url + path, what))
     return found
@@ -117,7 +119,9 @@ def report(rows: list[dict[str, Any]], deployments: int) -> None:
         )
 
 
-async def _against(db_url: str, data_dir: Path, name: str, deployments: int) -> list[dict[str, Any]]:
+async def _against(
+    db_url: str, data_dir: Path, name: str, deployments: int, unpaged: int
+) -> list[dict[str, Any]]:
     """Serve the API of the control plane whose data dir and database are given (no engine runs
     here: nothing is claimed or changed) and probe its stack *name*."""
     from bench.scale_parts import FrontDoor  # noqa: PLC0415 (after sys.path is set)
@@ -137,7 +141,7 @@ async def _against(db_url: str, data_dir: Path, name: str, deployments: int) -> 
     defs = Definitions()
     front = await FrontDoor.open(settings, rt, Engine(rt, defs), defs, deployments, write=False)
     try:
-        return await probe(front.url, secrets.admin_token, name, deployments, deployments // 5)
+        return await probe(front.url, secrets.admin_token, name, deployments, deployments // 5, unpaged)
     finally:
         await front.close()
         await db.dispose()
@@ -150,9 +154,18 @@ def main() -> int:
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--deployments", type=int, required=True)
     p.add_argument("--stack", default="scale")
+    p.add_argument(
+        "--unpaged",
+        type=int,
+        default=0,
+        help="also the unpaged reads up to this many deployments (default none)",
+    )
     args = p.parse_args()
     print(f"probe {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.2f}")
-    report(asyncio.run(_against(args.db_url, args.data_dir, args.stack, args.deployments)), args.deployments)
+    report(
+        asyncio.run(_against(args.db_url, args.data_dir, args.stack, args.deployments, args.unpaged)),
+        args.deployments,
+    )
     return 0
 
 

@@ -32,6 +32,8 @@ EVENT_POLL = 0.25
 
 async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: str) -> list[dict[str, Any]]:
     stack = await get_stack(session, ref)
+    if not any(isinstance(stack.template, dict) and stack.template.get(k) for k in ("outputs", "Outputs")):
+        return []  # none to resolve: a big stack's definition is not parsed, nor its resources loaded
     defn = defs.get(stack)
     rows = await session.scalars(
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
