@@ -116,6 +116,7 @@ async def step_batch(
         await purge.purge(txn, defs, [stacks[i] for i, r in ran.items() if r.purge])
         await work.fence_many(session, [c for c, _, _ in mine], lease)
         await txn.commit(kick)
+        defs.adopt(txn)
         del keep_alive
     for stack_id, r in ran.items():
         out.results[stack_id] = (r.finished, nearest(r.deadline, later.get(stack_id)))

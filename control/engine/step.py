@@ -79,6 +79,7 @@ async def step_stack(
             await purge.purge(txn, defs, [stack])
         await work.fence(session, claim, lease)
         await txn.commit(kick)
+        defs.adopt(txn)
         del keep_alive
     return ran.finished, deadline
 

@@ -173,6 +173,7 @@ async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
     )
     parts_of = (parts["template"], parts["files"], parts["environment"], parts["params"])
     store_definition(child, *parts_of, defn, warnings)
+    _built(txn, child, defn)
     txn.add(child)
     reason = f"Stack CREATE started (nested: resource {res.name} of stack {parent.name})"
     txn.event(child_id, "", "CREATE", "IN_PROGRESS", reason, traversal=1)
@@ -189,8 +190,23 @@ async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, 
     if res.nest is not None:  # a group's next batch keeps what the child had
         child.facade = dict(res.nest.facade)
     _restart(txn, child, "UPDATE")
+    _built(txn, child, defn)
     warning_events(txn, child)
     await retire(txn.session, child.id, set(defn.order()))
+
+
+def _built(txn: Txn, child: StackRow, defn: hot.Definition) -> None:
+    txn.ahead.setdefault(_BUILT, {})[child.id] = (child.version, defn)
+
+
+def built(txn: Txn) -> dict[str, tuple[int, hot.Definition]]:
+    """The definitions (by stack id: version, definition) this transaction wrote to nested stacks,
+    as the engine would parse them from the rows (``stackdef.Definitions.adopt``)."""
+    found: dict[str, tuple[int, hot.Definition]] = txn.ahead.get(_BUILT, {})
+    return found
+
+
+_BUILT = "built"
 
 
 async def delete_child(txn: Txn, child: StackRow) -> None:
