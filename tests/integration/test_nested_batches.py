@@ -151,9 +151,7 @@ def test_a_batch_that_fails_is_stepped_again_one_stack_at_a_time(
             raise StaleDataError(f"stack {stack.id}: raced (injected by the test)")
         return await real(txn, stack, *args)
 
-    members, created, deleted = _run(
-        tmp_path, monkeypatch, lambda: monkeypatch.setattr(batch, "run", racing)
-    )
+    members, created, deleted = _run(tmp_path, monkeypatch, lambda: monkeypatch.setattr(batch, "run", racing))
     assert raised and raised[0] in members, raised
     assert MEMBERS == len(created), f"expected one transaction per member after the failed batch: {created}"
     assert all(len(t) == 1 for t in created), created
