@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from sqlalchemy.orm.exc import StaleDataError
 
-from control.engine import batch
+from control.engine import step
 from control.store import work
 from tests.support.inprocess import Plane
 
@@ -143,7 +143,7 @@ def test_a_batch_that_fails_is_stepped_again_one_stack_at_a_time(
     """One member's step raising (a race) rolls back its batch, whose members are then stepped one by
     one: every member is created exactly once and none waits for a lease to run out."""
     raised: list[str] = []
-    real = batch.run
+    real = step.run
 
     async def racing(txn: Any, stack: Any, *args: Any) -> Any:
         if not raised and stack.action == "CREATE":
@@ -151,7 +151,9 @@ def test_a_batch_that_fails_is_stepped_again_one_stack_at_a_time(
             raise StaleDataError(f"stack {stack.id}: raced (injected by the test)")
         return await real(txn, stack, *args)
 
-    members, created, deleted = _run(tmp_path, monkeypatch, lambda: monkeypatch.setattr(batch, "run", racing))
+    members, created, deleted = _run(
+        tmp_path, monkeypatch, lambda: monkeypatch.setattr("control.engine.batch.run", racing)
+    )
     assert raised and raised[0] in members, raised
     assert MEMBERS == len(created), f"expected one transaction per member after the failed batch: {created}"
     assert all(len(t) == 1 for t in created), created
