@@ -131,19 +131,29 @@ def _build(
             res.where, f"would nest stacks {depth} deep, more than the limit of {nesting.max_depth}"
         )
     try:
-        defn = hot.build(
-            parts["template"],
-            parts["files"],
-            parts["environment"],
-            parts["params"],
-            stack_name=name,
-            stack_id=stack_id,
-            nesting=nesting,
-        )
-        warnings = check_definition(defn.template)
+        template, warnings = _parsed(txn, parts, nesting)
+        defn = hot.bind(template, parts["environment"], parts["params"], stack_name=name, stack_id=stack_id)
     except hot.TemplateError as e:
         raise hot.TemplateError(f"{res.where}", f"nested stack: {e}") from e
     return defn, warnings
+
+
+def _parsed(txn: Txn, parts: Mapping[str, Any], nesting: hot.Nesting) -> tuple[hot.Template, list[str]]:
+    """The child's template parsed and checked, once per transaction for equal parts: the members
+    of a group share theirs (a frozen Template), and differ only in their parameters."""
+    env = hot.environment_to_json(parts["environment"])
+    key = digest(parts["template"], parts["files"], env, nesting.depth, nesting.max_depth)
+    memo: dict[str, tuple[hot.Template, list[str]]] = txn.ahead.setdefault(_PARSED, {})
+    if key not in memo:
+        files, environment = parts["files"], parts["environment"]
+        template = hot.parse_template(
+            parts["template"], files=files, environment=environment, nesting=nesting
+        )
+        memo[key] = (template, check_definition(template))
+    return memo[key]
+
+
+_PARSED = "parsed"
 
 
 async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
