@@ -58,6 +58,7 @@ class Engine:
         self._running: dict[str, work.Claim] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._loops: list[asyncio.Task[None]] = []
+        self._one_batch = asyncio.Lock()
 
     @property
     def _lease(self) -> float:
@@ -190,17 +191,23 @@ class Engine:
     async def _step_all(self, claims: list[work.Claim]) -> dict[str, tuple[bool, float]]:
         """A step of each stack: (settled, when to step next if not); a lost lease leaves it out.
 
-        Siblings are stepped in one batch; a batch that fails is stepped again one by one.
+        Siblings are stepped in one batch. A batch that raced (a concurrent change, a locked
+        database) is stepped again soon, whole, as one stack's step would be; one that failed
+        otherwise (a lost lease, a bug in one member's step) is stepped again one by one.
         """
         done: dict[str, tuple[bool, float]] = {}
         alone = claims
         if len(claims) > 1:
             try:
-                stepped = await self.step_batch(claims)
-            except Exception as e:  # a race, a lost lease, a bug: nothing of the batch committed
+                stepped = await self._locked_batch(claims)
+            except (StaleDataError, OperationalError) as e:
+                log.info(
+                    "batch of %d stacks raced a concurrent change (%s); stepping it again", len(claims), e
+                )
+                self._rt.metrics.database_error("engine", e)
+                return {c.stack_id: (False, time.time() + RACE_RETRY) for c in claims}
+            except Exception as e:  # nothing of the batch committed
                 log.info("batch of %d stacks failed (%s); stepping them one by one", len(claims), e)
-                if isinstance(e, DBAPIError):
-                    self._rt.metrics.database_error("engine", e)
             else:
                 done = {i: (f, _next_at(d)) for i, (f, d) in stepped.results.items()}
                 alone = stepped.alone
@@ -211,6 +218,14 @@ class Engine:
                 log.info("%s", e)
                 self._rt.metrics.lease_losses.inc()
         return done
+
+    async def _locked_batch(self, claims: list[work.Claim]) -> batch.Stepped:
+        # SQLite has one writer: two batches at once only wait on its lock, and one that waits past
+        # the busy timeout fails whole. They wait here instead, without a timeout.
+        if not self._rt.settings.db_url.startswith("sqlite"):
+            return await self.step_batch(claims)
+        async with self._one_batch:
+            return await self.step_batch(claims)
 
     async def _guarded_step(self, claim: work.Claim) -> tuple[bool, float]:
         """One step; (settled, when to step next if not). A race steps again soon, a bug fails the stack."""

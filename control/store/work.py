@@ -133,13 +133,27 @@ async def renew(session: AsyncSession, claims: Iterable[Claim], lease: float) ->
     by_token: dict[str, set[str]] = {}
     for c in claims:
         by_token.setdefault(c.token, set()).add(c.stack_id)
-    lost: set[str] = set()
+    missed: set[str] = set()
     until = time.time() + lease
     for token, ids in by_token.items():
         held = await _held(session, token, ids, {"lease_expires": until})
-        lost |= ids - held
+        missed |= ids - held
+    # A row gone is no lease lost: its stack settled (released) or was purged meanwhile.
+    lost = await _present(session, missed)
     await session.commit()
     return lost
+
+
+async def _present(session: AsyncSession, ids: set[str]) -> set[str]:
+    """Those of *ids* that still have a work row."""
+    if not ids:
+        return set()
+    ordered = sorted(ids)
+    found: set[str] = set()
+    for start in range(0, len(ordered), CHUNK):
+        chunk = ordered[start : start + CHUNK]
+        found.update(await session.scalars(select(WorkRow.stack_id).where(WorkRow.stack_id.in_(chunk))))
+    return found
 
 
 async def _held(session: AsyncSession, token: str, ids: set[str], values: dict[str, object]) -> set[str]:
@@ -245,10 +259,13 @@ async def finish_many(session: AsyncSession, ends: list[tuple[Claim, bool, float
             )
         )
         rows: dict[str, tuple[int, str | None]] = {r[0]: (int(r[1]), r[2]) for r in found}
+        settled = {c.stack_id for c, d, _ in ends if d}
         for c in rest:
             seq, holder = rows.get(c.stack_id, (0, None))
             if holder == c.token:
                 again[c.stack_id] = seq
+            elif c.stack_id in settled and c.stack_id not in rows:
+                matched.add(c.stack_id)  # purged with its stack: released
             else:
                 lost.add(c.stack_id)
     await session.commit()
