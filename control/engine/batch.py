@@ -92,16 +92,7 @@ async def step_batch(
         txn = Txn(session, rt)
         stacks = await _stacks(session, defs, [c.stack_id for c in claims])
         rows = await _rows(session, list(stacks))
-        mine: list[tuple[work.Claim, StackRow, int]] = []
-        for c in claims:
-            stack = stacks.get(c.stack_id)
-            size = _size(stack, defs, rows.get(c.stack_id, [])) if stack is not None else 0
-            if stack is None:
-                out.results[c.stack_id] = (True, None)
-            elif size > SLICE:
-                out.alone.append(c)
-            else:
-                mine.append((c, stack, size))
+        mine = _sorted(claims, stacks, rows, defs, out)
         ids = [stack.id for _, stack, _ in mine]
         # The session's identity map holds rows weakly: this list keeps them until the commit.
         keep_alive = await preload(txn, ids, [r for i in ids for r in rows[i]], False)
@@ -121,6 +112,28 @@ async def step_batch(
     for stack_id, r in ran.items():
         out.results[stack_id] = (r.finished, nearest(r.deadline, later.get(stack_id)))
     return out
+
+
+def _sorted(
+    claims: list[work.Claim],
+    stacks: dict[str, StackRow],
+    rows: dict[str, list[Row]],
+    defs: stackdef.Definitions,
+    out: Stepped,
+) -> list[tuple[work.Claim, StackRow, int]]:
+    """The claims this batch steps, with their stack and size; a stack gone is settled, and a
+    stack too big for one transaction is left to step alone."""
+    mine: list[tuple[work.Claim, StackRow, int]] = []
+    for c in claims:
+        stack = stacks.get(c.stack_id)
+        size = _size(stack, defs, rows.get(c.stack_id, [])) if stack is not None else 0
+        if stack is None:
+            out.results[c.stack_id] = (True, None)
+        elif size > SLICE:
+            out.alone.append(c)
+        else:
+            mine.append((c, stack, size))
+    return mine
 
 
 async def _stacks(session: AsyncSession, defs: stackdef.Definitions, ids: list[str]) -> dict[str, StackRow]:
