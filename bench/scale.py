@@ -58,15 +58,14 @@ sys.path.insert(0, str(ROOT))
 from bench import scale_probe  # noqa: E402
 from bench.scale_parts import (  # noqa: E402 (after the path is set)
     API_TEMPLATE_CAP,
-    HEAT_PER_MIN,
     PER_SERVER,
     FrontDoor,
     cpu,
     new_generations,
     progress,
-    report,
     request,
 )
+from bench.scale_report import HEAT_PER_MIN, compare_shapes, report  # noqa: E402
 
 WORKERS = 512
 
@@ -127,6 +126,19 @@ async def child(
                 print(f"step {d:.2f}s", file=sys.stderr, flush=True)
 
     engine.step = timed_step  # type: ignore[method-assign]
+    real_batch: Any = getattr(engine, "step_batch", None)  # the previous implementation has no batches
+
+    async def timed_batch(claims: Any) -> Any:
+        t = time.monotonic()
+        try:
+            return await real_batch(claims)
+        finally:
+            steps["batches"] = steps.get("batches", 0) + 1
+            steps["batched_stacks"] = steps.get("batched_stacks", 0) + len(claims)
+            steps["seconds"] += time.monotonic() - t
+
+    if real_batch is not None:
+        engine.step_batch = timed_batch  # type: ignore[method-assign]
     await engine.resume()
 
     async def agent_worker() -> None:
@@ -306,6 +318,10 @@ def main() -> int:
         help="the deployments as two ResourceGroups of nested stacks (a server and 5 deployments each)",
     )
     p.add_argument(
+        "--shapes",
+        help="several shapes one after the other in this run, e.g. flat,nested (each compared with flat)",
+    )
+    p.add_argument(
         "--probe",
         action="store_true",
         help="after each create, time a user's reads of the stack (scale_probe)",
@@ -323,8 +339,7 @@ def main() -> int:
         return 0
     if args.api and args.nested:
         p.error("--nested goes through the engine only: the CLI would need member.yaml beside the template")
-    if args.groups or args.nested:  # the children build their template from it
-        os.environ["SCALE_SHAPE"] = "groups" if args.groups else "nested"
+    shapes = (args.shapes or ("groups" if args.groups else "nested" if args.nested else "flat")).split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     backends = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     print(
@@ -344,7 +359,8 @@ def main() -> int:
             trees = [("", ROOT)]
             if args.baseline_tree:
                 trees.append(("previous ", args.baseline_tree.resolve()))
-            for prefix, tree in trees:
+            for shape, (prefix, tree) in ((sh, t) for sh in shapes for t in trees):
+                os.environ["SCALE_SHAPE"] = shape  # the children build their template from it
                 base: dict[str, float] = {}
                 for n in sizes:
                     if prefix and n > args.baseline_max:
@@ -354,7 +370,7 @@ def main() -> int:
                     r = run_child(
                         n, url, args.timeout, tree, args.api and not prefix, args.probe and not prefix
                     )
-                    label = f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}{' groups' if args.groups else ''}{' nested' if args.nested else ''}"
+                    label = f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}{'' if shape == 'flat' else ' ' + shape}"
                     report(label, n, r, base)
                     if r is not None and "usable" in r:
                         scale_probe.report(r["usable"], n)
@@ -363,6 +379,7 @@ def main() -> int:
                     r.update(
                         db=backend,
                         implementation=prefix.strip() or "this",
+                        shape=shape,
                         load=os.getloadavg()[0],
                         wall=time.monotonic() - started,
                     )
@@ -370,6 +387,7 @@ def main() -> int:
         finally:
             if pg_ctx is not None:
                 pg_ctx.__exit__(None, None, None)
+    compare_shapes(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

@@ -23,8 +23,6 @@ PER_SERVER = 5
 ROOT = Path(__file__).resolve().parents[1]
 #: --api: the template cap the front door runs with (the 50,000 template is 12 MB of JSON).
 API_TEMPLATE_CAP = 64 * 1024 * 1024
-#: Heat's best public figure (resources per minute), the baseline printed beside ours.
-HEAT_PER_MIN = 2000
 
 
 def template(deployments: int) -> dict[str, Any]:
@@ -255,40 +253,3 @@ class FrontDoor:
 def progress(n: int, phase: str, r: dict[str, Any]) -> None:
     """A phase's figures on stderr as it ends (a run stopped in a later phase keeps them)."""
     print(f"{time.strftime('%H:%M:%S')} {n} {phase}: {json.dumps(r)}", file=sys.stderr, flush=True)
-
-
-def _phase_rss(r: dict[str, Any]) -> str:
-    """Peak RSS at the end of each phase, when the child measured it."""
-    marks = [f"{k} {v['peak_rss_mb']}" for k, v in r["phases"].items() if "peak_rss_mb" in v]
-    return f" (after {', '.join(marks)})" if marks else ""
-
-
-def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float]) -> None:
-    """One line per size: rate, CPU per deployment, growth against the smallest size, RSS."""
-    if r is None:
-        print(f"{label:<22} {n:>6} deployments: did not finish within the timeout", flush=True)
-        return
-    c, u, d = (r["phases"][k] for k in ("create", "update10", "delete"))
-    per_min = n / c["seconds"] * 60
-    cpu_ms = c["cpu"] / n * 1000 if "cpu" in c else None  # the previous bench did not measure it
-    base.setdefault("wall", c["seconds"] / n)
-    if cpu_ms is not None:
-        base.setdefault("cpu", cpu_ms)
-    cpu = f"{cpu_ms:5.2f} ms" if cpu_ms is not None else "n/a"
-    cpu_x = f"{cpu_ms / base['cpu']:4.2f}x" if cpu_ms is not None else "n/a"
-    print(
-        f"{label:<22} {n:>6} deployments: create {c['seconds']:7.1f} s ({c['status']}, {per_min:7.0f}/min = "
-        f"{per_min / HEAT_PER_MIN:5.2f}x Heat's {HEAT_PER_MIN}/min; {c['seconds'] / n * 1000:5.2f} ms and CPU {cpu}/deployment; "
-        f"per-deployment time {c['seconds'] / n / base['wall']:4.2f}x, CPU {cpu_x} the "
-        f"smallest size's), update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
-        f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB = {r['peak_rss_mb'] * 1024 / n:5.1f} KB/deployment{_phase_rss(r)}, "
-        f"{r.get('steps', {}).get('n', '?')} engine steps, {r.get('signal_transactions')} signal transactions"
-        + (
-            f"; the CLI printed {c['events_printed']}/{u['events_printed']}/{d['events_printed']} of "
-            f"{c['events_stored']}/{u['events_stored']}/{d['events_stored']} events, its peak RSS "
-            f"{max(p['cli_peak_rss_mb'] for p in (c, u, d))} MB"
-            if "events_printed" in c
-            else ""
-        ),
-        flush=True,
-    )
