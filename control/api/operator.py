@@ -239,11 +239,8 @@ async def converge_stack(request: web.Request) -> web.Response:
 @routes.get("/v1/stacks/{name}/resources")
 @auth("read")
 async def stack_resources(request: web.Request) -> web.Response:
-    depth, limit, after = (
-        _nested_depth(request),
-        optional_int_query(request, "limit", 1),
-        int_query(request, "after", 0),
-    )
+    depth, limit = _nested_depth(request), optional_int_query(request, "limit", 1)
+    after = int_query(request, "after", 0)
     async with request.app[RUNTIME].sessions() as session:
         return ok(await queries.stack_resources(session, request.match_info["name"], depth, limit, after))
 
