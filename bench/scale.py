@@ -55,21 +55,24 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import scale_probe  # noqa: E402
 from bench.scale_parts import (  # noqa: E402 (after the path is set)
     API_TEMPLATE_CAP,
     PER_SERVER,
     FrontDoor,
     cpu,
     new_generations,
+    progress,
     request,
 )
+from bench.scale_report import HEAT_PER_MIN, compare_shapes, report  # noqa: E402
 
-#: Heat's best public figure (resources per minute), the baseline printed beside ours.
-HEAT_PER_MIN = 2000
 WORKERS = 512
 
 
-async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False) -> dict[str, Any]:
+async def child(
+    deployments: int, db_url: str, data_dir: Path, api: bool = False, probe: bool = False
+) -> dict[str, Any]:
     from control import keys  # noqa: PLC0415 (the child's imports)
     from control.documents.publish import HttpPublisher  # noqa: PLC0415
     from control.engine.stackdef import Definitions  # noqa: PLC0415
@@ -77,7 +80,9 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
     from control.provision import EnrolProvisioner  # noqa: PLC0415
     from control.runtime import Runtime  # noqa: PLC0415
     from control.services import agents, stacks  # noqa: PLC0415
-    from control.settings import Settings  # noqa: PLC0415
+    from control.settings import Settings, tune_collector  # noqa: PLC0415
+
+    tune_collector()  # as `anneal serve` does
     from control.store.db import open_database  # noqa: PLC0415
     from control.store.orm import StackRow  # noqa: PLC0415
 
@@ -121,6 +126,19 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
                 print(f"step {d:.2f}s", file=sys.stderr, flush=True)
 
     engine.step = timed_step  # type: ignore[method-assign]
+    real_batch: Any = getattr(engine, "step_batch", None)  # the previous implementation has no batches
+
+    async def timed_batch(claims: Any) -> Any:
+        t = time.monotonic()
+        try:
+            return await real_batch(claims)
+        finally:
+            steps["batches"] = steps.get("batches", 0) + 1
+            steps["batched_stacks"] = steps.get("batched_stacks", 0) + len(claims)
+            steps["seconds"] += time.monotonic() - t
+
+    if real_batch is not None:
+        engine.step_batch = timed_batch  # type: ignore[method-assign]
     await engine.resume()
 
     async def agent_worker() -> None:
@@ -191,6 +209,13 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
             "signals": signalled["n"],
             "peak_rss_mb": hwm_mb(),
         }
+        progress(deployments, "create", phases["create"])
+        if probe:  # the stack settled and whole: how long a user's reads of it take
+            front = await FrontDoor.open(settings, rt, engine, defs, deployments, write=False)
+            usable = await scale_probe.probe(
+                front.url, rt.keys.admin_token, "scale", deployments, deployments // PER_SERVER
+            )
+            await front.close()
         before = signalled["n"]
         t0, c0 = time.monotonic(), cpu()
         await stacks.update_stack(rt, engine.kick, "scale", request(deployments, parameters={"rev0": 1}))
@@ -201,6 +226,7 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
             "signals": signalled["n"] - before,
             "peak_rss_mb": hwm_mb(),
         }
+        progress(deployments, "update10", phases["update10"])
         t0, c0 = time.monotonic(), cpu()
         await stacks.delete_stack(rt, engine.kick, "scale")
         phases["delete"] = {
@@ -209,6 +235,7 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
             "cpu": cpu() - c0,
             "peak_rss_mb": hwm_mb(),
         }
+        progress(deployments, "delete", phases["delete"])
     for w in workers:
         w.cancel()
     await engine.close()
@@ -222,11 +249,12 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
         "signal_errors": signalled["errors"],
         "steps": steps,
         "signal_transactions": getattr(batch, "batches", None),
+        **({"usable": usable} if probe and not api else {}),
     }
 
 
 def run_child(
-    deployments: int, db_url: str, timeout: float, tree: Path = ROOT, api: bool = False
+    deployments: int, db_url: str, timeout: float, tree: Path = ROOT, api: bool = False, probe: bool = False
 ) -> dict[str, Any] | None:
     """One size in a child process (its own peak RSS); None when it ran past *timeout* seconds."""
     with tempfile.TemporaryDirectory(prefix="anneal-scale-") as tmp:
@@ -242,8 +270,9 @@ def run_child(
                     "--data-dir",
                     tmp,
                     *(["--api"] if api else []),
+                    *(["--probe"] if probe else []),
                 ],
-                capture_output=True,
+                stdout=subprocess.PIPE,  # stderr passes through: each phase's progress line
                 text=True,
                 timeout=timeout,
                 check=False,
@@ -252,45 +281,8 @@ def run_child(
         except subprocess.TimeoutExpired:
             return None
     if out.returncode != 0:
-        raise SystemExit(f"child for {deployments} failed:\n{out.stderr[-3000:]}")
+        raise SystemExit(f"child for {deployments} failed (its stderr above)")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
-
-
-def _phase_rss(r: dict[str, Any]) -> str:
-    """Peak RSS at the end of each phase, when the child measured it."""
-    marks = [f"{k} {v['peak_rss_mb']}" for k, v in r["phases"].items() if "peak_rss_mb" in v]
-    return f" (after {', '.join(marks)})" if marks else ""
-
-
-def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float]) -> None:
-    """One line per size: rate, CPU per deployment, growth against the smallest size, RSS."""
-    if r is None:
-        print(f"{label:<22} {n:>6} deployments: did not finish within the timeout", flush=True)
-        return
-    c, u, d = (r["phases"][k] for k in ("create", "update10", "delete"))
-    per_min = n / c["seconds"] * 60
-    cpu_ms = c["cpu"] / n * 1000 if "cpu" in c else None  # the previous bench did not measure it
-    base.setdefault("wall", c["seconds"] / n)
-    if cpu_ms is not None:
-        base.setdefault("cpu", cpu_ms)
-    cpu = f"{cpu_ms:5.2f} ms" if cpu_ms is not None else "n/a"
-    cpu_x = f"{cpu_ms / base['cpu']:4.2f}x" if cpu_ms is not None else "n/a"
-    print(
-        f"{label:<22} {n:>6} deployments: create {c['seconds']:7.1f} s ({c['status']}, {per_min:7.0f}/min = "
-        f"{per_min / HEAT_PER_MIN:5.2f}x Heat's {HEAT_PER_MIN}/min; CPU {cpu}/deployment; "
-        f"per-deployment time {c['seconds'] / n / base['wall']:4.2f}x, CPU {cpu_x} the "
-        f"smallest size's), update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
-        f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB{_phase_rss(r)}, "
-        f"{r.get('steps', {}).get('n', '?')} engine steps, {r.get('signal_transactions')} signal transactions"
-        + (
-            f"; the CLI printed {c['events_printed']}/{u['events_printed']}/{d['events_printed']} of "
-            f"{c['events_stored']}/{u['events_stored']}/{d['events_stored']} events, its peak RSS "
-            f"{max(p['cli_peak_rss_mb'] for p in (c, u, d))} MB"
-            if "events_printed" in c
-            else ""
-        ),
-        flush=True,
-    )
 
 
 def main() -> int:
@@ -325,6 +317,15 @@ def main() -> int:
         action="store_true",
         help="the deployments as two ResourceGroups of nested stacks (a server and 5 deployments each)",
     )
+    p.add_argument(
+        "--shapes",
+        help="several shapes one after the other in this run, e.g. flat,nested (each compared with flat)",
+    )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="after each create, time a user's reads of the stack (scale_probe)",
+    )
     p.add_argument("--child", type=int)
     p.add_argument("--db-url", default="")
     p.add_argument("--data-dir", type=Path)
@@ -334,12 +335,11 @@ def main() -> int:
         import logging  # noqa: PLC0415
 
         logging.basicConfig(level=logging.WARNING)
-        print(json.dumps(asyncio.run(child(args.child, args.db_url, args.data_dir, args.api))))
+        print(json.dumps(asyncio.run(child(args.child, args.db_url, args.data_dir, args.api, args.probe))))
         return 0
     if args.api and args.nested:
         p.error("--nested goes through the engine only: the CLI would need member.yaml beside the template")
-    if args.groups or args.nested:  # the children build their template from it
-        os.environ["SCALE_SHAPE"] = "groups" if args.groups else "nested"
+    shapes = (args.shapes or ("groups" if args.groups else "nested" if args.nested else "flat")).split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     backends = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     print(
@@ -359,21 +359,27 @@ def main() -> int:
             trees = [("", ROOT)]
             if args.baseline_tree:
                 trees.append(("previous ", args.baseline_tree.resolve()))
-            for prefix, tree in trees:
+            for shape, (prefix, tree) in ((sh, t) for sh in shapes for t in trees):
+                os.environ["SCALE_SHAPE"] = shape  # the children build their template from it
                 base: dict[str, float] = {}
                 for n in sizes:
                     if prefix and n > args.baseline_max:
                         continue
                     url = pg.new_database() if backend == "postgresql" else ""
                     started = time.monotonic()
-                    r = run_child(n, url, args.timeout, tree, api=args.api and not prefix)
-                    label = f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}{' groups' if args.groups else ''}{' nested' if args.nested else ''}"
+                    r = run_child(
+                        n, url, args.timeout, tree, args.api and not prefix, args.probe and not prefix
+                    )
+                    label = f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}{'' if shape == 'flat' else ' ' + shape}"
                     report(label, n, r, base)
+                    if r is not None and "usable" in r:
+                        scale_probe.report(r["usable"], n)
                     if r is None:
                         break
                     r.update(
                         db=backend,
                         implementation=prefix.strip() or "this",
+                        shape=shape,
                         load=os.getloadavg()[0],
                         wall=time.monotonic() - started,
                     )
@@ -381,6 +387,7 @@ def main() -> int:
         finally:
             if pg_ctx is not None:
                 pg_ctx.__exit__(None, None, None)
+    compare_shapes(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
