@@ -100,7 +100,8 @@ async def step_batch(
         txn.ahead.update({(idle.DEADLINES, i): found for i, found in ahead.items()})
         ran: dict[str, Ran] = {}
         for c, stack, size in mine:
-            slices = Slices(txn, stack, size, claim=c, lease=lease, kick=kick)
+            # No commit inside a member's walk: the batch commits once, fenced by every member's lease.
+            slices = Slices(txn, stack, size, claim=c, lease=lease, kick=kick, whole=True)
             ran[stack.id] = await run(txn, stack, defs, slices, rows[stack.id])
         started = [i for i, r in ran.items() if r.started]
         later = await idle.nearest_deadlines(session, started) if started else {}

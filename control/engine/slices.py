@@ -114,6 +114,7 @@ class Slices:
         claim: work.Claim,
         lease: float,
         kick: Callable[[str], None],
+        whole: bool = False,
     ) -> None:
         self._txn, self._stack = txn, stack
         self._claim, self._lease, self._kick = claim, lease, kick
@@ -124,8 +125,9 @@ class Slices:
         self.acted = 0
         #: time.monotonic() of the first of them (what COMMIT_AFTER counts from).
         self._first = 0.0
-        #: Resources acted on between two commits (0: none but the slices' and the step's own).
-        self._every = txn.runtime.settings.step_slice
+        #: Resources acted on between two commits (0: none but the slices' and the step's own). *whole*:
+        #: the transaction is shared with other stacks' steps (engine/batch.py), committed by its owner.
+        self._every = 0 if whole else txn.runtime.settings.step_slice
         #: How long the last commit took (seconds): the next one comes at least twice that later.
         self._cost = 0.0
         self._loaded: list[DeploymentRow] = []
