@@ -297,3 +297,25 @@ async def _attach(txn: Txn, stack_id: str, data: Mapping[str, Any], kept: Mappin
             dep = await txn.session.get(DeploymentRow, str(k["resource_id"]))
             if dep is not None:
                 dep.resource_name = res_name
+
+
+async def export_stack(rt: Runtime, name: str) -> dict[str, Any]:
+    """Heat's export: the abandon data of stack *name* as it is now; the stack stays and nothing runs."""
+    async with rt.sessions() as session:
+        stack = await get_stack(session, name)
+        nested = await session.scalar(select(StackRow.id).where(StackRow.parent_id == stack.id).limit(1))
+        if stack.parent_id is not None or nested is not None:
+            raise ConflictError(
+                f"stack {name} is nested or has nested stacks: export, as abandon, takes a stack without nesting",
+                where="name",
+            )
+        rows = await session.scalars(
+            select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
+        )
+        owned = set(await session.scalars(select(ServerRow.id).where(ServerRow.owner_stack_id == stack.id)))
+        data = _abandon_data(stack, list(rows), owned, rt.keys.data_key)
+        data[KEPT] = {
+            key: sorted(await session.scalars(select(table.id).where(table.stack_id == stack.id)))
+            for key, table in (("deployments", DeploymentRow), ("configs", ConfigRow))
+        }
+        return data

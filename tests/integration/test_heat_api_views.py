@@ -1,4 +1,5 @@
-"""Heat's API over nested stacks: the real openstack CLI lists resources and events nested_depth levels down.
+"""Heat's API views: the real openstack CLI lists resources and events nested_depth levels down, previews a
+create (`stack create --dry-run`) and exports a stack.
 
 The tree is two levels deep with no servers (random strings), so it settles in seconds: the top stack has a
 template resource ``mid`` (which has a template resource ``leaf``) and a ResourceGroup ``pair`` (its members
@@ -7,7 +8,9 @@ live in a nested stack, as Heat's do).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,6 +43,16 @@ resources:
   leaf_rand: {type: OS::Heat::RandomString, properties: {length: 8}}
 outputs:
   value: {value: {get_attr: [leaf_rand, value]}}
+"""
+PREVIEW = """
+heat_template_version: 2018-08-31
+description: two strings
+parameters:
+  size: {type: number, default: 4}
+  secret: {type: string, hidden: true, default: hunter2}
+resources:
+  first: {type: OS::Heat::RandomString, properties: {length: {get_param: size}}}
+  second: {type: OS::Heat::RandomString, properties: {length: 3}, depends_on: first}
 """
 
 
@@ -144,3 +157,50 @@ def test_nested_stacks_name_their_parent_and_resources_link_them(
     assert inner["parent_resource"] == "mid"
     plain = osc.json("stack", "resource", "show", "tree", "top_rand")
     assert not [x for x in plain["links"] if x["rel"] == "nested"] and "parent_resource" not in plain
+
+
+def test_create_dry_run_previews_the_stack_and_makes_nothing(
+    osc: OpenStack, tree: dict[str, Any], tmp_path: Path
+) -> None:
+    """`stack create --dry-run` prints Heat's preview (parameters, each resource with its type and properties,
+    id None) and makes no stack; a bad template is refused naming its path, a name in use with a conflict."""
+    template = write_template(tmp_path, "preview.yaml", PREVIEW)
+    shown = osc.json("stack", "create", "--dry-run", "-t", template, "--parameter", "size=6", "sketch")
+    assert shown["stack_name"] == "sketch" and shown["id"] == "None"
+    assert shown["parameters"]["size"] == "6" and shown["parameters"]["secret"] == "******"
+    resources = {r["resource_name"]: r for r in shown["resources"]}
+    assert set(resources) == {"first", "second"}
+    assert resources["first"]["resource_type"] == "OS::Heat::RandomString"
+    assert resources["first"]["properties"] == {"length": {"get_param": "size"}}
+    assert resources["first"]["required_by"] == ["second"]
+    assert resources["second"]["resource_action"] == "INIT"
+    assert "sketch" not in [s["Stack Name"] for s in osc.json("stack", "list")]
+    bad = write_template(tmp_path, "bad.yaml", PREVIEW.replace("get_param: size", "get_param: nope"))
+    refused = osc.run("stack", "create", "--dry-run", "-t", bad, "sketch")
+    assert refused.returncode != 0 and "nope" in refused.stderr, refused.stderr
+    taken = osc.run("stack", "create", "--dry-run", "-t", template, "tree")
+    assert taken.returncode != 0 and "already exists" in taken.stderr, taken.stderr
+
+
+def test_export_gives_the_abandon_data_and_keeps_the_stack(osc: OpenStack, tmp_path: Path) -> None:
+    """`stack export` prints the stack's abandon data (template, resources with their ids) and the stack stays,
+    unchanged; snapshots are refused with the reason."""
+    template = write_template(tmp_path, "flat.yaml", PREVIEW)
+    osc.ok("stack", "create", "-t", template, "--parameter", "secret=given-s3cret", "--wait", "flat")
+    before = osc.json("stack", "resource", "list", "flat")
+    out = tmp_path / "export.json"
+    osc.ok("stack", "export", "--output-file", str(out), "flat")
+    data = json.loads(out.read_text())
+    assert (
+        data["name"] == "flat" and data["template"]["resources"]["first"]["type"] == "OS::Heat::RandomString"
+    )
+    assert {n: r["resource_id"] for n, r in data["resources"].items()} == {
+        r["resource_name"]: r["physical_resource_id"] for r in before
+    }
+    assert "secret" in data["parameters"] and "given-s3cret" not in out.read_text()  # sealed, as in abandon data
+    assert osc.json("stack", "show", "flat")["stack_status"] == "CREATE_COMPLETE"
+    assert osc.json("stack", "resource", "list", "flat") == before
+    refused = osc.run("stack", "snapshot", "create", "flat")
+    assert refused.returncode != 0 and "snapshots are not supported" in refused.stderr, refused.stderr
+    listed = osc.run("stack", "snapshot", "list", "flat")
+    assert listed.returncode != 0 and "nothing of its servers" in listed.stderr, listed.stderr
