@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SOURCES := agent control hooks tests examples bench
 
-.PHONY: install tools demo test unit check fmt lint bench clean package revision ui-screenshots
+.PHONY: install tools demo test unit check fmt lint bench bench-long clean package revision ui-screenshots
 
 install: $(STAMP)
 
@@ -60,6 +60,9 @@ package: install
 
 bench: install
 	$(PY) bench/run.py
+
+bench-long: install tools
+	$(PY) bench/run.py --long
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache dist

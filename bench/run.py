@@ -5,6 +5,8 @@
 idle VmRSS, idle requests, a no-op script deployment). Each figure has its baseline measured in
 the same run; goals are reported as PASS or MISS and never fail the run. The
 figures go to bench/results/<date>.json; docs/performance.md explains them.
+`--long` then runs the long benches (LONG), each its own script printing its own figures
+with its baseline of the same run (about an hour; `make bench-long`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +43,31 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "c": memory.measure,
     "d": agent_rss.measure,
 }
+
+#: The long benches `--long` runs after the figures: a title, then the script's arguments.
+LONG: list[tuple[str, list[str]]] = [
+    (
+        "Heat's agent chain against anneal-agent",
+        ["bench/heat_chain.py", "--changes", "20", "--chain-changes", "5"],
+    ),
+    ("1,000 agents, 3 processes behind HAProxy", ["bench/fleet.py", "--agents", "1000", "--rounds", "3"]),
+    (
+        "one stack of 10,000 and 50,000 deployments",
+        ["bench/scale.py", "--sizes", "2000,10000,50000", "--db", "both"],
+    ),
+    ("nested server templates against the flat shape", ["bench/scale.py", "--sizes", "2000", "--nested"]),
+    ("the web view on 10,000 resources", ["bench/ui_scale.py", "--resources", "10000"]),
+]
+
+
+def run_long() -> int:
+    """Each long bench in turn; the number that failed (their output says why)."""
+    failed = 0
+    for title, argv in LONG:
+        print(f"\n== {title}: {' '.join(argv)}", flush=True)
+        done = subprocess.run([sys.executable, *argv], cwd=ROOT, check=False)
+        failed += done.returncode != 0
+    return failed
 
 
 def machine() -> dict[str, Any]:
@@ -190,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--only", choices=sorted(FIGURES), help="run one figure")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, data) afterwards")
+    parser.add_argument("--long", action="store_true", help="then the long benches (LONG, about an hour)")
     args = parser.parse_args(argv)
     started = time.time()
     load = os.getloadavg()[0]
@@ -216,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(results))
     print(f"\nmachine: {machine()}; {time.time() - started:.0f} s in all")
     print(f"results: {save(results, started, load)}")
-    return 0
+    return 1 if args.long and run_long() else 0
 
 
 if __name__ == "__main__":

@@ -113,6 +113,43 @@ def _read_chain(path: Path) -> tuple[envelope.Link, ...]:
         raise ValueError(str(e)) from e
 
 
+def stamp(data_dir: Path) -> tuple[int, ...]:
+    """What changes when the signing key is rotated: both key files' inodes and mtimes."""
+    out: list[int] = []
+    for name in (CHAIN_FILE, SIGNING_KEY_FILE):
+        try:
+            st = (data_dir / name).stat()
+        except FileNotFoundError:
+            out += [0, 0]
+            continue
+        out += [st.st_ino, st.st_mtime_ns]
+    return tuple(out)
+
+
+def rotated_elsewhere(data_dir: Path, keys: Keys) -> Keys | None:
+    """*keys* with the data dir's newer signing key, if another process rotated it; else None.
+
+    Several processes share one data dir (docs/operations.md). The new key is taken only
+    when the chain on disk extends this process's chain, its new links are signed from
+    this process's key on, and it ends at the key in the key file: a reader between the rotation's two renames sees a chain whose last link names
+    a key not yet in place, and waits for the next look.
+    """
+    chain = _read_chain(data_dir / CHAIN_FILE)
+    if len(chain) <= len(keys.chain) or chain[: len(keys.chain)] != keys.chain:
+        return None
+    try:  # every new link signed from our key on: a copied-in chain of another plane is not ours
+        envelope.follow_chain(envelope.public_raw(keys.signing_key.public_key()), chain, chain[-1].key_id)
+    except envelope.EnvelopeError:
+        return None
+    pem = (data_dir / SIGNING_KEY_FILE).read_bytes()
+    key = serialization.load_pem_private_key(pem, password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError(f"{data_dir / SIGNING_KEY_FILE}: not an Ed25519 private key")
+    if envelope.key_id(envelope.public_raw(key.public_key())) != chain[-1].key_id:
+        return None
+    return replace(keys, signing_key=key, chain=chain)
+
+
 def rotate(data_dir: Path, keys: Keys, now: float) -> Keys:
     """A new signing key, linked from the current one; the old private key is destroyed.
 

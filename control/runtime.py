@@ -14,6 +14,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import DBAPIError
 
 from agent import envelope
+from control import keys as keyfiles
 from control.documents.publish import Publisher
 from control.documents.render import render_document
 from control.keys import Keys
@@ -67,6 +68,19 @@ class Runtime:
     polled: dict[str, float] = field(default_factory=dict)
     #: This process's name in its notifications, so that it skips its own.
     origin: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    #: The data dir's key files as last looked at (control/keys.py ``stamp``).
+    key_stamp: tuple[int, ...] = ()
+
+    def follow_key_rotation(self) -> None:
+        """Sign with the key another process on this data dir rotated to: a stat, a read when it moved."""
+        now = keyfiles.stamp(self.settings.data_dir)
+        if now == self.key_stamp:
+            return
+        self.key_stamp = now
+        newer = keyfiles.rotated_elsewhere(self.settings.data_dir, self.keys)
+        if newer is not None:
+            log.info("signing key rotated by another process: %s -> %s", self.keys.key_id, newer.key_id)
+            self.keys = newer
 
     async def publish(self, server_ids: Iterable[str], *, announce: bool = True) -> None:
         """Render, sign and hand each server's document to the publisher; re-sign those near expiry.
@@ -77,6 +91,7 @@ class Runtime:
         10,000 servers never holds every deployment row in memory at once.
         """
         ids = sorted(set(server_ids))
+        self.follow_key_rotation()
         if announce and self.announce and ids:
             try:
                 await notify.send(self.sessions, self.origin, ids)

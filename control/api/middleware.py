@@ -240,12 +240,27 @@ async def _ui_principal(request: web.Request, policy: str) -> Principal:
     """The web view's session (its stored token still valid); a page without one goes to the login form,
     data gets a 401."""
     rt = request.app[RUNTIME]
-    found = ui_session.principal_of(request.cookies.get(ui_session.COOKIE), rt.keys.admin_token, time.time())
-    if found is not None and (found.token_id is None or await tokens.still_valid(rt, found.token_id)):
+    found = await _session_principal(rt, request.cookies.get(ui_session.COOKIE))
+    if found is not None:
         return found
     if policy == "ui-page":
         raise web.HTTPSeeOther("/ui/login")
     raise AuthError("this view needs a login at /ui/login (its session cookie)", where="cookie")
+
+
+async def _session_principal(rt: Runtime, cookie: str | None) -> Principal | None:
+    """The session's Principal while what it was made from still holds: its stored token not revoked,
+    its external token still valid at the validator (as that answers now: a changed role shows)."""
+    found = ui_session.read(cookie, rt.keys.admin_token, time.time())
+    if found is None:
+        return None
+    principal, external = found
+    if external is not None:
+        token = ui_session.open_external(rt.keys.data_key, external)
+        return None if token is None or rt.validator is None else await rt.validator(token)
+    if principal.token_id is not None and not await tokens.still_valid(rt, principal.token_id):
+        return None
+    return principal
 
 
 def _ui_may_change(request: web.Request, principal: Principal, admin_token: str) -> None:

@@ -14,6 +14,7 @@ from control.store.orm import ServerRow
 
 
 def key_view(rt: Runtime) -> dict[str, Any]:
+    rt.follow_key_rotation()
     public = envelope.public_raw(rt.keys.signing_key.public_key())
     return {
         "key_id": rt.keys.key_id,
@@ -25,6 +26,7 @@ def key_view(rt: Runtime) -> dict[str, Any]:
 
 async def rotate(rt: Runtime) -> dict[str, Any]:
     """A new signing key chained from the old one; every document is re-signed with it at once."""
+    rt.follow_key_rotation()  # chain from the newest key, even if another process made it
     previous = rt.keys.key_id
     rt.keys = keys.rotate(rt.settings.data_dir, rt.keys, time.time())
     async with rt.sessions() as session:

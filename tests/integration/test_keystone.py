@@ -8,8 +8,11 @@ Anneal in Keystone's catalogue as the orchestration service, exactly as against 
 from __future__ import annotations
 
 import asyncio
+import base64
+import http.client
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -201,3 +204,39 @@ def test_keystone_unreachable_is_a_503_naming_it_and_anneals_own_token_still_wor
         assert _call(f"{heat}/v1/blue/stacks", cp.token)[0] == 200
     finally:
         stop_control_plane(cp)
+
+
+def _ui(cloud: Cloud, method: str, path: str, body: str = "", cookie: str = "") -> tuple[int, Any]:
+    """One web view request on the control plane's listener: (status, headers)."""
+    headers = {"Content-Type": "application/x-www-form-urlencoded"} if body else {}
+    if cookie:
+        headers["Cookie"] = cookie
+    conn = http.client.HTTPConnection(urllib.parse.urlsplit(cloud.cp.url).netloc, timeout=60)
+    try:
+        conn.request(method, path, body=body or None, headers=headers)
+        resp = conn.getresponse()
+        resp.read()
+        return resp.status, resp.headers
+    finally:
+        conn.close()
+
+
+def test_a_web_session_made_from_a_keystone_token_ends_when_keystone_revokes_it(cloud: Cloud) -> None:
+    """alice logs in to the web view with her Keystone token; the cookie never shows the token; revoked in
+    Keystone, her session's requests are refused once the cache bound has passed (pages go to the login)."""
+    token, _ = cloud.keystone.token("alice", PASSWORD, "blue")
+    status, headers = _ui(cloud, "POST", "/ui/login", urllib.parse.urlencode({"token": token}))
+    assert status == 303, status
+    cookie = headers["Set-Cookie"].split(";", 1)[0]
+    payload = cookie.partition("=")[2].partition(".")[0]
+    assert token not in cookie and token.encode() not in base64.urlsafe_b64decode(payload + "==")
+    assert _ui(cloud, "GET", "/ui/api/session", cookie=cookie)[0] == 200
+    cloud.keystone.revoke(token)
+    wait_until(
+        lambda: _ui(cloud, "GET", "/ui/api/session", cookie=cookie)[0] == 401,
+        "the session outlived its revoked Keystone token",
+        timeout=30,
+        interval=0.5,
+    )
+    status, headers = _ui(cloud, "GET", "/ui/", cookie=cookie)
+    assert (status, headers["Location"]) == (303, "/ui/login")

@@ -54,3 +54,17 @@ def test_the_form_token_is_the_sessions_own() -> None:
     one, two = session.mint(TOKEN, ADMIN, NOW), session.mint(TOKEN, READER, NOW)
     assert session.form_token(TOKEN, one) != session.form_token(TOKEN, two)
     assert session.form_token(TOKEN, one) not in one
+
+
+def test_an_external_token_rides_encrypted_and_opens_only_with_the_data_key() -> None:
+    """A Keystone session's cookie carries its token sealed: not in the cookie's text, opened by the data key alone."""
+    data_key, other_key = bytes(range(32)), bytes(32)
+    external = session.seal_external(data_key, "gAAAAA-keystone-token")
+    value = session.mint(TOKEN, READER, NOW, external)
+    assert "gAAAAA-keystone-token" not in value
+    found = session.read(value, TOKEN, NOW)
+    assert found is not None and found[0] == READER and found[1] is not None
+    assert session.open_external(data_key, found[1]) == "gAAAAA-keystone-token"
+    assert session.open_external(other_key, found[1]) is None
+    plain = session.read(session.mint(TOKEN, READER, NOW), TOKEN, NOW)
+    assert plain is not None and plain[1] is None
