@@ -197,7 +197,8 @@ def test_export_gives_the_abandon_data_and_keeps_the_stack(osc: OpenStack, tmp_p
     assert {n: r["resource_id"] for n, r in data["resources"].items()} == {
         r["resource_name"]: r["physical_resource_id"] for r in before
     }
-    assert "secret" in data["parameters"] and "given-s3cret" not in out.read_text()  # sealed, as in abandon data
+    # sealed, as in abandon data
+    assert "secret" in data["parameters"] and "given-s3cret" not in out.read_text()
     assert osc.json("stack", "show", "flat")["stack_status"] == "CREATE_COMPLETE"
     assert osc.json("stack", "resource", "list", "flat") == before
     refused = osc.run("stack", "snapshot", "create", "flat")
