@@ -350,7 +350,8 @@ async def export_stack(request: web.Request) -> web.Response:
     return json_response(await abandon.export_stack(request.app[RUNTIME], stack_id))
 
 
-@routes.route("*", STACK + "/snapshots{rest:(/.*)?}")
+@routes.route("*", STACK + "/snapshots")
+@routes.route("*", STACK + "/snapshots/{path:.*}")
 @auth("project")
 async def not_supported(request: web.Request) -> web.Response:
     """Named here so the answer says why instead of a bare 404 (docs/heat-api.md, "Snapshots")."""
