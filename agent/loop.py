@@ -27,6 +27,7 @@ from agent import (
     diskfull,
     dispatch,
     envelope,
+    handover,
     keys,
     orders,
     output,
@@ -162,8 +163,7 @@ class Agent:
         except DocumentRejectedError as e:
             self.note_rejection(e.kind, str(e))
             raise
-        body = fetched.body
-        items = ledger_items(doc)
+        body, items = fetched.body, ledger_items(doc)
         # A new transport has its own ETags: its first poll fetches the document afresh.
         state = {"etag": "" if self.transport.accept(doc.transport) else fetched.etag}
         if self.signature_check is not None and self.signature_check.signer != self.signature_check.trusted:
@@ -175,6 +175,7 @@ class Agent:
             lambda: self.ledger.accept_document(doc.serial, body, items, state),
         )
         self.serial_check.highest = doc.serial
+        handover.follow(self, doc.handover)  # a move to another control plane, signed by this one
         log.info("accepted document serial %s with %d deployments", doc.serial, len(items))
         self._work.set()
         self._doc_changed.set()
@@ -221,8 +222,7 @@ class Agent:
     # -------------------------------------------------------------- running
 
     def document(self) -> wire.Document | None:
-        raw = self.ledger.get_state("document")
-        return wire.decode_document(raw.encode()) if raw else None
+        return wire.decode_document(raw.encode()) if (raw := self.ledger.get_state("document")) else None
 
     def _lookup(self, item_id: str) -> tuple[wire.DeploymentItem | None, wire.ItemMeta | None]:
         doc = self.document()

@@ -176,6 +176,8 @@ class Document:
     expires_at: str = ""
     #: Where the agent finds its next document and sends its signals (docs/transports.md).
     transport: Mapping[str, Any] | None = None
+    #: The control plane this server was handed to: its URL and key (agent/handover.py).
+    handover: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.extra)
@@ -191,6 +193,8 @@ class Document:
             out[EXTRA_KEY]["expires_at"] = self.expires_at
         if self.transport is not None:
             out[EXTRA_KEY]["transport"] = dict(self.transport)
+        if self.handover is not None:
+            out[EXTRA_KEY]["handover"] = dict(self.handover)
         return out
 
     def encode(self) -> bytes:
@@ -354,6 +358,7 @@ def decode_document(raw: bytes | Mapping[str, Any]) -> Document:
         extra=extra,
         expires_at=_optional(ours, "expires_at", str, EXTRA_KEY) or "",
         transport=_optional(ours, "transport", dict, EXTRA_KEY),
+        handover=_optional(ours, "handover", dict, EXTRA_KEY),
     )
 
 

@@ -2,8 +2,11 @@
 
     git clone https://opendev.org/openstack/heat-templates /tmp/heat-templates
     .venv/bin/python bench/corpus.py /tmp/heat-templates/hot
+    .venv/bin/python bench/corpus.py /tmp/heat-templates/cfn
 
-Every ``*.yaml`` with a ``heat_template_version`` below the folder is checked by the real CLI,
+Every ``*.yaml`` with a ``heat_template_version`` below the folder (and every ``*.yaml``,
+``*.template`` or ``*.json`` with an ``AWSTemplateFormatVersion`` or
+``HeatTemplateFormatVersion``: CloudFormation-format ones) is checked by the real CLI,
 offline (the checks `POST /v1/stacks` runs, get_file and nested templates read from beside
 it), twice:
 
@@ -58,15 +61,21 @@ STUBBED = (
     "OS::Nova::HostAggregate",
     "AWS::EC2::*",
     "AWS::ElasticLoadBalancing::*",
+    "AWS::IAM::*",  # Keystone users and keys, in Heat
+    "AWS::S3::*",  # Swift containers
+    "AWS::RDS::*",  # a database server
+    "AWS::CloudWatch::*",  # alarms
 )
 DUMMY = {"number": "1", "boolean": "false", "json": "{}", "comma_delimited_list": "a,b"}
 
 
+VERSION_KEYS = ("heat_template_version", "AWSTemplateFormatVersion", "HeatTemplateFormatVersion")
+
+
 def templates(folder: Path) -> list[Path]:
-    """The HOT templates below *folder* (files whose text names a heat_template_version)."""
-    return sorted(
-        p for p in folder.rglob("*.yaml") if "heat_template_version" in p.read_text(errors="replace")
-    )
+    """The templates below *folder*: HOT ``*.yaml`` and CFN ``*.yaml``/``*.template``/``*.json``."""
+    found = (p for suffix in ("yaml", "template", "json") for p in folder.rglob(f"*.{suffix}"))
+    return sorted(p for p in found if any(k in p.read_text(errors="replace") for k in VERSION_KEYS))
 
 
 def parameters(path: Path) -> list[str]:
@@ -76,11 +85,25 @@ def parameters(path: Path) -> list[str]:
     except yaml.YAMLError:
         return []
     args: list[str] = []
-    for name, spec in ((doc or {}).get("parameters") or {}).items():
-        if not isinstance(spec, dict) or "default" in spec:
+    cfn = isinstance(doc, dict) and "Parameters" in doc
+    for name, spec in ((doc or {}).get("Parameters" if cfn else "parameters") or {}).items():
+        if not isinstance(spec, dict) or ("Default" if cfn else "default") in spec:
             continue
-        args += ["-P", f"{name}={_value(spec)}"]
+        args += ["-P", f"{name}={_value(_hot(spec) if cfn else spec)}"]
     return args
+
+
+def _hot(spec: dict[str, Any]) -> dict[str, Any]:
+    """A CFN parameter's type and constraints as HOT's, for ``_value``."""
+    types = {"Number": "number", "CommaDelimitedList": "comma_delimited_list", "Json": "json"}
+    constraints: list[dict[str, Any]] = (
+        [{"allowed_values": spec["AllowedValues"]}] if "AllowedValues" in spec else []
+    )
+    bounds = {k: spec[c] for k, c in (("min", "MinLength"), ("max", "MaxLength")) if c in spec}
+    return {
+        "type": types.get(str(spec.get("Type")), "string"),
+        "constraints": [*constraints, {"length": bounds}],
+    }
 
 
 def _value(spec: dict[str, Any]) -> str:
@@ -137,7 +160,7 @@ def main() -> int:
     args = parser.parse_args()
     found = templates(args.folder)
     if not found:
-        raise SystemExit(f"no HOT templates below {args.folder}")
+        raise SystemExit(f"no templates below {args.folder}")
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="anneal-corpus-") as tmp:
         stub = Path(tmp) / "stub-services.yaml"

@@ -20,7 +20,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from agent import envelope
+from agent import crypto, envelope
 
 ADMIN_TOKEN_FILE = "admin-token"  # noqa: S105 (a file name, not a secret)
 #: Opens /metrics and nothing else: the token a Prometheus scraper is given.
@@ -53,6 +53,18 @@ class Keys:
             serialization.Encoding.Raw, serialization.PublicFormat.Raw
         )
         return base64.b64encode(raw).decode()
+
+    @property
+    def adopt_private(self) -> bytes:
+        """The X25519 key abandon data handed to this control plane is sealed to (`stack abandon --to`).
+
+        Derived from the data key, so it needs no file of its own and changes only with it.
+        """
+        return crypto.hkdf_sha256(self.data_key, b"", b"anneal-adopt-key-v1", 32)
+
+    @property
+    def adopt_public_b64(self) -> str:
+        return base64.b64encode(crypto.x25519_public(self.adopt_private)).decode()
 
     def signal_signature(self, deployment_id: str, generation: int) -> str:
         """The capability that lets a URL holder signal exactly one deployment generation."""

@@ -17,6 +17,7 @@ from control.api.openapi_schemas import (
     TRANSPORT,
     adopt_request,
     errors,
+    handover_request,
     integer,
     json_body,
     obj,
@@ -104,8 +105,17 @@ def _stack_paths() -> dict[str, Any]:
         "/v1/stacks/{name}/abandon": _on_stack(
             "post",
             "Remove the stack running nothing (its servers and deployments stay, in no stack): "
-            "Heat's abandon data, which `/v1/adopt` takes back; its secrets sealed with the data key",
-            {"200": json_body(OBJ), **errors(401, 404, 409)},
+            "Heat's abandon data, which `/v1/adopt` takes back; its secrets sealed with the data key. "
+            "With a body `{to, to_key}` (or a hand-over set on the stack), its servers are handed to that "
+            "control plane, everything sealed to its adopt key",
+            {"200": json_body(OBJ), **errors(400, 401, 404, 409)},
+            requestBody={**request_body(handover_request()), "required": False},
+        ),
+        "/v1/stacks/{name}/handover": _on_stack(
+            "put",
+            "Where the stack's next abandon (through either API) hands its servers; `{}` undoes it",
+            {"200": json_body(OBJ), **errors(400, 401, 404)},
+            requestBody=request_body({**handover_request(), "required": []}),
         ),
         "/v1/adopt": {
             "post": op(

@@ -240,3 +240,25 @@ def adopt_request() -> dict[str, Any]:
         },
         parameters=OBJ,
     )
+
+
+def handover_request() -> dict[str, Any]:
+    """Where an abandon hands the stack's servers: the receiving control plane's URL and keys."""
+    key = {
+        "type": "string",
+        "pattern": "^[A-Za-z0-9+/]{42}[AEIMQUYcgkosw048]=$",
+        "description": "32 bytes, base64",
+    }
+    return obj(
+        "to",
+        "to_key",
+        to={
+            "type": "string",
+            "pattern": "^https?://[^?]+$",
+            "description": "the receiving control plane's URL; its agents move there",
+        },
+        to_key={
+            **obj("public_key", "adopt_key", public_key=key, adopt_key=key),
+            "description": "what `anneal key show -f json` (GET /v1/keys) prints on the receiving control plane",
+        },
+    )

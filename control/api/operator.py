@@ -32,6 +32,7 @@ from control.services import (
     agents,
     converge,
     drift,
+    handover,
     plan,
     queries,
     resource_signals,
@@ -141,8 +142,20 @@ async def delete_stack(request: web.Request) -> web.Response:
 @routes.post("/v1/stacks/{name}/abandon")
 @auth("write")
 async def abandon_stack(request: web.Request) -> web.Response:
-    """The stack's abandon data (Heat's format); the stack is removed and nothing runs on its servers."""
-    return ok(await abandon.abandon_stack(request.app[RUNTIME], request.match_info["name"]))
+    """The stack's abandon data (Heat's format); the stack is removed and nothing runs on its servers.
+
+    A body ``{to, to_key}`` hands its servers to that control plane (control/services/handover.py).
+    """
+    target = handover.read_target(await read_details(request))
+    return ok(await abandon.abandon_stack(request.app[RUNTIME], request.match_info["name"], target))
+
+
+@routes.put("/v1/stacks/{name}/handover")
+@auth("write")
+async def set_handover(request: web.Request) -> web.Response:
+    """``{to, to_key}``: the stack's next abandon (through either API) hands it there; ``{}`` undoes it."""
+    target = handover.read_target(await read_object(request))
+    return ok(await handover.set_target(request.app[RUNTIME], request.match_info["name"], target))
 
 
 @routes.post("/v1/adopt")

@@ -157,12 +157,7 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                 action="store_true",
                 help="skip the DELETE configs (a server that never comes back), each with a warning event",
             )
-    p = sub.add_parser("abandon", help="remove a stack, running nothing; print its data for `stack adopt`")
-    p.add_argument("name")
-    p.add_argument("--output-file", type=Path, help="write the abandon data here instead of printing it")
-    p = _fmt(sub.add_parser("adopt", help="a stack again from `stack abandon`'s data; nothing runs"))
-    p.add_argument("name")
-    p.add_argument("--adopt-file", type=Path, required=True, help="the data `stack abandon` wrote")
+    _abandon_adopt(sub)
     p = _fmt(sub.add_parser("list", help="list stacks"))
     p.add_argument("--nested", action="store_true", help="list nested stacks too (with their parent)")
     _fmt(
@@ -252,6 +247,29 @@ def _environment_and_parameters(p: argparse.ArgumentParser) -> None:
         help="environment file (repeat; later ones win)",
     )
     p.add_argument("-P", "--parameter", action="append", default=[], metavar="KEY=VALUE")
+
+
+def _abandon_adopt(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("abandon", help="remove a stack, running nothing; print its data for `stack adopt`")
+    p.add_argument("name")
+    p.add_argument("--output-file", type=Path, help="write the abandon data here instead of printing it")
+    _handover_args(p)
+    p = _fmt(sub.add_parser("handover", help="where the stack's next abandon (any API) hands its servers"))
+    p.add_argument("name")
+    _handover_args(p)
+    p.add_argument(
+        "--clear", action="store_true", help="hand it nowhere: the next abandon keeps its servers here"
+    )
+    p = _fmt(sub.add_parser("adopt", help="a stack again from `stack abandon`'s data; nothing runs"))
+    p.add_argument("name")
+    p.add_argument("--adopt-file", type=Path, required=True, help="the data `stack abandon` wrote")
+
+
+def _handover_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--to", metavar="URL", help="the receiving control plane's URL: its agents move there")
+    p.add_argument(
+        "--to-key", type=Path, metavar="FILE", help="its keys, as `anneal key show -f json` prints them there"
+    )
 
 
 def _fmt(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

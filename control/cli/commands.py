@@ -73,8 +73,29 @@ def _stack_delete(client: Client, args: argparse.Namespace) -> int:
     return follow.after_change(client, args, stack, "delete started")
 
 
+def _handover_body(args: argparse.Namespace) -> dict[str, Any]:
+    """``{to, to_key}`` from ``--to URL --to-key FILE`` (what `anneal key show -f json` printed there)."""
+    if not args.to and not args.to_key:
+        return {}
+    if not (args.to and args.to_key):
+        raise ClientError("--to and --to-key go together: the receiving control plane's URL and key file")
+    try:
+        return {"to": args.to, "to_key": json.loads(args.to_key.read_text())}
+    except (OSError, ValueError) as e:
+        raise ClientError(f"--to-key {args.to_key}: {e}") from e
+
+
+def _stack_handover(client: Client, args: argparse.Namespace) -> int:
+    body = {} if args.clear else _handover_body(args)
+    if not body and not args.clear:
+        raise ClientError("give --to URL --to-key FILE, or --clear")
+    show(client.call("PUT", api_path("stacks", args.name, "handover"), body), args.format)
+    return 0
+
+
 def _stack_abandon(client: Client, args: argparse.Namespace) -> int:
-    text = json.dumps(client.call("POST", f"/v1/stacks/{args.name}/abandon"), indent=2)
+    body = _handover_body(args) or None
+    text = json.dumps(client.call("POST", api_path("stacks", args.name, "abandon"), body), indent=2)
     if args.output_file:
         args.output_file.write_text(text)
     else:
@@ -320,6 +341,7 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("stack", "update"): _stack_update,
     ("stack", "delete"): _stack_delete,
     ("stack", "abandon"): _stack_abandon,
+    ("stack", "handover"): _stack_handover,
     ("stack", "adopt"): _stack_adopt,
     ("stack", "suspend"): _stack_suspend,
     ("stack", "resume"): _stack_resume,

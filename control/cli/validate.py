@@ -17,6 +17,7 @@ from typing import Any
 from control import hot
 from control.cli.output import show, table
 from control.cli.stack_request import stack_request
+from control.hot.cfnformat import FORMATS
 
 MASK = "******"
 
@@ -45,8 +46,10 @@ def validate(args: argparse.Namespace) -> int:
     if args.format != "table":
         show(found, args.format)
         return 0
+    version = found["heat_template_version"]
+    key = next((k for k, (v, _) in FORMATS.items() if v == version), "heat_template_version")
     print(
-        f"{args.template}: valid (heat_template_version {found['heat_template_version']}, "
+        f"{args.template}: valid ({key} {version}, "
         f"{len(found['resources'])} resources, {len(found['parameters'])} parameters, "
         f"{len(found['outputs'])} outputs)"
     )

@@ -39,6 +39,7 @@ def render_document(server: ServerRow, rows: Iterable[DeploymentRow], ttl: float
         deployments=tuple(wire.sorted_items(items)),
         meta=meta,
         expires_at=iso(server.serial_at + ttl),
+        handover=server.handover or None,
     )
 
 

@@ -6,6 +6,7 @@ TemplateError whose ``path`` says where (``resources.web.properties.config``).
 
 from control.hot.binding import condition_values, reads_parameters, resolve_parameters
 from control.hot.budget import DEFAULT_TOTAL_BYTES, Budget, BudgetError, evaluating
+from control.hot.cfnformat import resource_body
 from control.hot.definition import Definition, build, plain
 from control.hot.environment import (
     HOOKS,
@@ -100,6 +101,7 @@ __all__ = [
     "references",
     "resolve",
     "resolve_parameters",
+    "resource_body",
     "retry_policy",
     "select",
     "validate",

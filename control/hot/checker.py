@@ -89,7 +89,7 @@ class Checker:
 
     def _call(self, name: str, args: Any, path: str, in_condition: bool) -> None:
         check_version(name, SINCE.get(name), self.t.version, path)
-        if name in cfn.UNTIL and cfn.removed(name, self.t.version):
+        if (name in cfn.UNTIL or name in cfn.CFN_ONLY) and cfn.removed(name, self.t.version):
             raise TemplateError(path, str(cfn.removed(name, self.t.version)))
         if in_condition and name not in CONDITION_FUNCTIONS:
             allowed = ", ".join(sorted(CONDITION_FUNCTIONS))

@@ -3,9 +3,10 @@
 As in Heat, the resource's properties are not used, it depends on no other resource, an
 update never changes it and may not change its ``external_id``, and deleting the stack
 leaves the thing alone. What can be adopted here: a server (OS::Nova::Server,
-OS::Heat::DeployedServer) that exists in this control plane, by id or name, and anything
-mapped to OS::Heat::None (its reference is the id given). Other types have nothing here
-to adopt and are refused at the key.
+OS::Heat::DeployedServer) that exists in this control plane, by id or name, a software
+config of the stack's project by id (the config types: Heat's have an entity to look up),
+and anything mapped to OS::Heat::None (its reference is the id given). Other types have
+nothing here to adopt and are refused at the key.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from control.hot.functions import call_of, references
 from control.hot.versions import check_version
 
 SINCE = "2016-10-14"
-ADOPTABLE = ("OS::Nova::Server", "OS::Heat::DeployedServer", "OS::Heat::None")
+CONFIGS = (
+    "OS::Heat::SoftwareConfig",
+    "OS::Heat::StructuredConfig",
+    "OS::Heat::SoftwareComponent",
+    "OS::Heat::CloudConfig",
+    "OS::Heat::MultipartMime",
+)
+ADOPTABLE = ("OS::Nova::Server", "OS::Heat::DeployedServer", "OS::Heat::None", *CONFIGS)
 #: Where a resource row keeps the external_id it was adopted by (an update may not change it).
 KEPT = "anneal:external_id"
 
@@ -36,7 +44,8 @@ def checked(body: Mapping[str, Any], rtype: str, path: str, version: str) -> Any
         raise TemplateError(
             where,
             f"{rtype} has nothing here to adopt: external_id is supported on {', '.join(ADOPTABLE[:2])} "
-            "(an existing server of this control plane, by id or name) and on types mapped to OS::Heat::None",
+            "(an existing server of this control plane, by id or name), on the software config types "
+            "(an existing config, by id) and on types mapped to OS::Heat::None",
         )
     needs = set(references(value)) | set(references(body.get("properties")))
     if body.get("depends_on") or needs:

@@ -42,6 +42,8 @@ FUNCTIONS = frozenset(
         # CloudFormation's, in the oldest HOT versions only (cfn.UNTIL); the others are rewritten.
         "Fn::Select",
         "Fn::Split",
+        "Fn::MemberListToMap",
+        "Fn::FindInMap",  # CloudFormation-format only, when its keys are computed
     }
 )
 # The heat_template_version that introduced each function (Heat's per-version function
@@ -67,7 +69,7 @@ SINCE: dict[str, str] = {
     "contains": "2017-09-01",
 }
 # The only functions a `conditions` entry or an inline condition may call (Heat's rule).
-CONDITION_FUNCTIONS = frozenset({"equals", "not", "and", "or", "contains", "get_param"})
+CONDITION_FUNCTIONS = frozenset({"equals", "not", "and", "or", "contains", "get_param", "Fn::FindInMap"})
 # Functions that exist only in conditions: the `conditions` section, a resource's or an
 # output's `condition`, and the first argument of `if` (Heat parses them nowhere else).
 CONDITION_ONLY = frozenset({"equals", "not", "and", "or"})
@@ -93,6 +95,8 @@ _LIST_ARGS: dict[str, tuple[int, int | None]] = {
     "list_concat_unique": (0, None),
     "Fn::Select": (2, 2),
     "Fn::Split": (2, 2),
+    "Fn::MemberListToMap": (3, 3),
+    "Fn::FindInMap": (3, 3),
 }
 _REPLACE_KEYS = frozenset({"template", "params"})
 _MAP_ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # required, allowed

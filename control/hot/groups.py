@@ -1,5 +1,5 @@
 """Groups of one member definition: OS::Heat::ResourceGroup, OS::Heat::AutoScalingGroup and its
-OS::Heat::ScalingPolicy.
+OS::Heat::ScalingPolicy, and the older OS::Heat::InstanceGroup and AWS::AutoScaling types.
 
 Their property schemas, and the parse-time check of the member definition: the member
 type (a type or a template, after the registry) and its properties are checked as a
@@ -24,6 +24,14 @@ AUTO_SCALING_GROUP = "OS::Heat::AutoScalingGroup"
 SCALING_POLICY = "OS::Heat::ScalingPolicy"
 INSTANCE_GROUP = "OS::Heat::InstanceGroup"
 LAUNCH_CONFIGURATION = "AWS::AutoScaling::LaunchConfiguration"
+AWS_SCALING_GROUP = "AWS::AutoScaling::AutoScalingGroup"
+AWS_SCALING_POLICY = "AWS::AutoScaling::ScalingPolicy"
+#: The AWS policy's AdjustmentType, as the OS policy's adjustment_type.
+AWS_ADJUSTMENT_TYPES = {
+    "ChangeInCapacity": "change_in_capacity",
+    "ExactCapacity": "exact_capacity",
+    "PercentChangeInCapacity": "percent_change_in_capacity",
+}
 #: A launch configuration's properties, as the member servers' OS::Nova::Server properties.
 LAUNCH_TO_SERVER = {
     "ImageId": "image",
@@ -123,6 +131,20 @@ def _check_size(props: Mapping[Any, Any], path: str) -> None:
         raise TemplateError(at(path, "Size"), f"{size} is negative")
 
 
+def _check_aws_scaling(props: Mapping[Any, Any], path: str) -> None:
+    _check_scaling(
+        {
+            k: props.get(c)
+            for k, c in (
+                ("min_size", "MinSize"),
+                ("max_size", "MaxSize"),
+                ("desired_capacity", "DesiredCapacity"),
+            )
+        },
+        path,
+    )
+
+
 def _check_policy(props: Mapping[Any, Any], path: str) -> None:
     step = props.get("min_adjustment_step")
     if step is not None and props.get("adjustment_type") != "percent_change_in_capacity":
@@ -198,6 +220,46 @@ GROUP_TYPES: Mapping[str, TypeSpec] = {
                 },
             )
         },
+    ),
+    AWS_SCALING_GROUP: TypeSpec(
+        AWS_SCALING_GROUP,
+        {
+            "LaunchConfigurationName": PropSpec("string", required=True),
+            "MinSize": PropSpec("integer", required=True),
+            "MaxSize": PropSpec("integer", required=True),
+            "DesiredCapacity": PropSpec("integer"),
+            "Cooldown": PropSpec("integer"),
+            "AvailabilityZones": PropSpec("list", ignored=True),
+            "LoadBalancerNames": PropSpec("list", ignored=True),
+            "VPCZoneIdentifier": PropSpec("list", ignored=True),
+            "HealthCheckGracePeriod": PropSpec("integer", ignored=True),
+            "HealthCheckType": PropSpec("string", ignored=True),
+            "InstanceId": PropSpec("string", ignored=True),
+            "Tags": PropSpec("list", schema={"Key": PropSpec("string"), "Value": PropSpec("string")}),
+        },
+        frozenset({"InstanceList"}),
+        check=_check_aws_scaling,
+        update_policy={
+            "AutoScalingRollingUpdate": PropSpec(
+                "map",
+                schema={
+                    "MinInstancesInService": PropSpec("integer", default=0),
+                    "MaxBatchSize": PropSpec("integer", default=1),
+                    "PauseTime": PropSpec("string", default="PT0S"),
+                },
+            )
+        },
+    ),
+    AWS_SCALING_POLICY: TypeSpec(
+        AWS_SCALING_POLICY,
+        {
+            "AutoScalingGroupName": PropSpec("string", required=True),
+            "ScalingAdjustment": PropSpec("number", required=True),
+            "AdjustmentType": PropSpec("string", required=True, allowed=tuple(AWS_ADJUSTMENT_TYPES)),
+            "Cooldown": PropSpec("number"),
+            "MinAdjustmentStep": PropSpec("integer"),
+        },
+        frozenset({"AlarmUrl"}),
     ),
     LAUNCH_CONFIGURATION: TypeSpec(
         LAUNCH_CONFIGURATION,

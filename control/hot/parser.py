@@ -6,10 +6,11 @@ structural problem, or raises TemplateError naming the first problem's path.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from control.hot import cfn, external
+from control.hot import cfn, cfnformat, external
 from control.hot.checker import Checker
 from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
@@ -24,7 +25,7 @@ from control.hot.parameters import ParameterDef, parse_parameter_defs
 from control.hot.schema import TypeSpec, check_keys, check_properties, describe
 from control.hot.template import OutputDef, ResourceDef, Template
 from control.hot.types import ALIASES, TYPES
-from control.hot.versions import canonical_version
+from control.hot.versions import CFN_VERSIONS, canonical_version
 
 SECTIONS = (
     "heat_template_version",
@@ -68,14 +69,38 @@ def parse_template(
     types: Mapping[str, TypeSpec] = TYPES,
     nesting: Nesting | None = None,
 ) -> Template:
-    """Parse and validate a HOT template and the templates it nests; raises TemplateError at the first problem.
+    """Parse and validate a HOT (or CFN-format) template and the templates it nests; raises
+    TemplateError at the first problem.
 
     *nesting* says how deep the stack is and caps how deep its template resources may go.
     """
     data = _document(source)
+    key = cfnformat.format_key(data)
+    if key is None:
+        return _parse(
+            data, canonical_version(data.get("heat_template_version")), {}, files, environment, types, nesting
+        )
+    hot, version, mappings = cfnformat.to_hot(data, key)
+    try:
+        template = _parse(hot, version, mappings, files, environment, types, nesting)
+    except TemplateError as e:
+        raise TemplateError(cfnformat.cfn_path(e.path, data), e.reason) from None
+    return dataclasses.replace(
+        template, warnings=tuple(cfnformat.cfn_warning(w, data) for w in template.warnings)
+    )
+
+
+def _parse(
+    data: Mapping[str, Any],
+    version: str,
+    mappings: Mapping[str, Any],
+    files: Mapping[str, Any] | None,
+    environment: Environment | None,
+    types: Mapping[str, TypeSpec],
+    nesting: Nesting | None,
+) -> Template:
     files = dict(files or {})
     env = environment or Environment()
-    version = canonical_version(data.get("heat_template_version"))
     description = data.get("description") or ""
     if not isinstance(description, str):
         raise TemplateError("description", f"expected a string, got {describe(description)}")
@@ -83,7 +108,7 @@ def parse_template(
     parameters = parse_parameter_defs(data.get("parameters"), warnings)
     _check_groups(data.get("parameter_groups"), parameters)
     scope = _Scope(files, env, types, nesting or Nesting(), warnings, version)
-    data = _desugared(data, version)
+    data = _desugared(data, version, mappings)
     resources = {
         name: scope.resource(name, body)
         for name, body in _names_map(data.get("resources"), "resources").items()
@@ -112,28 +137,30 @@ def _document(source: Any) -> Mapping[str, Any]:
         raise TemplateError("template", f"expected YAML text or a map, got {describe(source)}")
     if not isinstance(data, Mapping):
         raise TemplateError("template", f"expected a map of sections, got {describe(data)}")
+    if cfnformat.format_key(data) is not None:
+        return data
     for key in data:
-        if key in ("AWSTemplateFormatVersion", "HeatTemplateFormatVersion"):
-            raise TemplateError(str(key), "CloudFormation-format templates are not supported; use HOT")
         if key not in SECTIONS:
             raise TemplateError(str(key), f"unknown section; allowed: {', '.join(SECTIONS)}")
     return data
 
 
-def _desugared(data: Mapping[str, Any], version: str) -> Mapping[str, Any]:
-    """The resources and outputs with the CFN calls Heat's oldest HOT takes written as HOT's."""
-    if version != cfn.OLDEST:
+def _desugared(data: Mapping[str, Any], version: str, mappings: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The resources, outputs and conditions with the CFN calls Heat's oldest HOT (or a CFN
+    template) takes written as HOT's."""
+    if version != cfn.OLDEST and version not in CFN_VERSIONS:
         return data
     params, resources = data.get("parameters"), data.get("resources")
     names = (
         set(params) if isinstance(params, Mapping) else set(),
         set(resources) if isinstance(resources, Mapping) else set(),
+        mappings,
     )
     return {
         **data,
         **{
             key: cfn.desugar(data[key], version, names, key)
-            for key in ("resources", "outputs")
+            for key in ("resources", "outputs", "conditions")
             if key in data
         },
     }

@@ -319,4 +319,6 @@ TRANSFORMS: dict[str, Callable[[Any, str], Any]] = {
     "yaql": yaqlfn.evaluate,
     "Fn::Select": cfn.select,
     "Fn::Split": _str_split,
+    "Fn::MemberListToMap": cfn.member_list_to_map,
+    "Fn::FindInMap": cfn.find_in_map,
 }

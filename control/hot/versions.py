@@ -37,6 +37,9 @@ RELEASES = {
 VERSIONS: Mapping[str, str] = {**{d: d for d in DATES}, **RELEASES}
 #: Conditions (the section, and the `condition` key of resources and outputs) came with newton.
 CONDITIONS_SINCE = "2016-10-14"
+#: The versions of CloudFormation-format templates (cfnformat.py): their functions are gated
+#: there, by the format's own table, not by HOT's dates.
+CFN_VERSIONS = frozenset({"2010-09-09", "2012-12-12"})
 #: `if` with two arguments (a false condition drops the item it stands in) came with wallaby.
 NULLABLE_IF_SINCE = "2021-04-16"
 
@@ -55,7 +58,7 @@ def canonical_version(raw: Any) -> str:
 
 def check_version(what: str, since: str | None, version: str, path: str) -> None:
     """Refuse *what* (a function, section or key) in a template older than the version that brought it."""
-    if since is not None and version < since:
+    if since is not None and version < since and version not in CFN_VERSIONS:
         release = {date: name for name, date in RELEASES.items()}
         named = f"{since} ({release[since]})" if since in release else since
         raise TemplateError(

@@ -45,6 +45,8 @@ HANDLERS: Mapping[str, Handler] = {
     HEAT_STACK: HeatStack(),
     instance_group.INSTANCE_GROUP: instance_group.InstanceGroup(),
     instance_group.LAUNCH_CONFIGURATION: instance_group.LaunchConfiguration(),
+    instance_group.AWS_SCALING_GROUP: instance_group.AwsScalingGroup(),
+    instance_group.AWS_SCALING_POLICY: instance_group.AwsScalingPolicy(),
     "OS::Heat::WaitConditionHandle": WaitConditionHandle(),
     "OS::Heat::WaitCondition": WaitCondition(),
     "AWS::CloudFormation::WaitConditionHandle": WaitConditionHandle(),
@@ -87,7 +89,7 @@ def read_attribute(type_name: str, attributes: Mapping[str, Any], name: str, pat
         return resource_group.read(attributes, name, path)
     if type_name == scaling.AUTO_SCALING_GROUP:
         return scaling.read(attributes, name, path)
-    if type_name == instance_group.INSTANCE_GROUP:
+    if type_name in (instance_group.INSTANCE_GROUP, instance_group.AWS_SCALING_GROUP):
         return instance_group.read(attributes, name, path)
     return hot.select(attributes.get(name), path)
 

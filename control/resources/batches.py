@@ -55,24 +55,27 @@ def members(
     capacity: int,
     changes: int,
     fresh: Iterator[str],
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Member name -> definition after one batch.
 
     *old* holds the current members (name -> definition) ordered so that the first are
     removed or changed first; the last *capacity* of them stay. Of those, up to
-    *changes* minus the members created get ``new(name)``; members are created, named
-    from *fresh*, until there are *capacity*. *keep_first* only orders the result.
+    *changes* minus the members created get ``new(name)`` (with *replace*, a new member
+    named from *fresh* takes the old one's place instead: Heat's instance groups replace
+    their servers); members are created, named from *fresh*, until there are *capacity*.
+    *keep_first* only orders the result.
     """
     ordered = list(old.items())
     kept = ordered[max(0, len(ordered) - capacity) :] if capacity else []
     created = capacity - len(kept)
-    replace = changes - created
+    due = changes - created
     out: dict[str, Any] = {}
     for name, definition in kept:
         wanted = new(name)
-        if definition != wanted and replace > 0:
-            replace -= 1
-            out[name] = wanted
+        if definition != wanted and due > 0:
+            due -= 1
+            out[next(fresh) if replace else name] = wanted
         else:
             out[name] = definition
     for _ in range(created):

@@ -82,6 +82,8 @@ class AutoScalingGroup(GroupStack):
     """Members by short id, oldest first; resized by its policies' signals."""
 
     member_property = "resource"
+    #: Whether a member due for a new definition is replaced by a new one (InstanceGroup).
+    replaces = False
 
     def plan(
         self, res: Res, props: Mapping[str, Any], row: ResourceRow | None, old: Mapping[str, Any]
@@ -117,9 +119,8 @@ class AutoScalingGroup(GroupStack):
     ) -> dict[str, Any]:
         order = [n for n in plan["members"] if n in old]
         ordered = {n: old[n] for n in order}
-        out = batches.members(
-            ordered, lambda n: dict(plan["target"]["definition"]), [], size, changes, _fresh()
-        )
+        definition = dict(plan["target"]["definition"])
+        out = batches.members(ordered, lambda n: dict(definition), [], size, changes, _fresh(), self.replaces)
         plan["members"] = [n for n in order if n in out] + [n for n in out if n not in order]
         return {n: out[n] for n in plan["members"]}
 
@@ -145,6 +146,10 @@ class AutoScalingGroup(GroupStack):
         if cooldown:
             plan["cooldown_end"] = max(float(plan.get("cooldown_end") or 0), time.time() + float(cooldown))
 
+    def limits(self, res: Res, props: Mapping[str, Any]) -> tuple[int, int, Any]:
+        """min_size, max_size and cooldown of the group's properties as the template gives them."""
+        return (*_bounds(res, props), props.get("cooldown"))
+
     async def adjust(self, txn: Txn, res: Res, row: ResourceRow, signal: Mapping[str, Any]) -> str:
         """Resize the group as a policy's *signal* asks; what was done, for the policy's event."""
         if row.status == "IN_PROGRESS":
@@ -153,15 +158,14 @@ class AutoScalingGroup(GroupStack):
         now = time.time()
         if plan.get("cooldown_end") and now < float(plan["cooldown_end"]):
             return f"no change: {row.name} is in its cooldown for {plan['cooldown_end'] - now:.0f} s more"
-        props = row.properties or {}
-        low, high = _bounds(res, props)
+        low, high, own_cooldown = self.limits(res, row.properties or {})
         current = len(plan.get("members") or [])
         size = new_capacity(current, signal["adjustment"], signal["type"], signal.get("min_step"), low, high)
         if size == current:
             return f"no change: {row.name} stays at {current} (min_size {low}, max_size {high})"
         plan["target"] = {**plan["target"], "count": size}
         plan["batches"], plan["pause"] = [[size, size]], 0
-        cooldown = signal.get("cooldown") if signal.get("cooldown") is not None else props.get("cooldown")
+        cooldown = signal.get("cooldown") if signal.get("cooldown") is not None else own_cooldown
         plan["cooldown"] = float(cooldown or 0)
         await self.next_batch(txn, res, row, plan)
         row.attributes = {**row.attributes, STATE: plan}
@@ -200,10 +204,10 @@ class ScalingPolicy:
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
         physical_id = nested.short_id()
-        return done(physical_id, **_urls(txn, res, physical_id))
+        return done(physical_id, **urls(txn, res, physical_id))
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
-        return done(row.physical_id, **_urls(txn, res, row.physical_id or ""))
+        return done(row.physical_id, **urls(txn, res, row.physical_id or ""))
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         return done()
@@ -215,39 +219,42 @@ class ScalingPolicy:
         state = str(details.get("current", details.get("state", "alarm")))
         if state.lower() != "alarm":
             return f"no change: the alarm's state is {state!r}, not 'alarm'"
-        props = row.properties or {}
-        target = str(props.get("auto_scaling_group_id") or "")
-        group = await _group(txn, res, target)
-        adjustment = props.get("scaling_adjustment", 0)
-        signal = {
-            "adjustment": float(adjustment),
+        target, signal = self.terms(row.properties or {})
+        group = await _group(txn, res, target, self.group_key, self.group_type)
+        return await self.scaler.adjust(txn, Res(res.stack, group.name, group.type), group, signal)
+
+    #: The property naming the group, the group's type and its handler.
+    group_key, group_type = "auto_scaling_group_id", AUTO_SCALING_GROUP
+    scaler: AutoScalingGroup = AutoScalingGroup()
+
+    def terms(self, props: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The group the policy names and the adjustment a signal asks of it."""
+        return str(props.get("auto_scaling_group_id") or ""), {
+            "adjustment": float(props.get("scaling_adjustment", 0)),
             "type": str(props.get("adjustment_type") or "change_in_capacity"),
             "min_step": props.get("min_adjustment_step"),
             "cooldown": props.get("cooldown"),
         }
-        scaler = AutoScalingGroup()
-        return await scaler.adjust(txn, Res(res.stack, group.name, group.type), group, signal)
 
 
-async def _group(txn: Txn, res: Res, target: str) -> ResourceRow:
+async def _group(txn: Txn, res: Res, target: str, key: str, group_type: str) -> ResourceRow:
     """The policy's group in its stack: named by its id (``get_resource``) or its name."""
     found = await txn.session.scalar(
         select(ResourceRow).where(
             ResourceRow.stack_id == res.stack.id,
             ResourceRow.current.is_(True),
-            ResourceRow.type == AUTO_SCALING_GROUP,
+            ResourceRow.type == group_type,
             or_(ResourceRow.physical_id == target, ResourceRow.name == target),
         )
     )
     if found is None:
         raise ConflictError(
-            f"auto_scaling_group_id {target!r} is no OS::Heat::AutoScalingGroup of this stack",
-            where=f"{res.where}.properties.auto_scaling_group_id",
+            f"{key} {target!r} is no {group_type} of this stack", where=f"{res.where}.properties.{key}"
         )
     return found
 
 
-def _urls(txn: Txn, res: Res, physical_id: str) -> dict[str, str]:
+def urls(txn: Txn, res: Res, physical_id: str) -> dict[str, str]:
     """The policy's signal URLs: each a capability for signalling this policy, dying with it."""
     sig = txn.runtime.keys.capability("resource", f"{res.stack.id}:{res.name}:{physical_id}")
     url = f"{txn.runtime.settings.base_url}/v1/resource-signal/{res.stack.id}/{res.name}?sig={sig}"

@@ -11,6 +11,7 @@ from sqlalchemy import delete
 
 from control import hot
 from control.errors import BadRequestError, ControlError
+from control.hot.external import KEPT
 from control.resources import deploy
 from control.resources.base import REPLACE, Outcome, Res, done, warn
 from control.store.orm import ConfigRow, DeploymentRow, ResourceRow, ServerRow
@@ -31,6 +32,8 @@ class SoftwareConfig:
     """An immutable config: any change makes a new one (Heat: every property replaces)."""
 
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
+        if res.external_id is not None:
+            return await self._adopt(txn, res, res.external_id)
         config_id = str(uuid.uuid4())
         body = await self.body(txn, res, props)
         txn.add(
@@ -53,9 +56,19 @@ class SoftwareConfig:
         return "a config never changes: any change makes a new one"
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
-        if row.physical_id:
+        if row.physical_id and KEPT not in (row.attributes or {}):  # an adopted config outlives the stack
             await txn.session.execute(delete(ConfigRow).where(ConfigRow.id == row.physical_id))
         return done()
+
+    async def _adopt(self, txn: Txn, res: Res, config_id: str) -> Outcome:
+        """external_id: an existing config of the stack's project, by id; the properties unused."""
+        found = await txn.get(ConfigRow, config_id)
+        if found is None or found.project != res.stack.project:
+            raise BadRequestError(
+                f"external_id {config_id!r}: no software config of this project has that id",
+                where=f"{res.where}.external_id",
+            )
+        return done(found.id, **self.attributes(found.body or {}))
 
     def group(self, props: Mapping[str, Any]) -> str:
         return str(props.get("group") or "Heat::Ungrouped")

@@ -23,158 +23,100 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.engine import stackdef
 from control.errors import BadRequestError, ConflictError
-from control.hot import taint
 from control.principal import DEFAULT_PROJECT
 from control.resources import DEPLOYMENT_TYPES
 from control.resources.nested import store_definition
 from control.resources.validate import check_definition
 from control.runtime import Runtime
+from control.services import handover
+from control.services.abandon_data import KEPT, NESTED, Tree, abandon_data, nested_rows, opened_data
 from control.services.stack_request import parse_request, rollback_wanted, tags_given, timeout_given
 from control.services.stacks import check_stack_name, get_stack, stack_view
-from control.store import crypt
 from control.store.orm import ConfigRow, DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
 
-#: Where Anneal keeps, in each resource's abandon data, what adopting it needs back.
-KEPT = "anneal"
 
+async def abandon_stack(rt: Runtime, name: str, to: handover.Target | None = None) -> dict[str, Any]:
+    """Heat's abandon data for stack *name* and its nested stacks; gone, their servers and deployments untouched.
 
-async def abandon_stack(rt: Runtime, name: str) -> dict[str, Any]:
-    """Heat's abandon data for stack *name*; the stack is gone, its servers and deployments untouched."""
+    With *to* (or a hand-over set on the stack), the servers are handed to that control plane.
+    """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
-        if stack.status == "IN_PROGRESS":
+        if stack.parent_id is not None:
+            raise ConflictError(f"stack {name} is nested: abandon its top-level stack", where="name")
+        tree = await _tree(session, stack)
+        busy = next((s for s in (stack, *tree.nested) if s.status == "IN_PROGRESS"), None)
+        if busy is not None:
             raise ConflictError(
-                f"stack {name} is {stack.action}_IN_PROGRESS; wait for it to finish", where="name"
+                f"stack {busy.name} is {busy.action}_IN_PROGRESS; wait for it to finish", where="name"
             )
-        nested = await session.scalar(select(StackRow.id).where(StackRow.parent_id == stack.id).limit(1))
-        if stack.parent_id is not None or nested is not None:
-            raise ConflictError(
-                f"stack {name} is nested or has nested stacks: abandon takes a stack without nesting",
-                where="name",
-            )
-        rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == stack.id)))
-        owned = set(await session.scalars(select(ServerRow.id).where(ServerRow.owner_stack_id == stack.id)))
-        data = _abandon_data(stack, [r for r in rows if r.current], owned, rt.keys.data_key)
-        data[KEPT] = {
-            "deployments": sorted(
-                await session.scalars(select(DeploymentRow.id).where(DeploymentRow.stack_id == stack.id))
-            ),
-            "configs": sorted(
-                await session.scalars(select(ConfigRow.id).where(ConfigRow.stack_id == stack.id))
-            ),
-        }
-        for table in (DeploymentRow, ConfigRow):
-            await session.execute(update(table).where(table.stack_id == stack.id).values(stack_id=None))
-        await session.execute(
-            update(ServerRow).where(ServerRow.owner_stack_id == stack.id).values(owner_stack_id=None)
+        target = to or (handover.Target(**stack.handover) if stack.handover else None)
+        if target is not None:
+            section, transfer, _ = await handover.export(rt, txn, tree.ids, tree.owned, target)
+            data = {**abandon_data(tree, transfer), handover.SECTION: section}
+        else:
+            data = {**abandon_data(tree, rt.keys.data_key), KEPT: await _detach(txn, tree)}
+        reason = "Stack ABANDON completed: nothing ran; its servers and deployments stay" + (
+            f", handed to {target.url}" if target else ""
         )
-        reason = "Stack ABANDON completed: nothing ran; its servers and deployments stay"
         txn.event(stack.id, "", "ABANDON", "COMPLETE", reason, traversal=stack.traversal)
         await txn.write_events()
-        await session.execute(
-            update(EventRow).where(EventRow.stack_id == stack.id).values(stack_name=stack.name)
-        )
-        for row in rows:
+        for one in (stack, *tree.nested):
+            await session.execute(
+                update(EventRow).where(EventRow.stack_id == one.id).values(stack_name=one.name)
+            )
+        for row in await session.scalars(select(ResourceRow).where(ResourceRow.stack_id.in_(tree.ids))):
             await session.delete(row)
-        await session.delete(stack)
+        for one in (*reversed(tree.nested), stack):
+            await session.delete(one)
         await txn.commit()
         return data
 
 
-def _abandon_data(stack: StackRow, rows: list[ResourceRow], owned: set[str], key: bytes) -> dict[str, Any]:
-    """Heat's abandon data, its secrets sealed with *key*; each resource's ``resource_data`` keeps
-    what adopt needs under ``anneal``."""
-    hidden = set(stack.hidden or [])
-    environment = dict(stack.environment)
-    for section in ("parameters", "parameter_defaults"):
-        environment[section] = _sealed_parameters(dict(environment.get(section) or {}), hidden, key)
-    resources = {
-        r.name: {
-            "name": r.name,
-            "resource_id": r.physical_id,
-            "type": r.type,
-            "action": r.action,
-            "status": r.status,
-            "metadata": {},
-            "resource_data": {
-                KEPT: {
-                    "properties": _sealed(r.properties, key),
-                    "attributes": _sealed(dict(r.attributes), key),
-                    "requires": list(r.requires),
-                    "owned_server": r.physical_id in owned,
-                }
-            },
-        }
-        for r in rows
-    }
-    return {
-        "name": stack.name,
-        "id": stack.id,
-        "action": stack.action,
-        "status": stack.status,
-        "template": stack.template,
-        "files": dict(stack.files),
-        "environment": environment,
-        "parameters": _sealed_parameters(dict(stack.params_given), hidden, key),
-        "tags": list(stack.tags or []),
-        "timeout_mins": stack.timeout_mins,
-        "disable_rollback": not stack.rollback,
-        "resources": resources,
-    }
+async def _tree(session: AsyncSession, stack: StackRow) -> Tree:
+    """*stack*, every stack nested in it (parents first), their current resources and the servers they made."""
+    tree, level = Tree(stack), [stack.id]
+    while level:
+        found = list(await session.scalars(select(StackRow).where(StackRow.parent_id.in_(level))))
+        tree.nested.extend(found)
+        level = [s.id for s in found]
+    query = select(ResourceRow).where(ResourceRow.stack_id.in_(tree.ids), ResourceRow.current.is_(True))
+    tree.rows = list(await session.scalars(query))
+    owners = select(ServerRow.id, ServerRow.owner_stack_id).where(ServerRow.owner_stack_id.in_(tree.ids))
+    tree.owned = {sid: str(owner) for sid, owner in await session.execute(owners)}
+    return tree
 
 
-def _sealed(value: Any, key: bytes) -> Any:
-    """*value* with each Secret in it sealed."""
-    if isinstance(value, taint.Secret):
-        return crypt.seal(key, value)
-    if isinstance(value, Mapping):
-        return {k: _sealed(v, key) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_sealed(v, key) for v in value]
-    return value
+async def _attached(session: AsyncSession, tree: Tree) -> dict[str, Any]:
+    """The tree's deployment and config ids, and the stacks of those (and of servers) not in its top: what
+    adopt attaches again."""
+    owners: dict[str, str] = {}
+    kept: dict[str, Any] = {"owners": owners}
+    for table, key in ((DeploymentRow, "deployments"), (ConfigRow, "configs")):
+        query = select(table.id, table.stack_id).where(table.stack_id.in_(tree.ids))
+        rows = list(await session.execute(query))
+        kept[key] = sorted(ident for ident, _ in rows)
+        owners.update({ident: str(owner) for ident, owner in rows if owner != tree.top.id})
+    owners.update({f"server:{sid}": owner for sid, owner in tree.owned.items() if owner != tree.top.id})
+    return kept
 
 
-def _sealed_parameters(values: dict[str, Any], hidden: set[str], key: bytes) -> dict[str, Any]:
-    """Parameter values, the hidden ones sealed whole (as given: adopt gives them back as given)."""
-    return {
-        k: crypt.seal(key, taint.reveal(v)) if k in hidden else _sealed(v, key) for k, v in values.items()
-    }
-
-
-def _opened(value: Any, key: bytes, where: str) -> Any:
-    """*value* with each sealed value in it opened; another control plane's is refused, naming *where*."""
-    if crypt.is_sealed(value):
-        try:
-            return crypt.unseal(key, value)
-        except crypt.DataKeyError as e:
-            raise BadRequestError(
-                f"{where}: a sealed secret this control plane cannot open ({e}): abandon data is adopted "
-                "where it was abandoned; a hidden parameter's value can be given again in parameters",
-                where=where,
-            ) from None
-    if isinstance(value, Mapping):
-        return {k: _opened(v, key, f"{where}.{k}") for k, v in value.items()}
-    if isinstance(value, list):
-        return [_opened(v, key, f"{where}[{i}]") for i, v in enumerate(value)]
-    return value
-
-
-def _opened_data(data: dict[str, Any], given: Mapping[str, Any], key: bytes) -> dict[str, Any]:
-    """The abandon data with its secrets opened; a parameter the request gives again stays shut."""
-    where = "adopt_stack_data"
-    params = data.get("parameters")
-    if isinstance(params, Mapping):
-        data["parameters"] = {
-            k: v if k in given else _opened(v, key, f"{where}.parameters.{k}") for k, v in params.items()
-        }
-    for section in ("environment", "resources"):
-        data[section] = _opened(data.get(section), key, f"{where}.{section}")
-    return data
+async def _detach(txn: Txn, tree: Tree) -> dict[str, Any]:
+    """Leave the tree's deployments, configs and servers in no stack; their ids and stacks, for adopt."""
+    session, ids = txn.session, tree.ids
+    kept = await _attached(session, tree)
+    for table in (DeploymentRow, ConfigRow):
+        await session.execute(update(table).where(table.stack_id.in_(ids)).values(stack_id=None))
+    await session.execute(
+        update(ServerRow).where(ServerRow.owner_stack_id.in_(ids)).values(owner_stack_id=None)
+    )
+    return kept
 
 
 def _data(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -215,6 +157,26 @@ def _kept(data: Mapping[str, Any], name: str) -> dict[str, Any]:
     return {**kept, "resource_id": entry.get("resource_id"), "type": entry.get("type")}
 
 
+def _all_kept(data: Mapping[str, Any], names: list[str]) -> dict[str, dict[str, Any]]:
+    """What abandon kept for each resource; data Heat made (or any not Anneal's) is refused naming
+    every resource it cannot adopt, not only the first."""
+    kept, refused = {}, []
+    for name in names:
+        try:
+            kept[name] = _kept(data, name)
+        except BadRequestError as e:
+            refused.append((name, e))
+    if len(refused) == 1:
+        raise refused[0][1]
+    if refused:
+        raise BadRequestError(
+            f"adopt_stack_data.resources: {', '.join(n for n, _ in refused)}: not abandoned by Anneal "
+            f"(no resource_data.{KEPT}): only Anneal's abandon data is adopted (docs/heat-api.md)",
+            where="adopt_stack_data.resources",
+        )
+    return kept
+
+
 def _request(body: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
     """A create body from the abandon data, with what the adopt request gives over it."""
     envs = [json.dumps(data.get("environment") or {}), *(body.get("environments") or [])]
@@ -230,14 +192,18 @@ async def adopt_stack(rt: Runtime, body: Mapping[str, Any], project: str = DEFAU
     """A stack *name* from Anneal's abandon data: ADOPT_COMPLETE at once, its deployments re-attached, nothing run."""
     name = check_stack_name(body.get("name"))
     given = body.get("parameters")
-    data = _opened_data(_data(body), given if isinstance(given, Mapping) else {}, rt.keys.data_key)
+    raw = _data(body)
+    transfer = handover.transfer_key(rt, raw)
+    key = transfer or rt.keys.data_key
+    data = opened_data(raw, given if isinstance(given, Mapping) else {}, key)
+    nested = nested_rows(data, key)
     req = parse_request(_request(body, data), rt.settings.max_template_bytes)
     stack_id = str(uuid.uuid4())
     defn = stackdef.build(
         req.template, req.files, req.environment, req.parameters, stack_name=name, stack_id=stack_id
     )
     warnings = check_definition(defn.template)
-    kept = {n: _kept(data, n) for n in defn.order()}
+    kept = _all_kept(data, defn.order())
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
@@ -253,7 +219,12 @@ async def adopt_stack(rt: Runtime, body: Mapping[str, Any], project: str = DEFAU
         store_definition(stack, req.template, req.files, req.environment, req.parameters, defn, warnings)
         stack.rollback = rollback_wanted(body if "disable_rollback" in body else data)
         session.add(stack)
-        await _attach(txn, stack_id, data, kept)
+        remap = {str(data.get("id") or ""): stack_id}  # nested stacks keep their ids
+        await _nest(txn, nested, remap, project)
+        if transfer is None:
+            await _attach(txn, stack_id, data, kept)
+        else:
+            await handover.import_rows(txn, data, transfer, remap, project)
         txn.event(stack_id, "", "ADOPT", "IN_PROGRESS", "Stack ADOPT started", traversal=1)
         for res_name, k in kept.items():
             session.add(
@@ -270,10 +241,36 @@ async def adopt_stack(rt: Runtime, body: Mapping[str, Any], project: str = DEFAU
         return stack_view(stack)
 
 
+async def _nest(txn: Txn, nested: Mapping[str, Any], remap: Mapping[str, str], project: str) -> None:
+    """The nested stacks again, as they were (definitions, facades, outputs), with their resources."""
+    where = f"adopt_stack_data.{NESTED}"
+    for rec in nested["stacks"]:
+        taken = await txn.session.get(StackRow, rec["id"]) or await txn.session.scalar(
+            select(StackRow.id).where(StackRow.name == rec["name"])
+        )
+        if taken is not None:
+            raise ConflictError(
+                f"{where}: nested stack {rec['name']} ({rec['id']}) exists here already", where=where
+            )
+        parent = remap.get(rec["parent_id"], rec["parent_id"])
+        txn.session.add(StackRow(**{**rec, "parent_id": parent}, project=project))
+        txn.event(
+            rec["id"], "", "ADOPT", "COMPLETE", "adopted (nested): nothing ran", traversal=rec["traversal"]
+        )
+    await txn.session.flush()  # the stacks before their resources: no relationship() orders them
+    for rec in nested["resources"]:
+        txn.session.add(ResourceRow(**rec))
+
+
 async def _attach(txn: Txn, stack_id: str, data: Mapping[str, Any], kept: Mapping[str, Any]) -> None:
-    """Re-attach the abandoned stack's deployments, configs and servers; each must be there, in no stack."""
+    """Re-attach the abandoned tree's deployments, configs and servers; each must be there, in no stack.
+
+    Those of a nested stack go back to it (its id is kept); the others to the new top-level stack.
+    """
     kept_ids = data.get(KEPT)
     ids: Mapping[str, Any] = kept_ids if isinstance(kept_ids, Mapping) else {}
+    given = ids.get("owners")
+    owners: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
     rows: list[tuple[str, DeploymentRow | ConfigRow | None]] = []
     for ident in ids.get("deployments") or []:
         rows.append((f"deployment {ident}", await txn.session.get(DeploymentRow, str(ident))))
@@ -283,7 +280,11 @@ async def _attach(txn: Txn, stack_id: str, data: Mapping[str, Any], kept: Mappin
         if row is None or row.stack_id is not None:
             state = "not found" if row is None else "belongs to another stack"
             raise ConflictError(f"adopt_stack_data: {what} {state}", where=f"adopt_stack_data.{KEPT}")
-        row.stack_id = stack_id
+        row.stack_id = str(owners.get(row.id) or stack_id)
+    for server_id, owner in ((k[7:], v) for k, v in owners.items() if k.startswith("server:")):
+        server = await txn.session.get(ServerRow, server_id)
+        if server is not None and server.owner_stack_id is None:
+            server.owner_stack_id = str(owner)
     for res_name, k in kept.items():
         if k.get("owned_server"):
             server = await txn.session.get(ServerRow, str(k["resource_id"]))
@@ -300,22 +301,11 @@ async def _attach(txn: Txn, stack_id: str, data: Mapping[str, Any], kept: Mappin
 
 
 async def export_stack(rt: Runtime, name: str) -> dict[str, Any]:
-    """Heat's export: the abandon data of stack *name* as it is now; the stack stays and nothing runs."""
+    """Heat's export: the abandon data of stack *name* and its nested stacks as they are now; the stack
+    stays and nothing runs."""
     async with rt.sessions() as session:
         stack = await get_stack(session, name)
-        nested = await session.scalar(select(StackRow.id).where(StackRow.parent_id == stack.id).limit(1))
-        if stack.parent_id is not None or nested is not None:
-            raise ConflictError(
-                f"stack {name} is nested or has nested stacks: export, as abandon, takes a stack without nesting",
-                where="name",
-            )
-        rows = await session.scalars(
-            select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
-        )
-        owned = set(await session.scalars(select(ServerRow.id).where(ServerRow.owner_stack_id == stack.id)))
-        data = _abandon_data(stack, list(rows), owned, rt.keys.data_key)
-        data[KEPT] = {
-            key: sorted(await session.scalars(select(table.id).where(table.stack_id == stack.id)))
-            for key, table in (("deployments", DeploymentRow), ("configs", ConfigRow))
-        }
-        return data
+        if stack.parent_id is not None:
+            raise ConflictError(f"stack {name} is nested: export its top-level stack", where="name")
+        tree = await _tree(session, stack)
+        return {**abandon_data(tree, rt.keys.data_key), KEPT: await _attached(session, tree)}

@@ -8,6 +8,8 @@ from typing import Any
 
 from control import hot
 from control.errors import BadRequestError, NotFoundError
+from control.hot.cfn import AWS_FORMAT, CFN_ONLY, CONDITION_ONES, UNTIL
+from control.hot.cfnformat import FORMATS
 from control.hot.functions import CONDITION_ONLY, SINCE
 from control.hot.versions import DATES, RELEASES
 from control.resources.validate import check_definition
@@ -54,6 +56,25 @@ FUNCTION_HELP = {
     "or": "A function that acts as an OR operator on conditions.",
     "filter": "A function for filtering out values from lists.",
     "make_url": "A function for building URLs.",
+}
+#: The same for CloudFormation-format templates (control/hot/cfnformat.py).
+CFN_HELP = {
+    "Ref": "A function for resolving parameters or resource references.",
+    "Fn::GetAtt": "A function for resolving resource attributes.",
+    "Fn::Join": "A function for joining strings.",
+    "Fn::Split": "A function for splitting strings.",
+    "Fn::Replace": "A function for performing string substitutions.",
+    "Fn::Base64": "A placeholder function for converting to base64 (its argument unchanged).",
+    "Fn::Select": "A function for selecting an item from a list or map.",
+    "Fn::GetAZs": "A function for retrieving the availability zones (none here).",
+    "Fn::FindInMap": "A function for resolving keys in the template mappings.",
+    "Fn::MemberListToMap": "A function to convert lists with enumerated keys and values to mapping.",
+    "Fn::ResourceFacade": "A function for retrieving data in a parent provider template.",
+    "Fn::If": "A function to return corresponding value based on condition evaluation.",
+    "Fn::Equals": "A function for comparing whether two values are equal.",
+    "Fn::Not": "A function that acts as a NOT operator on a condition.",
+    "Fn::And": "A function that acts as an AND operator on conditions.",
+    "Fn::Or": "A function that acts as an OR operator on conditions.",
 }
 
 
@@ -191,12 +212,28 @@ def template_versions() -> list[dict[str, Any]]:
     aliases = {
         date: [f"heat_template_version.{n}" for n, d in RELEASES.items() if d == date] for date in DATES
     }
-    return [{"version": f"heat_template_version.{d}", "type": "hot", "aliases": aliases[d]} for d in DATES]
+    hot_ones = [
+        {"version": f"heat_template_version.{d}", "type": "hot", "aliases": aliases[d]} for d in DATES
+    ]
+    return [
+        *hot_ones,
+        *({"version": f"{k}.{v}", "type": "cfn", "aliases": []} for k, (v, _) in FORMATS.items()),
+    ]
+
+
+def _cfn_functions(key: str, with_condition: bool) -> list[dict[str, str]]:
+    """The functions of a CloudFormation-format template: Heat's table for its version key."""
+    aws = FORMATS[key][0] == AWS_FORMAT
+    names = [*UNTIL, *(n for n in CFN_ONLY if aws or n not in CONDITION_ONES)]
+    shown = [n for n in names if with_condition or n == "Fn::If" or n not in CONDITION_ONES]
+    return [{"functions": n, "description": CFN_HELP[n]} for n in sorted(shown)]
 
 
 def template_functions(version: str, with_condition: bool) -> list[dict[str, str]]:
     """The functions a template of *version* (``heat_template_version.<date or release>``) may call."""
     prefix, _, name = version.partition(".")
+    if prefix in FORMATS and name == FORMATS[prefix][0]:
+        return _cfn_functions(prefix, with_condition)
     date = {**{d: d for d in DATES}, **RELEASES}.get(name) if prefix == "heat_template_version" else None
     if date is None:
         raise NotFoundError(f"The template version is invalid: {version}", where="template_version")

@@ -376,4 +376,6 @@ def server_view(server: ServerRow, settings: Settings) -> dict[str, Any]:
         "enrolled_at": server.enrolled_at,
         "agent_status": server.agent_status,
         "rebuilds": server.rebuilds or [],
+        # Handed to another control plane (`stack abandon --to`): its URL; delete it here once moved.
+        "handed_over_to": (server.handover or {}).get("url"),
     }

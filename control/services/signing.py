@@ -21,6 +21,9 @@ def key_view(rt: Runtime) -> dict[str, Any]:
         "public_key": envelope.b64(public),
         "chain": [link.to_json() | {"key_id": link.key_id} for link in rt.keys.chain],
         "document_ttl": rt.settings.document_ttl,
+        # What `stack abandon --to-key` on another control plane takes to hand stacks over here.
+        "adopt_key": rt.keys.adopt_public_b64,
+        "url": rt.settings.base_url,
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from control import hot
 from control.documents.seal import secret_strings
 from control.engine import breakpoints
 from control.errors import BadRequestError, ConflictError, NotFoundError
@@ -125,7 +126,7 @@ async def show_resource(session: AsyncSession, stack: StackRow, name: str) -> di
     if row is None:
         raise NotFoundError(f"The Resource ({name}) could not be found.", where="resource")
     secrets = await secret_strings(session, stack.id)
-    definition = (stack.template.get("resources") or {}).get(name) or {}
+    definition = hot.resource_body(stack.template, name)
     return {
         **resource_row(row),
         "required_by": [r.name for r in rows if name in (r.requires or [])],
@@ -140,7 +141,7 @@ async def resource_metadata(session: AsyncSession, stack: StackRow, name: str) -
     row = await _resource(session, stack, name)
     if row.type in SERVER_TYPES and row.physical_id:
         return {"deployments": await server_items(session, row.physical_id)}
-    definition = (stack.template.get("resources") or {}).get(name) or {}
+    definition = hot.resource_body(stack.template, name)
     found = definition.get("metadata") if isinstance(definition, Mapping) else None
     return dict(found) if isinstance(found, Mapping) else {}
 

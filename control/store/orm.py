@@ -59,6 +59,9 @@ class ServerRow(Base):
     agent_kind: Mapped[str] = mapped_column(String(16), default="anneal")
     #: Each time the agent came back with new keys (state dir lost) and what was decided.
     rebuilds: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    #: Handed to another control plane (`stack abandon --to`): its URL and key, in the document
+    #: until the agent moved (control/services/handover.py); None: this control plane's.
+    handover: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
 
 
 class StackRow(Base):
@@ -106,6 +109,9 @@ class StackRow(Base):
     #: checks and converge is due, and when its checks were asked (services/autoconverge.py).
     converge_due: Mapped[float | None] = mapped_column(Float, default=None, index=True)
     converge_asked: Mapped[float | None] = mapped_column(Float, default=None)
+    #: Where its next abandon hands it (`anneal stack handover`): the receiving control plane's
+    #: URL and keys, for `openstack stack abandon`, which can say nothing of it.
+    handover: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.

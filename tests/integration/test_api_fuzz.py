@@ -46,6 +46,8 @@ SEMANTIC = [
     "PATCH /v1/servers/{name}",
     "POST /v1/signals/import",
     "POST /v1/adopt",
+    "POST /v1/stacks/{name}/abandon",  # to_key: a point X25519 can use, which no pattern says
+    "PUT /v1/stacks/{name}/handover",
 ]
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.controlplane import ControlPlane, stop_control_plane
 from tests.support.openstack import PROJECT, OpenStack, start_heat_plane, write_template
+from tests.support.templates import NESTED_GROUP, NESTED_MEMBER
 from tests.support.waiting import wait_until
 
 #: Each run of the script appends its action to the file LOG names: what ran, and how often.
@@ -213,3 +214,37 @@ def test_abandon_seals_hidden_values_and_adopt_opens_them(
     body = {"name": "foreign", "adopt_stack_data": foreign}
     refused = cp.api("POST", "/v1/adopt", body)
     assert (400, "adopt_stack_data.parameters.pw") == (refused.status, refused.body["error"]["where"])
+
+
+def test_a_stack_with_a_group_of_nested_stacks_is_abandoned_and_adopted_whole(
+    plane: tuple[ControlPlane, str], tmp_path: Path
+) -> None:
+    """A ResourceGroup of template resources (two levels of nested stacks): abandon nests their data as Heat
+    does and removes them all, nothing runs; adopt brings the tree back with its outputs; an update runs
+    UPDATE once on each member's deployment."""
+    cp, log = plane[0], tmp_path / "runs.log"
+    params = {"log": str(log)}
+    cp.create_stack("nest", NESTED_GROUP, params=params, files={"member.yaml": NESTED_MEMBER}, timeout=180)
+    assert sorted(_runs(log)) == ["0-CREATE-r1", "1-CREATE-r1"]
+    data_file = tmp_path / "nest.json"
+    abandoned = cp.cli("stack", "abandon", "nest", "--output-file", str(data_file))
+    assert abandoned.returncode == 0, abandoned.stderr
+    data = json.loads(data_file.read_text())
+    fleet = data["resources"]["fleet"]  # the group's nested stack in its place, as Heat nests it
+    assert (fleet["type"], sorted(fleet["resources"])) == ("OS::Heat::ResourceGroup", ["0", "1"])
+    assert sorted(fleet["resources"]["0"]["resources"]) == ["box", "cfg", "dep"]
+    names = [s["name"] for s in cp.api("GET", "/v1/stacks?nested=true").body]
+    assert [n for n in names if n == "nest" or n.startswith("nest-")] == []  # the nested stacks went too
+    adopted = cp.cli("stack", "adopt", "nest-again", "--adopt-file", str(data_file), "-f", "json")
+    assert adopted.returncode == 0, adopted.stderr
+    assert json.loads(adopted.stdout)["status"] == "ADOPT_COMPLETE"
+    assert cp.outputs("nest-again")["said"] == ["0-r1", "1-r1"]
+    assert sorted(_runs(log)) == ["0-CREATE-r1", "1-CREATE-r1"]
+    assert (
+        202 == cp.api("PUT", "/v1/stacks/nest-again", {"existing": True, "parameters": {"rev": "r2"}}).status
+    )
+    cp.settled("nest-again", "UPDATE_COMPLETE", 180)
+    assert sorted(_runs(log)) == ["0-CREATE-r1", "0-UPDATE-r2", "1-CREATE-r1", "1-UPDATE-r2"]
+    assert cp.outputs("nest-again")["said"] == ["0-r2", "1-r2"]
+    cp.delete_stack("nest-again")  # the adopted tree deletes as any
+    assert [n for n in (s["name"] for s in cp.api("GET", "/v1/stacks?nested=true").body) if "nest" in n] == []

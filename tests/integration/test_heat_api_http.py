@@ -144,6 +144,39 @@ def test_heats_test_resource_fails_when_told_and_replaces_on_update_replace(
     assert after["physical_resource_id"] != before["physical_resource_id"]
 
 
+def test_a_cloudformation_template_over_heats_api_shows_its_description_and_metadata(
+    plane: tuple[ControlPlane, str],
+) -> None:
+    """A CFN-format template created as `openstack stack create` sends it: the stack shows its
+    Description and a resource's Metadata answers from the CFN text, as Heat's do."""
+    cp, heat_url = plane
+    template = {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Description": "written the CloudFormation way",
+        "Resources": {
+            "v": {"Type": "OS::Heat::Value", "Metadata": {"role": "web"}, "Properties": {"value": 1}}
+        },
+    }
+    status, body = heat_request(
+        cp, heat_url, "POST", "/stacks", {"stack_name": "cfn-api", "template": template}
+    )
+    assert 201 == status, body
+    path = f"/stacks/cfn-api/{body['stack']['id']}"
+
+    def shown() -> dict[str, Any] | None:
+        stack: dict[str, Any] = heat_request(cp, heat_url, "GET", path)[1]["stack"]
+        return None if stack["stack_status"].endswith("_IN_PROGRESS") else stack
+
+    stack = wait_until(shown, f"{path} never settled")
+    assert ("CREATE_COMPLETE", "written the CloudFormation way") == (
+        stack["stack_status"],
+        stack["description"],
+    )
+    assert (200, {"metadata": {"role": "web"}}) == heat_request(
+        cp, heat_url, "GET", f"{path}/resources/v/metadata"
+    )
+
+
 def test_heat_api_requests_are_counted_in_the_metrics(plane: tuple[ControlPlane, str]) -> None:
     """Requests to Heat's listener appear in /metrics by Heat's route template, method and status."""
     cp, heat_url = plane

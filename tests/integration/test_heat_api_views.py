@@ -115,7 +115,8 @@ def test_resource_list_nested_depth_shows_each_level_with_its_stack(
 def test_event_list_nested_depth_is_walked_by_the_server(
     osc: OpenStack, plane: tuple[ControlPlane, str], tree: dict[str, Any], stacks: dict[str, dict[str, Any]]
 ) -> None:
-    """`stack event list --nested-depth 2` prints the leaf's events too (`-f json`: under the leaf stack's name); the API itself
+    """`stack event list --nested-depth 2` prints the leaf's events too (and export nests the stacks as abandon
+    does) (`-f json`: under the leaf stack's name); the API itself
     answers nested_depth (every event has a root_stack link, the nested ones a stack link to their own stack)."""
     out = osc.ok("stack", "event", "list", "--nested-depth", "2", "tree")
     leaf = next(n for n in stacks if "-leaf-" in n)
@@ -134,6 +135,8 @@ def test_event_list_nested_depth_is_walked_by_the_server(
     mid_event = next(e for e in body["events"] if e["resource_name"] == "mid_rand")
     stack_link = next(x["href"] for x in mid_event["links"] if x["rel"] == "stack")
     assert "/stacks/tree-mid-" in stack_link
+    status, exported = heat_request(plane[0], plane[1], "GET", f"/stacks/tree/{tree['id']}/export")
+    assert status == 200 and {"mid_rand", "leaf"} <= set(exported["resources"]["mid"]["resources"])
     status, flat = heat_request(plane[0], plane[1], "GET", f"/stacks/tree/{tree['id']}/events")
     assert {e["resource_name"] for e in flat["events"]} <= {"tree", "top_rand", "mid", "pair"}
     assert not any(x["rel"] == "root_stack" for e in flat["events"] for x in e["links"])

@@ -1,7 +1,7 @@
 """Heat's older and rarer template features through the real control plane and local agents.
 
 OS::Heat::Stack (inline template), the CFN functions of 2013-05-23 HOT, console_urls,
-OS::Heat::InstanceGroup with its launch configuration, and external_id adopting a server.
+OS::Heat::InstanceGroup with its launch configuration, and external_id adopting a server and a software config.
 Each deployment appends "<who> <action>" to one log, so what ran is read from it.
 """
 
@@ -208,8 +208,8 @@ def test_bad_legacy_input_is_refused_at_its_path(cp: ControlPlane) -> None:
 def test_an_instance_group_makes_servers_with_agents_from_its_launch_configuration(cp: ControlPlane) -> None:
     """Size servers, each with a local agent that enrols and reports its address (InstanceList);
     the ignored properties are named in warnings; a smaller Size removes one; a changed launch
-    configuration is replaced (as in Heat) and its new definition reaches the member by an update;
-    delete releases them."""
+    configuration is replaced and so is the member made from it (a new server, the old one
+    deleted), as in Heat; delete releases them."""
     cp.create_stack("ig", INSTANCES)
     addresses = cp.outputs("ig")["addresses"].split(",")
     assert 2 == len(addresses) and all(addresses)
@@ -225,11 +225,16 @@ def test_an_instance_group_makes_servers_with_agents_from_its_launch_configurati
     assert 1 == len(kept) and kept < members
 
     launch = _resources(cp, "ig")["launch"]["physical_id"]
+    before = {s["name"] for s in cp.api("GET", "/v1/servers").body}
     cp.update_stack("ig", INSTANCES, {"size": "1", "image": "fedora"})
     assert launch != _resources(cp, "ig")["launch"]["physical_id"]
     rolled = cp.api("GET", f"/v1/stacks/{group['physical_id']}/resources").body
-    assert [(r["name"], r["status"]) for r in rolled] == [(*kept, "UPDATE_COMPLETE")]
-    servers = len(cp.api("GET", "/v1/servers").body)
+    assert 1 == len(rolled) and rolled[0]["name"] not in kept and "CREATE_COMPLETE" == rolled[0]["status"]
+    after = {s["name"] for s in cp.api("GET", "/v1/servers").body}
+    assert 1 == len(before - after) == len(after - before)  # the member's server was replaced
+    assert next(iter(kept)) in next(iter(before - after))
+    assert 1 == len(cp.outputs("ig")["addresses"].split(","))
+    servers = len(after)
     cp.delete_stack("ig")
     assert servers - 1 == len(cp.api("GET", "/v1/servers").body)
 
@@ -261,3 +266,62 @@ def test_external_id_adopts_an_existing_server_which_outlives_the_stack(
         30,
     )
     cp.delete_stack("owner")
+
+
+CONFIG_OWNER = (
+    """
+heat_template_version: 2018-08-31
+resources:
+"""
+    + SCRIPT
+    + """
+outputs:
+  id: {value: {get_resource: step}}
+"""
+)
+
+CONFIG_USER = """
+heat_template_version: 2018-08-31
+parameters:
+  log: {type: string}
+  config: {type: string}
+resources:
+  box:
+    type: OS::Nova::Server
+  step:
+    type: OS::Heat::SoftwareConfig
+    external_id: {get_param: config}
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: step}
+      server: {get_resource: box}
+      input_values: {WHO: user, LOG: {get_param: log}}
+outputs:
+  said: {value: {get_attr: [dep, said]}}
+"""
+
+
+def test_external_id_adopts_an_existing_software_config_which_outlives_the_stack(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
+    """A SoftwareConfig with external_id is that config of another stack: deployed as its own; deleting
+    the adopting stack leaves it, so it can be adopted again; an unknown id fails the resource naming it."""
+    log = tmp_path / "runs.log"
+    cp.create_stack("cfg-owner", CONFIG_OWNER)
+    config_id = cp.outputs("cfg-owner")["id"]
+    for _ in range(2):
+        cp.create_stack("cfg-user", CONFIG_USER, params={"log": str(log), "config": config_id})
+        assert "user" == cp.outputs("cfg-user")["said"]
+        assert config_id == _resources(cp, "cfg-user")["step"]["physical_id"]
+        cp.delete_stack("cfg-user")
+    assert ["user CREATE", "user CREATE"] == _lines(log)
+    cp.create_stack(
+        "cfg-user", CONFIG_USER, params={"log": str(log), "config": "nope"}, expect="CREATE_FAILED"
+    )
+    assert (
+        "no software config of this project has that id"
+        in _resources(cp, "cfg-user")["step"]["status_reason"]
+    )
+    cp.delete_stack("cfg-user")
+    cp.delete_stack("cfg-owner")

@@ -8,13 +8,13 @@ own agent, before the control plane releases that agent.
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support import curl
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.waiting import wait_until
 
@@ -86,17 +86,6 @@ def cp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     stop_control_plane(plane)
 
 
-def _curl(url: str, body: str = "") -> dict[str, Any]:
-    """POST to a signal URL with curl, as an alarm or a person would; the JSON answer."""
-    argv = ["curl", "-sS", "--max-time", "60", "-X", "POST", "-H", "Content-Type: application/json"]
-    done = subprocess.run(
-        [*argv, "--data", body, url], capture_output=True, text=True, timeout=90, check=False
-    )
-    assert 0 == done.returncode, done.stderr
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
-
-
 def _scaled(cp: ControlPlane, size: int, stack: str = "auto") -> dict[str, Any]:
     """Wait until the group is COMPLETE again at *size* members; the stack's outputs."""
 
@@ -129,7 +118,7 @@ def test_policy_urls_scale_the_group_up_and_down(cp: ControlPlane, tmp_path: Pat
     assert 1 == out["size"] and [line.split()[0] for line in _lines(log)] == out["said"]
     first = out["said"][0]
 
-    assert "scaling from 1 to 2" in _curl(out["up_url"])["result"]
+    assert "scaling from 1 to 2" in curl.post(out["up_url"])["result"]
     out = _scaled(cp, 2)
     second = out["said"][1]
     assert [first, second] == out["said"] and first == out["oldest"]
@@ -139,10 +128,10 @@ def test_policy_urls_scale_the_group_up_and_down(cp: ControlPlane, tmp_path: Pat
     done = cp.cli("stack", "resource", "signal", "auto", "up")
     assert 0 == done.returncode and "scaling from 2 to 3" in done.stdout, done.stdout + done.stderr
     third = _scaled(cp, 3)["said"][2]
-    assert "stays at 3" in _curl(out["up_url"])["result"]
+    assert "stays at 3" in curl.post(out["up_url"])["result"]
 
     servers = {s["name"] for s in cp.api("GET", "/v1/servers").body}
-    assert "scaling from 3 to 2" in _curl(out["down_url"], '{"current": "alarm"}')["result"]
+    assert "scaling from 3 to 2" in curl.post(out["down_url"], '{"current": "alarm"}')["result"]
     out = _scaled(cp, 2)
     assert [second, third] == out["said"]  # the oldest went
     assert f"{first} DELETE" == _lines(log)[-1]
@@ -150,12 +139,12 @@ def test_policy_urls_scale_the_group_up_and_down(cp: ControlPlane, tmp_path: Pat
     assert 1 == len(gone) and first in next(iter(gone))
     assert not (cp.data_dir / "agents" / next(iter(gone))).exists()  # its agent was released
 
-    assert "scaling from 2 to 1" in _curl(out["down_url"])["result"]
+    assert "scaling from 2 to 1" in curl.post(out["down_url"])["result"]
     out = _scaled(cp, 1)
-    assert "stays at 1" in _curl(out["down_url"])["result"]
-    assert "scaling from 1 to 3" in _curl(out["slow_url"])["result"]
+    assert "stays at 1" in curl.post(out["down_url"])["result"]
+    assert "scaling from 1 to 3" in curl.post(out["slow_url"])["result"]
     out = _scaled(cp, 3)
-    assert "in its cooldown" in _curl(out["down_url"])["result"]
+    assert "in its cooldown" in curl.post(out["down_url"])["result"]
     events = cp.api("GET", "/v1/stacks/auto/events").body
     assert any(
         e["resource_name"] == "down" and e["action"] == "SIGNAL" and "cooldown" in e["reason"] for e in events
@@ -190,7 +179,7 @@ def test_an_update_right_after_a_signal_keeps_the_new_member_and_a_suspended_sta
     assert 0 == done.returncode, done.stdout + done.stderr
     up_url = cp.outputs("busy")["up_url"]
 
-    assert "scaling from 1 to 2" in _curl(up_url)["result"]
+    assert "scaling from 1 to 2" in curl.post(up_url)["result"]
     # Set in the signal's own transaction; it ends only after a new agent has started and run a hook.
     rows = {r["name"]: r for r in cp.api("GET", "/v1/stacks/busy/resources").body}
     assert "UPDATE_IN_PROGRESS" == rows["asg"]["status"], rows["asg"]
@@ -201,18 +190,18 @@ def test_an_update_right_after_a_signal_keeps_the_new_member_and_a_suspended_sta
     assert sorted(f"{who} CREATE" for who in out["said"]) == sorted(_lines(log))
     assert "UPDATE_COMPLETE" == cp.api("GET", "/v1/stacks/busy?summary=true").body["status"]
 
-    assert "not 'alarm'" in _curl(up_url, '{"current": "ok", "previous": "alarm"}')["result"]
+    assert "not 'alarm'" in curl.post(up_url, '{"current": "ok", "previous": "alarm"}')["result"]
     assert 2 == cp.outputs("busy")["size"]
 
     done = cp.cli("stack", "suspend", "busy", "--wait")
     assert 0 == done.returncode, done.stdout + done.stderr
-    refused = _curl(up_url)
+    refused = curl.post(up_url)
     assert "takes no signals" in json.dumps(refused), refused
     assert 409 == cp.api("POST", "/v1/stacks/busy/resources/up/signal", {}).status
     assert 2 == cp.outputs("busy")["size"]
     done = cp.cli("stack", "resume", "busy", "--wait")
     assert 0 == done.returncode, done.stdout + done.stderr
-    assert "scaling from 2 to 3" in _curl(up_url)["result"]
+    assert "scaling from 2 to 3" in curl.post(up_url)["result"]
     assert 3 == len(_scaled(cp, 3, "busy")["said"])
     cp.delete_stack("busy")
     assert 3 == len([line for line in _lines(log) if line.endswith("DELETE")])

@@ -39,14 +39,16 @@ def start_agent(
     poll_wait: int = 5,
     env: dict[str, str] | None = None,
     wrap: Sequence[str] = (),
+    token: str = "admin",
 ) -> subprocess.Popen[bytes]:
     """Create server *name* (on *transport*) and run an agent that enrols itself through *url* (default: *cp*).
 
     The agent gets its one-time token in ANNEAL_ENROL_TOKEN, as a server image would; *env*
-    is added to its environment; *wrap* prefixes its command (`ip netns exec NAME`).
+    is added to its environment; *wrap* prefixes its command (`ip netns exec NAME`); the server
+    is made with *token* (a member's: in its project).
     """
     body = {"name": name, **({"transport": transport} if transport else {})}
-    created = cp.api("POST", "/v1/servers", body)
+    created = cp.api("POST", "/v1/servers", body, token=token)
     assert 201 == created.status, created.body
     with open(log, "ab") as out:
         return subprocess.Popen(
@@ -64,6 +66,13 @@ def start_agent(
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+
+
+def run_agent(state: Path, log: Path, poll_wait: int = 2) -> subprocess.Popen[bytes]:
+    """Run again the agent enrolled in *state* (after a stop): it goes where its saved config says."""
+    argv = [str(BIN / "anneal-agent"), "run", f"--poll-wait={poll_wait}", "--state-dir", str(state)]
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
 
 
 def stop_agent(agent: subprocess.Popen[bytes] | None, timeout: float = 60) -> None:

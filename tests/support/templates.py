@@ -275,3 +275,52 @@ def software_deployment(
         f"      input_values: {{{inputs}}}",
     ]
     return "\n".join(lines) + "\n" + extra
+
+
+#: A member of NESTED_GROUP: its own server and one deployment, which logs "<index>-<action>-<rev>" to LOG.
+NESTED_MEMBER = """
+heat_template_version: 2018-08-31
+parameters:
+  index: {type: string}
+  log: {type: string}
+  rev: {type: string}
+resources:
+  box: {type: OS::Heat::DeployedServer, properties: {name: {list_join: ['-', [nest, {get_param: index}]]}}}
+  cfg:
+    type: OS::Heat::SoftwareConfig
+    properties:
+      group: script
+      inputs: [{name: WHO}, {name: REV}, {name: LOG}]
+      outputs: [{name: said}]
+      config: |
+        #!/bin/sh
+        echo "$WHO-$deploy_action-$REV" >> "$LOG"
+        printf '%s-%s' "$WHO" "$REV" > "$heat_outputs_path.said"
+  dep:
+    type: OS::Heat::SoftwareDeployment
+    properties:
+      config: {get_resource: cfg}
+      server: {get_resource: box}
+      actions: [CREATE, UPDATE]
+      input_values: {WHO: {get_param: index}, REV: {get_param: rev}, LOG: {get_param: log}}
+outputs:
+  said: {value: {get_attr: [dep, said]}}
+"""
+
+#: A ResourceGroup of two NESTED_MEMBERs (`member.yaml` in the files): two levels of nested stacks.
+NESTED_GROUP = """
+heat_template_version: 2018-08-31
+parameters:
+  log: {type: string}
+  rev: {type: string, default: r1}
+resources:
+  fleet:
+    type: OS::Heat::ResourceGroup
+    properties:
+      count: 2
+      resource_def:
+        type: member.yaml
+        properties: {index: '%index%', log: {get_param: log}, rev: {get_param: rev}}
+outputs:
+  said: {value: {get_attr: [fleet, said]}}
+"""

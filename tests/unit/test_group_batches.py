@@ -43,6 +43,14 @@ def test_members_change_in_order_and_new_ones_come_from_fresh_names():
     assert {"0": "old", "1": "new", "2": "new"} == out
 
 
+def test_replacing_members_gives_the_new_definition_to_fresh_names():
+    """With replace, a member due for the new definition is dropped and a freshly named one takes
+    its place; the members not yet due keep their names and definitions."""
+    old = {"a": "old", "b": "old", "c": "old"}
+    out = batches.members(old, lambda n: "new", [], 3, 2, iter(["x", "y"]), replace=True)
+    assert {"c": "old", "x": "new", "y": "new"} == out
+
+
 def test_index_var_is_replaced_in_every_string_property():
     """%index% (or the group's index_var) becomes the member's name wherever it appears."""
     definition = {"type": "T", "properties": {"name": "web-%index%", "tags": ["%index%", 3], "none": None}}

@@ -128,6 +128,21 @@ def test_template_functions_follow_the_version_that_brought_them() -> None:
         catalogue.template_functions("heat_template_version.2099-01-01", False)
 
 
+def test_cloudformation_versions_are_listed_with_their_functions() -> None:
+    """Both CFN version keys are cfn versions; 2012-12-12 has no Fn::If, 2010-09-09 its condition
+    functions only when asked for."""
+    cfn = {v["version"] for v in catalogue.template_versions() if v["type"] == "cfn"}
+    assert {"AWSTemplateFormatVersion.2010-09-09", "HeatTemplateFormatVersion.2012-12-12"} == cfn
+    heat = {
+        f["functions"] for f in catalogue.template_functions("HeatTemplateFormatVersion.2012-12-12", True)
+    }
+    aws = {f["functions"] for f in catalogue.template_functions("AWSTemplateFormatVersion.2010-09-09", False)}
+    conditions = catalogue.template_functions("AWSTemplateFormatVersion.2010-09-09", True)
+    assert {"Ref", "Fn::GetAtt", "Fn::FindInMap"} <= heat and "Fn::If" not in heat
+    assert "Fn::If" in aws and "Fn::Equals" not in aws
+    assert {"Fn::Equals", "Fn::Not"} <= {f["functions"] for f in conditions}
+
+
 def test_resource_type_schema_and_generated_template_name_every_property() -> None:
     """A type's schema lists its properties with defaults; its HOT template maps each to a parameter."""
     schema = catalogue.resource_schema("OS::Heat::SoftwareConfig")

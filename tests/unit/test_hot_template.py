@@ -255,9 +255,9 @@ def test_unknown_section_is_named():
     assert e.path == "mappings" and "unknown section" in e.reason
 
 
-def test_cfn_template_is_refused():
-    """A CloudFormation template is refused with a hint."""
-    assert "CloudFormation" in error({"AWSTemplateFormatVersion": "2010-09-09"}).reason
+def test_cfn_template_of_another_version_is_refused():
+    """A CloudFormation template of a version Heat does not take is refused naming the one it does."""
+    assert "'2010-09-09'" in error({"AWSTemplateFormatVersion": "2011-01-01"}).reason
 
 
 def test_template_must_be_a_map():
@@ -466,10 +466,10 @@ def test_resource_unknown_key_is_refused():
 
 
 def test_external_id_is_refused_on_a_type_with_nothing_to_adopt():
-    """external_id on a config (nothing here to adopt) is refused at the key, naming what can adopt."""
-    e = error(doc({"a": {"type": "OS::Heat::SoftwareConfig", "external_id": "x"}}))
+    """external_id on a random string (nothing here to adopt) is refused at the key, naming what can adopt."""
+    e = error(doc({"a": {"type": "OS::Heat::RandomString", "external_id": "x"}}))
     assert e.path == "resources.a.external_id"
-    assert "OS::Heat::SoftwareConfig has nothing here to adopt" in e.reason
+    assert "OS::Heat::RandomString has nothing here to adopt" in e.reason and "software config" in e.reason
 
 
 def test_resource_type_is_required():

@@ -10,7 +10,7 @@ from aiohttp import web
 from sqlalchemy import select
 
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
-from control.api.body import read_object
+from control.api.body import read_details, read_object
 from control.api.heat_v1 import translate, views
 from control.api.heat_v1.middleware import (
     bool_param,
@@ -23,7 +23,7 @@ from control.api.heat_v1.middleware import (
 )
 from control.api.middleware import auth, changes_nothing
 from control.errors import BadRequestError, NotFoundError
-from control.services import abandon, preview, queries, stacks
+from control.services import abandon, handover, preview, queries, stacks
 from control.services.stack_listing import FILTER_COLUMNS, StackQuery, count_stacks, list_stacks
 from control.services.stack_resources import identified_stack
 from control.store.orm import EventRow
@@ -187,7 +187,9 @@ async def show_stack(request: web.Request) -> web.Response:
 
 
 def _description(template: Any) -> str:
-    return str(template.get("description") or "") if isinstance(template, dict) else ""
+    if not isinstance(template, dict):
+        return ""
+    return str(template.get("description") or template.get("Description") or "")  # HOT's, or CFN's
 
 
 @routes.put(STACK)
@@ -339,7 +341,8 @@ def _changed(project: str, names: tuple[str, str], item: dict[str, Any]) -> dict
 async def abandon_stack(request: web.Request) -> web.Response:
     """Heat's abandon data; the stack is removed and nothing runs on its servers (control/services/abandon.py)."""
     stack_id = await _identify(request)
-    return json_response(await abandon.abandon_stack(request.app[RUNTIME], stack_id))
+    target = handover.read_target(await read_details(request))  # `openstack stack abandon` sends none
+    return json_response(await abandon.abandon_stack(request.app[RUNTIME], stack_id, target))
 
 
 @routes.get(STACK + "/export")
