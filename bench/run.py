@@ -55,7 +55,10 @@ LONG: list[tuple[str, list[str]]] = [
         "one stack of 10,000 and 50,000 deployments",
         ["bench/scale.py", "--sizes", "2000,10000,50000", "--db", "both"],
     ),
-    ("nested server templates against the flat shape", ["bench/scale.py", "--sizes", "2000", "--nested"]),
+    (
+        "nested server templates against the flat shape",
+        ["bench/scale.py", "--sizes", "2000", "--shapes", "flat,nested"],
+    ),
     ("the web view on 10,000 resources", ["bench/ui_scale.py", "--resources", "10000"]),
 ]
 

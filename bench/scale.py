@@ -63,9 +63,8 @@ from bench.scale_parts import (  # noqa: E402 (after the path is set)
     new_generations,
     request,
 )
+from bench.scale_report import HEAT_PER_MIN, compare_shapes, report  # noqa: E402
 
-#: Heat's best public figure (resources per minute), the baseline printed beside ours.
-HEAT_PER_MIN = 2000
 WORKERS = 512
 
 
@@ -121,6 +120,19 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
                 print(f"step {d:.2f}s", file=sys.stderr, flush=True)
 
     engine.step = timed_step  # type: ignore[method-assign]
+    real_batch: Any = getattr(engine, "step_batch", None)  # the previous implementation has no batches
+
+    async def timed_batch(claims: Any) -> Any:
+        t = time.monotonic()
+        try:
+            return await real_batch(claims)
+        finally:
+            steps["batches"] = steps.get("batches", 0) + 1
+            steps["batched_stacks"] = steps.get("batched_stacks", 0) + len(claims)
+            steps["seconds"] += time.monotonic() - t
+
+    if real_batch is not None:
+        engine.step_batch = timed_batch  # type: ignore[method-assign]
     await engine.resume()
 
     async def agent_worker() -> None:
@@ -256,43 +268,6 @@ def run_child(
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def _phase_rss(r: dict[str, Any]) -> str:
-    """Peak RSS at the end of each phase, when the child measured it."""
-    marks = [f"{k} {v['peak_rss_mb']}" for k, v in r["phases"].items() if "peak_rss_mb" in v]
-    return f" (after {', '.join(marks)})" if marks else ""
-
-
-def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float]) -> None:
-    """One line per size: rate, CPU per deployment, growth against the smallest size, RSS."""
-    if r is None:
-        print(f"{label:<22} {n:>6} deployments: did not finish within the timeout", flush=True)
-        return
-    c, u, d = (r["phases"][k] for k in ("create", "update10", "delete"))
-    per_min = n / c["seconds"] * 60
-    cpu_ms = c["cpu"] / n * 1000 if "cpu" in c else None  # the previous bench did not measure it
-    base.setdefault("wall", c["seconds"] / n)
-    if cpu_ms is not None:
-        base.setdefault("cpu", cpu_ms)
-    cpu = f"{cpu_ms:5.2f} ms" if cpu_ms is not None else "n/a"
-    cpu_x = f"{cpu_ms / base['cpu']:4.2f}x" if cpu_ms is not None else "n/a"
-    print(
-        f"{label:<22} {n:>6} deployments: create {c['seconds']:7.1f} s ({c['status']}, {per_min:7.0f}/min = "
-        f"{per_min / HEAT_PER_MIN:5.2f}x Heat's {HEAT_PER_MIN}/min; CPU {cpu}/deployment; "
-        f"per-deployment time {c['seconds'] / n / base['wall']:4.2f}x, CPU {cpu_x} the "
-        f"smallest size's), update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
-        f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB{_phase_rss(r)}, "
-        f"{r.get('steps', {}).get('n', '?')} engine steps, {r.get('signal_transactions')} signal transactions"
-        + (
-            f"; the CLI printed {c['events_printed']}/{u['events_printed']}/{d['events_printed']} of "
-            f"{c['events_stored']}/{u['events_stored']}/{d['events_stored']} events, its peak RSS "
-            f"{max(p['cli_peak_rss_mb'] for p in (c, u, d))} MB"
-            if "events_printed" in c
-            else ""
-        ),
-        flush=True,
-    )
-
-
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="1000,5000,10000,25000,50000")
@@ -325,6 +300,10 @@ def main() -> int:
         action="store_true",
         help="the deployments as two ResourceGroups of nested stacks (a server and 5 deployments each)",
     )
+    p.add_argument(
+        "--shapes",
+        help="several shapes one after the other in this run, e.g. flat,nested (each compared with flat)",
+    )
     p.add_argument("--child", type=int)
     p.add_argument("--db-url", default="")
     p.add_argument("--data-dir", type=Path)
@@ -338,8 +317,7 @@ def main() -> int:
         return 0
     if args.api and args.nested:
         p.error("--nested goes through the engine only: the CLI would need member.yaml beside the template")
-    if args.groups or args.nested:  # the children build their template from it
-        os.environ["SCALE_SHAPE"] = "groups" if args.groups else "nested"
+    shapes = (args.shapes or ("groups" if args.groups else "nested" if args.nested else "flat")).split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     backends = ["sqlite", "postgresql"] if args.db == "both" else [args.db]
     print(
@@ -359,7 +337,8 @@ def main() -> int:
             trees = [("", ROOT)]
             if args.baseline_tree:
                 trees.append(("previous ", args.baseline_tree.resolve()))
-            for prefix, tree in trees:
+            for shape, (prefix, tree) in ((sh, t) for sh in shapes for t in trees):
+                os.environ["SCALE_SHAPE"] = shape  # the children build their template from it
                 base: dict[str, float] = {}
                 for n in sizes:
                     if prefix and n > args.baseline_max:
@@ -367,13 +346,14 @@ def main() -> int:
                     url = pg.new_database() if backend == "postgresql" else ""
                     started = time.monotonic()
                     r = run_child(n, url, args.timeout, tree, api=args.api and not prefix)
-                    label = f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}{' groups' if args.groups else ''}{' nested' if args.nested else ''}"
+                    label = f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}{'' if shape == 'flat' else ' ' + shape}"
                     report(label, n, r, base)
                     if r is None:
                         break
                     r.update(
                         db=backend,
                         implementation=prefix.strip() or "this",
+                        shape=shape,
                         load=os.getloadavg()[0],
                         wall=time.monotonic() - started,
                     )
@@ -381,6 +361,7 @@ def main() -> int:
         finally:
             if pg_ctx is not None:
                 pg_ctx.__exit__(None, None, None)
+    compare_shapes(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

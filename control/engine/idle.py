@@ -60,13 +60,37 @@ async def only_waiting(
 
 async def nearest_deadline(session: AsyncSession, stack_id: str) -> float | None:
     """The nearest deadline of the stack's deployments in progress (one aggregate query)."""
+    return (await nearest_deadlines(session, [stack_id])).get(stack_id)
+
+
+async def nearest_deadlines(session: AsyncSession, stack_ids: list[str]) -> dict[str, float]:
+    """The nearest deadline of each stack's deployments in progress, in one aggregate query."""
     now = time.time()
-    nearest: float | None = await session.scalar(
-        select(func.min(func.coalesce(DeploymentRow.started_at, now) + DeploymentRow.timeout)).where(
-            DeploymentRow.stack_id == stack_id, DeploymentRow.status == "IN_PROGRESS"
-        )
+    nearest = func.min(func.coalesce(DeploymentRow.started_at, now) + DeploymentRow.timeout)
+    found = await session.execute(
+        select(DeploymentRow.stack_id, nearest)
+        .where(DeploymentRow.stack_id.in_(stack_ids), DeploymentRow.status == "IN_PROGRESS")
+        .group_by(DeploymentRow.stack_id)
     )
-    return nearest
+    return {stack_id: float(at) for stack_id, at in found if stack_id is not None and at is not None}
+
+
+#: ``Txn.ahead`` key of a stack's deployments in progress read ahead (``deadlines``).
+DEADLINES = "deadlines"
+
+
+async def deadlines(
+    session: AsyncSession, stack_ids: list[str]
+) -> dict[str, list[tuple[str, float | None, float]]]:
+    """(id, started_at, timeout) of each stack's deployments in progress: no item decoded."""
+    columns = (DeploymentRow.stack_id, DeploymentRow.id, DeploymentRow.started_at, DeploymentRow.timeout)
+    found = await session.execute(
+        select(*columns).where(DeploymentRow.stack_id.in_(stack_ids), DeploymentRow.status == "IN_PROGRESS")
+    )
+    out: dict[str, list[tuple[str, float | None, float]]] = {i: [] for i in stack_ids}
+    for stack_id, dep_id, started_at, timeout in found:
+        out.setdefault(str(stack_id), []).append((dep_id, started_at, timeout))
+    return out
 
 
 def may_act(stack: StackRow, rows: list[Row], defined: int) -> bool:

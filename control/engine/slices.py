@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
 from control.engine import lifecycle
-from control.resources import DEPLOYMENT_TYPES
+from control.resources import DEPLOYMENT_TYPES, HANDLERS, nested
 from control.store import work
 from control.store.orm import ConfigRow, DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
@@ -205,18 +204,22 @@ class Slices:
         self.acted = 0
 
 
-async def preload(session: AsyncSession, stack_id: str, rows: list[Row], sliced: bool) -> list[object]:
-    """Load the stack's deployments (unless *sliced*: then per slice), configs and servers.
+async def preload(txn: Txn, stack_ids: list[str], rows: list[Row], sliced: bool) -> list[object]:
+    """Load the stacks' deployments (unless *sliced*: then per slice), configs and servers.
 
     Handlers then find them in the session instead of one query per resource; the
     returned list keeps them alive (the session's identity map holds weak references).
     """
-    loaded: list[object] = []
+    session, loaded = txn.session, list[object]()
     if not sliced:
-        query = select(DeploymentRow).where(DeploymentRow.stack_id == stack_id)
+        query = select(DeploymentRow).where(DeploymentRow.stack_id.in_(stack_ids))
         loaded += (await session.scalars(query)).all()
-    loaded += (await session.scalars(select(ConfigRow).where(ConfigRow.stack_id == stack_id))).all()
+    loaded += (await session.scalars(select(ConfigRow).where(ConfigRow.stack_id.in_(stack_ids)))).all()
     server_ids = [r.physical_id for r in rows if r.physical_id and r.type in SERVER_TYPES]
     if server_ids:
         loaded += (await session.scalars(select(ServerRow).where(ServerRow.id.in_(server_ids)))).all()
+    # The nested stacks of template resources (a group's members), for their update or delete.
+    children = [r.physical_id for r in rows if r.physical_id and r.type not in HANDLERS]
+    if children:
+        await nested.read_children(txn, children)
     return loaded

@@ -14,12 +14,12 @@ import functools
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import func, select
 
 from control import hot
-from control.engine import breakpoints, idle, lifecycle, rollback, stackdef
+from control.engine import breakpoints, idle, lifecycle, purge, rollback, stackdef
 from control.engine.act import Actor, error_reason
 from control.engine.settle import finish, in_session, settle, timed_out_reason
 from control.engine.slices import Light, Row, Slices, done, preload
@@ -28,12 +28,12 @@ from control.metrics import Metrics, group_of
 from control.resources import Outcome, Res, checker_for, handler_for, nested
 from control.runtime import Runtime
 from control.store import bulk, work
-from control.store.orm import ConfigRow, DeploymentRow, EventRow, ResourceRow, StackRow
+from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
 #: A step loads the stack row without its definition columns, held for the whole step for a
 #: definition this process has cached (stackdef.Definitions) since the stack's first step.
-_STACK_WITHOUT_DEFINITION = stackdef.without(*stackdef.DEFINITION_COLUMNS)
+STACK_WITHOUT_DEFINITION = stackdef.without(*stackdef.DEFINITION_COLUMNS)
 
 
 async def step_stack(
@@ -52,61 +52,70 @@ async def step_stack(
     async with rt.sessions() as session:
         # Its changed deployments and resources go in one UPDATE per shape at each flush
         # (control/store/bulk.py); a failed write ends the step and the session rolls back.
-        bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow))
+        bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow, StackRow))
         txn = Txn(session, rt)
-        stack = await session.get(StackRow, claim.stack_id, options=_STACK_WITHOUT_DEFINITION)
+        stack = await session.get(StackRow, claim.stack_id, options=STACK_WITHOUT_DEFINITION)
         if stack is None:
             return True, None
-        if stack.status != "IN_PROGRESS":
-            return await _between_actions(txn, stack, defs, claim, lease, kick)
-        defined = 0  # resources in the definition (a stack being deleted needs none)
-        if stack.action != "DELETE":
-            if defs.cached(stack.id, stack.version) is None:
-                await session.refresh(stack, attribute_names=list(stackdef.DEFINITION_COLUMNS))
-            defined = len(defs.get(stack).template.resources)
-        count = await session.scalar(select(func.count()).where(ResourceRow.stack_id == claim.stack_id))
-        slices = Slices(txn, stack, max(count or 0, defined), claim=claim, lease=lease, kick=kick)
-        rows = await slices.rows()
         # Load the stack's deployments, configs and servers only when some resource may act. The
         # session's identity map holds rows weakly: this list keeps them loaded until the step ends.
         keep_alive: list[object] = []
-        if idle.may_act(stack, rows, defined):
-            keep_alive = await preload(session, claim.stack_id, rows, slices.sliced)
-        step = Step(txn, stack, defs, slices, rows)
-        deadline = _nearest(await step.expire(), await step.check())
-        finished = await step.advance()
-        if step.started and not finished:
-            # What this step started has deadlines its start (expire) could not see.
-            deadline = _nearest(deadline, await idle.nearest_deadline(session, claim.stack_id))
+        if stack.status != "IN_PROGRESS":
+            where = (ResourceRow.stack_id == stack.id, ResourceRow.status == "IN_PROGRESS")
+            rows: list[Row] = list(await session.scalars(select(ResourceRow).where(*where)))
+            slices = Slices(txn, stack, len(rows), claim=claim, lease=lease, kick=kick)
+        else:
+            defined = await _defined(txn, stack, defs)
+            count = await session.scalar(select(func.count()).where(ResourceRow.stack_id == claim.stack_id))
+            slices = Slices(txn, stack, max(count or 0, defined), claim=claim, lease=lease, kick=kick)
+            rows = await slices.rows()
+            if idle.may_act(stack, rows, defined):
+                keep_alive = await preload(txn, [claim.stack_id], rows, slices.sliced)
+        ran = await run(txn, stack, defs, slices, rows)
+        deadline = ran.deadline
+        if ran.started:  # what this step started has deadlines its start (expire) could not see
+            deadline = nearest(deadline, await idle.nearest_deadline(session, claim.stack_id))
+        if ran.purge:
+            await purge.purge(txn, defs, [stack])
         await work.fence(session, claim, lease)
         await txn.commit(kick)
+        defs.adopt(txn)
         del keep_alive
-    return finished, deadline
+    return ran.finished, deadline
 
 
-async def _between_actions(
-    txn: Txn,
-    stack: StackRow,
-    defs: stackdef.Definitions,
-    claim: work.Claim,
-    lease: float,
-    kick: Callable[[str], None],
-) -> tuple[bool, float | None]:
-    """A settled stack whose resource acts on its own (a scaling group resizing on its policy's
-    signal, as in Heat): follow that resource; the stack's status does not change."""
-    rows = list(
-        await txn.session.scalars(
-            select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.status == "IN_PROGRESS")
-        )
-    )
-    acting = [r for r in rows if checker_for(r.type) is not None]
-    if not acting:
-        return True, None
-    slices = Slices(txn, stack, len(acting), claim=claim, lease=lease, kick=kick)
-    deadline = await Step(txn, stack, defs, slices, list(acting)).check()
-    await work.fence(txn.session, claim, lease)
-    await txn.commit(kick)
-    return not any(r.status == "IN_PROGRESS" for r in acting), deadline
+async def _defined(txn: Txn, stack: StackRow, defs: stackdef.Definitions) -> int:
+    """How many resources the stack's definition has (its definition read once per process)."""
+    if stack.action == "DELETE":
+        return 0  # a stack being deleted needs none
+    if defs.cached(stack.id, stack.version) is None:
+        await txn.session.refresh(stack, attribute_names=list(stackdef.DEFINITION_COLUMNS))
+    return len(defs.get(stack).template.resources)
+
+
+class Ran(NamedTuple):
+    """What a step did: settled, its nearest deadline, started a deployment, its stack to purge."""
+
+    finished: bool
+    deadline: float | None
+    started: bool
+    purge: bool
+
+
+async def run(txn: Txn, stack: StackRow, defs: stackdef.Definitions, slices: Slices, rows: list[Row]) -> Ran:
+    """The step proper, inside the caller's transaction, which fences and commits it.
+
+    A settled stack whose resource acts on its own (a scaling group resizing on its policy's
+    signal, as in Heat) has that resource followed; the stack's status does not change.
+    """
+    if stack.status != "IN_PROGRESS":
+        acting = [r for r in rows if r.status == "IN_PROGRESS" and checker_for(r.type) is not None]
+        deadline = await Step(txn, stack, defs, slices, acting).check()
+        return Ran(not any(r.status == "IN_PROGRESS" for r in acting), deadline, False, False)
+    step = Step(txn, stack, defs, slices, rows)
+    deadline = nearest(await step.expire(), await step.check())
+    finished = await step.advance()
+    return Ran(finished, deadline, step.started and not finished, step.purge)
 
 
 class Step:
@@ -118,6 +127,8 @@ class Step:
         self.txn, self.stack, self.defs, self.slices, self.rows = txn, stack, defs, slices, rows
         #: True once this step started a resource that is now IN_PROGRESS (a deployment running).
         self.started = False
+        #: True once the stack's delete is done: its rows are purged before the commit.
+        self.purge = False
 
     async def advance(self) -> bool:
         """Walk, clean up and finish as far as the stack's state allows; True once it settled."""
@@ -143,7 +154,7 @@ class Step:
         if await self._cleanup(await self.slices.old(rows)):
             return False
         if stack.action == "DELETE":
-            await self._purge()
+            self.purge = True  # its rows go at the end of the step, with its siblings' (engine/purge.py)
         else:
             if stack.parent_id is not None:
                 stack.outputs = await self._outputs()  # its parent resource's attributes
@@ -279,7 +290,7 @@ class Step:
         Returns the earliest time one of them asked to be asked again.
         """
         txn, stack = self.txn, self.stack
-        nearest: float | None = None
+        soonest: float | None = None
         asked = [r.physical_id for r in self.rows if r.status == "IN_PROGRESS" and checker_for(r.type)]
         if len(asked) > 1:  # nested stacks' states in one query, not one per member of a group
             await nested.read_states(txn, [i for i in asked if i])
@@ -297,7 +308,7 @@ class Step:
             if outcome.attributes is not row.attributes:  # a group still waiting rewrites nothing
                 row.attributes = dict(outcome.attributes)
             if outcome.status == "IN_PROGRESS":
-                nearest = _nearest(nearest, outcome.wake_at)
+                soonest = nearest(soonest, outcome.wake_at)
             else:
                 row.status, row.status_reason, row.updated_at = outcome.status, outcome.reason, time.time()
                 txn.event(
@@ -306,7 +317,7 @@ class Step:
                 txn.kicks.add(stack.id)
             if isinstance(listed, Light):  # what the walk sees of it afterwards
                 listed.status, listed.attributes = row.status, row.attributes
-        return nearest
+        return soonest
 
     async def expire(self) -> float | None:
         """Fail deployments past their deadline; return the nearest deadline still ahead."""
@@ -314,13 +325,12 @@ class Step:
         waiting = {r.physical_id for r in self.rows if r.status == "IN_PROGRESS" and r.physical_id}
         if not waiting:
             return None
-        # Three columns of the stack's deployments in progress: no item decoded, no IN list.
-        found = await txn.session.execute(
-            select(DeploymentRow.id, DeploymentRow.started_at, DeploymentRow.timeout).where(
-                DeploymentRow.stack_id == self.stack.id, DeploymentRow.status == "IN_PROGRESS"
-            )
-        )
-        nearest: float | None = None
+        # Three columns of the stack's deployments in progress: no item decoded, no IN list
+        # (read ahead for a batch of sibling stacks in one query: engine/batch.py).
+        found = txn.ahead.pop((idle.DEADLINES, self.stack.id), None)
+        if found is None:
+            found = (await idle.deadlines(txn.session, [self.stack.id]))[self.stack.id]
+        soonest: float | None = None
         now = time.time()
         expired = []
         for dep_id, started_at, timeout in found:
@@ -330,7 +340,7 @@ class Step:
             if deadline <= now:
                 expired.append(dep_id)
             else:
-                nearest = deadline if nearest is None else min(nearest, deadline)
+                soonest = deadline if soonest is None else min(soonest, deadline)
         for dep_id in expired:
             dep = await txn.session.get(DeploymentRow, dep_id)
             if dep is None or dep.status != "IN_PROGRESS":
@@ -341,34 +351,10 @@ class Step:
             txn.later.append(
                 functools.partial(_timed_out, txn.runtime.metrics, group_of(dep.item), dep.started_at, now)
             )
-        return nearest
-
-    async def _purge(self) -> None:
-        """A deleted stack leaves nothing behind but its events (queryable by its name)."""
-        txn, stack = self.txn, self.stack
-        txn.event(
-            stack.id,
-            "",
-            "DELETE",
-            "COMPLETE",
-            "Stack DELETE completed successfully",
-            traversal=stack.traversal,
-        )
-        await txn.write_events()  # inserted now: the UPDATE below names them all
-        await txn.session.execute(
-            update(EventRow)
-            .where(EventRow.stack_id == stack.id)
-            .values(stack_name=stack.name, parent_stack_id=stack.parent_id)
-        )
-        for table in (ResourceRow, ConfigRow, DeploymentRow):
-            await txn.session.execute(delete(table).where(table.stack_id == stack.id))
-        await txn.session.delete(stack)
-        if stack.parent_id is not None:
-            txn.kicks.add(stack.parent_id)  # its resource there is deleted now
-        self.defs.forget(stack.id)
+        return soonest
 
 
-def _nearest(a: float | None, b: float | None) -> float | None:
+def nearest(a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else min(a, b)
 
 

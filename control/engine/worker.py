@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm.exc import StaleDataError
 
-from control.engine import stackdef
+from control.engine import batch, stackdef
 from control.engine.settle import finish
 from control.engine.step import step_stack
 from control.runtime import Runtime
@@ -58,6 +58,7 @@ class Engine:
         self._running: dict[str, work.Claim] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._loops: list[asyncio.Task[None]] = []
+        self._one_batch = asyncio.Lock()
 
     @property
     def _lease(self) -> float:
@@ -93,25 +94,32 @@ class Engine:
         """One step of the claimed stack: (settled, its nearest deadline)."""
         return await step_stack(self._rt, self._defs, claim, lease=self._lease, kick=self.kick)
 
+    async def step_batch(self, claims: list[work.Claim]) -> batch.Stepped:
+        """One step of each claimed sibling stack, in one transaction (control/engine/batch.py)."""
+        return await batch.step_batch(self._rt, self._defs, claims, lease=self._lease, kick=self.kick)
+
     async def _claim_loop(self) -> None:
         while True:
             self._wake.clear()
-            free = MAX_STEPPING - len(self._running)
+            free = MAX_STEPPING - len(set(self._tasks.values()))
             if free > 0:
                 try:
                     async with self._rt.sessions() as session:
                         claims = await work.claim(session, self.owner, self._lease, free, self._running)
+                        batches = await batch.gather(
+                            session, claims, self.owner, self._lease, set(self._running)
+                        )
                 except DBAPIError as e:
                     log.warning("claiming work failed (retrying): %s", e)
                     self._rt.metrics.database_error("engine", e)
-                    claims = []
-                if claims:
-                    log.info("%s claimed %s", self.owner, " ".join(claim.stack_id for claim in claims))
-                for claim in claims:
-                    self._running[claim.stack_id] = claim
-                    self._tasks[claim.stack_id] = asyncio.create_task(
-                        self._run_claim(claim), name=f"stack-{claim.stack_id}"
-                    )
+                    batches = []
+                if batches:
+                    log.info("%s claimed %s", self.owner, " ".join(c.stack_id for b in batches for c in b))
+                for claimed in batches:
+                    task = asyncio.create_task(self._run_claims(claimed), name=f"stack-{claimed[0].stack_id}")
+                    for claim in claimed:
+                        self._running[claim.stack_id] = claim
+                        self._tasks[claim.stack_id] = task
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._rt.settings.work_poll)
 
@@ -135,34 +143,89 @@ class Engine:
             for stack_id in lost:
                 log.warning("stack %s: lease lost to another process; stopping here", stack_id)
                 task = self._tasks.get(stack_id)
-                if task is not None:
+                # A batch's other stacks go on: its fence finds the loss, and its stacks are then
+                # stepped one by one (the lost one's step ends at its own fence).
+                if task is not None and list(self._tasks.values()).count(task) == 1:
                     task.cancel()
 
-    async def _run_claim(self, claim: work.Claim) -> None:
-        """Step the stack until it settles or waits; keep the lease while more steps are asked for."""
+    async def _run_claims(self, claims: list[work.Claim]) -> None:
+        """Step the stacks until they settle or wait; keep each lease while more steps are asked for."""
+        members = [c.stack_id for c in claims]
         try:
-            while True:
+            while claims:
                 started = time.monotonic()
-                finished, next_at = await self._guarded_step(claim)
+                results = await self._step_all(claims)
+                ends = [(c, *results[c.stack_id]) for c in claims if c.stack_id in results]
                 async with self._rt.sessions() as session:
-                    seq = await work.finish(session, claim, done=finished, next_at=next_at)
-                if seq is None:
-                    return
-                claim = work.Claim(claim.stack_id, claim.token, seq)
-                self._running[claim.stack_id] = claim
+                    ended = await work.finish_many(session, ends)
+                for stack_id in ended.lost:
+                    log.info("lease on stack %s lost to another process", stack_id)
+                self._rt.metrics.lease_losses.inc(len(ended.lost))
+                claims = [
+                    work.Claim(c.stack_id, c.token, ended.again[c.stack_id])
+                    for c, _, _ in ends
+                    if c.stack_id in ended.again
+                ]
+                for claim in claims:
+                    self._running[claim.stack_id] = claim
+                for stack_id in set(members) - {c.stack_id for c in claims}:
+                    self._forget(stack_id)
                 # More was asked for during the step (signals arriving): let them gather for as
                 # long as the step took, so a big stack is not re-walked per signal.
-                await asyncio.sleep(min(time.monotonic() - started, MAX_GATHER))
-        except work.LeaseLostError as e:
-            log.info("%s", e)
-            self._rt.metrics.lease_losses.inc()
+                if claims:
+                    await asyncio.sleep(min(time.monotonic() - started, MAX_GATHER))
         except DBAPIError as e:  # the lease runs out and the row is claimed again
-            log.warning("stack %s: releasing work failed: %s", claim.stack_id, e)
+            log.warning("stacks %s: releasing work failed: %s", " ".join(members), e)
             self._rt.metrics.database_error("engine", e)
         finally:
-            self._running.pop(claim.stack_id, None)
-            self._tasks.pop(claim.stack_id, None)
+            for stack_id in members:
+                self._forget(stack_id)
             self._wake.set()
+
+    def _forget(self, stack_id: str) -> None:
+        task = self._tasks.get(stack_id)
+        if task is asyncio.current_task():
+            self._running.pop(stack_id, None)
+            self._tasks.pop(stack_id, None)
+
+    async def _step_all(self, claims: list[work.Claim]) -> dict[str, tuple[bool, float]]:
+        """A step of each stack: (settled, when to step next if not); a lost lease leaves it out.
+
+        Siblings are stepped in one batch. A batch that raced (a concurrent change, a locked
+        database) is stepped again soon, whole, as one stack's step would be; one that failed
+        otherwise (a lost lease, a bug in one member's step) is stepped again one by one.
+        """
+        done: dict[str, tuple[bool, float]] = {}
+        alone = claims
+        if len(claims) > 1:
+            try:
+                stepped = await self._locked_batch(claims)
+            except (StaleDataError, OperationalError) as e:
+                log.info(
+                    "batch of %d stacks raced a concurrent change (%s); stepping it again", len(claims), e
+                )
+                self._rt.metrics.database_error("engine", e)
+                return {c.stack_id: (False, time.time() + RACE_RETRY) for c in claims}
+            except Exception as e:  # nothing of the batch committed
+                log.info("batch of %d stacks failed (%s); stepping them one by one", len(claims), e)
+            else:
+                done = {i: (f, _next_at(d)) for i, (f, d) in stepped.results.items()}
+                alone = stepped.alone
+        for claim in alone:
+            try:
+                done[claim.stack_id] = await self._guarded_step(claim)
+            except work.LeaseLostError as e:
+                log.info("%s", e)
+                self._rt.metrics.lease_losses.inc()
+        return done
+
+    async def _locked_batch(self, claims: list[work.Claim]) -> batch.Stepped:
+        # SQLite has one writer: two batches at once only wait on its lock, and one that waits past
+        # the busy timeout fails whole. They wait here instead, without a timeout.
+        if not self._rt.settings.db_url.startswith("sqlite"):
+            return await self.step_batch(claims)
+        async with self._one_batch:
+            return await self.step_batch(claims)
 
     async def _guarded_step(self, claim: work.Claim) -> tuple[bool, float]:
         """One step; (settled, when to step next if not). A race steps again soon, a bug fails the stack."""
@@ -186,8 +249,7 @@ class Engine:
             return True, 0.0
         finally:
             metrics.engine_step_seconds.labels(outcome).observe(time.monotonic() - started)
-        now = time.time()
-        return finished, min(deadline if deadline is not None else now + IDLE_RECHECK, now + IDLE_RECHECK)
+        return finished, _next_at(deadline)
 
     async def _fail_stack(self, claim: work.Claim, reason: str) -> None:
         async with self._rt.sessions() as session:
@@ -197,3 +259,9 @@ class Engine:
                 finish(txn, stack, "FAILED", reason)
                 await work.fence(session, claim, self._lease)
                 await txn.commit()
+
+
+def _next_at(deadline: float | None) -> float:
+    """When a stack that has not settled is stepped next: its deadline, or a recheck at the latest."""
+    now = time.time()
+    return min(deadline if deadline is not None else now + IDLE_RECHECK, now + IDLE_RECHECK)

@@ -85,6 +85,13 @@ def build(
 ) -> Definition:
     """Parse and validate everything; raises TemplateError naming what is wrong."""
     template = parse_template(source, files=files, environment=environment, nesting=nesting)
+    return bind(template, environment, given, stack_name=stack_name, stack_id=stack_id)
+
+
+def bind(
+    template: Template, environment: Environment, given: Mapping[str, Any], *, stack_name: str, stack_id: str
+) -> Definition:
+    """A parsed template with its parameter values and conditions (many stacks may share *template*)."""
     params = resolve_parameters(template, environment, given)
     conditions = condition_values(template, params, stack_name=stack_name, stack_id=stack_id)
     return Definition(template, environment, params, conditions)

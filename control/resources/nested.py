@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
 from control import hot
 from control.errors import ControlError
@@ -130,19 +131,29 @@ def _build(
             res.where, f"would nest stacks {depth} deep, more than the limit of {nesting.max_depth}"
         )
     try:
-        defn = hot.build(
-            parts["template"],
-            parts["files"],
-            parts["environment"],
-            parts["params"],
-            stack_name=name,
-            stack_id=stack_id,
-            nesting=nesting,
-        )
-        warnings = check_definition(defn.template)
+        template, warnings = _parsed(txn, parts, nesting)
+        defn = hot.bind(template, parts["environment"], parts["params"], stack_name=name, stack_id=stack_id)
     except hot.TemplateError as e:
         raise hot.TemplateError(f"{res.where}", f"nested stack: {e}") from e
     return defn, warnings
+
+
+def _parsed(txn: Txn, parts: Mapping[str, Any], nesting: hot.Nesting) -> tuple[hot.Template, list[str]]:
+    """The child's template parsed and checked, once per transaction for equal parts: the members
+    of a group share theirs (a frozen Template), and differ only in their parameters."""
+    env = hot.environment_to_json(parts["environment"])
+    key = digest(parts["template"], parts["files"], env, nesting.depth, nesting.max_depth)
+    memo: dict[str, tuple[hot.Template, list[str]]] = txn.ahead.setdefault(_PARSED, {})
+    if key not in memo:
+        files, environment = parts["files"], parts["environment"]
+        template = hot.parse_template(
+            parts["template"], files=files, environment=environment, nesting=nesting
+        )
+        memo[key] = (template, check_definition(template))
+    return memo[key]
+
+
+_PARSED = "parsed"
 
 
 async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
@@ -172,6 +183,7 @@ async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
     )
     parts_of = (parts["template"], parts["files"], parts["environment"], parts["params"])
     store_definition(child, *parts_of, defn, warnings)
+    _built(txn, child, defn)
     txn.add(child)
     reason = f"Stack CREATE started (nested: resource {res.name} of stack {parent.name})"
     txn.event(child_id, "", "CREATE", "IN_PROGRESS", reason, traversal=1)
@@ -188,8 +200,23 @@ async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, 
     if res.nest is not None:  # a group's next batch keeps what the child had
         child.facade = dict(res.nest.facade)
     _restart(txn, child, "UPDATE")
+    _built(txn, child, defn)
     warning_events(txn, child)
     await retire(txn.session, child.id, set(defn.order()))
+
+
+def _built(txn: Txn, child: StackRow, defn: hot.Definition) -> None:
+    txn.ahead.setdefault(_BUILT, {})[child.id] = (child.version, defn)
+
+
+def built(txn: Txn) -> dict[str, tuple[int, hot.Definition]]:
+    """The definitions (by stack id: version, definition) this transaction wrote to nested stacks,
+    as the engine would parse them from the rows (``stackdef.Definitions.adopt``)."""
+    found: dict[str, tuple[int, hot.Definition]] = txn.ahead.get(_BUILT, {})
+    return found
+
+
+_BUILT = "built"
 
 
 async def delete_child(txn: Txn, child: StackRow) -> None:
@@ -200,7 +227,34 @@ async def delete_child(txn: Txn, child: StackRow) -> None:
     if child.action == "DELETE" and child.status == "IN_PROGRESS":
         return
     _restart(txn, child, "DELETE")
-    await retire(txn.session, child.id, None)
+    _retire_all_later(txn, child.id)
+
+
+def _retire_all_later(txn: Txn, stack_id: str) -> None:
+    """Mark all of the stack's resources not current at the commit, with those of every other
+    stack this transaction deletes: one statement, not one per member of a group."""
+    pending: set[str] | None = txn.ahead.get(_RETIRING)
+    if pending is None:
+        pending = txn.ahead[_RETIRING] = set()
+
+        async def retire_all() -> None:
+            ids = sorted(txn.ahead.pop(_RETIRING, ()))
+            for start in range(0, len(ids), RETIRE_CHUNK):
+                await txn.session.execute(
+                    update(ResourceRow)
+                    .where(
+                        ResourceRow.stack_id.in_(ids[start : start + RETIRE_CHUNK]),
+                        ResourceRow.current.is_(True),
+                    )
+                    .values(current=False, row_version=ResourceRow.row_version + 1)
+                    .execution_options(synchronize_session=False)
+                )
+
+        txn.before.append(retire_all)
+    pending.add(stack_id)
+
+
+_RETIRING = "retiring"
 
 
 def change_child(txn: Txn, child: StackRow, action: str) -> None:
@@ -219,8 +273,13 @@ def _restart(txn: Txn, child: StackRow, action: str) -> None:
 
 
 async def get_child(txn: Txn, physical_id: str | None) -> StackRow | None:
-    """The nested stack's row, to change it."""
-    return await txn.get(StackRow, physical_id) if physical_id else None
+    """The nested stack's row, to change it (read ahead by ``read_children``, or now)."""
+    if not physical_id:
+        return None
+    ahead = txn.ahead.get((StackRow, physical_id), _UNREAD)
+    if ahead is not _UNREAD:
+        return ahead  # type: ignore[no-any-return]
+    return await txn.get(StackRow, physical_id)
 
 
 @dataclass(frozen=True)
@@ -251,11 +310,12 @@ _UNREAD = object()
 
 
 async def read_states(txn: Txn, physical_ids: Iterable[str]) -> None:
-    """Read the states of these nested stacks ahead, in one query per RETIRE_CHUNK of them.
+    """Read the states of these nested stacks ahead, in one query per RETIRE_CHUNK of them,
+    and the outputs of those COMPLETE in one more.
 
     A group's nested stack asks every member still running on each of its steps: one
     query each made a step of a group of N nested members O(N) statements. Each
-    ``child_state`` then takes its value once; an id that is no stack reads None.
+    ``child_state`` (``child_outputs``) then takes its value once; an id that is no stack reads None.
     """
     ids = sorted(set(physical_ids))
     for start in range(0, len(ids), RETIRE_CHUNK):
@@ -265,10 +325,40 @@ async def read_states(txn: Txn, physical_ids: Iterable[str]) -> None:
             for r in await txn.session.execute(select(*_STATE_COLUMNS).where(StackRow.id.in_(chunk)))
         }
         txn.ahead.update({(ChildState, i): found.get(i) for i in chunk})
+        complete = [i for i, state in found.items() if state.status == "COMPLETE"]
+        if complete:
+            outputs = await txn.session.execute(
+                select(StackRow.id, StackRow.outputs).where(StackRow.id.in_(complete))
+            )
+            txn.ahead.update({(_OUTPUTS, i): dict(out or {}) for i, out in outputs})
+
+
+_OUTPUTS = "outputs"
+#: What a step reads of the nested stacks of its template resources (``read_children``): not
+#: their definitions, which their handlers only write.
+_CHILD_WITHOUT = [
+    defer(getattr(StackRow, name), raiseload=True)
+    for name in ("template", "files", "environment", "params_given", "parameters", "previous", "outputs")
+]
+
+
+async def read_children(txn: Txn, physical_ids: Iterable[str]) -> None:
+    """Read the nested stacks of template resources ahead, in one query per RETIRE_CHUNK, without
+    their definitions: an update or delete of N members then finds each (``get_child``), or that
+    it is gone, without a query."""
+    ids = sorted(set(physical_ids))
+    for start in range(0, len(ids), RETIRE_CHUNK):
+        chunk = ids[start : start + RETIRE_CHUNK]
+        query = select(StackRow).where(StackRow.id.in_(chunk)).options(*_CHILD_WITHOUT)
+        found = {s.id: s for s in await txn.session.scalars(query)}
+        txn.ahead.update({(StackRow, i): found.get(i) for i in chunk})
 
 
 async def child_outputs(txn: Txn, stack_id: str) -> dict[str, Any]:
     """The nested stack's outputs as of its last COMPLETE."""
+    ahead = txn.ahead.pop((_OUTPUTS, stack_id), None)
+    if ahead is not None:
+        return dict(ahead)
     return dict(await txn.session.scalar(select(StackRow.outputs).where(StackRow.id == stack_id)) or {})
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import delete
+from sqlalchemy.orm.util import identity_key
 
 from control import hot
 from control.errors import BadRequestError, ControlError
@@ -57,7 +58,13 @@ class SoftwareConfig:
 
     async def delete(self, txn: Txn, res: Res, row: ResourceRow) -> Outcome:
         if row.physical_id and KEPT not in (row.attributes or {}):  # an adopted config outlives the stack
-            await txn.session.execute(delete(ConfigRow).where(ConfigRow.id == row.physical_id))
+            # A config the step preloaded goes with the flush (one executemany for a batch of
+            # nested stacks' configs, engine/batch.py), not in a statement of its own.
+            loaded = txn.session.sync_session.identity_map.get(identity_key(ConfigRow, row.physical_id))
+            if loaded is not None:
+                await txn.session.delete(loaded)
+            else:
+                await txn.session.execute(delete(ConfigRow).where(ConfigRow.id == row.physical_id))
         return done()
 
     async def _adopt(self, txn: Txn, res: Res, config_id: str) -> Outcome:

@@ -13,12 +13,18 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import case, delete, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.sql import Select
 
+from control.store.orm import StackRow
 from control.store.workrow import WorkRow
+
+#: Rows named per statement by the calls on many claims (bounds the IN list).
+CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -57,8 +63,31 @@ async def claim(
     session: AsyncSession, owner: str, lease: float, limit: int, busy: Iterable[str]
 ) -> list[Claim]:
     """Lease up to *limit* due rows not in *busy*; commits."""
+    return await _lease(session, owner, lease, _due(limit, busy), uuid.uuid4().hex)
+
+
+async def claim_siblings(
+    session: AsyncSession,
+    owner: str,
+    lease: float,
+    parent_id: str,
+    limit: int,
+    busy: Iterable[str],
+    token: str,
+) -> list[Claim]:
+    """Lease up to *limit* more due rows of nested stacks of *parent_id* under *token*; commits.
+
+    A group's members are stepped together (control/engine/batch.py): one transaction for
+    many sibling stacks instead of one each.
+    """
+    due = _due(limit, busy).where(
+        WorkRow.stack_id.in_(select(StackRow.id).where(StackRow.parent_id == parent_id))
+    )
+    return await _lease(session, owner, lease, due, token)
+
+
+def _due(limit: int, busy: Iterable[str]) -> Select[Any]:
     now = time.time()
-    token = uuid.uuid4().hex
     due = (
         select(WorkRow.stack_id)
         .where(
@@ -69,10 +98,15 @@ async def claim(
         .limit(limit)
     )
     skip = sorted(set(busy))
-    if skip:
-        due = due.where(WorkRow.stack_id.not_in(skip))
+    return due.where(WorkRow.stack_id.not_in(skip)) if skip else due
+
+
+async def _lease(
+    session: AsyncSession, owner: str, lease: float, due: Select[Any], token: str
+) -> list[Claim]:
     if dialect(session) == "postgresql":
-        due = due.with_for_update(skip_locked=True)
+        due = due.with_for_update(skip_locked=True, of=WorkRow)
+    now = time.time()
     result = await session.execute(
         update(WorkRow)
         .where(WorkRow.stack_id.in_(due.scalar_subquery()))
@@ -92,20 +126,50 @@ async def claim(
 
 
 async def renew(session: AsyncSession, claims: Iterable[Claim], lease: float) -> set[str]:
-    """Extend the leases still held; return the stack ids whose lease was lost. Commits."""
-    lost: set[str] = set()
-    until = time.time() + lease
+    """Extend the leases still held; return the stack ids whose lease was lost. Commits.
+
+    One statement per lease token (a claim and the siblings claimed with it), not one per row.
+    """
+    by_token: dict[str, set[str]] = {}
     for c in claims:
-        result = await session.execute(
-            update(WorkRow)
-            .where(WorkRow.stack_id == c.stack_id, WorkRow.lease_token == c.token)
-            .values(lease_expires=until)
-            .execution_options(synchronize_session=False)
-        )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
-            lost.add(c.stack_id)
+        by_token.setdefault(c.token, set()).add(c.stack_id)
+    missed: set[str] = set()
+    until = time.time() + lease
+    for token, ids in by_token.items():
+        held = await _held(session, token, ids, {"lease_expires": until})
+        missed |= ids - held
+    # A row gone is no lease lost: its stack settled (released) or was purged meanwhile.
+    lost = await _present(session, missed)
     await session.commit()
     return lost
+
+
+async def _present(session: AsyncSession, ids: set[str]) -> set[str]:
+    """Those of *ids* that still have a work row."""
+    if not ids:
+        return set()
+    ordered = sorted(ids)
+    found: set[str] = set()
+    for start in range(0, len(ordered), CHUNK):
+        chunk = ordered[start : start + CHUNK]
+        found.update(await session.scalars(select(WorkRow.stack_id).where(WorkRow.stack_id.in_(chunk))))
+    return found
+
+
+async def _held(session: AsyncSession, token: str, ids: set[str], values: dict[str, object]) -> set[str]:
+    """UPDATE the rows of *ids* still leased under *token*; the ids it matched."""
+    held: set[str] = set()
+    ordered = sorted(ids)
+    for start in range(0, len(ordered), CHUNK):
+        result = await session.execute(
+            update(WorkRow)
+            .where(WorkRow.stack_id.in_(ordered[start : start + CHUNK]), WorkRow.lease_token == token)
+            .values(**values)
+            .returning(WorkRow.stack_id)
+            .execution_options(synchronize_session=False)
+        )
+        held.update(result.scalars())
+    return held
 
 
 class LeaseLostError(RuntimeError):
@@ -157,6 +221,82 @@ async def finish(session: AsyncSession, c: Claim, *, done: bool, next_at: float)
     if row is None or row[1] != c.token:
         raise LeaseLostError(f"lease on stack {c.stack_id} lost to another process")
     return int(row[0])
+
+
+async def fence_many(session: AsyncSession, claims: list[Claim], lease: float) -> None:
+    """``fence`` for the claims of one batch: all still held, or LeaseLostError naming those that are not."""
+    lost: set[str] = set()
+    for token in {c.token for c in claims}:
+        ids = {c.stack_id for c in claims if c.token == token}
+        lost |= ids - await _held(session, token, ids, {"lease_expires": time.time() + lease})
+    if lost:
+        raise LeaseLostError(f"lease on stacks {' '.join(sorted(lost))} lost to another process")
+
+
+@dataclass(frozen=True)
+class Released:
+    """What ``finish_many`` did: rows released, newer ``seq`` of those asked again, leases lost."""
+
+    released: set[str]
+    again: dict[str, int]
+    lost: set[str]
+
+
+async def finish_many(session: AsyncSession, ends: list[tuple[Claim, bool, float]]) -> Released:
+    """``finish`` for many claims, each (claim, settled, next time), in one transaction. Commits."""
+    matched: set[str] = set()
+    for token in {c.token for c, _, _ in ends}:
+        mine = [(c, d, n) for c, d, n in ends if c.token == token]
+        for start in range(0, len(mine), CHUNK):
+            matched |= await _release(session, token, mine[start : start + CHUNK])
+    rest = [c for c, _, _ in ends if c.stack_id not in matched]
+    again: dict[str, int] = {}
+    lost: set[str] = set()
+    if rest:
+        found = await session.execute(
+            select(WorkRow.stack_id, WorkRow.seq, WorkRow.lease_token).where(
+                WorkRow.stack_id.in_([c.stack_id for c in rest])
+            )
+        )
+        rows: dict[str, tuple[int, str | None]] = {r[0]: (int(r[1]), r[2]) for r in found}
+        settled = {c.stack_id for c, d, _ in ends if d}
+        for c in rest:
+            seq, holder = rows.get(c.stack_id, (0, None))
+            if holder == c.token:
+                again[c.stack_id] = seq
+            elif c.stack_id in settled and c.stack_id not in rows:
+                matched.add(c.stack_id)  # purged with its stack: released
+            else:
+                lost.add(c.stack_id)
+    await session.commit()
+    return Released(matched, again, lost)
+
+
+async def _release(session: AsyncSession, token: str, ends: list[tuple[Claim, bool, float]]) -> set[str]:
+    """Delete the settled stacks' rows and release the others, where seq has not moved."""
+    matched: set[str] = set()
+    settled = [(c.stack_id, c.seq) for c, d, _ in ends if d]
+    if settled:
+        result = await session.execute(
+            delete(WorkRow)
+            .where(tuple_(WorkRow.stack_id, WorkRow.seq).in_(settled), WorkRow.lease_token == token)
+            .returning(WorkRow.stack_id)
+            .execution_options(synchronize_session=False)
+        )
+        matched.update(result.scalars())
+    waiting = {c.stack_id: (c.seq, n) for c, d, n in ends if not d}
+    if waiting:
+        when = case({i: n for i, (_, n) in waiting.items()}, value=WorkRow.stack_id)
+        result = await session.execute(
+            update(WorkRow)
+            .where(tuple_(WorkRow.stack_id, WorkRow.seq).in_([(i, s) for i, (s, _) in waiting.items()]))
+            .where(WorkRow.lease_token == token)
+            .values(lease_owner=None, lease_token=None, lease_expires=None, not_before=when)
+            .returning(WorkRow.stack_id)
+            .execution_options(synchronize_session=False)
+        )
+        matched.update(result.scalars())
+    return matched
 
 
 async def pending(session: AsyncSession) -> list[WorkRow]:

@@ -1,0 +1,176 @@
+"""A group's nested member stacks are stepped together: one transaction per batch of members.
+
+Each member is a stack of its own (events, resources, status), but the engine claims the due
+siblings of a nested stack together and steps them in one session and one commit
+(control/engine/batch.py), instead of one transaction per member (docs/performance.md,
+"Nested server templates"). The app runs in the test's process (tests/support/inprocess.py):
+every fenced engine transaction is counted by the stacks it commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.orm.exc import StaleDataError
+
+from control.engine import step
+from control.store import work
+from tests.support.inprocess import Plane
+
+MEMBERS = 12
+#: A server, its config and a deployment that needs no signal: done in the step that starts them.
+MEMBER = {
+    "heat_template_version": "2018-08-31",
+    "resources": {
+        "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "true"}},
+        "srv": {"type": "OS::Heat::DeployedServer"},
+        "dep": {
+            "type": "OS::Heat::SoftwareDeployment",
+            "properties": {
+                "config": {"get_resource": "cfg"},
+                "server": {"get_resource": "srv"},
+                "signal_transport": "NO_SIGNAL",
+            },
+        },
+    },
+}
+PARENT = {
+    "heat_template_version": "2018-08-31",
+    "resources": {
+        "fleet": {
+            "type": "OS::Heat::ResourceGroup",
+            "properties": {"count": MEMBERS, "resource_def": {"type": "member.yaml"}},
+        }
+    },
+}
+
+
+class Fences:
+    """Every fenced engine transaction, as the set of stacks it commits."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.transactions: list[set[str]] = []
+        one, many = work.fence, work.fence_many
+
+        async def fence(session: Any, claim: work.Claim, lease: float) -> None:
+            await one(session, claim, lease)
+            self.transactions.append({claim.stack_id})
+
+        async def fence_many(session: Any, claims: list[work.Claim], lease: float) -> None:
+            await many(session, claims, lease)
+            self.transactions.append({c.stack_id for c in claims})
+
+        monkeypatch.setattr(work, "fence", fence)
+        monkeypatch.setattr(work, "fence_many", fence_many)
+
+    def touching(self, stacks: set[str]) -> list[set[str]]:
+        return [t for t in self.transactions if t & stacks]
+
+
+async def _settled(plane: Plane, name: str) -> dict[str, Any]:
+    for _ in range(600):  # bounded: ~60 s
+        status, stack = await plane.call("GET", f"/v1/stacks/{name}")
+        if status == 404 or not str(stack.get("status")).endswith("_IN_PROGRESS"):
+            return dict(stack)
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the stack did not settle: {stack}")
+
+
+async def _members(plane: Plane) -> set[str]:
+    """The member stacks: the nested stacks of the group's own nested stack."""
+    status, listed = await plane.call("GET", "/v1/stacks?nested=true")
+    assert 200 == status, listed
+    stacks = listed if isinstance(listed, list) else listed["stacks"]
+    group = next(s["id"] for s in stacks if s.get("parent") and s.get("parent_resource") == "fleet")
+    return {s["id"] for s in stacks if s.get("parent") == group}
+
+
+async def _scenario(plane: Plane, fences: Fences) -> tuple[set[str], list[set[str]], list[set[str]]]:
+    body = {"name": "fleet", "template": PARENT, "files": {"member.yaml": json.dumps(MEMBER)}}
+    status, answer = await plane.call("POST", "/v1/stacks", body)
+    assert 201 == status, answer
+    stack = await _settled(plane, "fleet")
+    assert "CREATE_COMPLETE" == stack["status"], stack
+    members = await _members(plane)
+    assert MEMBERS == len(members), members
+    for member in sorted(members):  # each is still a stack of its own: status, resources, events
+        status, shown = await plane.call("GET", f"/v1/stacks/{member}")
+        assert (200, "CREATE_COMPLETE") == (status, shown["status"]), shown
+        _, resources = await plane.call("GET", f"/v1/stacks/{member}/resources")
+        assert {"cfg", "srv", "dep"} == {r["name"] for r in resources}, resources
+        _, events = await plane.call("GET", f"/v1/stacks/{member}/events")
+        ends = [e for e in events if e["resource_name"] == shown["name"] and e["status"] == "COMPLETE"]
+        assert 1 == len(ends), events  # created once: no member's step ran twice
+    created = fences.touching(members)
+    status, answer = await plane.call("DELETE", "/v1/stacks/fleet")
+    assert status in (200, 202, 204), answer
+    gone = await _settled(plane, "fleet")
+    assert gone.get("status") in (None, "DELETE_COMPLETE") or "not found" in json.dumps(gone).lower(), gone
+    return members, created, fences.touching(members)[len(created) :]
+
+
+def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patch: Callable[[], None] = lambda: None) -> Any:
+    fences = Fences(monkeypatch)
+    patch()
+    loop = asyncio.new_event_loop()
+    plane = Plane(loop, tmp_path)
+    try:
+        loop.run_until_complete(plane.start())
+        return loop.run_until_complete(asyncio.wait_for(_scenario(plane, fences), 120))
+    finally:
+        loop.run_until_complete(plane.stop())
+        loop.close()
+
+
+def test_a_groups_nested_members_are_created_and_deleted_in_one_transaction_per_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twelve nested members done at once are created in one engine transaction and deleted in
+    one, not one each, and each member is still a stack with its own status, resources, events."""
+    members, created, deleted = _run(tmp_path, monkeypatch)
+    assert [members] == created, f"the members' create took {len(created)} transactions: {created}"
+    assert [members] == deleted, f"the members' delete took {len(deleted)} transactions: {deleted}"
+
+
+def _failing_once(monkeypatch: pytest.MonkeyPatch, error: Exception, raised: list[str]) -> Callable[[], None]:
+    """Make the first batched step of a member's create raise *error* (injected: a race or a bug
+    cannot be timed from outside)."""
+    real = step.run
+
+    async def failing(txn: Any, stack: Any, *args: Any) -> Any:
+        if not raised and stack.action == "CREATE":
+            raised.append(stack.id)
+            raise error
+        return await real(txn, stack, *args)
+
+    return lambda: monkeypatch.setattr("control.engine.batch.run", failing)
+
+
+def test_a_batch_that_raced_is_stepped_again_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A race in one member's step (a concurrent change) rolls its batch back, and the batch is stepped
+    again soon, whole: still one committed transaction for all the members, each created once."""
+    raised: list[str] = []
+    error = StaleDataError("raced (injected by the test)")
+    members, created, deleted = _run(tmp_path, monkeypatch, _failing_once(monkeypatch, error, raised))
+    assert raised and raised[0] in members, raised
+    assert [members] == created, created
+    assert [members] == deleted, deleted
+
+
+def test_a_batch_that_fails_is_stepped_again_one_stack_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any other failure of one member's step rolls back its batch, whose members are then stepped one
+    by one at once: every member is created exactly once and none waits for a lease to run out."""
+    raised: list[str] = []
+    error = RuntimeError("a bug in one member's step (injected by the test)")
+    members, created, deleted = _run(tmp_path, monkeypatch, _failing_once(monkeypatch, error, raised))
+    assert raised and raised[0] in members, raised
+    assert MEMBERS == len(created), f"expected one transaction per member after the failed batch: {created}"
+    assert all(len(t) == 1 for t in created), created
+    assert [members] == deleted, deleted
