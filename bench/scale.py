@@ -55,12 +55,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import scale_probe  # noqa: E402
 from bench.scale_parts import (  # noqa: E402 (after the path is set)
     API_TEMPLATE_CAP,
     PER_SERVER,
     FrontDoor,
     cpu,
     new_generations,
+    progress,
     request,
 )
 from bench.scale_report import HEAT_PER_MIN, compare_shapes, report  # noqa: E402
@@ -68,7 +70,9 @@ from bench.scale_report import HEAT_PER_MIN, compare_shapes, report  # noqa: E40
 WORKERS = 512
 
 
-async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False) -> dict[str, Any]:
+async def child(
+    deployments: int, db_url: str, data_dir: Path, api: bool = False, probe: bool = False
+) -> dict[str, Any]:
     from control import keys  # noqa: PLC0415 (the child's imports)
     from control.documents.publish import HttpPublisher  # noqa: PLC0415
     from control.engine.stackdef import Definitions  # noqa: PLC0415
@@ -76,7 +80,9 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
     from control.provision import EnrolProvisioner  # noqa: PLC0415
     from control.runtime import Runtime  # noqa: PLC0415
     from control.services import agents, stacks  # noqa: PLC0415
-    from control.settings import Settings  # noqa: PLC0415
+    from control.settings import Settings, tune_collector  # noqa: PLC0415
+
+    tune_collector()  # as `anneal serve` does
     from control.store.db import open_database  # noqa: PLC0415
     from control.store.orm import StackRow  # noqa: PLC0415
 
@@ -203,6 +209,13 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
             "signals": signalled["n"],
             "peak_rss_mb": hwm_mb(),
         }
+        progress(deployments, "create", phases["create"])
+        if probe:  # the stack settled and whole: how long a user's reads of it take
+            front = await FrontDoor.open(settings, rt, engine, defs, deployments, write=False)
+            usable = await scale_probe.probe(
+                front.url, rt.keys.admin_token, "scale", deployments, deployments // PER_SERVER
+            )
+            await front.close()
         before = signalled["n"]
         t0, c0 = time.monotonic(), cpu()
         await stacks.update_stack(rt, engine.kick, "scale", request(deployments, parameters={"rev0": 1}))
@@ -213,6 +226,7 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
             "signals": signalled["n"] - before,
             "peak_rss_mb": hwm_mb(),
         }
+        progress(deployments, "update10", phases["update10"])
         t0, c0 = time.monotonic(), cpu()
         await stacks.delete_stack(rt, engine.kick, "scale")
         phases["delete"] = {
@@ -221,6 +235,7 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
             "cpu": cpu() - c0,
             "peak_rss_mb": hwm_mb(),
         }
+        progress(deployments, "delete", phases["delete"])
     for w in workers:
         w.cancel()
     await engine.close()
@@ -234,11 +249,12 @@ async def child(deployments: int, db_url: str, data_dir: Path, api: bool = False
         "signal_errors": signalled["errors"],
         "steps": steps,
         "signal_transactions": getattr(batch, "batches", None),
+        **({"usable": usable} if probe and not api else {}),
     }
 
 
 def run_child(
-    deployments: int, db_url: str, timeout: float, tree: Path = ROOT, api: bool = False
+    deployments: int, db_url: str, timeout: float, tree: Path = ROOT, api: bool = False, probe: bool = False
 ) -> dict[str, Any] | None:
     """One size in a child process (its own peak RSS); None when it ran past *timeout* seconds."""
     with tempfile.TemporaryDirectory(prefix="anneal-scale-") as tmp:
@@ -254,8 +270,9 @@ def run_child(
                     "--data-dir",
                     tmp,
                     *(["--api"] if api else []),
+                    *(["--probe"] if probe else []),
                 ],
-                capture_output=True,
+                stdout=subprocess.PIPE,  # stderr passes through: each phase's progress line
                 text=True,
                 timeout=timeout,
                 check=False,
@@ -264,7 +281,7 @@ def run_child(
         except subprocess.TimeoutExpired:
             return None
     if out.returncode != 0:
-        raise SystemExit(f"child for {deployments} failed:\n{out.stderr[-3000:]}")
+        raise SystemExit(f"child for {deployments} failed (its stderr above)")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -304,6 +321,11 @@ def main() -> int:
         "--shapes",
         help="several shapes one after the other in this run, e.g. flat,nested (each compared with flat)",
     )
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="after each create, time a user's reads of the stack (scale_probe)",
+    )
     p.add_argument("--child", type=int)
     p.add_argument("--db-url", default="")
     p.add_argument("--data-dir", type=Path)
@@ -313,7 +335,7 @@ def main() -> int:
         import logging  # noqa: PLC0415
 
         logging.basicConfig(level=logging.WARNING)
-        print(json.dumps(asyncio.run(child(args.child, args.db_url, args.data_dir, args.api))))
+        print(json.dumps(asyncio.run(child(args.child, args.db_url, args.data_dir, args.api, args.probe))))
         return 0
     if args.api and args.nested:
         p.error("--nested goes through the engine only: the CLI would need member.yaml beside the template")
@@ -345,9 +367,13 @@ def main() -> int:
                         continue
                     url = pg.new_database() if backend == "postgresql" else ""
                     started = time.monotonic()
-                    r = run_child(n, url, args.timeout, tree, api=args.api and not prefix)
+                    r = run_child(
+                        n, url, args.timeout, tree, args.api and not prefix, args.probe and not prefix
+                    )
                     label = f"{prefix}{backend}{' API+CLI' if args.api and not prefix else ''}{'' if shape == 'flat' else ' ' + shape}"
                     report(label, n, r, base)
+                    if r is not None and "usable" in r:
+                        scale_probe.report(r["usable"], n)
                     if r is None:
                         break
                     r.update(

@@ -175,14 +175,18 @@ class FrontDoor:
         self.runner, self.rt, self.url, self.template = runner, rt, url, template
 
     @classmethod
-    async def open(cls, settings: Any, rt: Any, engine: Any, defs: Any, deployments: int) -> FrontDoor:
+    async def open(
+        cls, settings: Any, rt: Any, engine: Any, defs: Any, deployments: int, write: bool = True
+    ) -> FrontDoor:
+        """Serve the API; with *write*, the template the CLI sends is written beside the data."""
         from aiohttp import web  # noqa: PLC0415
 
         from control.api.app import api_app  # noqa: PLC0415
         from control.api.app_keys import DEFS, ENGINE, RUNTIME  # noqa: PLC0415
 
         path = settings.data_dir / "scale.json"
-        path.write_text(json.dumps(template(deployments), indent=1))
+        if write:
+            path.write_text(json.dumps(template(deployments), indent=1))
         app = api_app(settings)
         app[RUNTIME], app[ENGINE], app[DEFS] = rt, engine, defs
         runner = web.AppRunner(app, access_log=None)
@@ -244,3 +248,8 @@ class FrontDoor:
 
     async def close(self) -> None:
         await self.runner.cleanup()
+
+
+def progress(n: int, phase: str, r: dict[str, Any]) -> None:
+    """A phase's figures on stderr as it ends (a run stopped in a later phase keeps them)."""
+    print(f"{time.strftime('%H:%M:%S')} {n} {phase}: {json.dumps(r)}", file=sys.stderr, flush=True)

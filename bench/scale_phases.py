@@ -76,7 +76,9 @@ async def run(n: int) -> None:
     from control.provision import EnrolProvisioner  # noqa: PLC0415
     from control.runtime import Runtime  # noqa: PLC0415
     from control.services import agents, stacks  # noqa: PLC0415
-    from control.settings import Settings  # noqa: PLC0415
+    from control.settings import Settings, tune_collector  # noqa: PLC0415
+
+    tune_collector()  # as `anneal serve` does
     from control.store import work  # noqa: PLC0415
     from control.store.db import open_database  # noqa: PLC0415
     from control.store.orm import StackRow  # noqa: PLC0415

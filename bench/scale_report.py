@@ -29,10 +29,10 @@ def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float])
     cpu_x = f"{cpu_ms / base['cpu']:4.2f}x" if cpu_ms is not None else "n/a"
     print(
         f"{label:<22} {n:>6} deployments: create {c['seconds']:7.1f} s ({c['status']}, {per_min:7.0f}/min = "
-        f"{per_min / HEAT_PER_MIN:5.2f}x Heat's {HEAT_PER_MIN}/min; CPU {cpu}/deployment; "
+        f"{per_min / HEAT_PER_MIN:5.2f}x Heat's {HEAT_PER_MIN}/min; {c['seconds'] / n * 1000:5.2f} ms and CPU {cpu}/deployment; "
         f"per-deployment time {c['seconds'] / n / base['wall']:4.2f}x, CPU {cpu_x} the "
         f"smallest size's), update 10% {u['seconds']:6.1f} s ({u['status']}, {u['signals']} runs), "
-        f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB{_phase_rss(r)}, "
+        f"delete {d['seconds']:6.1f} s ({d['status']}), peak RSS {r['peak_rss_mb']} MB = {r['peak_rss_mb'] * 1024 / n:5.1f} KB/deployment{_phase_rss(r)}, "
         f"{r.get('steps', {}).get('n', '?')} engine steps alone and {r.get('steps', {}).get('batches', 0)} batches "
         f"of {r.get('steps', {}).get('batched_stacks', 0)} stack steps, {r.get('signal_transactions')} signal transactions"
         + (

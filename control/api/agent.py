@@ -8,6 +8,7 @@ from agent import wire_caps
 from control.api.app_keys import ENGINE, RUNTIME
 from control.api.body import read_details, read_json, read_object
 from control.api.middleware import AUTH_CREDENTIAL, AUTH_SERVER, MAX_INT, auth, ok, seconds_query
+from control.documents.publish import Published
 from control.errors import AuthError, BadRequestError, ForbiddenError
 from control.services import agents, alive, resource_signals
 from control.transports.publisher import http_publisher
@@ -32,25 +33,35 @@ async def document(request: web.Request) -> web.StreamResponse:
     if publisher is None:
         raise BadRequestError("this control plane does not serve documents over HTTP", where="transport")
     alive.polled(rt, server_id)  # the poll is the agent's heartbeat too
-    if publisher.get(server_id) is None:  # not rendered by this process yet: nothing changed
+    if publisher.etag(server_id) is None:  # not rendered by this process yet: nothing changed
         await rt.publish([server_id], announce=False)
     etag = request.headers.get("If-None-Match", "")
     wait = min(seconds_query(request, "wait"), rt.settings.long_poll_max)
-    doc = publisher.get(server_id)
-    if doc is not None and doc.etag == etag and wait > 0:
+    if publisher.etag(server_id) == etag and wait > 0:
         with rt.metrics.long_polls.track_inprogress():
-            doc = await publisher.wait_newer(server_id, etag, wait) or doc
+            newer = await publisher.wait_newer(server_id, etag, wait)
         # The credential may have been revoked while the request waited (e.g. the agent enrolled
         # again), and the change that woke it may be that very revocation: a new document is
         # handed over only to a credential the database holds now, not one cached a moment ago.
-        if doc.etag != etag:
-            await agents.check_still_held(rt, server_id, request[AUTH_CREDENTIAL], doc.at)
-        else:
-            await agents.authenticate(rt, request[AUTH_CREDENTIAL])
+        if newer is not None:
+            await agents.check_still_held(rt, server_id, request[AUTH_CREDENTIAL], newer.at)
+            return _document(newer)
+        await agents.authenticate(rt, request[AUTH_CREDENTIAL])
+        return web.Response(status=304, headers={"ETag": etag})
+    if publisher.etag(server_id) is None:
+        raise BadRequestError("no document for this server", where="server")
+    if publisher.etag(server_id) == etag:  # unchanged: the serial alone answers, not the bytes
+        return web.Response(status=304, headers={"ETag": etag})
+    doc = publisher.get(server_id)
+    if doc is None:  # its bytes left the publisher's cache: rendered again from the database
+        await rt.publish([server_id], announce=False)
+        doc = publisher.get(server_id)
     if doc is None:
         raise BadRequestError("no document for this server", where="server")
-    if doc.etag == etag:
-        return web.Response(status=304, headers={"ETag": doc.etag})
+    return _document(doc)
+
+
+def _document(doc: Published) -> web.Response:
     return web.Response(body=doc.body, content_type="application/json", headers={"ETag": doc.etag})
 
 

@@ -35,6 +35,8 @@ BOOLEAN = {"type": "boolean"}
 STATUS = {"type": "string", "enum": ["IN_PROGRESS", "COMPLETE", "FAILED"]}
 SERVER = path_param("name", "server name or id")
 NESTED_DEPTH = query("nested_depth", "include nested stacks this many levels down (default 0)", integer())
+#: A listing a page at a time, in id order (keyset: any page of a million rows costs one index range).
+LIMIT = query("limit", "at most N rows, in id order", integer(1))
 
 
 def _on_stack(method: str, summary: str, responses: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -68,6 +70,11 @@ def _stack_paths() -> dict[str, Any]:
                 {"200": stack, **errors(401, 404)},
                 parameters=[
                     query("summary", "true: the stack's state alone, no resources or outputs", BOOLEAN),
+                    query(
+                        "resources_limit",
+                        "only the first N resources; `resources_more` says if others exist",
+                        integer(1),
+                    ),
                     query(
                         "progress",
                         "with summary: `progress` counts the resources (total, current), those done and "
@@ -159,7 +166,10 @@ def _stack_paths() -> dict[str, Any]:
             ],
         ),
         "/v1/stacks/{name}/resources": _on_stack(
-            "get", "Stack resources", {"200": rows, **errors(401, 404)}, parameters=[NESTED_DEPTH]
+            "get",
+            "Stack resources",
+            {"200": rows, **errors(400, 401, 404)},
+            parameters=[NESTED_DEPTH, LIMIT, query("after", "only resources after this id", integer())],
         ),
         "/v1/stacks/{name}/graph": _on_stack(
             "get",
@@ -230,11 +240,13 @@ def _operator_paths() -> dict[str, Any]:
             "get": op(
                 "List deployments",
                 ADMIN,
-                {"200": json_body({"type": "array", "items": ref("Deployment")}), **errors(401, 404)},
+                {"200": json_body({"type": "array", "items": ref("Deployment")}), **errors(400, 401, 404)},
                 parameters=[
                     query("stack", "stack name or id"),
                     query("server", "server name or id"),
                     query("status", "deployments in this state", STATUS),
+                    LIMIT,
+                    query("after", "only deployments after this id"),
                 ],
             )
         },

@@ -102,7 +102,11 @@ async def show_stack(request: web.Request) -> web.Response:
             return ok(view)
         stack = await stacks.get_stack(session, name)
         view = stacks.stack_view(stack)
-        view["resources"] = await queries.stack_resources(session, stack.id)
+        limit = optional_int_query(request, "resources_limit", 1)  # a big stack's first page
+        rows = await queries.stack_resources(session, stack.id, limit=None if limit is None else limit + 1)
+        view["resources"] = rows[:limit]
+        if limit is not None:  # whether a next page exists (`GET .../resources?after=` reads it)
+            view["resources_more"] = len(rows) > limit
         view["outputs"] = await queries.stack_outputs(session, request.app[DEFS], stack.id)
         return ok(view)
 
@@ -235,9 +239,10 @@ async def converge_stack(request: web.Request) -> web.Response:
 @routes.get("/v1/stacks/{name}/resources")
 @auth("read")
 async def stack_resources(request: web.Request) -> web.Response:
-    depth = _nested_depth(request)
+    depth, limit = _nested_depth(request), optional_int_query(request, "limit", 1)
+    after = int_query(request, "after", 0)
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.stack_resources(session, request.match_info["name"], depth))
+        return ok(await queries.stack_resources(session, request.match_info["name"], depth, limit, after))
 
 
 @routes.get("/v1/stacks/{name}/graph")
@@ -272,7 +277,8 @@ async def stack_failures(request: web.Request) -> web.Response:
 @auth("read")
 async def list_deployments(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.list_deployments(session, request.query, ownership.seen(request)))
+        limit = optional_int_query(request, "limit", 1)
+        return ok(await queries.list_deployments(session, request.query, ownership.seen(request), limit))
 
 
 @routes.get("/v1/deployments/{id}")

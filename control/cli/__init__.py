@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from control.cli import access, background, commands, serve_options
+from control.cli import access, background, commands, pages, serve_options
 from control.cli.client import ClientError
 from control.cli.output import TerminalSafe
 
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stack")
     p.add_argument("--server")
     p.add_argument("--status", choices=("IN_PROGRESS", "COMPLETE", "FAILED"))
+    pages.add_options(p, "deployments")
     p = _fmt(dep.add_parser("show", help="one deployment with inputs, outputs, stdout, stderr"))
     p.add_argument("id", help=DEPLOYMENT_REF)
     p.add_argument("--attempts", action="store_true", help="its attempts (retry policy): code, times, stderr")
@@ -168,17 +169,12 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("name")
     p.add_argument("--wait", action="store_true", help=WAIT_HELP)
     p.add_argument("--timeout", type=float, default=3600.0)
+    pages.stack_parsers(sub, _fmt)
     for name, text in (
-        ("show", "status, resources, outputs"),
         ("outputs", "stack outputs"),
         ("failures", "failed deployments with the tail of their output"),
     ):
         _fmt(sub.add_parser(name, help=text)).add_argument("name")
-    p = _fmt(sub.add_parser("resources", help="the stack's resources"))
-    p.add_argument("name")
-    p.add_argument(
-        "--nested-depth", type=int, default=0, metavar="N", help="and its nested stacks' N levels down"
-    )
     res = sub.add_parser("resource", help="one resource of a stack").add_subparsers(
         dest="resource_command", required=True
     )

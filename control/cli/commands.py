@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from control.cli import access, check, events, follow, graph, log, plan
+from control.cli import access, check, events, follow, graph, log, pages, plan
 from control.cli.client import Client, ClientError, api_path
 from control.cli.output import show
 
@@ -18,10 +18,8 @@ COLUMNS: dict[tuple[str, ...], list[str]] = {
     ("stack", "list"): ["name", "status", "status_reason", "version"],
     ("stack", "list", "nested"): ["name", "status", "status_reason", "version", "parent", "parent_resource"],
     ("stack", "outputs"): ["output_key", "output_value"],
-    ("stack", "resources"): ["name", "type", "status", "physical_id", "current"],
-    ("stack", "resources", "nested"): ["stack_name", "name", "type", "status", "physical_id", "current"],
+    ("stack", "resources"): pages.RESOURCE_COLUMNS,
     ("stack", "failures"): ["resource", "status", "reason", "deploy_status_code"],
-    ("deployment", "list"): ["id", "name", "server_name", "action", "status", "status_reason"],
     ("deployment", "attempts"): ["attempt", "status_code", "timed_out", "started_at", "ended_at", "stderr"],
     ("server", "list"): ["name", "id", "status", "agent", "serial"],
 }
@@ -129,14 +127,20 @@ def _stack_list(client: Client, args: argparse.Namespace) -> int:
 
 
 def _stack_show(client: Client, args: argparse.Namespace) -> int:
-    stack = client.call("GET", api_path("stacks", args.name))
+    if args.resources_limit < 0:
+        raise ClientError("--resources-limit: 0 (every resource) or more")
+    query = {"resources_limit": str(args.resources_limit)} if args.resources_limit else None
+    stack = client.call("GET", api_path("stacks", args.name), query=query)
     if args.format != "table":
         show(stack, args.format)
         return 0
     resources, outputs = stack.pop("resources"), stack.pop("outputs")
+    more = stack.pop("resources_more", False)
     show(stack, "table")
     print("resources:")
     show(resources, "table", COLUMNS[("stack", "resources")])
+    if more:
+        pages.next_page(["stack", "resources", args.name], resources, len(resources))
     print("outputs:")
     show(outputs, "table", COLUMNS[("stack", "outputs")])
     return 0
@@ -148,13 +152,6 @@ def _stack_outputs(client: Client, args: argparse.Namespace) -> int:
         args.format,
         COLUMNS[("stack", "outputs")],
     )
-    return 0
-
-
-def _stack_resources(client: Client, args: argparse.Namespace) -> int:
-    query = {"nested_depth": str(args.nested_depth)} if args.nested_depth else None
-    data = client.call("GET", api_path("stacks", args.name, "resources"), query=query)
-    show(data, args.format, COLUMNS[("stack", "resources", "nested") if query else ("stack", "resources")])
     return 0
 
 
@@ -199,13 +196,6 @@ def _stack_resource(client: Client, args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------ deployments, servers
-
-
-def _deployment_list(client: Client, args: argparse.Namespace) -> int:
-    query = {"stack": args.stack, "server": args.server, "status": args.status}
-    data = client.call("GET", api_path("deployments"), query={k: v for k, v in query.items() if v})
-    show(data, args.format, COLUMNS[("deployment", "list")])
-    return 0
 
 
 def _deployment_show(client: Client, args: argparse.Namespace) -> int:
@@ -348,7 +338,7 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("stack", "list"): _stack_list,
     ("stack", "show"): _stack_show,
     ("stack", "outputs"): _stack_outputs,
-    ("stack", "resources"): _stack_resources,
+    ("stack", "resources"): pages.stack_resources,
     ("stack", "failures"): _stack_failures,
     ("stack", "cancel"): _stack_cancel,
     ("stack", "check"): check.run,
@@ -356,7 +346,7 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("stack", "events"): events.stack_events,
     ("stack", "graph"): graph.stack_graph,
     ("stack", "resource"): _stack_resource,
-    ("deployment", "list"): _deployment_list,
+    ("deployment", "list"): pages.deployment_list,
     ("deployment", "show"): _deployment_show,
     ("deployment", "log"): _deployment_log,
     ("server", "create"): _server_create,

@@ -12,7 +12,13 @@ from agent import loglimit, serving
 from control.api.app import make_app
 from control.cli import background, transport_options
 from control.cli.db import upgrade_command
-from control.settings import Settings, audit_retention_problem, keystone_problem, metrics_listen_problem
+from control.settings import (
+    Settings,
+    audit_retention_problem,
+    keystone_problem,
+    metrics_listen_problem,
+    tune_collector,
+)
 from control.store.db import SchemaError
 
 log = logging.getLogger("control")
@@ -52,6 +58,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         max_request_bytes=args.max_request_bytes,
         max_evaluation_bytes=args.max_evaluation_bytes,
         max_agents=args.max_agents,
+        document_cache=args.document_cache,
         idle_timeout=args.idle_timeout,
         body_timeout=args.body_timeout,
         **transport_options.settings(args),
@@ -69,6 +76,7 @@ def serve(args: argparse.Namespace) -> int:
     # Alembic names its context at INFO on every start; the schema module says what it did.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
     settings = settings_from(args)
+    tune_collector()
     if settings.request_cap < settings.max_template_bytes:
         print(
             f"anneal serve: --max-request-bytes {settings.request_cap} is below --max-template-bytes "

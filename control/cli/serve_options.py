@@ -20,6 +20,17 @@ def size(text: str) -> int:
     return int(found.group(1)) * _UNITS[found.group(2) or ""]
 
 
+def at_least_one(text: str) -> int:
+    """A count of 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number, 1 or more")
+    return value
+
+
 def database(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
         "--data-dir",
@@ -105,6 +116,13 @@ def add(p: argparse.ArgumentParser) -> None:
         default=512 * 1024,
         metavar="SIZE",
         help="cap on a template's text and each environment's, e.g. 16M (default 512K, Heat's)",
+    )
+    p.add_argument(
+        "--document-cache",
+        type=at_least_one,
+        default=20_000,
+        metavar="N",
+        help="servers whose signed documents stay in memory (default 20000; the rest are rendered on fetch)",
     )
     p.add_argument(
         "--max-nested-depth",

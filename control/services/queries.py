@@ -32,6 +32,8 @@ EVENT_POLL = 0.25
 
 async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: str) -> list[dict[str, Any]]:
     stack = await get_stack(session, ref)
+    if not any(isinstance(stack.template, dict) and stack.template.get(k) for k in ("outputs", "Outputs")):
+        return []  # none to resolve: a big stack's definition is not parsed, nor its resources loaded
     defn = defs.get(stack)
     rows = await session.scalars(
         select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
@@ -185,15 +187,18 @@ async def wait_events(
         await asyncio.sleep(min(EVENT_POLL, max(0.0, deadline - time.monotonic())))
 
 
-async def stack_resources(session: AsyncSession, ref: str, nested_depth: int = 0) -> list[dict[str, Any]]:
-    """The stack's resources, and with *nested_depth* those of its nested stacks that deep."""
+async def stack_resources(
+    session: AsyncSession, ref: str, nested_depth: int = 0, limit: int | None = None, after: int = 0
+) -> list[dict[str, Any]]:
+    """The stack's resources, and with *nested_depth* those of its nested stacks that deep; with *limit*,
+    at most that many after the resource id *after* (each row gives its ``id``)."""
     stack = await get_stack(session, ref, *STATE_ONLY)
     names = {stack.id: stack.name, **(await nested_stacks(session, stack.id, nested_depth))}
-    rows = await session.scalars(
-        select(ResourceRow).where(ResourceRow.stack_id.in_(list(names))).order_by(ResourceRow.id)
-    )
+    stmt = select(ResourceRow).where(ResourceRow.stack_id.in_(list(names)), ResourceRow.id > after)
+    rows = await session.scalars(stmt.order_by(ResourceRow.id).limit(limit))
     return [
         {
+            "id": r.id,
             "name": r.name,
             "type": r.type,
             "status": f"{r.action}_{r.status}",
@@ -251,11 +256,14 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
 
 
 async def list_deployments(
-    session: AsyncSession, query: Mapping[str, str], project: str | None = None
+    session: AsyncSession, query: Mapping[str, str], project: str | None = None, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """Deployments (of *project*; None: every project) by stack, server and status; a stack or server
-    of another project is not found."""
+    of another project is not found. With *limit*, a page in id order after the id ``query["after"]``."""
     stmt = select(DeploymentRow).order_by(DeploymentRow.created_at)
+    if limit is not None:  # keyset on the primary key: any page of a million rows costs one index range
+        stmt = select(DeploymentRow).order_by(DeploymentRow.id).limit(limit)
+        stmt = stmt.where(DeploymentRow.id > query.get("after", ""))
     if project is not None:
         stmt = stmt.where(DeploymentRow.project == project)
     if query.get("stack"):
@@ -273,8 +281,12 @@ async def list_deployments(
         if status not in ("IN_PROGRESS", "COMPLETE", "FAILED"):
             raise BadRequestError("status: one of IN_PROGRESS, COMPLETE, FAILED", where="status")
         stmt = stmt.where(DeploymentRow.status == status)
-    names = {s.id: s.name for s in await session.scalars(select(ServerRow))}
-    return [deployment_summary(d, names.get(d.server_id, "")) for d in await session.scalars(stmt)]
+    found = list(await session.scalars(stmt))
+    servers = select(ServerRow.id, ServerRow.name)
+    if limit is not None:  # a page names its own servers, not every server (one IN of at most *limit*)
+        servers = servers.where(ServerRow.id.in_({d.server_id for d in found}))
+    names = {server_id: name for server_id, name in (await session.execute(servers)).tuples()}
+    return [deployment_summary(d, names.get(d.server_id, "")) for d in found]
 
 
 def deployment_summary(dep: DeploymentRow, server_name: str) -> dict[str, Any]:

@@ -81,17 +81,19 @@ async def resource_counts(
     ``total`` is what the definition has (*planned*, when known) or else the rows there are:
     a create makes its rows as it goes.
     """
+    # Grouped by the traversal column itself: grouped by `traversal = :t`, PostgreSQL saw the select's
+    # and the GROUP BY's bound parameters as two expressions and refused the query.
     rows = await session.execute(
-        select(ResourceRow.status, ResourceRow.traversal == traversal, func.count())
+        select(ResourceRow.status, ResourceRow.traversal, func.count())
         .where(ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True))
-        .group_by(ResourceRow.status, ResourceRow.traversal == traversal)
+        .group_by(ResourceRow.status, ResourceRow.traversal)
     )
     counts = {"resources": 0, "done": 0, "failed": 0, "in_progress": 0}
-    for status, this_traversal, count in rows:
+    for status, row_traversal, count in rows:
         counts["resources"] += count
         if status == "IN_PROGRESS":
             counts["in_progress"] += count
-        elif this_traversal:
+        elif row_traversal == traversal:
             counts["done" if status == "COMPLETE" else "failed"] += count
     counts["total"] = max(planned, counts["resources"])
     return counts

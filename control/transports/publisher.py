@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import update
 
 from agent.wire import EXTRA_KEY
-from control.documents.publish import HttpPublisher, Publisher
+from control.documents.publish import DOCUMENT_CACHE, HttpPublisher, Publisher
 from control.errors import BadRequestError
 from control.runtime import Runtime
 from control.store.orm import DeploymentRow, ServerRow
@@ -162,9 +162,9 @@ class _Writer:
 class Transports:
     """The publisher of a control plane with stores: HTTP for every server, plus its store."""
 
-    def __init__(self, stores: Iterable[Store], lifetimes: Lifetimes) -> None:
+    def __init__(self, stores: Iterable[Store], lifetimes: Lifetimes, cache: int = DOCUMENT_CACHE) -> None:
         #: Every document, served by the control plane itself: the index every agent falls back to.
-        self.http = HttpPublisher()
+        self.http = HttpPublisher(cache)
         self.stores = {s.kind: s for s in stores}
         self.lifetimes = lifetimes
         self._writers = {kind: _Writer(store) for kind, store in self.stores.items()}

@@ -70,7 +70,7 @@ def build(settings: Settings, secret: bytes) -> Transports:
         stores.append(LocalStore(settings.local_dir, settings.store_poll_interval))
     if settings.relay_url:
         stores.append(RelayStore(settings.relay_url, settings.store_poll_interval))
-    return Transports(stores, lifetimes)
+    return Transports(stores, lifetimes, settings.document_cache)
 
 
 async def start(rt: Runtime, kick: Callable[[str], None]) -> None:
