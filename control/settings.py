@@ -72,6 +72,8 @@ class Settings:
     republish_poll: float = 0.0
     #: How long a signed document stays valid (seconds); it is re-signed after half of it.
     document_ttl: float = 24 * 3600.0
+    #: Days an audit row is kept (0: kept for ever); older rows are pruned in batches (services/audit.py).
+    audit_retention_days: float = 90.0
     #: Environment passed to local agents (provisioner "local"): poll settings for tests.
     local_agent_args: tuple[str, ...] = ()
     # Store transports (docs/transports.md); a store is on when its first setting is given.
@@ -183,6 +185,13 @@ def keystone_problem(settings: Settings) -> str | None:
         return "--keystone-url needs the service user: --keystone-user and ANNEAL_KEYSTONE_PASSWORD"
     if settings.keystone_cache < 0:
         return "--keystone-cache must be 0 or more seconds"
+    return None
+
+
+def audit_retention_problem(settings: Settings) -> str | None:
+    """Why ``--audit-retention-days`` cannot be used, or None."""
+    if settings.audit_retention_days < 0:
+        return f"--audit-retention-days {settings.audit_retention_days:g}: expected 0 (keep every row) or more days"
     return None
 
 

@@ -20,6 +20,8 @@ FIRST = (
     "integration/test_heat_api_cli.py",
     "integration/test_api_fuzz.py",
     "integration/test_keystone.py",
+    "integration/test_keystone_flows.py",
+    "integration/test_heat_api_views.py",
     "integration/test_fleet_processes.py",
     "integration/test_drift.py",
     "integration/test_durable_work.py",

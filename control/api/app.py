@@ -24,7 +24,7 @@ from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
 from control.provision import EnrolProvisioner, LocalProvisioner, Provisioner
 from control.runtime import Runtime
-from control.services import alive, autoconverge, keystone
+from control.services import alive, audit, autoconverge, keystone
 from control.settings import Settings
 from control.store.db import Sessions, open_database
 from control.store.orm import ServerRow
@@ -145,14 +145,20 @@ async def check_fleet(sessions: Sessions, settings: Settings) -> None:
 
 
 async def refresh_documents(runtime: Runtime) -> None:
-    """Re-sign documents well before they expire (each after half its lifetime)."""
+    """Re-sign documents well before they expire (each after half its lifetime); prune the audit log past
+    its retention on the same beat (at most every 10 minutes, a bounded batch each time)."""
     period = min(max(runtime.settings.document_ttl / 8, 0.5), 600.0)
     while True:
         await asyncio.sleep(period)
         try:
             await runtime.refresh_due()
+            pruned = await audit.prune(runtime)
+            if pruned:
+                log.info(
+                    "pruned %d audit row(s) older than %g days", pruned, runtime.settings.audit_retention_days
+                )
         except Exception:  # a database hiccup must not stop the refresher for good
-            log.exception("re-signing documents failed; retrying in %g s", period)
+            log.exception("re-signing documents or pruning the audit log failed; retrying in %g s", period)
 
 
 def make_provisioner(settings: Settings) -> Provisioner:

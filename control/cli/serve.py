@@ -12,7 +12,13 @@ from agent import loglimit, serving
 from control.api.app import make_app
 from control.cli import background, transport_options
 from control.cli.db import upgrade_command
-from control.settings import Settings, keystone_problem, metrics_listen_problem, tune_collector
+from control.settings import (
+    Settings,
+    audit_retention_problem,
+    keystone_problem,
+    metrics_listen_problem,
+    tune_collector,
+)
 from control.store.db import SchemaError
 
 log = logging.getLogger("control")
@@ -42,6 +48,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         provisioner=args.provisioner,
         deployment_timeout=args.deployment_timeout,
         document_ttl=args.document_ttl,
+        audit_retention_days=args.audit_retention_days,
         local_agent_args=tuple(args.agent_arg),
         work_lease=args.work_lease,
         step_slice=args.step_slice,
@@ -83,7 +90,9 @@ def serve(args: argparse.Namespace) -> int:
             "anneal serve: --max-agents, --idle-timeout and --body-timeout must be above 0", file=sys.stderr
         )
         return 2
-    problem = metrics_listen_problem(settings) or keystone_problem(settings)
+    problem = (
+        metrics_listen_problem(settings) or keystone_problem(settings) or audit_retention_problem(settings)
+    )
     if problem is not None:
         print(f"anneal serve: {problem}", file=sys.stderr)
         return 2

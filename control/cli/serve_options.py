@@ -79,6 +79,12 @@ def add(p: argparse.ArgumentParser) -> None:
         help="seconds a signed document stays valid; re-signed after half (default 86400)",
     )
     p.add_argument(
+        "--audit-retention-days",
+        type=float,
+        default=90.0,
+        help="days an audit log row is kept, then pruned (default 90; 0 keeps every row)",
+    )
+    p.add_argument(
         "--agent-arg",
         action="append",
         default=[],

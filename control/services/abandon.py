@@ -93,17 +93,26 @@ async def _tree(session: AsyncSession, stack: StackRow) -> Tree:
     return tree
 
 
-async def _detach(txn: Txn, tree: Tree) -> dict[str, Any]:
-    """Leave the tree's deployments, configs and servers in no stack; their ids and stacks, for adopt."""
-    session, ids = txn.session, tree.ids
+async def _attached(session: AsyncSession, tree: Tree) -> dict[str, Any]:
+    """The tree's deployment and config ids, and the stacks of those (and of servers) not in its top: what
+    adopt attaches again."""
     owners: dict[str, str] = {}
     kept: dict[str, Any] = {"owners": owners}
     for table, key in ((DeploymentRow, "deployments"), (ConfigRow, "configs")):
-        rows = list(await session.execute(select(table.id, table.stack_id).where(table.stack_id.in_(ids))))
+        query = select(table.id, table.stack_id).where(table.stack_id.in_(tree.ids))
+        rows = list(await session.execute(query))
         kept[key] = sorted(ident for ident, _ in rows)
         owners.update({ident: str(owner) for ident, owner in rows if owner != tree.top.id})
-        await session.execute(update(table).where(table.stack_id.in_(ids)).values(stack_id=None))
     owners.update({f"server:{sid}": owner for sid, owner in tree.owned.items() if owner != tree.top.id})
+    return kept
+
+
+async def _detach(txn: Txn, tree: Tree) -> dict[str, Any]:
+    """Leave the tree's deployments, configs and servers in no stack; their ids and stacks, for adopt."""
+    session, ids = txn.session, tree.ids
+    kept = await _attached(session, tree)
+    for table in (DeploymentRow, ConfigRow):
+        await session.execute(update(table).where(table.stack_id.in_(ids)).values(stack_id=None))
     await session.execute(
         update(ServerRow).where(ServerRow.owner_stack_id.in_(ids)).values(owner_stack_id=None)
     )
@@ -289,3 +298,14 @@ async def _attach(txn: Txn, stack_id: str, data: Mapping[str, Any], kept: Mappin
             dep = await txn.session.get(DeploymentRow, str(k["resource_id"]))
             if dep is not None:
                 dep.resource_name = res_name
+
+
+async def export_stack(rt: Runtime, name: str) -> dict[str, Any]:
+    """Heat's export: the abandon data of stack *name* and its nested stacks as they are now; the stack
+    stays and nothing runs."""
+    async with rt.sessions() as session:
+        stack = await get_stack(session, name)
+        if stack.parent_id is not None:
+            raise ConflictError(f"stack {name} is nested: export its top-level stack", where="name")
+        tree = await _tree(session, stack)
+        return {**abandon_data(tree, rt.keys.data_key), KEPT: await _attached(session, tree)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from control.principal import Principal
 from control.runtime import Runtime
@@ -15,6 +15,9 @@ from control.store.orm import AuditRow
 MAX_LIMIT = 10_000
 #: Characters of a target kept (path parameters are capped by the request line already).
 TARGET_CAP = 1000
+#: Rows one pruning transaction deletes at most, and the transactions one prune runs at most: a
+#: backlog (a retention shortened, a long-stopped plane) drains over several periods, never in one long lock.
+PRUNE_BATCH, PRUNE_ROUNDS = 1000, 10
 
 
 async def record(
@@ -62,3 +65,27 @@ def view(row: AuditRow) -> dict[str, Any]:
         "target": row.target,
         "status": row.status,
     }
+
+
+async def prune(rt: Runtime, now: float | None = None) -> int:
+    """Delete audit rows older than ``--audit-retention-days`` (oldest first, in PRUNE_BATCH-row
+    transactions, at most PRUNE_ROUNDS of them); the number deleted. A retention of 0 keeps every row."""
+    days = rt.settings.audit_retention_days
+    if days <= 0:
+        return 0
+    cutoff = (time.time() if now is None else now) - days * 86400
+    deleted = 0
+    for _ in range(PRUNE_ROUNDS):
+        async with rt.sessions() as session:
+            ids = list(
+                await session.scalars(
+                    select(AuditRow.id).where(AuditRow.at < cutoff).order_by(AuditRow.id).limit(PRUNE_BATCH)
+                )
+            )
+            if ids:
+                await session.execute(delete(AuditRow).where(AuditRow.id.in_(ids)))
+                await session.commit()
+        deleted += len(ids)
+        if len(ids) < PRUNE_BATCH:
+            break
+    return deleted

@@ -1,4 +1,5 @@
-"""Heat's update preview: the plan of an update (services/plan.py) in Heat's five categories.
+"""Heat's previews: of an update, the plan (services/plan.py) in Heat's five categories; of a create
+(`stack create --dry-run`), the checked definition and the resources it would make.
 
 Nothing is written. A resource the plan cannot judge (its properties fail to resolve, so
 the update would fail it) is listed as updated, as Heat lists a resource it cannot compare.
@@ -9,11 +10,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from control import hot
+from control.errors import ConflictError
 from control.runtime import Runtime
 from control.services.plan import plan_update
+from control.services.stack_request import (
+    parse_request,
+    rollback_wanted,
+    tags_given,
+    timeout_given,
+    validated_request,
+)
 from control.services.stack_resources import identified_stack
+from control.services.stacks import MASK, check_stack_name
 from control.store.orm import StackRow
 
 CATEGORIES = ("added", "deleted", "replaced", "updated", "unchanged")
@@ -43,3 +55,43 @@ async def preview_update(
             {"name": entry.name, "type": entry.type, "row": entry.row}
         )
     return found
+
+
+async def preview_create(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
+    """What creating stack ``body["name"]`` would make, checked as a create checks it (400
+    naming the path; 409 for a name in use): its parameters (hidden ones masked) and each resource in
+    creation order with its type, template properties, metadata and the resources requiring it; the
+    stack's tags, timeout_mins and rollback."""
+    name = check_stack_name(body.get("name"))
+    req = parse_request(body, rt.settings.max_template_bytes)
+    options = {
+        "tags": tags_given(body) or [],
+        "timeout_mins": timeout_given(body),
+        "rollback": rollback_wanted(body),
+    }
+    nesting = hot.Nesting(0, rt.settings.max_nested_depth)
+    defn, _ = await validated_request(rt.settings, req, stack_name=name, stack_id="None", nesting=nesting)
+    async with rt.sessions() as session:
+        if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
+            raise ConflictError(f"stack {name!r} already exists", where="name")
+    hidden = defn.params.hidden
+    order = defn.order()
+    resources = []
+    for res_name in order:
+        rdef = defn.template.resources[res_name]
+        resources.append(
+            {
+                "name": res_name,
+                "type": rdef.type,
+                "properties": dict(rdef.properties),
+                "metadata": dict(rdef.metadata),
+                "required_by": [n for n in order if res_name in defn.requires(n)],
+            }
+        )
+    return {
+        **options,
+        "name": name,
+        "description": str(defn.template.description or ""),
+        "parameters": {k: MASK if k in hidden else v for k, v in defn.params.values.items()},
+        "resources": resources,
+    }

@@ -11,10 +11,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import ColumnElement, and_, false, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.errors import BadRequestError, NotFoundError
+from control.services.queries import nested_stacks
 from control.services.stacks import STATE_ONLY
 from control.store.orm import EventRow, ResourceRow, StackRow
 from control.txn import lock_event_streams
@@ -66,16 +67,33 @@ async def event_stack(session: AsyncSession, name: str, stack_id: str) -> EventS
         if row is None or name not in (row[0], stack_id):
             raise NotFoundError(f"The Stack ({name}/{stack_id}) could not be found.", where="stack")
         found = EventStack(stack_id, row[0])
+    return (await _with_resources(session, [found]))[0]
+
+
+async def event_stacks(session: AsyncSession, root: EventStack, depth: int) -> list[EventStack]:
+    """*root* and its nested stacks down to *depth* levels (deleted ones too, found by their events)."""
+    nested = await nested_stacks(session, root.id, depth)
+    return [root, *(await _with_resources(session, [EventStack(i, n) for i, n in nested.items()]))]
+
+
+async def _with_resources(session: AsyncSession, stacks: list[EventStack]) -> list[EventStack]:
+    """*stacks* with what each resource name is: its type and (current) physical id."""
+    by_id = {s.id: s for s in stacks}
     rows = await session.execute(
-        select(ResourceRow.name, ResourceRow.type, ResourceRow.physical_id, ResourceRow.current).where(
-            ResourceRow.stack_id == found.id
-        )
+        select(
+            ResourceRow.stack_id,
+            ResourceRow.name,
+            ResourceRow.type,
+            ResourceRow.physical_id,
+            ResourceRow.current,
+        ).where(ResourceRow.stack_id.in_(list(by_id)))
     )
-    for res_name, res_type, physical, current in rows:
+    for stack_id, res_name, res_type, physical, current in rows:
+        found = by_id[stack_id]
         found.types.setdefault(res_name, res_type)
         if current or res_name not in found.physical:
             found.physical[res_name] = physical or ""
-    return found
+    return stacks
 
 
 def _statuses(values: Sequence[str]) -> tuple[set[str], set[str]]:
@@ -96,35 +114,41 @@ def _statuses(values: Sequence[str]) -> tuple[set[str], set[str]]:
     return actions, statuses
 
 
-def _filtered(stmt: Select[EventRow], stack: EventStack, query: EventQuery) -> Select[EventRow]:
+def _filtered(stack: EventStack, query: EventQuery) -> ColumnElement[bool]:
+    """The condition an event of *stack* meets to match *query*'s filters."""
+    where = [EventRow.stack_id == stack.id]
     for key, values in query.filters.items():
         if not values:
             continue
         if key == "resource_status":
             actions, statuses = _statuses(values)
-            stmt = stmt.where(EventRow.status.in_(statuses))
+            where.append(EventRow.status.in_(statuses))
             if actions:
-                stmt = stmt.where(EventRow.action.in_(actions))
+                where.append(EventRow.action.in_(actions))
         elif key == "resource_action":
-            stmt = stmt.where(EventRow.action.in_(list(values)))
+            where.append(EventRow.action.in_(list(values)))
         elif key == "resource_name":
             names = ["" if v == stack.name else v for v in values]
-            stmt = stmt.where(EventRow.resource_name.in_(names))
+            where.append(EventRow.resource_name.in_(names))
         elif key == "resource_type":
             names = [n for n, t in stack.types.items() if t in values]
-            stmt = stmt.where(EventRow.resource_name.in_(names + ([""] if STACK_TYPE in values else [])))
-    return stmt
+            where.append(EventRow.resource_name.in_(names + ([""] if STACK_TYPE in values else [])))
+    return and_(*where)
 
 
-async def list_events(session: AsyncSession, stack: EventStack, query: EventQuery) -> list[dict[str, Any]]:
-    """The stack's events matching *query*, in its order, after its marker, at most its limit."""
+async def list_events(
+    session: AsyncSession, stacks: list[EventStack], query: EventQuery
+) -> list[dict[str, Any]]:
+    """The events of *stacks* (a stack and its nested ones, as Heat's nested_depth) matching *query*,
+    in its order, after its marker, at most its limit; each names its stack."""
     for key in query.sort_keys:
         if key not in SORT_KEYS:
             raise BadRequestError(
                 f"sort_keys: {key!r} is not one of {', '.join(SORT_KEYS)}", where="sort_keys"
             )
-    await lock_event_streams(session, [stack.id], shared=False)  # every smaller id committed first
-    stmt = _filtered(select(EventRow).where(EventRow.stack_id == stack.id), stack, query)
+    by_id = {s.id: s for s in stacks}
+    await lock_event_streams(session, list(by_id), shared=False)  # every smaller id committed first
+    stmt = select(EventRow).where(or_(false(), *(_filtered(s, query) for s in stacks)))
     by_type = "resource_type" in query.sort_keys
     marker = _marker(query.marker)
     if not by_type and marker is not None:
@@ -132,7 +156,7 @@ async def list_events(session: AsyncSession, stack: EventStack, query: EventQuer
     stmt = stmt.order_by(EventRow.id.desc() if query.descending else EventRow.id)
     if not by_type and query.limit is not None:
         stmt = stmt.limit(query.limit)
-    events = [_event(stack, e) for e in await session.scalars(stmt)]
+    events = [_event(by_id[e.stack_id], e) for e in await session.scalars(stmt)]
     if not by_type:
         return events
     events.sort(
@@ -166,4 +190,5 @@ def _event(stack: EventStack, e: EventRow) -> dict[str, Any]:
         "action": e.action,
         "status": e.status,
         "reason": e.reason,
+        "stack": {"name": stack.name, "id": stack.id},
     }

@@ -86,6 +86,28 @@ async def list_resources(
     return found
 
 
+async def _children(session: AsyncSession, stack_id: str) -> dict[str, dict[str, str]]:
+    """The stacks nested in *stack_id* by id: their name and id (what a resource's ``nested`` link names)."""
+    rows = await session.execute(select(StackRow.id, StackRow.name).where(StackRow.parent_id == stack_id))
+    return {i: {"name": n, "id": i} for i, n in rows}
+
+
+async def resource_tree(
+    session: AsyncSession, stack: StackRow, filters: Mapping[str, Sequence[str]], depth: int
+) -> list[tuple[StackRow, dict[str, Any]]]:
+    """The stack's resources (list_resources) with their stack, each with ``nested`` (its nested stack's
+    name and id, or None) and, *depth* levels down, followed by that stack's own (Heat's iter_resources)."""
+    children = await _children(session, stack.id)
+    found: list[tuple[StackRow, dict[str, Any]]] = []
+    for row in await list_resources(session, stack, filters):
+        row["nested"] = children.get(row["physical_id"] or "")
+        found.append((stack, row))
+        child = await session.get(StackRow, row["nested"]["id"]) if row["nested"] and depth > 0 else None
+        if child is not None:
+            found.extend(await resource_tree(session, child, filters, depth - 1))
+    return found
+
+
 async def _resource(session: AsyncSession, stack: StackRow, name: str) -> ResourceRow:
     row = await session.scalar(
         select(ResourceRow).where(
@@ -108,6 +130,7 @@ async def show_resource(session: AsyncSession, stack: StackRow, name: str) -> di
     return {
         **resource_row(row),
         "required_by": [r.name for r in rows if name in (r.requires or [])],
+        "nested": (await _children(session, stack.id)).get(row.physical_id or ""),
         "attributes": mask(dict(row.attributes or {}), secrets),
         "description": str(definition.get("description") or "") if isinstance(definition, Mapping) else "",
     }

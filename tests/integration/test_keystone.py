@@ -15,8 +15,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +22,16 @@ import pytest
 
 from control.principal import Principal
 from control.services.keystone import Keystone, ServiceUser
-from tests.support.controlplane import ControlPlane, stop_control_plane
-from tests.support.keystone import Keystone as KeystoneServer
-from tests.support.keystone import keystone_cli, start_keystone, stop_keystone
-from tests.support.openstack import GREETER, OpenStack, start_heat_plane, write_template
+from tests.support.controlplane import stop_control_plane
+from tests.support.keystone import (
+    PASSWORD,
+    SERVICE_PASSWORD,
+    SERVICE_PROJECT,
+    SERVICE_USER,
+    Cloud,
+    keystone_cloud,
+)
+from tests.support.openstack import GREETER, start_heat_plane, write_template
 from tests.support.processes import free_port
 from tests.support.waiting import wait_until
 
@@ -38,60 +42,19 @@ CONFIG_ONLY = {
         "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "true"}}
     },
 }
-SERVICE = ServiceUser("anneal", "anneal-service-secret", "service")
-PASSWORD = "user-secret"
+SERVICE = ServiceUser(SERVICE_USER, SERVICE_PASSWORD, SERVICE_PROJECT)
 #: How long the module's control plane believes a validated token (--keystone-cache): short, so a
 #: revocation shows within seconds.
 CACHE = 1.0
-
-
-@dataclass
-class Cloud:
-    """Keystone, the control plane validating against it, its Heat API root, and Keystone's project ids."""
-
-    keystone: KeystoneServer
-    cp: ControlPlane
-    heat: str
-    projects: dict[str, str]
-
-    def cli(self, user: str, project: str) -> OpenStack:
-        return keystone_cli(self.cp, self.keystone, user, PASSWORD, project)
 
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
     """One Keystone and one control plane for the module: users alice (member of blue), rita (reader of
     blue), gus (member of green), the service user anneal; Anneal registered as the orchestration service."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/v3"
-    with ThreadPoolExecutor(1) as pool:  # Keystone takes long to start: the control plane starts meanwhile
-        starting = pool.submit(start_keystone, tmp_path_factory.mktemp("keystone"), port)
-        cp, heat = start_heat_plane(
-            tmp_path_factory.mktemp("plane"),
-            "--keystone-url", url, "--keystone-user", SERVICE.name, "--keystone-cache", str(CACHE),
-            env={"ANNEAL_KEYSTONE_PASSWORD": SERVICE.password},
-        )  # fmt: skip
-        try:
-            ks = starting.result()
-        except BaseException:
-            stop_control_plane(cp)
-            raise
-    try:
-        projects = {name: ks.project(name) for name in ("service", "blue", "green")}
-        ks.user(SERVICE.name, SERVICE.password, projects["service"], "service")
-        for user, project, role in (
-            ("alice", "blue", "member"),
-            ("rita", "blue", "reader"),
-            ("gus", "green", "member"),
-        ):
-            ks.user(user, PASSWORD, projects[project], role)
-        ks.register(
-            "orchestration", "heat", f"{heat}/v1/%(project_id)s"
-        )  # docs/heat-api.md's catalogue entry
-        yield Cloud(ks, cp, heat, projects)
-    finally:
-        stop_control_plane(cp)
-        stop_keystone(ks)
+    users = (("alice", "blue", "member"), ("rita", "blue", "reader"), ("gus", "green", "member"))
+    with keystone_cloud(tmp_path_factory, users, CACHE) as found:
+        yield found
 
 
 def _call(url: str, token: str, method: str = "GET", body: Any = None) -> tuple[int, Any, Any]:

@@ -20,12 +20,17 @@ import os
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support.controlplane import ControlPlane
-from tests.support.openstack import OpenStack
+import pytest
+
+from tests.support.controlplane import ControlPlane, stop_control_plane
+from tests.support.openstack import OpenStack, start_heat_plane
 from tests.support.processes import ROOT, free_port, stop_process
 from tests.support.waiting import wait_until
 
@@ -226,3 +231,55 @@ def keystone_cli(cp: ControlPlane, keystone: Keystone, user: str, password: str,
         "--os-user-domain-id", "default", "--os-project-domain-id", "default", "--os-region-name", "RegionOne",
     )  # fmt: skip
     return OpenStack(cp, "", auth=auth)
+
+
+#: The service user the control plane validates tokens as, and every test user's password.
+SERVICE_USER, SERVICE_PASSWORD, SERVICE_PROJECT = "anneal", "anneal-service-secret", "service"
+PASSWORD = "user-secret"
+
+
+@dataclass
+class Cloud:
+    """Keystone, the control plane validating against it, its Heat API root, and Keystone's project ids."""
+
+    keystone: Keystone
+    cp: ControlPlane
+    heat: str
+    projects: dict[str, str]
+
+    def cli(self, user: str, project: str) -> OpenStack:
+        return keystone_cli(self.cp, self.keystone, user, PASSWORD, project)
+
+
+@contextmanager
+def keystone_cloud(
+    factory: pytest.TempPathFactory, users: Sequence[tuple[str, str, str]], cache: float
+) -> Iterator[Cloud]:
+    """One Keystone and one control plane validating against it (``--keystone-cache`` *cache*): *users*
+    (name, project, role) with PASSWORD, the service user, Anneal registered as the orchestration service
+    with docs/heat-api.md's catalogue entry."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v3"
+    with ThreadPoolExecutor(1) as pool:  # Keystone takes long to start: the control plane starts meanwhile
+        starting = pool.submit(start_keystone, factory.mktemp("keystone"), port)
+        cp, heat = start_heat_plane(
+            factory.mktemp("plane"),
+            "--keystone-url", url, "--keystone-user", SERVICE_USER, "--keystone-cache", str(cache),
+            env={"ANNEAL_KEYSTONE_PASSWORD": SERVICE_PASSWORD},
+        )  # fmt: skip
+        try:
+            ks = starting.result()
+        except BaseException:
+            stop_control_plane(cp)
+            raise
+    try:
+        names = {SERVICE_PROJECT, *(project for _, project, _ in users)}
+        projects = {name: ks.project(name) for name in sorted(names)}
+        ks.user(SERVICE_USER, SERVICE_PASSWORD, projects[SERVICE_PROJECT], "service")
+        for user, project, role in users:
+            ks.user(user, PASSWORD, projects[project], role)
+        ks.register("orchestration", "heat", f"{heat}/v1/%(project_id)s")
+        yield Cloud(ks, cp, heat, projects)
+    finally:
+        stop_control_plane(cp)
+        stop_keystone(ks)

@@ -39,20 +39,19 @@ def _names(request: web.Request) -> tuple[str, str]:
 @routes.get(STACK + "/resources")
 @auth("project")
 async def list_resources(request: web.Request) -> web.Response:
-    """The stack's resources; ``nested_depth`` is accepted (Anneal has no nested stacks), ``with_detail`` adds attributes."""
+    """The stack's resources, with ``nested_depth`` those of its nested stacks that many levels down after
+    the resource that made each (Heat's order); ``with_detail`` adds attributes."""
     refuse_unknown(request, (*RESOURCE_FILTERS, "nested_depth", "with_detail"))
-    int_param(request, "nested_depth")
+    depth = int_param(request, "nested_depth") or 0
     detail = bool_param(request, "with_detail")
     filters = {k: mixed_param(request, k) for k in RESOURCE_FILTERS}
     async with request.app[RUNTIME].sessions() as session:
         stack = await identified_stack(session, *_names(request))
-        stack_ref = {"name": stack.name, "id": stack.id}
-        rows = await stack_resources.list_resources(session, stack, filters)
         found = []
-        for row in rows:
-            view = views.resource_view(request, stack_ref, row, row["required_by"])
+        for owner, row in await stack_resources.resource_tree(session, stack, filters, depth):
+            view = views.resource_view(request, owner, row)
             if detail:
-                shown = await stack_resources.show_resource(session, stack, row["name"])
+                shown = await stack_resources.show_resource(session, owner, row["name"])
                 view.update(attributes=shown["attributes"], description=shown["description"])
             found.append(view)
     return json_response({"resources": found})
@@ -64,7 +63,7 @@ async def show_resource(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
         stack = await identified_stack(session, *_names(request))
         row = await stack_resources.show_resource(session, stack, request.match_info["resource_name"])
-        view = views.resource_view(request, {"name": stack.name, "id": stack.id}, row, row["required_by"])
+        view = views.resource_view(request, stack, row)
     view.update(attributes=row["attributes"], description=row["description"])
     return json_response({"resource": view})
 
@@ -137,18 +136,18 @@ def _event_query(request: web.Request, resource: str | None) -> stack_events.Eve
 async def _events(
     request: web.Request, resource: str | None, event_id: str | None = None
 ) -> list[dict[str, Any]]:
-    nested = int_param(request, "nested_depth")
+    nested = int_param(request, "nested_depth") or 0
     query = _event_query(request, resource)
     async with request.app[RUNTIME].sessions() as session:
-        stack = await stack_events.event_stack(session, *_names(request))
-        found = await stack_events.list_events(session, stack, query)
+        root = await stack_events.event_stack(session, *_names(request))
+        stacks = await stack_events.event_stacks(session, root, nested) if nested else [root]
+        found = await stack_events.list_events(session, stacks, query)
     if event_id is not None:
         found = [e for e in found if str(e["id"]) == event_id]
-    ref = {"name": stack.name, "id": stack.id}
     for event in found:
-        if nested:  # the root_stack link tells the client the server walked the (here: no) nested stacks
-            event["root"] = ref
-    return [views.event_view(request, ref, e, detail=event_id is not None) for e in found]
+        if nested:  # the root_stack link tells heatclient the server walked the nested stacks
+            event["root"] = {"name": root.name, "id": root.id}
+    return [views.event_view(request, e, detail=event_id is not None) for e in found]
 
 
 @routes.get(STACK + "/events")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import urlencode
 
@@ -101,12 +102,29 @@ async def create_stack(request: web.Request) -> web.Response:
 @changes_nothing
 @auth("project")
 async def preview_create(request: web.Request) -> web.Response:
-    """Named so `stack create --dry-run` learns it is not supported, not that no stack is called preview."""
-    raise BadRequestError(
-        "stack preview (stack create --dry-run) is not supported; "
-        "`openstack orchestration template validate` checks a template",
-        where="preview",
+    """`stack create --dry-run`: Heat's preview stack (no status, id ``None``) with the resources it would make."""
+    body = await read_object(request)
+    converted = {"name": translate.stack_name(body), **translate.anneal_body(body)}
+    found = await preview.preview_create(request.app[RUNTIME], converted)
+    project, name = scope(request).project, found["name"]
+    view = {
+        **found, "id": "None", "status": None, "status_reason": None, "created_at": time.time(),
+        "updated_at": None, "action": "CREATE", "parent": None,
+    }  # fmt: skip
+    stack = views.stack_detail(request, view, found["description"], None)
+    for key in ("stack_status", "stack_status_reason"):
+        stack.pop(key)
+    stack["resources"] = [_previewed(project, name, r) for r in found["resources"]]
+    return json_response({"stack": stack})
+
+
+def _previewed(project: str, stack_name: str, res: dict[str, Any]) -> dict[str, Any]:
+    """A resource as Heat's create preview lists it (format_stack_resource with its properties)."""
+    item = _changed(project, (stack_name, "None"), {"name": res["name"], "type": res["type"], "row": None})
+    item.update(
+        required_by=res["required_by"], properties=res["properties"], metadata=res["metadata"], description=""
     )
+    return item
 
 
 @routes.route("*", P + "/stacks/{stack_name}")
@@ -327,9 +345,21 @@ async def abandon_stack(request: web.Request) -> web.Response:
     return json_response(await abandon.abandon_stack(request.app[RUNTIME], stack_id, target))
 
 
-@routes.route("*", STACK + "/{what:export|snapshots}")
+@routes.get(STACK + "/export")
+@auth("project")
+async def export_stack(request: web.Request) -> web.Response:
+    """Heat's export: the stack's abandon data; the stack stays as it is (control/services/abandon.py)."""
+    stack_id = await _identify(request)
+    return json_response(await abandon.export_stack(request.app[RUNTIME], stack_id))
+
+
+@routes.route("*", STACK + "/snapshots")
+@routes.route("*", STACK + "/snapshots/{path:.*}")
 @auth("project")
 async def not_supported(request: web.Request) -> web.Response:
-    """Named here so the answer says what is missing instead of a bare 404."""
-    what = request.match_info["what"]
-    raise BadRequestError(f"stack {what} is not supported by Anneal's Heat API yet", where=what)
+    """Named here so the answer says why instead of a bare 404 (docs/heat-api.md, "Snapshots")."""
+    raise BadRequestError(
+        "stack snapshots are not supported: a snapshot would hold the stack's records and inputs but nothing "
+        "of its servers, so restoring one could not bring them back to that moment",
+        where="snapshots",
+    )

@@ -10,6 +10,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from control.api.heat_v1.middleware import scope
+from control.store.orm import StackRow
 
 #: The type Heat gives a stack's own events and its nested-stack resources.
 STACK_TYPE = "OS::Heat::Stack"
@@ -56,7 +57,7 @@ def stack_summary(request: web.Request, view: dict[str, Any], description: str =
         "updated_time": None if view["action"] == "CREATE" else isotime(view["updated_at"]),
         "deletion_time": None,
         "stack_owner": None,
-        "parent": None,
+        "parent": view["parent"],
         "stack_user_project_id": None,
         "tags": view["tags"] or None,
     }
@@ -93,12 +94,14 @@ def _as_text(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
-def resource_view(
-    request: web.Request, stack: dict[str, Any], row: dict[str, Any], required_by: list[str]
-) -> dict[str, Any]:
-    """A resource as Heat lists it (heat/api/openstack/v1/resources.py format_resource)."""
-    href = resource_url(request, stack["name"], stack["id"], row["name"])
-    return {
+def resource_view(request: web.Request, stack: StackRow, row: dict[str, Any]) -> dict[str, Any]:
+    """A resource of *stack* as Heat lists it (heat/api/openstack/v1/resources.py format_resource): a
+    ``nested`` link to the stack it made, ``parent_resource`` in a nested stack."""
+    href = resource_url(request, stack.name, stack.id, row["name"])
+    links = [link(href), link(stack_url(request, stack.name, stack.id), "stack")]
+    if row.get("nested"):
+        links.append(link(stack_url(request, row["nested"]["name"], row["nested"]["id"]), "nested"))
+    found = {
         "resource_name": row["name"],
         "logical_resource_id": row["name"],
         "physical_resource_id": row["physical_id"] or "",
@@ -107,16 +110,18 @@ def resource_view(
         "resource_type": row["type"],
         "creation_time": isotime(row["created_at"]),
         "updated_time": isotime(row["updated_at"]),
-        "required_by": required_by,
-        "links": [link(href), link(stack_url(request, stack["name"], stack["id"]), "stack")],
+        "required_by": row["required_by"],
+        "links": links,
     }
+    if stack.parent_resource:
+        found["parent_resource"] = stack.parent_resource
+    return found
 
 
-def event_view(
-    request: web.Request, stack: dict[str, Any], event: dict[str, Any], detail: bool
-) -> dict[str, Any]:
-    """An event as Heat lists it (heat/api/openstack/v1/events.py format_event); *detail* adds its type."""
-    resource = event["resource_name"]
+def event_view(request: web.Request, event: dict[str, Any], detail: bool) -> dict[str, Any]:
+    """An event as Heat lists it (heat/api/openstack/v1/events.py format_event), its links naming its own
+    (maybe nested) stack; *detail* adds its type."""
+    resource, stack = event["resource_name"], event["stack"]
     res_href = resource_url(request, stack["name"], stack["id"], resource)
     found: dict[str, Any] = {
         "id": str(event["id"]),
