@@ -153,6 +153,17 @@ def _check_policy(props: Mapping[Any, Any], path: str) -> None:
         )
 
 
+#: The CloudFormation rolling update of instance groups (RollingUpdate, AutoScalingRollingUpdate).
+AWS_ROLLING = PropSpec(
+    "map",
+    schema={
+        "MinInstancesInService": PropSpec("integer", default=0),
+        "MaxBatchSize": PropSpec("integer", default=1),
+        "PauseTime": PropSpec("string", default="PT0S"),
+    },
+)
+
+
 GROUP_TYPES: Mapping[str, TypeSpec] = {
     RESOURCE_GROUP: TypeSpec(
         RESOURCE_GROUP,
@@ -210,16 +221,7 @@ GROUP_TYPES: Mapping[str, TypeSpec] = {
         },
         frozenset({"InstanceList"}),
         check=_check_size,
-        update_policy={
-            "RollingUpdate": PropSpec(
-                "map",
-                schema={
-                    "MinInstancesInService": PropSpec("integer", default=0),
-                    "MaxBatchSize": PropSpec("integer", default=1),
-                    "PauseTime": PropSpec("string", default="PT0S"),
-                },
-            )
-        },
+        update_policy={"RollingUpdate": AWS_ROLLING},
     ),
     AWS_SCALING_GROUP: TypeSpec(
         AWS_SCALING_GROUP,
@@ -239,16 +241,7 @@ GROUP_TYPES: Mapping[str, TypeSpec] = {
         },
         frozenset({"InstanceList"}),
         check=_check_aws_scaling,
-        update_policy={
-            "AutoScalingRollingUpdate": PropSpec(
-                "map",
-                schema={
-                    "MinInstancesInService": PropSpec("integer", default=0),
-                    "MaxBatchSize": PropSpec("integer", default=1),
-                    "PauseTime": PropSpec("string", default="PT0S"),
-                },
-            )
-        },
+        update_policy={"AutoScalingRollingUpdate": AWS_ROLLING},
     ),
     AWS_SCALING_POLICY: TypeSpec(
         AWS_SCALING_POLICY,

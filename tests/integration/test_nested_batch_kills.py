@@ -17,38 +17,13 @@ import time
 from pathlib import Path
 
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.templates import done_at_once_member, group_of_members
 
 MEMBERS = 40
 #: Kills per phase (create, delete); NESTED_KILLS=10 for a longer run.
 KILLS = int(os.environ.get("NESTED_KILLS", "1"))
-MEMBER = json.dumps(
-    {
-        "heat_template_version": "2018-08-31",
-        "resources": {
-            "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "true"}},
-            "srv": {"type": "OS::Heat::DeployedServer"},
-            "dep": {
-                "type": "OS::Heat::SoftwareDeployment",
-                "properties": {
-                    "config": {"get_resource": "cfg"},
-                    "server": {"get_resource": "srv"},
-                    "signal_transport": "NO_SIGNAL",
-                },
-            },
-        },
-    }
-)
-PARENT = json.dumps(
-    {
-        "heat_template_version": "2018-08-31",
-        "resources": {
-            "fleet": {
-                "type": "OS::Heat::ResourceGroup",
-                "properties": {"count": MEMBERS, "resource_def": {"type": "member.yaml"}},
-            }
-        },
-    }
-)
+MEMBER = json.dumps(done_at_once_member())
+PARENT = json.dumps(group_of_members(MEMBERS))
 #: No local agents (the members' servers never enrol); a short lease so a restart resumes soon.
 ARGS = ("--provisioner", "enrol", "--work-lease", "2")
 

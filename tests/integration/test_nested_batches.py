@@ -21,33 +21,11 @@ from sqlalchemy.orm.exc import StaleDataError
 from control.engine import step
 from control.store import work
 from tests.support.inprocess import Plane
+from tests.support.templates import done_at_once_member, group_of_members
 
 MEMBERS = 12
-#: A server, its config and a deployment that needs no signal: done in the step that starts them.
-MEMBER = {
-    "heat_template_version": "2018-08-31",
-    "resources": {
-        "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "true"}},
-        "srv": {"type": "OS::Heat::DeployedServer"},
-        "dep": {
-            "type": "OS::Heat::SoftwareDeployment",
-            "properties": {
-                "config": {"get_resource": "cfg"},
-                "server": {"get_resource": "srv"},
-                "signal_transport": "NO_SIGNAL",
-            },
-        },
-    },
-}
-PARENT = {
-    "heat_template_version": "2018-08-31",
-    "resources": {
-        "fleet": {
-            "type": "OS::Heat::ResourceGroup",
-            "properties": {"count": MEMBERS, "resource_def": {"type": "member.yaml"}},
-        }
-    },
-}
+MEMBER = done_at_once_member()
+PARENT = group_of_members(MEMBERS)
 
 
 class Fences:

@@ -19,23 +19,9 @@ import pytest
 from control.engine import worker
 from control.store import work
 from tests.support.inprocess import Plane
+from tests.support.templates import done_at_once_member
 
-#: A server, its config and a deployment that needs no signal: all done at once.
-MEMBER = {
-    "heat_template_version": "2018-08-31",
-    "resources": {
-        "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "true"}},
-        "srv": {"type": "OS::Heat::DeployedServer", "properties": {"name": "counted-srv"}},
-        "dep": {
-            "type": "OS::Heat::SoftwareDeployment",
-            "properties": {
-                "config": {"get_resource": "cfg"},
-                "server": {"get_resource": "srv"},
-                "signal_transport": "NO_SIGNAL",
-            },
-        },
-    },
-}
+MEMBER = done_at_once_member("counted-srv")
 PARENT = {"heat_template_version": "2018-08-31", "resources": {"member": {"type": "member.yaml"}}}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
 def _flow(items: Mapping[str, str]) -> str:
@@ -324,3 +325,33 @@ resources:
 outputs:
   said: {value: {get_attr: [fleet, said]}}
 """
+
+
+def done_at_once_member(server_name: str | None = None) -> dict[str, Any]:
+    """A nested member (`member.yaml`): a server, its config and a deployment that needs no signal,
+    all done in the step that starts them."""
+    server: dict[str, Any] = {"type": "OS::Heat::DeployedServer"}
+    if server_name is not None:
+        server["properties"] = {"name": server_name}
+    deployment = {
+        "config": {"get_resource": "cfg"},
+        "server": {"get_resource": "srv"},
+        "signal_transport": "NO_SIGNAL",
+    }
+    return {
+        "heat_template_version": "2018-08-31",
+        "resources": {
+            "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "true"}},
+            "srv": server,
+            "dep": {"type": "OS::Heat::SoftwareDeployment", "properties": deployment},
+        },
+    }
+
+
+def group_of_members(count: int) -> dict[str, Any]:
+    """A ResourceGroup of *count* `member.yaml` nested stacks."""
+    group = {"count": count, "resource_def": {"type": "member.yaml"}}
+    return {
+        "heat_template_version": "2018-08-31",
+        "resources": {"fleet": {"type": "OS::Heat::ResourceGroup", "properties": group}},
+    }
