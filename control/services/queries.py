@@ -285,7 +285,7 @@ async def list_deployments(
     servers = select(ServerRow.id, ServerRow.name)
     if limit is not None:  # a page names its own servers, not every server (one IN of at most *limit*)
         servers = servers.where(ServerRow.id.in_({d.server_id for d in found}))
-    names = {server_id: name for server_id, name in (await session.execute(servers)).tuples()}
+    names = {server_id: name for server_id, name in (await session.execute(servers)).all()}
     return [deployment_summary(d, names.get(d.server_id, "")) for d in found]
 
 
