@@ -96,10 +96,8 @@ def load_or_create(data_dir: Path) -> Keys:
     metrics = _read_or_write(data_dir / METRICS_TOKEN_FILE, lambda: new_token().encode())
     signal = _read_or_write(data_dir / SIGNAL_KEY_FILE, lambda: secrets.token_hex(32).encode())
     data = _read_or_write(data_dir / DATA_KEY_FILE, lambda: secrets.token_hex(32).encode())
-    pem = _read_or_write(data_dir / SIGNING_KEY_FILE, _new_signing_key)
-    key = serialization.load_pem_private_key(pem, password=None)
-    if not isinstance(key, Ed25519PrivateKey):
-        raise ValueError(f"{data_dir / SIGNING_KEY_FILE}: not an Ed25519 private key")
+    _read_or_write(data_dir / SIGNING_KEY_FILE, _new_signing_key)
+    key = _signing_key(data_dir)
     return Keys(
         admin.decode().strip(),
         key,
@@ -108,6 +106,14 @@ def load_or_create(data_dir: Path) -> Keys:
         _read_chain(data_dir / CHAIN_FILE),
         metrics.decode().strip(),
     )
+
+
+def _signing_key(data_dir: Path) -> Ed25519PrivateKey:
+    pem = (data_dir / SIGNING_KEY_FILE).read_bytes()
+    key = serialization.load_pem_private_key(pem, password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError(f"{data_dir / SIGNING_KEY_FILE}: not an Ed25519 private key")
+    return key
 
 
 def _read_chain(path: Path) -> tuple[envelope.Link, ...]:
@@ -143,8 +149,9 @@ def rotated_elsewhere(data_dir: Path, keys: Keys) -> Keys | None:
 
     Several processes share one data dir (docs/operations.md). The new key is taken only
     when the chain on disk extends this process's chain, its new links are signed from
-    this process's key on, and it ends at the key in the key file: a reader between the rotation's two renames sees a chain whose last link names
-    a key not yet in place, and waits for the next look.
+    this process's key on, and it ends at the key in the key file: a reader between the
+    rotation's two renames sees a chain whose last link names a key not yet in place, and
+    waits for the next look.
     """
     chain = _read_chain(data_dir / CHAIN_FILE)
     if len(chain) <= len(keys.chain) or chain[: len(keys.chain)] != keys.chain:
@@ -153,10 +160,7 @@ def rotated_elsewhere(data_dir: Path, keys: Keys) -> Keys | None:
         envelope.follow_chain(envelope.public_raw(keys.signing_key.public_key()), chain, chain[-1].key_id)
     except envelope.EnvelopeError:
         return None
-    pem = (data_dir / SIGNING_KEY_FILE).read_bytes()
-    key = serialization.load_pem_private_key(pem, password=None)
-    if not isinstance(key, Ed25519PrivateKey):
-        raise ValueError(f"{data_dir / SIGNING_KEY_FILE}: not an Ed25519 private key")
+    key = _signing_key(data_dir)
     if envelope.key_id(envelope.public_raw(key.public_key())) != chain[-1].key_id:
         return None
     return replace(keys, signing_key=key, chain=chain)
