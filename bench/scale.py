@@ -4,11 +4,9 @@
     .venv/bin/python bench/scale.py --sizes 50000 --db sqlite --timeout 1200
     .venv/bin/python bench/scale.py --sizes 1000,5000 --baseline-tree /tmp/prev   # and the previous code
 
-Baselines printed in the same run: Heat's best public figure (about 2,000
-resources per minute, a constant: Heat does not run here), and with
-``--baseline-tree`` the previous implementation run on the same sizes (a source
-tree of an older commit, e.g. ``git archive 34e9095 | tar -x -C /tmp/prev``: the
-code before the batched signals). Every size is bounded by ``--timeout`` seconds;
+Baselines printed in the same run: Heat's best public figure (about 2,000 resources per minute,
+a constant: Heat does not run here), and with ``--baseline-tree`` the previous implementation run
+on the same sizes (a source tree of an older commit, ``git archive C | tar -x -C /tmp/prev``). Every size is bounded by ``--timeout`` seconds;
 a size that runs past it is reported and the larger ones are skipped.
 
 The control plane runs in this process (Runtime + Engine + the durable work loop,
@@ -33,6 +31,7 @@ Each line also gives the CPU time (user + system) of the child per deployment
 created, which other engineers' load on the machine disturbs much less than the
 wall-clock rate, the number of engine steps and of signal transactions.
 
+SCALE_STEP_SLICE=N: children run with ``--step-slice N``; SCALE_PROFILE=P: cProfile in P.<pid>.prof.
 Each size runs in its own child process, so peak RSS (VmHWM) is that size's. The
 child's RSS includes the simulated agents (a few MB at 10,000 servers).
 PostgreSQL: a throw-away cluster (tests/support/pg.py: initdb + pg_ctl on a free loopback
@@ -62,6 +61,8 @@ from bench.scale_parts import (  # noqa: E402 (after the path is set)
     FrontDoor,
     cpu,
     new_generations,
+    overrides,
+    profiled,
     progress,
     request,
 )
@@ -104,6 +105,7 @@ async def child(
         provisioner="enrol",
         default_signal_transport="CFN_SIGNAL",
         max_template_bytes=API_TEMPLATE_CAP if api else Settings.max_template_bytes,
+        **overrides(),  # SCALE_STEP_SLICE
     )
     secrets = keys.load_or_create(settings.data_dir)
     db, sessions = await open_database(settings.db_url, secrets.data_key)
@@ -335,7 +337,8 @@ def main() -> int:
         import logging  # noqa: PLC0415
 
         logging.basicConfig(level=logging.WARNING)
-        print(json.dumps(asyncio.run(child(args.child, args.db_url, args.data_dir, args.api, args.probe))))
+        run = child(args.child, args.db_url, args.data_dir, args.api, args.probe)  # SCALE_PROFILE:
+        print(json.dumps(profiled(lambda: asyncio.run(run))))
         return 0
     if args.api and args.nested:
         p.error("--nested goes through the engine only: the CLI would need member.yaml beside the template")

@@ -16,13 +16,35 @@ import re
 import sys
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 PER_SERVER = 5
 ROOT = Path(__file__).resolve().parents[1]
 #: --api: the template cap the front door runs with (the 50,000 template is 12 MB of JSON).
 API_TEMPLATE_CAP = 64 * 1024 * 1024
+
+
+def overrides() -> dict[str, Any]:
+    """Settings a child takes from the environment: SCALE_STEP_SLICE is `anneal serve --step-slice`."""
+    value = os.environ.get("SCALE_STEP_SLICE")
+    return {} if value is None else {"step_slice": int(value)}
+
+
+def profiled(run: Callable[[], T]) -> T:
+    """*run* under cProfile when SCALE_PROFILE names a file prefix (stats in PREFIX.<pid>.prof)."""
+    prefix = os.environ.get("SCALE_PROFILE")
+    if not prefix:
+        return run()
+    import cProfile  # noqa: PLC0415
+
+    profile = cProfile.Profile()
+    try:
+        return profile.runcall(run)
+    finally:
+        profile.dump_stats(f"{prefix}.{os.getpid()}.prof")
 
 
 def template(deployments: int) -> dict[str, Any]:

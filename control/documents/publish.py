@@ -98,6 +98,11 @@ class HttpPublisher:
                 future.set_result(None)
         return len(waiting)
 
+    def waits(self, server_id: str) -> bool:
+        """True while a long-poll held here waits for the server's next document."""
+        waiting = self._changed.get(server_id)
+        return waiting is not None and not waiting.done()
+
     def etag(self, server_id: str) -> str | None:
         """The ETag of the server's newest document here (its bytes may have left the cache)."""
         current = self._serials.get(server_id)

@@ -9,7 +9,7 @@ from typing import Any
 from control import hot
 from control.engine import stackdef
 from control.engine.settle import in_session
-from control.engine.slices import Row
+from control.engine.slices import Row, done
 from control.errors import ControlError
 from control.resources import (
     DEPLOYMENT_TYPES,
@@ -32,6 +32,35 @@ class Actor:
 
     def __init__(self, txn: Txn, stack: StackRow, defn: stackdef.Definition) -> None:
         self.txn, self.stack, self.defn = txn, stack, defn
+        #: Resources resolved ahead by ``changing`` (what they require was done then): used once by ``act``.
+        self._resolved: dict[str, tuple[Res, Any]] = {}
+
+    async def changing(self, rows: list[ResourceRow], current: Mapping[str, Row]) -> list[ResourceRow]:
+        """Of *rows*, all but the deployments that resolve now to the properties they have.
+
+        A sliced update loads only these rows' deployments (a 10 % update of 50,000 read
+        every one). A deployment whose requirements are not all done yet (they act
+        later in this slice) counts as changing; one resolved here is not resolved again.
+        """
+        traversal, out = self.stack.traversal, list[ResourceRow]()
+        for row in rows:
+            name = row.name
+            requires = self.defn.requires(name)
+            if (
+                row.type not in DEPLOYMENT_TYPES
+                or row.action == "INIT"
+                or not all(done(current.get(d), traversal) for d in requires)
+            ):
+                out.append(row)
+                continue
+            try:
+                res, props = self._resolved[name] = await self.resolve(name, current)
+            except (ControlError, hot.TemplateError):
+                out.append(row)  # act resolves it again and fails it with the reason
+                continue
+            if not changes.unchanged(res, row, props):
+                out.append(row)
+        return out
 
     async def act(self, name: str, row: ResourceRow | None, current: Mapping[str, Row]) -> ResourceRow:
         """Create, update or replace one resource; a problem fails that resource, not the step."""
@@ -43,7 +72,8 @@ class Actor:
             row = None  # held at a breakpoint until now (placeholder below): it is created, not updated
         target = row
         try:
-            res, props = await self.resolve(name, current)
+            ahead = self._resolved.pop(name, None)
+            res, props = ahead if ahead is not None else await self.resolve(name, current)
             if row is not None and external.unchanged(res, row):
                 row.traversal = stack.traversal  # Heat never updates an external resource
                 return row

@@ -186,7 +186,7 @@ class Step:
         current: dict[str, Row] = {r.name: r for r in self.rows if r.current}
         pending = False
         for chunk in slices.of(defn.order()):
-            await slices.realize(current, chunk)
+            await slices.realize(current, chunk, lambda rows: actor.changing(rows, current))
             for name in chunk:
                 row = current.get(name)
                 if done(row, traversal):

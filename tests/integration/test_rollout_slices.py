@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
+from control.api.app_keys import RUNTIME
 from control.engine import slices, step, worker
 from control.runtime import Runtime
+from control.transports.publisher import http_publisher
 from tests.support.controlplane import start_control_plane, stop_control_plane
 from tests.support.inprocess import Plane
 from tests.support.templates import deployed_server
@@ -27,8 +29,9 @@ from tests.support.templates import deployed_server
 SERVERS = 6
 
 
-def fleet(servers: int, prefix: str) -> str:
-    """*servers* servers, one script deployment each, waiting for a CFN signal nobody sends."""
+def fleet(servers: int, prefix: str, transport: str = "CFN_SIGNAL") -> str:
+    """*servers* servers, one script deployment each, waiting for a CFN signal nobody sends
+    (NO_SIGNAL: each done once its document is out)."""
     lines = [
         "heat_template_version: 2018-08-31",
         "parameters:",
@@ -43,7 +46,7 @@ def fleet(servers: int, prefix: str) -> str:
         lines.append(
             f"  dep{i}: {{type: OS::Heat::SoftwareDeployment, properties: {{config: {{get_resource: cfg}}, "
             f"server: {{get_resource: srv{i}}}, input_values: {{REV: {{get_param: rev}}}}, "
-            "signal_transport: CFN_SIGNAL}}"
+            f"signal_transport: {transport}}}}}"
         )
     return "\n".join(lines) + "\n"
 
@@ -108,6 +111,63 @@ def test_a_walks_first_slices_are_published_before_its_step_ends(
     assert servers == set().union(*batches), batches
     assert all(len(b) < SERVERS for b in batches), batches  # each publish carried a slice, not the whole
     assert all(serial >= 1 for b in batches for serial in b.values()), batches
+
+
+def test_slices_grow_while_no_agent_waits_and_stay_short_while_agents_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two resources a slice: a create nobody polls doubles its slices; an update every server's
+    long-poll waits on commits every 2 resources (4 after a slice that changed no document)."""
+    monkeypatch.setattr(slices, "COMMIT_AFTER", 3600.0)  # by count only: the test does not race a clock
+    sizes: list[int] = []
+    commit = slices.Slices._commit
+
+    async def counted(self: slices.Slices) -> None:
+        sizes.append(self.acted)
+        await commit(self)
+
+    monkeypatch.setattr(slices.Slices, "_commit", counted)
+    loop = asyncio.new_event_loop()
+    plane = Plane(loop, tmp_path)
+    plane.settings = dataclasses.replace(plane.settings, step_slice=2)
+    text = fleet(12, "grow", "NO_SIGNAL")
+
+    async def settled() -> None:
+        for _ in range(300):  # bounded: ~30 s
+            _, body = await plane.call("GET", "/v1/stacks/grow")
+            if not body["status"].endswith("IN_PROGRESS"):
+                assert body["status"].endswith("_COMPLETE"), body
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError("the stack did not settle in 30 s")
+
+    async def scenario() -> list[int]:
+        await plane.start()
+        assert 201 == (await plane.call("POST", "/v1/stacks", {"name": "grow", "template": text}))[0]
+        await settled()
+        created = list(sizes)
+        sizes.clear()
+        http = http_publisher(plane.app[RUNTIME].publisher)
+        assert http is not None
+        serials = await plane.serials()
+        # Every server's agent holds a long-poll for its next document, as anneal-agent does.
+        polls = [asyncio.ensure_future(http.wait_newer(s, f'"{n}"', 60)) for s, n in serials.items()]
+        await asyncio.sleep(0)
+        assert all(http.waits(s) for s in serials)
+        body = {"template": text, "parameters": {"rev": "r2"}}
+        assert 202 == (await plane.call("PUT", "/v1/stacks/grow", body))[0]
+        await settled()
+        await asyncio.wait_for(asyncio.gather(*polls), 60)  # each got its new document
+        return created
+
+    try:
+        created = loop.run_until_complete(scenario())
+    finally:
+        loop.run_until_complete(plane.stop())
+        loop.close()
+    assert created[:3] == [2, 4, 8], created  # nobody waited: each slice twice the last
+    assert sizes and max(sizes) <= 4, sizes
+    assert sizes.count(2) >= 4, sizes
 
 
 def _started(db: Path) -> dict[str, tuple[int, str]]:
