@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from control.hot import taint
@@ -42,7 +43,12 @@ class Definition:
         return evaluate_condition(cond, _Conditions(self), path)
 
     def order(self) -> list[str]:
-        return [n for n in self.template.order() if self.active(n)]
+        return list(self._order)
+
+    @cached_property
+    def _order(self) -> tuple[str, ...]:
+        # Once per definition (it is immutable): its conditions evaluated for every resource.
+        return tuple(n for n in self.template.order() if self.active(n))
 
     def requires(self, name: str) -> list[str]:
         return sorted(d for d in self.template.dependencies(name) if self.active(d))

@@ -58,6 +58,12 @@ class Template:
 
     def order(self) -> list[str]:
         """A topological order of the resources; ties keep template order (parsing refused cycles)."""
+        return list(self._order)
+
+    @cached_property
+    def _order(self) -> tuple[str, ...]:
+        # Once per template: every engine step and every `stack show --progress` of the CLI's
+        # --wait asked for it, 0.1-0.2 s of sorting each at 60,000 resources.
         position = {name: i for i, name in enumerate(self.resources)}
         waiting = {name: 0 for name in self.resources}
         users: dict[str, list[str]] = {name: [] for name in self.resources}
@@ -75,7 +81,7 @@ class Template:
                 waiting[user] -= 1
                 if waiting[user] == 0:
                     heapq.heappush(ready, position[user])
-        return out
+        return tuple(out)
 
     def attribute_paths(self, name: str) -> frozenset[tuple[Any, ...]] | None:
         """The ``[attribute, key, ...]`` paths the template reads of resource *name* with get_attr.

@@ -230,6 +230,8 @@ class EventRow(Base):
 
 
 Index("ix_events_stack", EventRow.stack_id, EventRow.id)
+#: A stack's resources of a type (a signal batch reads its stacks' random strings: seal.stack_texts).
+Index("ix_resources_stack_type", ResourceRow.stack_id, ResourceRow.type)
 
 
 class CounterRow(Base):
