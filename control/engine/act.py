@@ -36,29 +36,30 @@ class Actor:
         self._resolved: dict[str, tuple[Res, Any]] = {}
 
     async def changing(self, rows: list[ResourceRow], current: Mapping[str, Row]) -> list[ResourceRow]:
-        """Of *rows*, all but the deployments that resolve now to the properties they have.
+        """The deployments of *rows* (in walk order) whose properties may change in this walk.
 
-        A sliced update loads only these rows' deployments (a 10 % update of 50,000 read
-        every one). A deployment whose requirements are not all done yet (they act
-        later in this slice) counts as changing; one resolved here is not resolved again.
+        A sliced update loads only their deployment rows (a 10 % update of 50,000 read every
+        one). A resource is resolved ahead once what it requires is done or was itself found
+        unchanged here (acting on it changes nothing another reads: its server, its config);
+        ``act`` takes that resolution instead of resolving again.
         """
-        traversal, out = self.stack.traversal, list[ResourceRow]()
+        traversal, same, out = self.stack.traversal, set[str](), list[ResourceRow]()
         for row in rows:
             name = row.name
-            requires = self.defn.requires(name)
             if (
-                row.type not in DEPLOYMENT_TYPES
-                or row.action == "INIT"
-                or not all(done(current.get(d), traversal) for d in requires)
+                row.action != "INIT"
+                and composite_for(row.type) is None
+                and all(d in same or done(current.get(d), traversal) for d in self.defn.requires(name))
             ):
-                out.append(row)
-                continue
-            try:
-                res, props = self._resolved[name] = await self.resolve(name, current)
-            except (ControlError, hot.TemplateError):
-                out.append(row)  # act resolves it again and fails it with the reason
-                continue
-            if not changes.unchanged(res, row, props):
+                try:
+                    res, props = self._resolved[name] = await self.resolve(name, current)
+                except (ControlError, hot.TemplateError):
+                    pass  # act resolves it again and fails it with the reason
+                else:
+                    if changes.unchanged(res, row, props):
+                        same.add(name)
+                        continue
+            if row.type in DEPLOYMENT_TYPES:
                 out.append(row)
         return out
 

@@ -184,11 +184,11 @@ class Slices:
             if isinstance(r, Light) and not done(r, traversal) and r.status != "IN_PROGRESS"
         ]
         full = await self._full([r.id for r in light])
-        for r in light:
-            if r.id in full:
-                current[r.name] = full[r.id]
+        ordered = [full[r.id] for r in light if r.id in full]
+        for row in ordered:
+            current[row.name] = row
         # Their deployments in one query too: a handler finds its own in the session, not by a query each.
-        await self._deployments(await changing(list(full.values())) if full else [])
+        await self._deployments(await changing(ordered) if ordered else [])
 
     async def _deployments(self, rows: list[ResourceRow]) -> None:
         """Load the deployments of *rows* in one query, held until the next load (the map holds them weakly)."""

@@ -29,9 +29,9 @@ from tests.support.templates import deployed_server
 SERVERS = 6
 
 
-def fleet(servers: int, prefix: str, transport: str = "CFN_SIGNAL") -> str:
+def fleet(servers: int, prefix: str, transport: str = "CFN_SIGNAL", following: int | None = None) -> str:
     """*servers* servers, one script deployment each, waiting for a CFN signal nobody sends
-    (NO_SIGNAL: each done once its document is out)."""
+    (NO_SIGNAL: each done once its document is out); only the first *following* take ``rev``."""
     lines = [
         "heat_template_version: 2018-08-31",
         "parameters:",
@@ -41,11 +41,15 @@ def fleet(servers: int, prefix: str, transport: str = "CFN_SIGNAL") -> str:
         "    type: OS::Heat::SoftwareConfig",
         "    properties: {group: script, config: 'true', inputs: [{name: REV}]}",
     ]
+
+    def rev(i: int) -> str:
+        return "{get_param: rev}" if following is None or i < following else "fixed"
+
     for i in range(servers):
         lines.append(deployed_server(f"srv{i}", name=f"{prefix}-{i}"))
         lines.append(
             f"  dep{i}: {{type: OS::Heat::SoftwareDeployment, properties: {{config: {{get_resource: cfg}}, "
-            f"server: {{get_resource: srv{i}}}, input_values: {{REV: {{get_param: rev}}}}, "
+            f"server: {{get_resource: srv{i}}}, input_values: {{REV: {rev(i)}}}, "
             f"signal_transport: {transport}}}}}"
         )
     return "\n".join(lines) + "\n"
@@ -113,6 +117,17 @@ def test_a_walks_first_slices_are_published_before_its_step_ends(
     assert all(serial >= 1 for b in batches for serial in b.values()), batches
 
 
+async def _settled(plane: Plane, name: str) -> None:
+    """Wait (bounded: ~30 s) until the stack is no longer in progress; it must have completed."""
+    for _ in range(300):
+        _, body = await plane.call("GET", f"/v1/stacks/{name}")
+        if not body["status"].endswith("IN_PROGRESS"):
+            assert body["status"].endswith("_COMPLETE"), body
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"stack {name} did not settle in 30 s")
+
+
 def test_slices_grow_while_no_agent_waits_and_stay_short_while_agents_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -132,19 +147,10 @@ def test_slices_grow_while_no_agent_waits_and_stay_short_while_agents_wait(
     plane.settings = dataclasses.replace(plane.settings, step_slice=2)
     text = fleet(12, "grow", "NO_SIGNAL")
 
-    async def settled() -> None:
-        for _ in range(300):  # bounded: ~30 s
-            _, body = await plane.call("GET", "/v1/stacks/grow")
-            if not body["status"].endswith("IN_PROGRESS"):
-                assert body["status"].endswith("_COMPLETE"), body
-                return
-            await asyncio.sleep(0.1)
-        raise AssertionError("the stack did not settle in 30 s")
-
     async def scenario() -> list[int]:
         await plane.start()
         assert 201 == (await plane.call("POST", "/v1/stacks", {"name": "grow", "template": text}))[0]
-        await settled()
+        await _settled(plane, "grow")
         created = list(sizes)
         sizes.clear()
         http = http_publisher(plane.app[RUNTIME].publisher)
@@ -156,7 +162,7 @@ def test_slices_grow_while_no_agent_waits_and_stay_short_while_agents_wait(
         assert all(http.waits(s) for s in serials)
         body = {"template": text, "parameters": {"rev": "r2"}}
         assert 202 == (await plane.call("PUT", "/v1/stacks/grow", body))[0]
-        await settled()
+        await _settled(plane, "grow")
         await asyncio.wait_for(asyncio.gather(*polls), 60)  # each got its new document
         return created
 
@@ -168,6 +174,42 @@ def test_slices_grow_while_no_agent_waits_and_stay_short_while_agents_wait(
     assert created[:3] == [2, 4, 8], created  # nobody waited: each slice twice the last
     assert sizes and max(sizes) <= 4, sizes
     assert sizes.count(2) >= 4, sizes
+
+
+def test_a_sliced_update_loads_only_the_deployments_that_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stack stepped in slices of 4: an update that changes 2 of 12 deployments loads those 2 rows only."""
+    monkeypatch.setattr(slices, "SLICE", 4)
+    loaded: list[str] = []
+    deployments = slices.Slices._deployments
+
+    async def counted(self: slices.Slices, rows: list[Any]) -> None:
+        await deployments(self, rows)
+        loaded.extend(r.resource_name for r in self._loaded)  # what the slice holds
+
+    monkeypatch.setattr(slices.Slices, "_deployments", counted)
+    loop = asyncio.new_event_loop()
+    plane = Plane(loop, tmp_path)
+    text = fleet(12, "part", "NO_SIGNAL", following=2)
+
+    async def scenario() -> dict[str, int]:
+        await plane.start()
+        assert 201 == (await plane.call("POST", "/v1/stacks", {"name": "part", "template": text}))[0]
+        await _settled(plane, "part")
+        loaded.clear()
+        body = {"template": text, "parameters": {"rev": "r2"}}
+        assert 202 == (await plane.call("PUT", "/v1/stacks/part", body))[0]
+        await _settled(plane, "part")
+        return {d.resource_name: d.generation for d in await plane.deployments()}
+
+    try:
+        generations = loop.run_until_complete(scenario())
+    finally:
+        loop.run_until_complete(plane.stop())
+        loop.close()
+    assert sorted(loaded) == ["dep0", "dep1"], loaded
+    assert {n: g for n, g in generations.items() if g != 1} == {"dep0": 2, "dep1": 2}, generations
 
 
 def _started(db: Path) -> dict[str, tuple[int, str]]:
