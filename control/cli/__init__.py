@@ -32,6 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="anneal", description="Anneal control plane and operator CLI")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('anneal')}")
     parser.add_argument("--config", help="CLI config file with url and token (else ANNEAL_URL/ANNEAL_TOKEN)")
+    parser.add_argument(
+        "--project",
+        dest="in_project",
+        help="admin token: the project whose stack and server names are meant, and where creates go "
+        "(else ANNEAL_PROJECT); other tokens act in their own project",
+    )
     sub = parser.add_subparsers(dest="group", required=True)
     serve_options.add(sub.add_parser("serve", help="run the control plane"))
     dbs = sub.add_parser("db", help="the database's schema").add_subparsers(dest="command", required=True)

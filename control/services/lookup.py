@@ -10,6 +10,7 @@ from sqlalchemy import select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.errors import BadRequestError, NotFoundError
+from control.principal import EVERYWHERE, Within
 from control.services.stacks import STATE_ONLY, get_stack
 from control.store.orm import DeploymentRow, ResourceRow
 
@@ -24,7 +25,7 @@ async def find_deployment(session: AsyncSession, ref: str, project: str | None =
     if dep is not None and project in (None, dep.project):
         return dep
     if "/" in ref:
-        return await _by_resource(session, ref)
+        return await _by_resource(session, ref, EVERYWHERE if project is None else Within(project))
     if not ref:
         raise BadRequestError("deployment: give an id, a unique id prefix or stack/resource", where="id")
     ids = list(
@@ -49,10 +50,10 @@ async def find_deployment(session: AsyncSession, ref: str, project: str | None =
     return found
 
 
-async def _by_resource(session: AsyncSession, ref: str) -> DeploymentRow:
+async def _by_resource(session: AsyncSession, ref: str, within: Within) -> DeploymentRow:
     """``stack/resource``: the deployment the stack's current resource of that name made."""
     stack_ref, resource = ref.split("/", 1)
-    stack = await get_stack(session, stack_ref, *STATE_ONLY)
+    stack = await get_stack(session, stack_ref, *STATE_ONLY, within=within)
     physical = await session.scalar(
         select(ResourceRow.physical_id).where(
             ResourceRow.stack_id == stack.id, ResourceRow.name == resource, ResourceRow.current.is_(True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control import hot
@@ -26,6 +25,7 @@ from control.services.stack_request import (
 )
 from control.services.stack_resources import identified_stack
 from control.services.stacks import MASK, check_stack_name
+from control.store import names
 from control.store.orm import StackRow
 
 CATEGORIES = ("added", "deleted", "replaced", "updated", "unchanged")
@@ -57,9 +57,9 @@ async def preview_update(
     return found
 
 
-async def preview_create(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
+async def preview_create(rt: Runtime, body: Mapping[str, Any], project: str) -> dict[str, Any]:
     """What creating stack ``body["name"]`` would make, checked as a create checks it (400
-    naming the path; 409 for a name in use): its parameters (hidden ones masked) and each resource in
+    naming the path; 409 for a name *project* uses): its parameters (hidden ones masked) and each resource in
     creation order with its type, template properties, metadata and the resources requiring it; the
     stack's tags, timeout_mins and rollback."""
     name = check_stack_name(body.get("name"))
@@ -72,7 +72,7 @@ async def preview_create(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]
     nesting = hot.Nesting(0, rt.settings.max_nested_depth)
     defn, _ = await validated_request(rt.settings, req, stack_name=name, stack_id="None", nesting=nesting)
     async with rt.sessions() as session:
-        if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
+        if await names.taken(session, StackRow, name, project):
             raise ConflictError(f"stack {name!r} already exists", where="name")
     hidden = defn.params.hidden
     order = defn.order()

@@ -10,14 +10,18 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.engine.settle import settle
-from control.errors import ConflictError, NotFoundError
+from control.errors import ConflictError
+from control.principal import Within
 from control.resources.servers import SERVER_TYPES, remove_server
 from control.runtime import Runtime
+from control.store import names
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
 
 
-async def delete_server(rt: Runtime, kick: Callable[[str], None], ref: str, force: bool) -> dict[str, Any]:
+async def delete_server(
+    rt: Runtime, kick: Callable[[str], None], ref: str, force: bool, *, within: Within
+) -> dict[str, Any]:
     """Delete the server *ref* names; ConflictError naming the stacks that use it unless *force*.
 
     Forced, its deployments still in progress fail (their stacks move on) and the stacks
@@ -25,11 +29,7 @@ async def delete_server(rt: Runtime, kick: Callable[[str], None], ref: str, forc
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        server = await session.get(ServerRow, ref) or await session.scalar(
-            select(ServerRow).where(ServerRow.name == ref)
-        )
-        if server is None:
-            raise NotFoundError(f"server {ref!r} not found", where="server")
+        server = await names.find(session, ServerRow, ref, within)
         users = await _stacks_using(session, server)
         loose = await session.scalar(
             select(DeploymentRow.id).where(
