@@ -38,7 +38,7 @@ async def list_deployments(request: web.Request) -> web.Response:
 @auth("read")
 async def show_deployment(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.show_deployment(session, request.match_info["id"]))
+        return ok(await queries.show_deployment(session, request.match_info["id"], within=within(request)))
 
 
 @routes.post("/v1/servers")

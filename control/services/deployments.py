@@ -151,8 +151,8 @@ async def create_deployment(
     given = _values(body) or {}
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        names = Within(within) if within is not None else Within(project, admin=True)
-        server = await _server(txn, body.get("server_id"), project, names)
+        seen_in = Within(within) if within is not None else Within(project, admin=True)
+        server = await _server(txn, body.get("server_id"), project, seen_in)
         row = await _config(session, body.get("config_id"), within)
         source, values, derived = _source(row, "")
         now = time.time()

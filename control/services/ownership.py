@@ -25,7 +25,7 @@ async def project_of(session: AsyncSession, kind: Kind, ref: str, project: str) 
         if kind == "stack":
             return (await stacks.get_stack(session, ref, *stacks.STATE_ONLY, within=within)).project
         if kind == "deployment":
-            return (await lookup.find_deployment(session, ref, project)).project
+            return (await lookup.find_deployment(session, ref, within)).project
         if kind == "server":
             return (await queries.get_server(session, ref, within=within)).project
     except NotFoundError:

@@ -323,9 +323,9 @@ def deployment_summary(dep: DeploymentRow, server_name: str) -> dict[str, Any]:
     }
 
 
-async def show_deployment(session: AsyncSession, ref: str) -> dict[str, Any]:
+async def show_deployment(session: AsyncSession, ref: str, *, within: Within) -> dict[str, Any]:
     """The deployment *ref* names (id, unique id prefix or ``stack/resource``) with its results."""
-    dep = await lookup.find_deployment(session, ref)
+    dep = await lookup.find_deployment(session, ref, within)
     server = await session.get(ServerRow, dep.server_id)
     stack_texts = await seal.stack_texts(session, [dep.stack_id] if dep.stack_id else [])
     secrets = seal.texts_for(dep.item, stack_texts.get(dep.stack_id or "", ()))

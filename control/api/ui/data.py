@@ -144,7 +144,7 @@ async def deployment(request: web.Request) -> web.Response:
     """A deployment as ``GET /v1/deployments/{id}`` shows it, with its status history."""
     dep_id = request.match_info["id"]
     async with request.app[RUNTIME].sessions() as session:
-        view = await queries.show_deployment(session, dep_id)
+        view = await queries.show_deployment(session, dep_id, within=within(request))
         view["history"] = await overview.deployment_history(session, dep_id)
         return ok(view)
 
