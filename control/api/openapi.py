@@ -335,7 +335,7 @@ PROJECT_PATHS = ("/v1/stacks", "/v1/deployments", "/v1/servers")
 
 
 def _by_role(paths: dict[str, Any]) -> dict[str, Any]:
-    """Stacks, deployments and servers: reads need the ``read`` policy, changes ``write`` (api/operator.py)."""
+    """Stacks, deployments and servers: reads need the ``read`` policy, changes ``write`` (api/operator.py, api/fleet.py)."""
     for path, item in paths.items():
         if path.startswith(PROJECT_PATHS):
             for method, operation in item.items():
