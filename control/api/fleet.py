@@ -108,7 +108,7 @@ async def list_servers(request: web.Request) -> web.Response:
         if (project := ownership.seen(request)) is not None:
             query = query.where(ServerRow.project == project)
         rows = await session.scalars(query)
-        return ok([queries.server_view(s, rt.settings) for s in rows])
+        return ok([servers.server_view(s, rt.settings) for s in rows])
 
 
 @routes.get("/v1/servers/{name}")
@@ -116,8 +116,8 @@ async def list_servers(request: web.Request) -> web.Response:
 async def show_server(request: web.Request) -> web.Response:
     rt = request.app[RUNTIME]
     async with rt.sessions() as session:
-        server = await queries.get_server(session, request.match_info["name"], within=within(request))
-        view = queries.server_view(server, rt.settings)
+        server = await servers.get_server(session, request.match_info["name"], within=within(request))
+        view = servers.server_view(server, rt.settings)
         if server.agent_kind == heat.HEAT_AGENT:
             view.update(heat.heat_view(rt, server))
         view["deployments"] = await queries.list_deployments(session, {"server": server.id})

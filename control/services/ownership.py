@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.errors import NotFoundError
 from control.principal import Within
-from control.services import lookup, queries, stacks
+from control.services import lookup, servers, stacks
 from control.store.orm import ConfigRow
 
 Kind = Literal["stack", "deployment", "server", "config"]
@@ -27,7 +27,7 @@ async def project_of(session: AsyncSession, kind: Kind, ref: str, project: str) 
         if kind == "deployment":
             return (await lookup.find_deployment(session, ref, within)).project
         if kind == "server":
-            return (await queries.get_server(session, ref, within=within)).project
+            return (await servers.get_server(session, ref, within=within)).project
     except NotFoundError:
         return None
     config = await session.get(ConfigRow, ref)

@@ -81,7 +81,7 @@ async def preview_create(rt: Runtime, body: Mapping[str, Any], project: str) -> 
             raise ConflictError(f"stack {name!r} already exists", where="name")
     hidden = defn.params.hidden
     order = defn.order()
-    properties = await asyncio.to_thread(_resolved, rt.settings, defn, name, req.files)
+    properties = await asyncio.to_thread(_resolved, rt.settings, defn, (name, project), req.files)
     resources = []
     for res_name in order:
         rdef = defn.template.resources[res_name]
@@ -112,13 +112,13 @@ class _Unmade(DryContext):
 
 
 def _resolved(
-    settings: Settings, defn: Definition, stack_name: str, files: Mapping[str, Any]
+    settings: Settings, defn: Definition, where: tuple[str, str], files: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Each resource's properties as Heat's preview shows them: resolved where the parameters decide
     them, a value derived from a hidden one masked, and as the template writes them where a call
-    cannot be evaluated before the resources exist."""
+    cannot be evaluated before the resources exist. *where* is the stack's name and project."""
     values = {k: taint.Secret(v) if k in defn.params.hidden else v for k, v in defn.params.values.items()}
-    pseudo = {"OS::stack_name": stack_name, "OS::stack_id": "None", "OS::project_id": ""}
+    pseudo = {"OS::stack_name": where[0], "OS::stack_id": "None", "OS::project_id": where[1]}
     ctx = _Unmade({**values, **pseudo}, defn.conditions, files)
     found: dict[str, Any] = {}
     with hot.evaluating(hot.Budget(settings.evaluation_cap)) as budget, budget.leniently():

@@ -22,7 +22,6 @@ from control.resources.provider import HIDDEN as HIDDEN_OUTPUT
 from control.runtime import Runtime
 from control.services import lookup
 from control.services.stacks import MASK, STATE_ONLY, get_stack, mask, stack_view
-from control.settings import Settings
 from control.store import names
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
 from control.txn import lock_event_streams
@@ -291,7 +290,7 @@ async def list_deployments(
         stack = await get_stack(session, query["stack"], *STATE_ONLY, within=within)
         stmt = stmt.where(DeploymentRow.stack_id == stack.id)
     if query.get("server"):
-        server = await get_server(session, query["server"], within=within)
+        server = await names.find(session, ServerRow, query["server"], within)
         stmt = stmt.where(DeploymentRow.server_id == server.id)
     if "status" in query:  # given empty, it names no state: refused like any other
         status = query["status"].upper()
@@ -302,8 +301,8 @@ async def list_deployments(
     servers = select(ServerRow.id, ServerRow.name)
     if limit is not None:  # a page names its own servers, not every server (one IN of at most *limit*)
         servers = servers.where(ServerRow.id.in_({d.server_id for d in found}))
-    names = {server_id: name for server_id, name in (await session.execute(servers)).all()}
-    return [deployment_summary(d, names.get(d.server_id, "")) for d in found]
+    named = {server_id: name for server_id, name in (await session.execute(servers)).all()}
+    return [deployment_summary(d, named.get(d.server_id, "")) for d in found]
 
 
 def deployment_summary(dep: DeploymentRow, server_name: str) -> dict[str, Any]:
@@ -377,30 +376,3 @@ def shown_attempts(attempts: Any, secrets: frozenset[str]) -> list[dict[str, Any
 def _inputs(item: Mapping[str, Any]) -> dict[str, Any]:
     """Input values; those declared ``secret`` are masked."""
     return {i["name"]: (MASK if i.get("secret") else i.get("value")) for i in item.get("inputs", [])}
-
-
-async def get_server(session: AsyncSession, ref: str, *, within: Within) -> ServerRow:
-    """The server named (where *within* resolves names) or with id *ref*."""
-    return await names.find(session, ServerRow, ref, within)
-
-
-def server_view(server: ServerRow, settings: Settings) -> dict[str, Any]:
-    silent = server.last_seen is None or time.time() - server.last_seen > settings.heartbeat_lease
-    return {
-        "id": server.id,
-        "name": server.name,
-        "status": server.status,
-        "agent": "silent"
-        if silent and server.status == "ENROLLED"
-        else ("alive" if server.status == "ENROLLED" else "not enrolled"),
-        "serial": server.serial,
-        "transport": server.transport,
-        "last_seen": server.last_seen,
-        "owner_stack_id": server.owner_stack_id,
-        "created_at": server.created_at,
-        "enrolled_at": server.enrolled_at,
-        "agent_status": server.agent_status,
-        "rebuilds": server.rebuilds or [],
-        # Handed to another control plane (`stack abandon --to`): its URL; delete it here once moved.
-        "handed_over_to": (server.handover or {}).get("url"),
-    }

@@ -14,6 +14,7 @@ from control.errors import ConflictError
 from control.principal import Within
 from control.resources.servers import SERVER_TYPES, remove_server
 from control.runtime import Runtime
+from control.settings import Settings
 from control.store import names
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
@@ -87,3 +88,30 @@ async def _fail_running(txn: Txn, server: ServerRow) -> int:
         await settle(txn, dep)
         count += 1
     return count
+
+
+async def get_server(session: AsyncSession, ref: str, *, within: Within) -> ServerRow:
+    """The server named (where *within* resolves names) or with id *ref*."""
+    return await names.find(session, ServerRow, ref, within)
+
+
+def server_view(server: ServerRow, settings: Settings) -> dict[str, Any]:
+    silent = server.last_seen is None or time.time() - server.last_seen > settings.heartbeat_lease
+    return {
+        "id": server.id,
+        "name": server.name,
+        "status": server.status,
+        "agent": "silent"
+        if silent and server.status == "ENROLLED"
+        else ("alive" if server.status == "ENROLLED" else "not enrolled"),
+        "serial": server.serial,
+        "transport": server.transport,
+        "last_seen": server.last_seen,
+        "owner_stack_id": server.owner_stack_id,
+        "created_at": server.created_at,
+        "enrolled_at": server.enrolled_at,
+        "agent_status": server.agent_status,
+        "rebuilds": server.rebuilds or [],
+        # Handed to another control plane (`stack abandon --to`): its URL; delete it here once moved.
+        "handed_over_to": (server.handover or {}).get("url"),
+    }

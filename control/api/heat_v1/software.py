@@ -13,7 +13,7 @@ from control.api.heat_v1.views import isotime
 from control.api.middleware import auth
 from control.errors import NotFoundError
 from control.services import configs, deployments
-from control.services.queries import get_server
+from control.services.servers import get_server
 from control.services.stack_resources import server_items
 
 P = "/v1/{project_id}"

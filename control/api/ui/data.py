@@ -21,6 +21,7 @@ from control.api.ownership import within
 from control.api.ui.session import COOKIE, form_token
 from control.errors import BadRequestError, ControlError
 from control.services import overview, queries
+from control.services.servers import get_server, server_view
 from control.services.stacks import STATE_ONLY, get_stack
 from control.store.orm import ServerRow
 
@@ -160,9 +161,7 @@ async def servers(request: web.Request) -> web.Response:
             query = query.where(ServerRow.project == project)
         rows = list(await session.scalars(query))
         counts = await overview.deployment_counts(session)
-        return ok(
-            [{**queries.server_view(s, rt.settings), "deployments": counts.get(s.id, {})} for s in rows]
-        )
+        return ok([{**server_view(s, rt.settings), "deployments": counts.get(s.id, {})} for s in rows])
 
 
 @routes.get("/ui/api/servers/{name}")
@@ -171,8 +170,8 @@ async def server(request: web.Request) -> web.Response:
     """One server: its health and what it runs (its deployments)."""
     rt = request.app[RUNTIME]
     async with rt.sessions() as session:
-        row = await queries.get_server(session, request.match_info["name"], within=within(request))
-        view = queries.server_view(row, rt.settings)
+        row = await get_server(session, request.match_info["name"], within=within(request))
+        view = server_view(row, rt.settings)
         view["deployments"] = await queries.list_deployments(session, {"server": row.id})
         return ok(view)
 
