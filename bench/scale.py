@@ -31,7 +31,6 @@ Each line also gives the CPU time (user + system) of the child per deployment
 created, which other engineers' load on the machine disturbs much less than the
 wall-clock rate, the number of engine steps and of signal transactions.
 
-SCALE_STEP_SLICE=N: children run with ``--step-slice N``; SCALE_PROFILE=P: cProfile in P.<pid>.prof.
 Each size runs in its own child process, so peak RSS (VmHWM) is that size's. The
 child's RSS includes the simulated agents (a few MB at 10,000 servers).
 PostgreSQL: a throw-away cluster (tests/support/pg.py: initdb + pg_ctl on a free loopback
@@ -54,15 +53,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import scale_probe  # noqa: E402
+from bench import scale_parts, scale_probe  # noqa: E402
 from bench.scale_parts import (  # noqa: E402 (after the path is set)
     API_TEMPLATE_CAP,
     PER_SERVER,
     FrontDoor,
     cpu,
     new_generations,
-    overrides,
-    profiled,
     progress,
     request,
 )
@@ -106,7 +103,7 @@ async def child(
         provisioner="enrol",
         default_signal_transport="CFN_SIGNAL",
         max_template_bytes=API_TEMPLATE_CAP if api else Settings.max_template_bytes,
-        **overrides(),  # SCALE_STEP_SLICE
+        **scale_parts.overrides(),  # SCALE_STEP_SLICE
     )
     secrets = keys.load_or_create(settings.data_dir)
     db, sessions = await open_database(settings.db_url, secrets.data_key)
@@ -341,7 +338,7 @@ def main() -> int:
 
         logging.basicConfig(level=logging.WARNING)
         run = child(args.child, args.db_url, args.data_dir, args.api, args.probe)  # SCALE_PROFILE:
-        print(json.dumps(profiled(lambda: asyncio.run(run))))
+        print(json.dumps(scale_parts.profiled(lambda: asyncio.run(run))))
         return 0
     if args.api and args.nested:
         p.error("--nested goes through the engine only: the CLI would need member.yaml beside the template")

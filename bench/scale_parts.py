@@ -28,7 +28,7 @@ API_TEMPLATE_CAP = 64 * 1024 * 1024
 
 
 def overrides() -> dict[str, Any]:
-    """Settings a child takes from the environment: SCALE_STEP_SLICE is `anneal serve --step-slice`."""
+    """Settings a scale.py child takes from the environment: SCALE_STEP_SLICE=N is `--step-slice N`."""
     value = os.environ.get("SCALE_STEP_SLICE")
     return {} if value is None else {"step_slice": int(value)}
 
