@@ -2,7 +2,8 @@
 
 It is a template resource (control/resources/provider.py) whose template comes from the
 property instead of the files, whose parameters are ``parameters``, and whose ``timeout``
-(minutes) is the nested stack's timeout_mins: the default timeout of its deployments.
+(minutes) is the nested stack's timeout_mins (else its parent's): the default timeout of its
+deployments, and the time its create or update may take before it fails as "Timed out".
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import Any
 
 from control import hot
 from control.hot.heatstack import REMOTE, source_of
-from control.resources import nested
+from control.resources import deploy, nested
 from control.resources.base import Res
 from control.resources.provider import HIDDEN, TemplateResource
 from control.store.orm import StackRow
+from control.txn import Txn
 
 HEAT_STACK = "OS::Heat::Stack"
 
@@ -43,9 +45,11 @@ class HeatStack(TemplateResource):
             "params": {k: v for k, v in params.items() if v is not None},
         }
 
-    def started(self, child: StackRow, props: Mapping[str, Any]) -> None:
+    def started(self, txn: Txn, child: StackRow, props: Mapping[str, Any]) -> None:
         timeout = props.get("timeout")
-        child.timeout_mins = int(timeout) if timeout is not None else None
+        if timeout is not None:  # else the parent's, as Heat's nested stacks inherit it
+            child.timeout_mins = int(timeout)
+            deploy.start_deadline(txn.runtime.settings.timeout_minute, child)
 
     def attributes(self, child: nested.ChildState, outputs: Mapping[str, Any]) -> dict[str, Any]:
         shown = {k: v for k, v in outputs.items() if not k.startswith(HIDDEN)}
