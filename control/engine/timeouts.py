@@ -68,7 +68,6 @@ async def time_out(txn: Txn, stack: StackRow) -> bool:
         )
     rollback = stack.rollback and stack.action in ("CREATE", "UPDATE")
     finish(txn, stack, "FAILED", TIMED_OUT)
-    txn.kicks.add(stack.id)
     if not rollback:
         return True
     rows = await txn.session.scalars(

@@ -95,29 +95,48 @@ def test_a_create_past_timeout_mins_fails_timed_out_through_heats_api(
 
 
 def test_a_nested_stacks_timeout_fails_its_parent_resource(plane: tuple[ControlPlane, str]) -> None:
-    """OS::Heat::Stack with timeout 2: its nested stack fails "Timed out", so its resource and the parent fail."""
-    cp, _ = plane
+    """OS::Heat::Stack with timeout 2 in a stack of timeout_mins 5: its nested stack fails "Timed out"
+    first, so its resource and the parent fail; a template resource's nested stack inherits the 5."""
+    cp, heat_url = plane
     parent = {
         "heat_template_version": "2018-08-31",
         "resources": {
             "inner": {
                 "type": "OS::Heat::Stack",
                 "properties": {"template": json.dumps(template(SLOW)), "timeout": 2},
-            }
+            },
+            "plain": {"type": "plain.yaml"},
         },
     }
-    stack = cp.create_stack("outer", json.dumps(parent), expect="CREATE_FAILED", timeout=90)
+    plain = {
+        "heat_template_version": "2018-08-31",
+        "resources": {"v": {"type": "OS::Heat::Value", "properties": {"value": 1}}},
+    }
+    body = {
+        "stack_name": "outer",
+        "template": parent,
+        "files": {"plain.yaml": json.dumps(plain)},
+        "timeout_mins": 5,
+    }
+    status, created = heat_request(cp, heat_url, "POST", "/stacks", body)
+    assert 201 == status, created
+    stack = cp.settled("outer", "CREATE_FAILED", timeout=90)
     assert stack["status_reason"].startswith("Resource CREATE failed: inner: nested stack outer-inner-"), (
         stack
     )
     assert stack["status_reason"].endswith(": Timed out"), stack
-    nested = [s for s in cp.api("GET", "/v1/stacks?nested=true").body if s.get("parent") == stack["id"]]
-    assert [("CREATE_FAILED", "Timed out", 2)] == [
-        (s["status"], s["status_reason"], s["timeout_mins"]) for s in nested
-    ]
+    nested = {
+        s["parent_resource"]: s
+        for s in cp.api("GET", "/v1/stacks?nested=true").body
+        if s["parent"] == stack["id"]
+    }
+    assert ("CREATE_FAILED", "Timed out", 2) == tuple(
+        nested["inner"][k] for k in ("status", "status_reason", "timeout_mins")
+    )
+    assert ("CREATE_COMPLETE", 5) == (nested["plain"]["status"], nested["plain"]["timeout_mins"])
     failed = [e for e in stack_events(cp, "outer") if e[0] == "inner" and e[2] == "FAILED"]
     assert failed and failed[-1][3].endswith(": Timed out"), failed
-    assert 143 == stopped_hook(cp, nested[0]["name"])
+    assert 143 == stopped_hook(cp, nested["inner"]["name"])
 
 
 def test_an_update_past_timeout_mins_rolls_back_when_asked(plane: tuple[ControlPlane, str]) -> None:
