@@ -15,6 +15,7 @@ import pytest
 
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.openstack import heat_request, start_heat_plane
+from tests.support.templates import one_script_deployment
 from tests.support.waiting import wait_until
 
 #: One minute of timeout_mins lasts 4 s: long enough for a local agent to start its hook under load.
@@ -23,23 +24,9 @@ QUICK = "#!/bin/sh\necho quick\n"
 SLOW = "#!/bin/sh\necho started\nsleep 300\n"
 
 
-def template(script: str) -> dict[str, Any]:
+def template(script: str) -> str:
     """One server and one script deployment whose own timeout (600 s) is far past the stack's."""
-    return {
-        "heat_template_version": "2018-08-31",
-        "resources": {
-            "srv": {"type": "OS::Heat::DeployedServer"},
-            "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": script}},
-            "dep": {
-                "type": "OS::Heat::SoftwareDeployment",
-                "properties": {
-                    "config": {"get_resource": "cfg"},
-                    "server": {"get_resource": "srv"},
-                    "timeout": 600,
-                },
-            },
-        },
-    }
+    return one_script_deployment(script, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +90,7 @@ def test_a_nested_stacks_timeout_fails_its_parent_resource(plane: tuple[ControlP
         "resources": {
             "inner": {
                 "type": "OS::Heat::Stack",
-                "properties": {"template": json.dumps(template(SLOW)), "timeout": 2},
+                "properties": {"template": template(SLOW), "timeout": 2},
             },
             "plain": {"type": "plain.yaml"},
         },
@@ -142,8 +129,8 @@ def test_a_nested_stacks_timeout_fails_its_parent_resource(plane: tuple[ControlP
 def test_an_update_past_timeout_mins_rolls_back_when_asked(plane: tuple[ControlPlane, str]) -> None:
     """An update with rollback whose script sleeps past timeout_mins fails "Timed out", then rolls back to the quick one."""
     cp, _ = plane
-    cp.create_stack("back", json.dumps(template(QUICK)))
-    body = {"template": json.dumps(template(SLOW)), "timeout_mins": 2, "rollback": True}
+    cp.create_stack("back", template(QUICK))
+    body = {"template": template(SLOW), "timeout_mins": 2, "rollback": True}
     assert 202 == cp.api("PUT", "/v1/stacks/back", body).status
     stack = cp.settled("back", "ROLLBACK_COMPLETE", timeout=120)
     events = stack_events(cp, "back")
