@@ -1,6 +1,6 @@
 """Stacks get the deadline of their running action (Heat's stack timeout, docs/templates.md).
 
-Revision 0011, after 0010. ``stacks.deadline`` is when the running create, update or
+Revision 0012, after 0011. ``stacks.deadline`` is when the running create, update or
 rollback fails as "Timed out" (its timeout_mins after it started). Existing rows have none
 (NULL): a stack in progress at the upgrade keeps no stack timeout until its next action.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
