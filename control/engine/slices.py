@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm.exc import StaleDataError
 
+from control import hot
 from control.engine import lifecycle
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, nested
 from control.store import work
@@ -37,7 +38,7 @@ COMMIT_AFTER = 0.02
 #: fence, version read, flush and publish cost a 50,000-deployment create 25 %), while the first
 #: slices of any step, and every slice agents wait on, stay short (Slices.tick).
 GROWN_AFTER = 1.0
-SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
+SERVER_TYPES = hot.SERVER_TYPES
 
 
 @dataclass(slots=True)

@@ -1,6 +1,6 @@
 """Resources by stack and type: a signal batch reads its stacks' random strings (their secret texts).
 
-Revision 0012, after 0011. ``ix_resources_stack_type`` on (stack_id, type): without it, each
+Revision 0013, after 0012. ``ix_resources_stack_type`` on (stack_id, type): without it, each
 signal batch's read of a stack's ``OS::Heat::RandomString`` resources (documents/seal.py
 ``stack_texts``) scanned every resource of the stack, 60,000 in a 50,000-deployment stack.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from alembic import op
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 
