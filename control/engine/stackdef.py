@@ -159,8 +159,9 @@ class Definitions:
         return found[1] if found is not None and found[0] == version else None
 
     def adopt(self, txn: Txn) -> None:
-        """After *txn* committed: keep the definitions its handlers built for the nested stacks they
-        wrote (``nested.built``), so a nested stack's first step does not parse its template again."""
+        """After each commit of *txn* (a ``Txn.committed`` hook): keep the definitions its handlers built
+        for the nested stacks they wrote (``nested.built``), so a nested stack's first step does not
+        parse its template again."""
         for stack_id, (version, defn) in nested.built(txn).items():
             self._cache[stack_id] = (version, defn)
 

@@ -53,7 +53,7 @@ async def step_stack(
         # Its changed deployments and resources go in one UPDATE per shape at each flush
         # (control/store/bulk.py); a failed write ends the step and the session rolls back.
         bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow, StackRow))
-        txn = Txn(session, rt)
+        txn = Txn(session, rt, committed=[defs.adopt])
         stack = await session.get(StackRow, claim.stack_id, options=STACK_WITHOUT_DEFINITION)
         if stack is None:
             return True, None
@@ -79,7 +79,6 @@ async def step_stack(
             await purge.purge(txn, defs, [stack])
         await work.fence(session, claim, lease)
         await txn.commit(kick)
-        defs.adopt(txn)
         del keep_alive
     return ran.finished, deadline
 

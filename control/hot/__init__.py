@@ -27,7 +27,7 @@ from control.hot.files import lookup as lookup_file
 from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls, mentions, references
 from control.hot.groups import canary_terms
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
-from control.hot.nesting import MAX_NESTED_DEPTH, STACK_ID, Nesting, load_nested
+from control.hot.nesting import MAX_NESTED_DEPTH, STACK_ID, Nesting, child_files, load_nested
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.parser import parse_template
 from control.hot.retry import policy as retry_policy
@@ -78,6 +78,7 @@ __all__ = [
     "canary_terms",
     "check_types",
     "child_environment",
+    "child_files",
     "component_action_clash",
     "condition_values",
     "environment_from_json",

@@ -104,23 +104,6 @@ async def retire(session: AsyncSession, stack_id: str, keep: set[str] | None) ->
         await session.execute(retiring.where(ResourceRow.id.in_(removed[start : start + RETIRE_CHUNK])))
 
 
-def child_files(files: Mapping[str, str], roots: Iterable[str], env: hot.Environment) -> dict[str, str]:
-    """The parent's files a nested stack needs: its templates' and the environment's, transitively."""
-    registry = [*env.resource_registry.values(), *_per_resource_targets(env.resources)]
-    templates = [t for t in [*roots, *registry] if hot.is_template_ref(t, files)]
-    return hot.file_closure(files, templates, hot.load_yaml)
-
-
-def _per_resource_targets(entries: Mapping[str, Any]) -> list[str]:
-    out: list[str] = []
-    for entry in entries.values():
-        for key, value in entry.items():
-            if key == "hooks":
-                continue  # breakpoints, not a type
-            out += _per_resource_targets({"": value}) if isinstance(value, Mapping) else [value]
-    return out
-
-
 def _build(
     txn: Txn, res: Res, stack_id: str, name: str, depth: int, parts: Mapping[str, Any]
 ) -> tuple[hot.Definition, list[str]]:
@@ -143,7 +126,7 @@ def _parsed(txn: Txn, parts: Mapping[str, Any], nesting: hot.Nesting) -> tuple[h
     of a group share theirs (a frozen Template), and differ only in their parameters."""
     env = hot.environment_to_json(parts["environment"])
     key = digest(parts["template"], parts["files"], env, nesting.depth, nesting.max_depth)
-    memo: dict[str, tuple[hot.Template, list[str]]] = txn.ahead.setdefault(_PARSED, {})
+    memo: dict[str, tuple[hot.Template, list[str]]] = txn.kept.setdefault(_PARSED, {})
     if key not in memo:
         files, environment = parts["files"], parts["environment"]
         template = hot.parse_template(
@@ -206,13 +189,15 @@ async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, 
 
 
 def _built(txn: Txn, child: StackRow, defn: hot.Definition) -> None:
-    txn.ahead.setdefault(_BUILT, {})[child.id] = (child.version, defn)
+    txn.kept.setdefault(_BUILT, {})[child.id] = (child.version, defn)
 
 
 def built(txn: Txn) -> dict[str, tuple[int, hot.Definition]]:
-    """The definitions (by stack id: version, definition) this transaction wrote to nested stacks,
-    as the engine would parse them from the rows (``stackdef.Definitions.adopt``)."""
-    found: dict[str, tuple[int, hot.Definition]] = txn.ahead.get(_BUILT, {})
+    """The definitions (by stack id: version, definition) written to nested stacks since the last
+    call, as the engine would parse them from the rows (``stackdef.Definitions.adopt``, after each
+    commit). Kept across a sliced step's commits: a group's nested stack commits its walk every few
+    ms, and each member started before the last of them parsed its template again at its first step."""
+    found: dict[str, tuple[int, hot.Definition]] = txn.kept.pop(_BUILT, {})
     return found
 
 
@@ -276,7 +261,7 @@ async def get_child(txn: Txn, physical_id: str | None) -> StackRow | None:
     """The nested stack's row, to change it (read ahead by ``read_children``, or now)."""
     if not physical_id:
         return None
-    ahead = txn.ahead.get((StackRow, physical_id), _UNREAD)
+    ahead = txn.kept.get((StackRow, physical_id), _UNREAD)
     if ahead is not _UNREAD:
         return ahead  # type: ignore[no-any-return]
     return await txn.get(StackRow, physical_id)
@@ -345,13 +330,15 @@ _CHILD_WITHOUT = [
 async def read_children(txn: Txn, physical_ids: Iterable[str]) -> None:
     """Read the nested stacks of template resources ahead, in one query per RETIRE_CHUNK, without
     their definitions: an update or delete of N members then finds each (``get_child``), or that
-    it is gone, without a query."""
+    it is gone, without a query. Kept for the whole step (``Txn.kept``): its walk commits every few
+    ms, and a member then read its nested stack alone, with its definition, decrypted. A row
+    changed meanwhile by another step fails this one's write of it (its row_version), as ever."""
     ids = sorted(set(physical_ids))
     for start in range(0, len(ids), RETIRE_CHUNK):
         chunk = ids[start : start + RETIRE_CHUNK]
         query = select(StackRow).where(StackRow.id.in_(chunk)).options(*_CHILD_WITHOUT)
         found = {s.id: s for s in await txn.session.scalars(query)}
-        txn.ahead.update({(StackRow, i): found.get(i) for i in chunk})
+        txn.kept.update({(StackRow, i): found.get(i) for i in chunk})
 
 
 async def child_outputs(txn: Txn, stack_id: str) -> dict[str, Any]:

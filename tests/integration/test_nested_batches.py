@@ -10,6 +10,7 @@ every fenced engine transaction is counted by the stacks it commits.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -18,8 +19,10 @@ from typing import Any
 import pytest
 from sqlalchemy.orm.exc import StaleDataError
 
-from control.engine import step
+from control.engine import stackdef, step
 from control.store import work
+from control.store.orm import StackRow
+from control.txn import Txn
 from tests.support.inprocess import Plane
 from tests.support.templates import done_at_once_member, group_of_members
 
@@ -92,11 +95,14 @@ async def _scenario(plane: Plane, fences: Fences) -> tuple[set[str], list[set[st
     return members, created, fences.touching(members)[len(created) :]
 
 
-def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patch: Callable[[], None] = lambda: None) -> Any:
+def _run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, patch: Callable[[], None] = lambda: None, **settings: Any
+) -> Any:
     fences = Fences(monkeypatch)
     patch()
     loop = asyncio.new_event_loop()
     plane = Plane(loop, tmp_path)
+    plane.settings = dataclasses.replace(plane.settings, **settings)
     try:
         loop.run_until_complete(plane.start())
         return loop.run_until_complete(asyncio.wait_for(_scenario(plane, fences), 120))
@@ -152,3 +158,30 @@ def test_a_batch_that_fails_is_stepped_again_one_stack_at_a_time(
     assert MEMBERS == len(created), f"expected one transaction per member after the failed batch: {created}"
     assert all(len(t) == 1 for t in created), created
     assert [members] == deleted, deleted
+
+
+def test_a_walk_that_commits_per_member_parses_and_reads_each_member_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's nested stack whose walk commits after every member it starts (step_slice 1) hands
+    each member the definition it built (no member's step parses its template again), and its
+    delete finds each member stack in the one read ahead of the step, not in a query of its own."""
+    parsed: list[str] = []
+    alone: list[str] = []
+    real_build, real_get = stackdef.build, Txn.get
+
+    def counted_build(*args: Any, stack_id: str, **kwargs: Any) -> Any:
+        parsed.append(stack_id)
+        return real_build(*args, stack_id=stack_id, **kwargs)
+
+    async def counted_get(self: Txn, cls: type[Any], key: Any) -> Any:
+        if cls is StackRow:
+            alone.append(key)
+        return await real_get(self, cls, key)
+
+    monkeypatch.setattr(stackdef, "build", counted_build)
+    monkeypatch.setattr(Txn, "get", counted_get)
+    members, _, deleted = _run(tmp_path, monkeypatch, step_slice=1)
+    assert members == set().union(*deleted), deleted  # every member deleted (in several commits)
+    assert not members & set(parsed), f"member templates parsed again at their steps: {parsed}"
+    assert not members & set(alone), f"member stacks read one by one: {alone}"
