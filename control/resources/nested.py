@@ -86,11 +86,7 @@ async def retire(session: AsyncSession, stack_id: str, keep: set[str] | None) ->
     rows' ``row_version`` is bumped as an ORM write would, so an engine step that
     holds one of them and writes it afterwards fails (StaleDataError) and runs again.
     """
-    retiring = (
-        update(ResourceRow)
-        .values(current=False, row_version=ResourceRow.row_version + 1)
-        .execution_options(synchronize_session=False)
-    )
+    retiring = _RETIRING_ROWS
     if keep is None:
         await session.execute(retiring.where(ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)))
         return
@@ -185,7 +181,7 @@ async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, 
     _restart(txn, child, "UPDATE")
     _built(txn, child, defn)
     warning_events(txn, child)
-    await retire(txn.session, child.id, set(defn.order()))
+    _retire_later(txn, child.id, set(defn.order()))
 
 
 def _built(txn: Txn, child: StackRow, defn: hot.Definition) -> None:
@@ -212,31 +208,47 @@ async def delete_child(txn: Txn, child: StackRow) -> None:
     if child.action == "DELETE" and child.status == "IN_PROGRESS":
         return
     _restart(txn, child, "DELETE")
-    _retire_all_later(txn, child.id)
+    _retire_later(txn, child.id, None)
 
 
-def _retire_all_later(txn: Txn, stack_id: str) -> None:
-    """Mark all of the stack's resources not current at the commit, with those of every other
-    stack this transaction deletes: one statement, not one per member of a group."""
-    pending: set[str] | None = txn.ahead.get(_RETIRING)
+def _retire_later(txn: Txn, stack_id: str, keep: set[str] | None) -> None:
+    """Mark the stack's resources not in *keep* (None: all of them) not current at the commit, with
+    those of every other nested stack this transaction updates or deletes: a statement or two for
+    all the members of a group, not a query each (which also flushed each member's row alone)."""
+    pending: dict[str, set[str] | None] | None = txn.ahead.get(_RETIRING)
     if pending is None:
-        pending = txn.ahead[_RETIRING] = set()
+        pending = txn.ahead[_RETIRING] = {}
 
         async def retire_all() -> None:
-            ids = sorted(txn.ahead.pop(_RETIRING, ()))
-            for start in range(0, len(ids), RETIRE_CHUNK):
-                await txn.session.execute(
-                    update(ResourceRow)
-                    .where(
-                        ResourceRow.stack_id.in_(ids[start : start + RETIRE_CHUNK]),
+            found: dict[str, set[str] | None] = txn.ahead.pop(_RETIRING, {})
+            every = sorted(i for i, kept in found.items() if kept is None)
+            some = sorted(i for i, kept in found.items() if kept is not None)
+            for start in range(0, len(every), RETIRE_CHUNK):
+                where = ResourceRow.stack_id.in_(every[start : start + RETIRE_CHUNK])
+                await txn.session.execute(_RETIRING_ROWS.where(where, ResourceRow.current.is_(True)))
+            removed: list[int] = []
+            for start in range(0, len(some), RETIRE_CHUNK):
+                rows = await txn.session.execute(
+                    select(ResourceRow.id, ResourceRow.stack_id, ResourceRow.name).where(
+                        ResourceRow.stack_id.in_(some[start : start + RETIRE_CHUNK]),
                         ResourceRow.current.is_(True),
                     )
-                    .values(current=False, row_version=ResourceRow.row_version + 1)
-                    .execution_options(synchronize_session=False)
                 )
+                removed += [row_id for row_id, sid, name in rows if name not in (found[sid] or ())]
+            for start in range(0, len(removed), RETIRE_CHUNK):
+                chunk = removed[start : start + RETIRE_CHUNK]
+                await txn.session.execute(_RETIRING_ROWS.where(ResourceRow.id.in_(chunk)))
 
         txn.before.append(retire_all)
-    pending.add(stack_id)
+    pending[stack_id] = keep
+
+
+#: Resource rows made not current, their row_version bumped as an ORM write would (``retire``).
+_RETIRING_ROWS = (
+    update(ResourceRow)
+    .values(current=False, row_version=ResourceRow.row_version + 1)
+    .execution_options(synchronize_session=False)
+)
 
 
 _RETIRING = "retiring"
