@@ -103,7 +103,9 @@ def _run(
     patch()
     loop = asyncio.new_event_loop()
     plane = Plane(loop, tmp_path)
-    plane.settings = dataclasses.replace(plane.settings, **settings)
+    # The group's walk makes all its members in one commit unless a test says otherwise: by default
+    # it commits every few ms, and on a loaded machine the members then came due in two batches.
+    plane.settings = dataclasses.replace(plane.settings, **{"step_slice": 0, **settings})
     try:
         loop.run_until_complete(plane.start())
         return loop.run_until_complete(asyncio.wait_for(_scenario(plane, fences), 120))
