@@ -293,6 +293,12 @@ class ChildState:
 _STATE_COLUMNS = (StackRow.id, StackRow.name, StackRow.action, StackRow.status, StackRow.status_reason)
 
 
+def running(txn: Txn, physical_id: str | None) -> bool:
+    """True when ``read_states`` read this nested stack ahead and it was IN_PROGRESS."""
+    found = txn.ahead.get((ChildState, physical_id))
+    return isinstance(found, ChildState) and found.status == "IN_PROGRESS"
+
+
 async def child_state(txn: Txn, physical_id: str | None) -> ChildState | None:
     if not physical_id:
         return None

@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, event
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
-from control.engine import stackdef, step
+from control.engine import batch, slices, stackdef, step
 from control.store import work
-from control.store.orm import StackRow
+from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 from tests.support.inprocess import Plane
 from tests.support.templates import done_at_once_member, group_of_members
@@ -238,3 +239,24 @@ def test_members_updated_together_retire_what_they_dropped_in_one_query(tmp_path
 
 RETIRE_ONE = "SELECT resources.id, resources.name"
 RETIRE_ALL = "SELECT resources.id, resources.stack_id, resources.name"
+
+
+def test_a_sliced_step_of_a_group_reads_the_members_it_checks_in_one_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's nested stack stepped in slices (more members than a slice: SLICE made 4 here, it is
+    2,000) reads the full rows of the members it checks together, not one query per member."""
+    for module in (slices, batch, step):
+        monkeypatch.setattr(module, "SLICE", 4)
+    alone: list[Any] = []
+    real_get = AsyncSession.get
+
+    async def counted_get(self: AsyncSession, cls: Any, key: Any, **kwargs: Any) -> Any:
+        if cls is ResourceRow:
+            alone.append(key)
+        return await real_get(self, cls, key, **kwargs)
+
+    monkeypatch.setattr(AsyncSession, "get", counted_get)
+    members, created, deleted = _run(tmp_path, monkeypatch)
+    assert MEMBERS == len(members) and members == set().union(*created, *deleted), (created, deleted)
+    assert [] == alone, f"resource rows read one by one: {alone}"
