@@ -14,6 +14,7 @@ from sqlalchemy import Row, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.errors import BadRequestError
+from control.principal import Within
 from control.services.stacks import STATE_ONLY, get_stack, stack_view
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, StackRow
 
@@ -76,9 +77,9 @@ async def stacks_overview(session: AsyncSession, project: str | None = None) -> 
     return [{**stack_view(s), "counts": dict(counts[s.id])} for s in stacks]
 
 
-async def stack_graph(session: AsyncSession, ref: str) -> dict[str, Any]:
+async def stack_graph(session: AsyncSession, ref: str, *, within: Within) -> dict[str, Any]:
     """The stack, its counts, and its graph: nodes (one per resource, or per type above GRAPH_LIMIT) and edges."""
-    stack = await get_stack(session, ref, *STATE_ONLY)
+    stack = await get_stack(session, ref, *STATE_ONLY, within=within)
     rows = list(
         await session.execute(select(*LIGHT).where(ResourceRow.stack_id == stack.id).order_by(ResourceRow.id))
     )
@@ -164,14 +165,14 @@ def _by_type(rows: list[Row[Any]], children: dict[str, str], counts: dict[str, C
 
 
 async def resource_page(
-    session: AsyncSession, ref: str, page: int, per_page: int, state: str | None = None
+    session: AsyncSession, ref: str, page: int, per_page: int, state: str | None = None, *, within: Within
 ) -> dict[str, Any]:
     """One page of the stack's resources (id order), with the total; *state* keeps one state only."""
     if not 1 <= per_page <= MAX_PAGE:
         raise BadRequestError(f"per_page: expected 1 to {MAX_PAGE}", where="per_page")
     if state is not None and state not in WORST_FIRST:
         raise BadRequestError(f"state: one of {', '.join(WORST_FIRST)}", where="state")
-    stack = await get_stack(session, ref, *STATE_ONLY)
+    stack = await get_stack(session, ref, *STATE_ONLY, within=within)
     where = [ResourceRow.stack_id == stack.id]
     if state == "INIT":
         where.append(ResourceRow.action == "INIT")
