@@ -4,7 +4,7 @@ The first worker to ask starts it and writes how to reach it to a state file in 
 dir (every worker's basetemp is below it); the others attach to it. Both steps hold a file lock,
 so a worker that asks while another is starting the service waits and then attaches. Each
 worker counts itself a holder while it uses the service; the worker that started it stops it at
-the end of its session, once no other worker holds it (bounded wait), and only that worker: the
+the end of its session, once no live worker holds it (bounded wait), and only that worker: the
 service is its child process. Used for Keystone (tests/support/keystone.py)::
 
     share = Shared("keystone", run_dir(tmp_path_factory), start, stop, describe, attach)
@@ -70,7 +70,8 @@ class Shared(Generic[T]):
         """The run's service, started here if no worker has started it yet; this worker holds it until release()."""
         with self._locked() as found:
             state = found or self._begin()
-            state["holders"] += 1
+            me = str(os.getpid())
+            state["holders"][me] = state["holders"].get(me, 0) + 1
             self._write(state)
         if self.started is not None and state["pid"] == os.getpid():
             return self.started
@@ -79,13 +80,13 @@ class Shared(Generic[T]):
     def _begin(self) -> dict[str, Any]:
         """Start the service here (the lock held): its state, no holder yet."""
         self.started = self._start(self.root / f"{self.name}-{os.getpid()}")
-        return {"pid": os.getpid(), "holders": 0, "service": self._describe(self.started)}
+        return {"pid": os.getpid(), "holders": {}, "service": self._describe(self.started)}
 
     def release(self) -> None:
         """This worker no longer uses the service."""
         with self._locked() as state:
             if state is not None:
-                state["holders"] -= 1
+                state["holders"][str(os.getpid())] -= 1
                 self._write(state)
 
     def close(self, timeout: float = 900) -> None:
@@ -97,7 +98,7 @@ class Shared(Generic[T]):
         deadline = time.monotonic() + timeout
         while True:
             with self._locked() as state:
-                if state is None or state["holders"] <= 0 or time.monotonic() > deadline:
+                if state is None or not _held(state) or time.monotonic() > deadline:
                     self._state.unlink(missing_ok=True)
                     self._stop(self.started)
                     self.started = None
@@ -105,8 +106,13 @@ class Shared(Generic[T]):
             time.sleep(1)
 
 
+def _held(state: dict[str, Any]) -> bool:
+    """Whether a live worker holds the service (a worker that crashed holding it holds it no more)."""
+    return any(count > 0 and _alive(int(pid)) for pid, count in state["holders"].items())
+
+
 def _alive(pid: int) -> bool:
-    """Whether the worker that started the service still runs (if it died, its service is not to be trusted)."""
+    """Whether worker *pid* still runs (if the one that started the service died, the service is not to be trusted)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
