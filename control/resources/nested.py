@@ -21,20 +21,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import select
 from sqlalchemy.orm import defer
 
 from control import hot
 from control.errors import ControlError
 from control.resources import deploy
 from control.resources.base import Outcome, Res, done
+from control.resources.retiring import RETIRE_CHUNK, retire_later
 from control.resources.validate import check_definition
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 
-#: Resource rows an update marks removed per statement (bounds the IN list).
-RETIRE_CHUNK = 1000
 #: Where a resource that makes a nested stack keeps the digest of what it last gave it.
 SOURCE = "anneal:source"
 _SHORT = string.ascii_lowercase + string.digits
@@ -77,28 +75,6 @@ def warning_events(txn: Txn, stack: StackRow) -> None:
         path = str(warning).partition(":")[0]
         resource = path.split(".")[1] if path.startswith("resources.") and path.count(".") >= 1 else ""
         txn.event(stack.id, resource, stack.action, "WARNING", str(warning), traversal=stack.traversal)
-
-
-async def retire(session: AsyncSession, stack_id: str, keep: set[str] | None) -> None:
-    """Mark the stack's resources not in *keep* (None: all of them) as not current.
-
-    Set-based: loading every resource row would decrypt every resource's properties
-    and attributes (hundreds of MB at 50,000 deployments) to change one column. The
-    rows' ``row_version`` is bumped as an ORM write would, so an engine step that
-    holds one of them and writes it afterwards fails (StaleDataError) and runs again.
-    """
-    retiring = _RETIRING_ROWS
-    if keep is None:
-        await session.execute(retiring.where(ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)))
-        return
-    names = await session.execute(
-        select(ResourceRow.id, ResourceRow.name).where(
-            ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)
-        )
-    )
-    removed = [row_id for row_id, name in names if name not in keep]
-    for start in range(0, len(removed), RETIRE_CHUNK):
-        await session.execute(retiring.where(ResourceRow.id.in_(removed[start : start + RETIRE_CHUNK])))
 
 
 def _build(
@@ -186,7 +162,7 @@ async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, 
     deploy.start_deadline(txn.runtime.settings.timeout_minute, child)
     _built(txn, child, defn)
     warning_events(txn, child)
-    _retire_later(txn, child.id, set(defn.order()))
+    retire_later(txn, child.id, set(defn.order()))
 
 
 def _built(txn: Txn, child: StackRow, defn: hot.Definition) -> None:
@@ -213,50 +189,7 @@ async def delete_child(txn: Txn, child: StackRow) -> None:
     if child.action == "DELETE" and child.status == "IN_PROGRESS":
         return
     _restart(txn, child, "DELETE")
-    _retire_later(txn, child.id, None)
-
-
-def _retire_later(txn: Txn, stack_id: str, keep: set[str] | None) -> None:
-    """Mark the stack's resources not in *keep* (None: all of them) not current at the commit, with
-    those of every other nested stack this transaction updates or deletes: a statement or two for
-    all the members of a group, not a query each (which also flushed each member's row alone)."""
-    pending: dict[str, set[str] | None] | None = txn.ahead.get(_RETIRING)
-    if pending is None:
-        pending = txn.ahead[_RETIRING] = {}
-
-        async def retire_all() -> None:
-            found: dict[str, set[str] | None] = txn.ahead.pop(_RETIRING, {})
-            every = sorted(i for i, kept in found.items() if kept is None)
-            some = sorted(i for i, kept in found.items() if kept is not None)
-            for start in range(0, len(every), RETIRE_CHUNK):
-                where = ResourceRow.stack_id.in_(every[start : start + RETIRE_CHUNK])
-                await txn.session.execute(_RETIRING_ROWS.where(where, ResourceRow.current.is_(True)))
-            removed: list[int] = []
-            for start in range(0, len(some), RETIRE_CHUNK):
-                rows = await txn.session.execute(
-                    select(ResourceRow.id, ResourceRow.stack_id, ResourceRow.name).where(
-                        ResourceRow.stack_id.in_(some[start : start + RETIRE_CHUNK]),
-                        ResourceRow.current.is_(True),
-                    )
-                )
-                removed += [row_id for row_id, sid, name in rows if name not in (found[sid] or ())]
-            for start in range(0, len(removed), RETIRE_CHUNK):
-                chunk = removed[start : start + RETIRE_CHUNK]
-                await txn.session.execute(_RETIRING_ROWS.where(ResourceRow.id.in_(chunk)))
-
-        txn.before.append(retire_all)
-    pending[stack_id] = keep
-
-
-#: Resource rows made not current, their row_version bumped as an ORM write would (``retire``).
-_RETIRING_ROWS = (
-    update(ResourceRow)
-    .values(current=False, row_version=ResourceRow.row_version + 1)
-    .execution_options(synchronize_session=False)
-)
-
-
-_RETIRING = "retiring"
+    retire_later(txn, child.id, None)
 
 
 def change_child(txn: Txn, child: StackRow, action: str) -> None:

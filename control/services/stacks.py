@@ -20,7 +20,8 @@ from control.hot import taint
 from control.hot.names import name_problem
 from control.principal import DEFAULT_PROJECT, Within
 from control.resources import deploy
-from control.resources.nested import retire, store_definition, warning_events
+from control.resources.nested import store_definition, warning_events
+from control.resources.retiring import retire
 from control.runtime import Runtime
 from control.services import force_delete
 from control.services.converge_interval import schedule
