@@ -100,7 +100,7 @@ async def show_stack(request: web.Request) -> web.Response:
                 planned = len(defn.order()) if defn is not None else 0
                 view["progress"] = await graph.resource_counts(session, found.id, found.traversal, planned)
             return ok(view)
-        stack = await stacks.get_stack(session, name)
+        stack = await stacks.get_stack(session, name, *stacks.STATE_ONLY)  # its template is not decoded
         view = stacks.stack_view(stack)
         limit = optional_int_query(request, "resources_limit", 1)  # a big stack's first page
         rows = await queries.stack_resources(session, stack.id, limit=None if limit is None else limit + 1)
@@ -193,12 +193,34 @@ async def stack_outputs(request: web.Request) -> web.Response:
 @routes.get("/v1/stacks/{name}/events")
 @auth("read")
 async def stack_events(request: web.Request) -> web.Response:
+    """Events oldest first after ``after`` (``wait``: held until one comes); ``newest=true``: newest first,
+    ``before`` an id for the next page back."""
     after = int_query(request, "after", 0)
     wait = min(seconds_query(request, "wait"), 30.0)
     traversal, limit = optional_int_query(request, "traversal"), optional_int_query(request, "limit", 1)
     name, depth = request.match_info["name"], _nested_depth(request)
     resource, since = request.query.get("resource"), time_query(request, "since")
+    newest, before = bool_query(request, "newest"), optional_int_query(request, "before", 1)
     rt = request.app[RUNTIME]
+    if newest or before is not None:
+        if wait:
+            raise BadRequestError(
+                "wait: only for events after an id, not with newest or before", where="wait"
+            )
+        async with rt.sessions() as session:
+            found = await queries.stack_events(
+                session,
+                name,
+                after,
+                traversal,
+                limit,
+                depth,
+                resource=resource,
+                since=since,
+                newest=newest,
+                before=before,
+            )
+        return ok(found)
     found = await queries.wait_events(
         rt, name, after, wait, traversal, limit, depth, resource=resource, since=since
     )

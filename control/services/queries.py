@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import select
@@ -31,14 +31,20 @@ EVENT_POLL = 0.25
 
 
 async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: str) -> list[dict[str, Any]]:
-    stack = await get_stack(session, ref)
+    """The stack's outputs resolved now; a stack with none reads neither its template nor its resources,
+    and one with some reads only the resources they name."""
+    stack = await get_stack(session, ref, *STATE_ONLY)
+    if stack.outline is not None and not stack.outline.get("outputs"):
+        return []  # its outline says none: a big stack's template is not even decoded
+    await session.refresh(stack, ["files", *stackdef.DEFINITION_COLUMNS])
     if not any(isinstance(stack.template, dict) and stack.template.get(k) for k in ("outputs", "Outputs")):
         return []  # none to resolve: a big stack's definition is not parsed, nor its resources loaded
     defn = defs.get(stack)
-    rows = await session.scalars(
-        select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
-    )
-    ctx = stackdef.StackContext(stack, defn, {r.name: r for r in rows})
+    named = _named_by(defn.template.outputs.values())
+    query = select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
+    if named is not None:
+        query = query.where(ResourceRow.name.in_(named))
+    ctx = stackdef.StackContext(stack, defn, {r.name: r for r in await session.scalars(query)})
     out = []
     for name, odef in defn.template.outputs.items():
         if not defn.output_active(name) or name.startswith(HIDDEN_OUTPUT):
@@ -51,6 +57,22 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
             entry["output_value"], entry["output_error"] = None, str(e)
         out.append(entry)
     return out
+
+
+def _named_by(outputs: Iterable[hot.OutputDef]) -> set[str] | None:
+    """The resources the outputs' get_resource and get_attr name; None when one names a resource
+    by a computed value (every row is read then)."""
+    names: set[str] = set()
+    for odef in outputs:
+        for _, fn, args in hot.calls(odef.value):
+            target = args if fn == "get_resource" else None
+            if fn == "get_attr" and isinstance(args, list) and args:
+                target = args[0]
+            if fn in ("get_resource", "get_attr") and not isinstance(target, str):
+                return None
+            if isinstance(target, str):
+                names.add(target)
+    return names
 
 
 async def list_stacks(
@@ -101,8 +123,13 @@ async def stack_events(
     resource: str | None = None,
     status: str | None = None,
     since: float | None = None,
+    newest: bool = False,
+    before: int | None = None,
 ) -> list[dict[str, Any]]:
     """A stack's events after *after*, oldest first: of one *traversal* only when given, at most *limit*.
+
+    With *newest*, newest first: the last *limit* events (before the id *before*, for the next
+    page back), an index range at any depth of a big stack's history.
 
     With *nested_depth*, the events of its nested stacks that many levels down are merged in
     (the traversal filter applies to the stack's own events). A deleted stack's events stay
@@ -117,7 +144,10 @@ async def stack_events(
     if traversal is not None:
         own = own & (EventRow.traversal == traversal)
     where = own | EventRow.stack_id.in_([k for k in names if k != stack_id]) if len(names) > 1 else own
-    stmt = select(EventRow).where(where, EventRow.id > after).order_by(EventRow.id)
+    stmt = select(EventRow).where(where, EventRow.id > after)
+    stmt = stmt.order_by(EventRow.id.desc() if newest else EventRow.id)
+    if before is not None:
+        stmt = stmt.where(EventRow.id < before)
     if resource is not None:
         stmt = stmt.where(EventRow.resource_name == resource)
     if status is not None:

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.api.body import read_details, read_object
@@ -26,7 +27,7 @@ from control.errors import BadRequestError, NotFoundError
 from control.services import abandon, handover, preview, queries, stacks
 from control.services.stack_listing import FILTER_COLUMNS, StackQuery, count_stacks, list_stacks
 from control.services.stack_resources import identified_stack
-from control.store.orm import EventRow
+from control.store.orm import EventRow, StackRow
 
 P = "/v1/{project_id}"
 STACK = P + "/stacks/{stack_name}/{stack_id}"
@@ -178,12 +179,20 @@ async def show_stack(request: web.Request) -> web.Response:
     resolve = bool_param(request, "resolve_outputs", True)
     async with request.app[RUNTIME].sessions() as session:
         stack = await identified_stack(
-            session, request.match_info["stack_name"], request.match_info["stack_id"]
+            session, request.match_info["stack_name"], request.match_info["stack_id"], *stacks.STATE_ONLY
         )
         outputs = await queries.stack_outputs(session, request.app[DEFS], stack.id) if resolve else None
-        description = _description(stack.template)
         view = stacks.stack_view(stack)
+        description = await _stack_description(session, stack)
     return json_response({"stack": views.stack_detail(request, view, description, outputs)})
+
+
+async def _stack_description(session: AsyncSession, stack: StackRow) -> str:
+    """Its template's description: from its outline, else (a stack written before outlines) the template."""
+    if stack.outline is not None and "description" in stack.outline:
+        return str(stack.outline["description"] or "")
+    await session.refresh(stack, ["template"])
+    return _description(stack.template)
 
 
 def _description(template: Any) -> str:

@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from control.api import ownership
 from control.api.app_keys import PRINCIPAL, RUNTIME
-from control.api.middleware import auth, int_query, ok, optional_int_query
+from control.api.middleware import auth, bool_query, int_query, ok, optional_int_query
 from control.api.ui.session import COOKIE, form_token
 from control.errors import BadRequestError, ControlError
 from control.services import overview, queries
@@ -75,9 +75,10 @@ async def resources(request: web.Request) -> web.Response:
     page, per_page = int_query(request, "page", 1), int_query(request, "per_page", 50)
     if page < 1:
         raise BadRequestError("page: expected 1 or more", where="page")
-    state = request.query.get("state") or None
+    state, kind = request.query.get("state") or None, request.query.get("type") or None
+    name = request.match_info["name"]
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await overview.resource_page(session, request.match_info["name"], page, per_page, state))
+        return ok(await overview.resource_page(session, name, page, per_page, state, kind))
 
 
 @routes.get("/ui/api/stacks/{name}/events")
@@ -98,6 +99,8 @@ async def events(request: web.Request) -> web.Response:
             nested_depth=int_query(request, "nested_depth", 1),
             resource=request.query.get("resource") or None,
             status=status,
+            newest=bool_query(request, "newest"),
+            before=optional_int_query(request, "before", 1),
         )
     return ok(found)
 
