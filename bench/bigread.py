@@ -79,6 +79,11 @@ def reads(resources: int) -> list[tuple[str, str, bool]]:
         ("web view: first page of resources", f"{ui}/resources?page=1&per_page={PER_PAGE}", True),
         (f"web view: page {last} of resources", f"{ui}/resources?page={last}&per_page={PER_PAGE}", True),
         (
+            "web view: the page after a middle id (baseline: page 2)",
+            f"{ui}/resources?page=2&per_page={PER_PAGE}&after={resources // 2}",
+            True,
+        ),
+        (
             "web view: page 2 of one type",
             f"{ui}/resources?page=2&per_page={PER_PAGE}&type=OS::Heat::Value",
             True,
@@ -168,17 +173,17 @@ def report(size: int, base: dict[str, Any], this: dict[str, Any]) -> None:
         f"\n{size} resources (load {load:.1f}): created in {base['create']:.1f} s (baseline,"
         f" {base['status']}) and {this['create']:.1f} s (this tree, {this['status']})"
     )
-    print(f"  {'read':<44} {'baseline':>9} {'this':>9} {'ratio':>7}   cold: {'baseline':>9} {'this':>9}")
+    print(f"  {'read':<56} {'baseline':>9} {'this':>9} {'ratio':>7}   cold: {'baseline':>9} {'this':>9}")
     for what in this["warm"]:
         cells = [base["warm"][what], this["warm"][what]]
         cold = [base["cold"][what], this["cold"][what]]
         ratio = f"{cells[1] / cells[0]:6.2f}x" if None not in cells and cells[0] else "    n/a"
         shown = " ".join(f"{c:8.3f}s" if c is not None else "   >limit" for c in cells)
         cold_shown = " ".join(f"{c:8.3f}s" if c is not None else "   >limit" for c in cold)
-        print(f"  {what:<44} {shown} {ratio}   cold: {cold_shown}")
+        print(f"  {what:<56} {shown} {ratio}   cold: {cold_shown}")
     if this["browser"] is not None:
         print(
-            f"  {'chromium: stack page to graph at rest':<44} {base['browser']:8.3f}s {this['browser']:8.3f}s"
+            f"  {'chromium: stack page to graph at rest':<56} {base['browser']:8.3f}s {this['browser']:8.3f}s"
         )
 
 
@@ -196,7 +201,8 @@ def main() -> int:
     this = baseline_tree(args.this, work) if args.this else None
     print(
         f"bigread {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.2f},"
-        f" {args.db}, baseline {args.baseline}; work dir {work}"
+        f" {args.db}, baseline {args.baseline}, this {args.this or 'work tree'}, outputs {args.outputs};"
+        f" work dir {work}"
     )
     with databases(args.db) as new_db:
         for size in (int(s) for s in args.sizes.split(",")):

@@ -139,6 +139,9 @@ class Definitions:
     def get(self, stack: StackRow) -> Definition:
         found = self.cached(stack.id, stack.version)
         if found is None:
+            # The older version's definition goes before the new one is built: an update of a big
+            # stack never holds both (each about 2 KB per resource).
+            self._cache.pop(stack.id, None)
             # Its parameter values were checked when given: allowed_pattern is not matched again.
             with hot.evaluating(hot.Budget(None, patterns=False)):
                 found = build(

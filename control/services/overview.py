@@ -222,9 +222,12 @@ async def resource_page(
     per_page: int,
     state: str | None = None,
     kind: str | None = None,
+    cursor: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     """One page of the stack's resources (id order), with the total; *state* keeps one state only,
-    *kind* one resource type only (a node of the graph drawn by type)."""
+    *kind* one resource type only (a node of the graph drawn by type). *cursor* ``("after", id)``
+    or ``("before", id)`` reads the page next to the one ending or starting at that id (*page*
+    is then only echoed): one index range at any depth, where an offset costs the rows it skips."""
     if not 1 <= per_page <= MAX_PAGE:
         raise BadRequestError(f"per_page: expected 1 to {MAX_PAGE}", where="per_page")
     if state is not None and state not in WORST_FIRST:
@@ -238,18 +241,11 @@ async def resource_page(
     elif state is not None:
         where += [ResourceRow.action != "INIT", ResourceRow.status == state]
     total = await session.scalar(select(func.count()).select_from(ResourceRow).where(*where)) or 0
-    # The page's ids from the state index alone (a deep offset skips index entries, not rows),
-    # then only those rows.
-    ids = select(ResourceRow.id).where(*where).order_by(ResourceRow.id)
-    ids = ids.offset((page - 1) * per_page).limit(per_page)
-    rows = list(
-        await session.execute(
-            select(*LIGHT).where(ResourceRow.id.in_(ids.scalar_subquery())).order_by(ResourceRow.id)
-        )
-    )
+    rows = await _page_rows(session, where, (page - 1) * per_page, per_page, cursor)
     children = await _children(session, stack.id, {r.physical_id for r in rows if r.physical_id})
     items = [
         {
+            "id": r.id,
             "name": r.name,
             "type": r.type,
             "state": state_of(r.action, r.status),
@@ -262,6 +258,26 @@ async def resource_page(
         for r in rows
     ]
     return {"total": total, "page": page, "per_page": per_page, "items": items}
+
+
+async def _page_rows(
+    session: AsyncSession, where: list[Any], skip: int, size: int, cursor: tuple[str, int] | None
+) -> list[Row[Any]]:
+    """*size* rows in id order: next to a *cursor* id, else after skipping *skip* of them."""
+    query = select(*LIGHT).where(*where)
+    if cursor is not None and cursor[0] == "before":
+        back = query.where(ResourceRow.id < cursor[1]).order_by(ResourceRow.id.desc()).limit(size)
+        return list(await session.execute(back))[::-1]
+    if cursor is not None:
+        return list(
+            await session.execute(
+                query.where(ResourceRow.id > cursor[1]).order_by(ResourceRow.id).limit(size)
+            )
+        )
+    # The page's ids from the state index alone (the offset skips index entries, not rows).
+    ids = select(ResourceRow.id).where(*where).order_by(ResourceRow.id).offset(skip).limit(size)
+    chosen = query.where(ResourceRow.id.in_(ids.scalar_subquery())).order_by(ResourceRow.id)
+    return list(await session.execute(chosen))
 
 
 async def deployment_history(session: AsyncSession, dep_id: str) -> list[dict[str, Any]]:

@@ -76,9 +76,13 @@ async def resources(request: web.Request) -> web.Response:
     if page < 1:
         raise BadRequestError("page: expected 1 or more", where="page")
     state, kind = request.query.get("state") or None, request.query.get("type") or None
+    after, before = optional_int_query(request, "after", 0), optional_int_query(request, "before", 1)
+    if after is not None and before is not None:
+        raise BadRequestError("before: not with after (one page is next to one id)", where="before")
+    cursor = ("after", after) if after is not None else ("before", before) if before is not None else None
     name = request.match_info["name"]
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await overview.resource_page(session, name, page, per_page, state, kind))
+        return ok(await overview.resource_page(session, name, page, per_page, state, kind, cursor))
 
 
 @routes.get("/ui/api/stacks/{name}/events")

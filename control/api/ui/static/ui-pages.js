@@ -98,25 +98,30 @@
     let page = 1;
     let state = "";
     let kind = "";  // one resource type only: a type's node of a big stack's graph was clicked
-    const load = async (n) => {
+    let cursor = "";  // "&after=ID" or "&before=ID": the page next to the one read (constant at any depth)
+    const load = async (n, at = "") => {
       page = n;
-      const query = `page=${page}&per_page=50${state ? `&state=${state}` : ""}${kind ? `&type=${enc(kind)}` : ""}`;
+      cursor = at;
+      const query = `page=${page}&per_page=50${state ? `&state=${state}` : ""}${kind ? `&type=${enc(kind)}` : ""}${cursor}`;
       const data = await getJSON(`${base}/resources?${query}`);
       const last = Math.max(1, Math.ceil(data.total / data.per_page));
+      const first = data.items.length ? data.items[0].id : 0;
+      const final = data.items.length ? data.items[data.items.length - 1].id : 0;
       const filter = el("select", { "aria-label": "state", onchange: (e) => { state = e.target.value; load(1); } },
         ["", ...window.Anneal.STATES].map((s) => el("option", { value: s, selected: s === state }, s || "every state")));
       const typed = kind ? el("button", { type: "button", id: "every-type", onclick: () => { kind = ""; load(1); } },
         `${kind} only: show every type`) : null;
       box.replaceChildren(
         el("div", { class: "pager" }, filter, typed,
-          el("button", { type: "button", disabled: page <= 1, onclick: () => load(page - 1) }, "Previous"),
+          el("button", { type: "button", disabled: page <= 1,
+            onclick: () => load(page - 1, page > 2 ? `&before=${first}` : "") }, "Previous"),
           `page ${page} of ${last} (${data.total} resources)`,
-          el("button", { type: "button", disabled: page >= last, onclick: () => load(page + 1) }, "Next")),
+          el("button", { type: "button", disabled: page >= last, onclick: () => load(page + 1, `&after=${final}`) }, "Next")),
         table(["name", "type", "status", "reason", "detail"], data.items.map((r) => [
           r.name, r.type, badge(r.status), r.reason,
           r.nested ? stackLink(r.nested) : (r.type.endsWith("Deployment") && r.physical_id ? depLink(r.physical_id) : (r.current ? "" : "old"))])));
     };
-    return { load, reload: () => load(page), ofType: (type) => { kind = type; return load(1); } };
+    return { load, reload: () => load(page, cursor), ofType: (type) => { kind = type; return load(1); } };
   }
 
   async function deploymentPage(id) {
