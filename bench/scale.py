@@ -201,7 +201,8 @@ async def child(
         # The template is built for each request and not kept: the client is another process, and
         # at 50,000 deployments its Python form alone is 75 MB of this child's RSS.
         t0, c0 = time.monotonic(), cpu()
-        await stacks.create_stack(rt, engine.kick, request(deployments, name="scale"))
+        # defs: as the API of `anneal serve` passes its engine's (the definition it validated is kept).
+        await stacks.create_stack(rt, engine.kick, request(deployments, name="scale"), defs=defs)
         phases["create"] = {
             "status": await wait_settled("scale"),
             "seconds": time.monotonic() - t0,
@@ -218,7 +219,9 @@ async def child(
             await front.close()
         before = signalled["n"]
         t0, c0 = time.monotonic(), cpu()
-        await stacks.update_stack(rt, engine.kick, "scale", request(deployments, parameters={"rev0": 1}))
+        await stacks.update_stack(
+            rt, engine.kick, "scale", request(deployments, parameters={"rev0": 1}), defs=defs
+        )
         phases["update10"] = {
             "status": await wait_settled("scale"),
             "seconds": time.monotonic() - t0,

@@ -72,7 +72,8 @@ async def health(request: web.Request) -> web.Response:
 async def create_stack(request: web.Request) -> web.Response:
     body = await read_object(request)
     rt, kick = request.app[RUNTIME], request.app[ENGINE].kick
-    return ok(await stacks.create_stack(rt, kick, body, ownership.owner(request)), 201)
+    defs = request.app[DEFS]
+    return ok(await stacks.create_stack(rt, kick, body, ownership.owner(request), defs), 201)
 
 
 @routes.get("/v1/stacks")
@@ -118,7 +119,8 @@ async def update_stack(request: web.Request) -> web.Response:
     if "If-Match" in request.headers:
         body["if_match"] = request.headers["If-Match"].strip('"')
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(await stacks.update_stack(rt, engine.kick, request.match_info["name"], body), 202)
+    name, defs = request.match_info["name"], request.app[DEFS]
+    return ok(await stacks.update_stack(rt, engine.kick, name, body, defs=defs), 202)
 
 
 @routes.put("/v1/stacks/{name}/preview")

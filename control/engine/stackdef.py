@@ -169,3 +169,8 @@ class Definitions:
 
     def forget(self, stack_id: str) -> None:
         self._cache.pop(stack_id, None)
+
+    def keep(self, stack_id: str, version: int, defn: Definition) -> None:
+        """After the commit that wrote it: the definition a request built to validate that version
+        (services/stacks.py), so this process's steps neither decode its template nor parse it again."""
+        self._cache[stack_id] = (version, defn)

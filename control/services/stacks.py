@@ -52,9 +52,14 @@ def check_stack_name(name: Any) -> str:
 
 
 async def create_stack(
-    rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any], project: str = DEFAULT_PROJECT
+    rt: Runtime,
+    kick: Callable[[str], None],
+    body: Mapping[str, Any],
+    project: str = DEFAULT_PROJECT,
+    defs: stackdef.Definitions | None = None,
 ) -> dict[str, Any]:
-    """A new stack of *project*, created by the engine from its first step."""
+    """A new stack of *project*, created by the engine from its first step; *defs*: this process's
+    definitions, which keep the one built here for the engine's steps."""
     name = check_stack_name(body.get("name"))
     req = parse_request(body, rt.settings.max_template_bytes)
     tags, timeout_mins, rollback = tags_given(body) or [], timeout_given(body), rollback_wanted(body)
@@ -89,6 +94,8 @@ async def create_stack(
         warning_events(txn, stack)
         txn.kicks.add(stack_id)
         await txn.commit(kick)
+        if defs is not None:
+            defs.keep(stack_id, stack.version, defn)
         return stack_view(stack)
 
 
@@ -99,6 +106,7 @@ async def update_stack(
     body: Mapping[str, Any],
     *,
     keep_rollback: bool = False,
+    defs: stackdef.Definitions | None = None,
 ) -> dict[str, Any]:
     """Accept a new definition at once, superseding a running update.
 
@@ -116,7 +124,7 @@ async def update_stack(
     check_options(body)  # refused before anything is read
     for attempt in range(UPDATE_RETRIES):
         try:
-            return await _update_once(rt, kick, name, body, req, keep_rollback)
+            return await _update_once(rt, kick, name, body, req, keep_rollback, defs)
         except StaleDataError:
             if attempt == UPDATE_RETRIES - 1:
                 raise
@@ -147,10 +155,13 @@ async def _update_once(
     body: Mapping[str, Any],
     given: StackRequest,
     keep_rollback: bool,
+    defs: stackdef.Definitions | None,
 ) -> dict[str, Any]:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
+        if defs is not None:  # the older version's definition goes before the new one is built
+            defs.forget(stack.id)
         if_match = body.get("if_match")
         if if_match is not None and str(if_match) != str(stack.version):
             raise ConflictError(
@@ -187,6 +198,8 @@ async def _update_once(
         warning_events(txn, stack)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
+        if defs is not None:
+            defs.keep(stack.id, stack.version, defn)
         return stack_view(stack)
 
 

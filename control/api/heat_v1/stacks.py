@@ -94,7 +94,9 @@ async def create_stack(request: web.Request) -> web.Response:
         view = await abandon.adopt_stack(rt, adopted, scope(request).project)
     else:
         converted = {"name": translate.stack_name(body), **translate.anneal_body(body)}
-        view = await stacks.create_stack(rt, engine.kick, converted, scope(request).project)
+        view = await stacks.create_stack(
+            rt, engine.kick, converted, scope(request).project, request.app[DEFS]
+        )
     link = views.stack_link(request, view)
     return json_response({"stack": {"id": view["id"], "links": [link]}}, 201, {"Location": link["href"]})
 
@@ -218,7 +220,7 @@ async def _update(request: web.Request, *, existing: bool) -> web.Response:
     body = translate.anneal_body(await read_object(request), existing=existing)
     stack_id = await _identify(request)
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    await stacks.update_stack(rt, engine.kick, stack_id, body, keep_rollback=True)
+    await stacks.update_stack(rt, engine.kick, stack_id, body, keep_rollback=True, defs=request.app[DEFS])
     return web.Response(status=202)
 
 
