@@ -144,7 +144,8 @@ def test_stack_show_counts_and_outputs_follow_an_update_on_postgresql(
 
 
 def test_events_read_newest_first_a_page_at_a_time(settled: ControlPlane) -> None:
-    """newest=true&limit=5, then before= the last id: every event once, newest first; wait with it is a 400."""
+    """newest=true&limit=5, then before= the last id: every event once, newest first; wait with it is a 400;
+    the CLI's --newest prints the last events and the command for the page before."""
     every = [e["id"] for e in settled.api("GET", "/v1/stacks/big/events").body]
     pages: list[int] = []
     before = ""
@@ -157,6 +158,10 @@ def test_events_read_newest_first_a_page_at_a_time(settled: ControlPlane) -> Non
     assert len(every) > 10 and every[::-1] == pages
     answer = settled.api("GET", "/v1/stacks/big/events?newest=true&wait=2")
     assert answer.status == 400 and "wait" == answer.body["error"]["where"]
+    done = settled.cli("stack", "events", "big", "--newest", "--limit", "3", "-f", "json")
+    shown = [e["id"] for e in json.loads(done.stdout)]
+    assert pages[:3] == shown
+    assert f"more events: anneal stack events big --newest --before {shown[-1]} --limit 3" in done.stderr
 
 
 def test_a_document_cache_below_one_is_refused_naming_it(tmp_path: Path) -> None:
