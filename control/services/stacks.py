@@ -160,8 +160,6 @@ async def _update_once(
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, name)
-        if defs is not None:  # the older version's definition goes before the new one is built
-            defs.forget(stack.id)
         if_match = body.get("if_match")
         if if_match is not None and str(if_match) != str(stack.version):
             raise ConflictError(
