@@ -3,7 +3,9 @@
 The agent feeds every chunk a hook writes on stderr (our hooks copy their tool's output
 there as it comes) to a ``Progress``. Its ``run`` task sends at most one progress signal per
 ``interval`` seconds, coalescing everything that came in between into the latest tail, and
-one every ``heartbeat`` seconds while nothing new is written. A progress signal carries no
+one every ``heartbeat`` seconds while nothing new is written. Nothing is sent in the first
+``grace`` seconds: a hook that ends within them (a no-op, a quick script) is reported by its
+result alone, which carries all its output, so its signal is not held up behind progress. A progress signal carries no
 ``deploy_status_code``: the control plane records it without changing the deployment.
 Progress is best effort: one not delivered is dropped, the next one carries the newer tail.
 """
@@ -29,6 +31,8 @@ HEARTBEAT = 15.0
 #: Bytes of the output's tail each progress signal carries.
 TAIL_BYTES = 8 * 1024
 STATUS = "IN_PROGRESS"
+#: Seconds after the hook starts before the first progress (one that ends sooner sends none).
+GRACE = 0.5
 #: Seconds the last progress (output since the previous one) may take before the result goes.
 LAST_SEND_WAIT = 2.0
 
@@ -45,8 +49,10 @@ class Progress:
         interval: float = INTERVAL,
         heartbeat: float = HEARTBEAT,
         tail_bytes: int = TAIL_BYTES,
+        grace: float = GRACE,
     ) -> None:
         self._send = send
+        self.grace = grace
         self.interval = interval
         self.heartbeat = heartbeat
         self.tail_bytes = tail_bytes
@@ -91,6 +97,7 @@ class Progress:
 
     async def run(self) -> None:
         """Send progress until cancelled: on new output (rate-bounded) or on the heartbeat."""
+        await asyncio.sleep(self.grace)
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), self.heartbeat)
@@ -115,8 +122,9 @@ class Progress:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
-        if exc[0] is None and self.total > self._sent_bytes:
-            # The output since the last report, so a follower sees all of it before the result.
+        if exc[0] is None and self.seq and self.total > self._sent_bytes:
+            # The output since the last report, so a follower sees all of it before the result
+            # (with no report tried, the follower shows the result's own output instead).
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._send_now(), LAST_SEND_WAIT)
 

@@ -77,6 +77,7 @@ async def child(
     from control.documents.publish import HttpPublisher  # noqa: PLC0415
     from control.engine.stackdef import Definitions  # noqa: PLC0415
     from control.engine.worker import Engine  # noqa: PLC0415
+    from control.principal import EVERYWHERE  # noqa: PLC0415
     from control.provision import EnrolProvisioner  # noqa: PLC0415
     from control.runtime import Runtime  # noqa: PLC0415
     from control.services import agents, stacks  # noqa: PLC0415
@@ -220,7 +221,12 @@ async def child(
         before = signalled["n"]
         t0, c0 = time.monotonic(), cpu()
         await stacks.update_stack(
-            rt, engine.kick, "scale", request(deployments, parameters={"rev0": 1}), defs=defs
+            rt,
+            engine.kick,
+            "scale",
+            request(deployments, parameters={"rev0": 1}),
+            within=EVERYWHERE,
+            defs=defs,
         )
         phases["update10"] = {
             "status": await wait_settled("scale"),
@@ -231,7 +237,7 @@ async def child(
         }
         progress(deployments, "update10", phases["update10"])
         t0, c0 = time.monotonic(), cpu()
-        await stacks.delete_stack(rt, engine.kick, "scale")
+        await stacks.delete_stack(rt, engine.kick, "scale", within=EVERYWHERE)
         phases["delete"] = {
             "status": await wait_settled("scale"),
             "seconds": time.monotonic() - t0,

@@ -10,6 +10,7 @@ from control.api.body import read_details, read_json, read_object
 from control.api.middleware import AUTH_CREDENTIAL, AUTH_SERVER, MAX_INT, auth, ok, seconds_query
 from control.documents.publish import Published
 from control.errors import AuthError, BadRequestError, ForbiddenError
+from control.principal import IDS_ONLY
 from control.services import agents, alive, resource_signals
 from control.transports.publisher import http_publisher
 
@@ -105,7 +106,11 @@ async def resource_signal(request: web.Request) -> web.Response:
     details = await read_details(request)
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     stack, resource = request.match_info["stack_id"], request.match_info["resource"]
-    return ok(await resource_signals.signal_resource(rt, engine.kick, stack, resource, details, sig=sig))
+    return ok(
+        await resource_signals.signal_resource(
+            rt, engine.kick, stack, resource, details, sig=sig, within=IDS_ONLY
+        )
+    )
 
 
 @routes.put("/v1/signal/{deployment_id}/{generation}")

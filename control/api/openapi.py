@@ -30,10 +30,12 @@ from control.api.openapi_schemas import (
     seconds,
 )
 
-STACK = path_param("name", "stack name or id")
+#: Names are unique per project: a member's or reader's are its project's; the admin token's
+#: ``?project=P`` says whose (a name several projects have is a 409 naming them otherwise).
+STACK = path_param("name", "stack name (in the caller's project; admin token: ?project=P) or id")
 BOOLEAN = {"type": "boolean"}
 STATUS = {"type": "string", "enum": ["IN_PROGRESS", "COMPLETE", "FAILED"]}
-SERVER = path_param("name", "server name or id")
+SERVER = path_param("name", "server name (in the caller's project; admin token: ?project=P) or id")
 NESTED_DEPTH = query("nested_depth", "include nested stacks this many levels down (default 0)", integer())
 #: A listing a page at a time, in id order (keyset: any page of a million rows costs one index range).
 LIMIT = query("limit", "at most N rows, in id order", integer(1))
@@ -337,7 +339,7 @@ PROJECT_PATHS = ("/v1/stacks", "/v1/deployments", "/v1/servers")
 
 
 def _by_role(paths: dict[str, Any]) -> dict[str, Any]:
-    """Stacks, deployments and servers: reads need the ``read`` policy, changes ``write`` (api/operator.py)."""
+    """Stacks, deployments and servers: reads need the ``read`` policy, changes ``write`` (api/operator.py, api/fleet.py)."""
     for path, item in paths.items():
         if path.startswith(PROJECT_PATHS):
             for method, operation in item.items():
@@ -365,7 +367,8 @@ def spec() -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "description": "the admin token, or a token `anneal token create` made: a reader's reads its "
-                    "project, a member's reads and changes it, an admin's any (docs/security.md, Roles)",
+                    "project, a member's reads and changes it, an admin's any; with ?project=P an admin names the "
+                    "project whose names it means and where it creates (docs/security.md, Names are per project)",
                 },
                 "read": {
                     "type": "http",

@@ -7,13 +7,11 @@ are what an operator's tooling asks first.
 from __future__ import annotations
 
 from aiohttp import web
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from agent import wire_caps
 from control.api import ownership
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
-from control.api.body import read_details, read_json, read_object
+from control.api.body import read_details, read_object
 from control.api.middleware import (
     auth,
     bool_query,
@@ -25,26 +23,21 @@ from control.api.middleware import (
     time_query,
 )
 from control.api.openapi import spec
-from control.documents import heat
+from control.api.ownership import within
 from control.errors import BadRequestError
 from control.services import (
     abandon,
-    agents,
     converge,
     drift,
     handover,
     plan,
     queries,
     resource_signals,
-    servers,
     signing,
     stacks,
 )
 from control.services import stack_graph as graph
-from control.store.orm import ServerRow, StackRow
-from control.transports import offline as offline_enrolment
-from control.transports import service as transport_service
-from control.transports.store import parse_signal_name
+from control.store.orm import StackRow
 
 routes = web.RouteTableDef()
 
@@ -93,7 +86,7 @@ async def show_stack(request: web.Request) -> web.Response:
     progress = bool_query(request, "progress")  # checked even where it changes nothing: bad input is a 400
     async with request.app[RUNTIME].sessions() as session:
         if bool_query(request, "summary"):
-            found = await stacks.get_stack(session, name, *stacks.STATE_ONLY)
+            found = await stacks.get_stack(session, name, *stacks.STATE_ONLY, within=within(request))
             view = stacks.stack_view(found)
             if progress:
                 # The definition's size if this process has it parsed; never parsed for this.
@@ -101,14 +94,19 @@ async def show_stack(request: web.Request) -> web.Response:
                 planned = len(defn.order()) if defn is not None else 0
                 view["progress"] = await graph.resource_counts(session, found.id, found.traversal, planned)
             return ok(view)
-        stack = await stacks.get_stack(session, name, *stacks.STATE_ONLY)  # its template is not decoded
+        # Its template is not decoded.
+        stack = await stacks.get_stack(session, name, *stacks.STATE_ONLY, within=within(request))
         view = stacks.stack_view(stack)
         limit = optional_int_query(request, "resources_limit", 1)  # a big stack's first page
-        rows = await queries.stack_resources(session, stack.id, limit=None if limit is None else limit + 1)
+        rows = await queries.stack_resources(
+            session, stack.id, limit=None if limit is None else limit + 1, within=within(request)
+        )
         view["resources"] = rows[:limit]
         if limit is not None:  # whether a next page exists (`GET .../resources?after=` reads it)
             view["resources_more"] = len(rows) > limit
-        view["outputs"] = await queries.stack_outputs(session, request.app[DEFS], stack.id)
+        view["outputs"] = await queries.stack_outputs(
+            session, request.app[DEFS], stack.id, within=within(request)
+        )
         return ok(view)
 
 
@@ -120,7 +118,7 @@ async def update_stack(request: web.Request) -> web.Response:
         body["if_match"] = request.headers["If-Match"].strip('"')
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     name, defs = request.match_info["name"], request.app[DEFS]
-    return ok(await stacks.update_stack(rt, engine.kick, name, body, defs=defs), 202)
+    return ok(await stacks.update_stack(rt, engine.kick, name, body, within=within(request), defs=defs), 202)
 
 
 @routes.put("/v1/stacks/{name}/preview")
@@ -131,7 +129,7 @@ async def preview_update(request: web.Request) -> web.Response:
     name = request.match_info["name"]
 
     async def find(session: AsyncSession) -> StackRow:
-        return await stacks.get_stack(session, name)
+        return await stacks.get_stack(session, name, within=within(request))
 
     found = await plan.plan_update(request.app[RUNTIME], await read_object(request), find)
     return ok(plan.plan_view(found))
@@ -142,7 +140,10 @@ async def preview_update(request: web.Request) -> web.Response:
 async def delete_stack(request: web.Request) -> web.Response:
     """Start deleting the stack; ``force=true`` skips its DELETE configs (a server that never comes back)."""
     rt, engine, force = request.app[RUNTIME], request.app[ENGINE], bool_query(request, "force")
-    return ok(await stacks.delete_stack(rt, engine.kick, request.match_info["name"], force), 202)
+    return ok(
+        await stacks.delete_stack(rt, engine.kick, request.match_info["name"], force, within=within(request)),
+        202,
+    )
 
 
 @routes.post("/v1/stacks/{name}/abandon")
@@ -153,7 +154,11 @@ async def abandon_stack(request: web.Request) -> web.Response:
     A body ``{to, to_key}`` hands its servers to that control plane (control/services/handover.py).
     """
     target = handover.read_target(await read_details(request))
-    return ok(await abandon.abandon_stack(request.app[RUNTIME], request.match_info["name"], target))
+    return ok(
+        await abandon.abandon_stack(
+            request.app[RUNTIME], request.match_info["name"], target, within=within(request)
+        )
+    )
 
 
 @routes.put("/v1/stacks/{name}/handover")
@@ -161,7 +166,11 @@ async def abandon_stack(request: web.Request) -> web.Response:
 async def set_handover(request: web.Request) -> web.Response:
     """``{to, to_key}``: the stack's next abandon (through either API) hands it there; ``{}`` undoes it."""
     target = handover.read_target(await read_object(request))
-    return ok(await handover.set_target(request.app[RUNTIME], request.match_info["name"], target))
+    return ok(
+        await handover.set_target(
+            request.app[RUNTIME], request.match_info["name"], target, within=within(request)
+        )
+    )
 
 
 @routes.post("/v1/adopt")
@@ -175,21 +184,35 @@ async def adopt_stack(request: web.Request) -> web.Response:
 @auth("write")
 async def suspend_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(await stacks.change_stack(rt, engine.kick, request.match_info["name"], "SUSPEND"), 202)
+    return ok(
+        await stacks.change_stack(
+            rt, engine.kick, request.match_info["name"], "SUSPEND", within=within(request)
+        ),
+        202,
+    )
 
 
 @routes.post("/v1/stacks/{name}/resume")
 @auth("write")
 async def resume_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(await stacks.change_stack(rt, engine.kick, request.match_info["name"], "RESUME"), 202)
+    return ok(
+        await stacks.change_stack(
+            rt, engine.kick, request.match_info["name"], "RESUME", within=within(request)
+        ),
+        202,
+    )
 
 
 @routes.get("/v1/stacks/{name}/outputs")
 @auth("read")
 async def stack_outputs(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.stack_outputs(session, request.app[DEFS], request.match_info["name"]))
+        return ok(
+            await queries.stack_outputs(
+                session, request.app[DEFS], request.match_info["name"], within=within(request)
+            )
+        )
 
 
 @routes.get("/v1/stacks/{name}/events")
@@ -217,6 +240,7 @@ async def stack_events(request: web.Request) -> web.Response:
                 traversal,
                 limit,
                 depth,
+                within=within(request),
                 resource=resource,
                 since=since,
                 newest=newest,
@@ -224,7 +248,7 @@ async def stack_events(request: web.Request) -> web.Response:
             )
         return ok(found)
     found = await queries.wait_events(
-        rt, name, after, wait, traversal, limit, depth, resource=resource, since=since
+        rt, name, after, wait, traversal, limit, depth, resource=resource, since=since, within=within(request)
     )
     return ok(found)
 
@@ -238,26 +262,30 @@ def _nested_depth(request: web.Request) -> int:
 @auth("write")
 async def cancel_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(await stacks.cancel_stack(rt, engine.kick, request.match_info["name"]))
+    return ok(await stacks.cancel_stack(rt, engine.kick, request.match_info["name"], within=within(request)))
 
 
 @routes.get("/v1/stacks/{name}/check")
 @auth("read")
 async def check_stack(request: web.Request) -> web.Response:
-    return ok(await converge.check(request.app[RUNTIME], request.match_info["name"]))
+    return ok(await converge.check(request.app[RUNTIME], request.match_info["name"], within=within(request)))
 
 
 @routes.post("/v1/stacks/{name}/check")
 @auth("write")
 async def request_checks(request: web.Request) -> web.Response:
-    return ok(await drift.request(request.app[RUNTIME], request.match_info["name"]), 202)
+    return ok(
+        await drift.request(request.app[RUNTIME], request.match_info["name"], within=within(request)), 202
+    )
 
 
 @routes.post("/v1/stacks/{name}/converge")
 @auth("write")
 async def converge_stack(request: web.Request) -> web.Response:
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(await converge.converge(rt, engine.kick, request.match_info["name"]), 202)
+    return ok(
+        await converge.converge(rt, engine.kick, request.match_info["name"], within=within(request)), 202
+    )
 
 
 @routes.get("/v1/stacks/{name}/resources")
@@ -266,7 +294,11 @@ async def stack_resources(request: web.Request) -> web.Response:
     depth, limit = _nested_depth(request), optional_int_query(request, "limit", 1)
     after = int_query(request, "after", 0)
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.stack_resources(session, request.match_info["name"], depth, limit, after))
+        return ok(
+            await queries.stack_resources(
+                session, request.match_info["name"], depth, limit, after, within=within(request)
+            )
+        )
 
 
 @routes.get("/v1/stacks/{name}/graph")
@@ -274,7 +306,11 @@ async def stack_resources(request: web.Request) -> web.Response:
 async def stack_graph(request: web.Request) -> web.Response:
     """The stack's resources with their state and the edges between them (why each needs another)."""
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await graph.stack_graph(session, request.app[DEFS], request.match_info["name"]))
+        return ok(
+            await graph.stack_graph(
+                session, request.app[DEFS], request.match_info["name"], within=within(request)
+            )
+        )
 
 
 @routes.post("/v1/stacks/{name}/resources/{resource}/signal")
@@ -284,128 +320,18 @@ async def signal_resource(request: web.Request) -> web.Response:
     details = await read_details(request)
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     name, resource = request.match_info["name"], request.match_info["resource"]
-    return ok(await resource_signals.signal_resource(rt, engine.kick, name, resource, details))
+    return ok(
+        await resource_signals.signal_resource(
+            rt, engine.kick, name, resource, details, within=within(request)
+        )
+    )
 
 
 @routes.get("/v1/stacks/{name}/failures")
 @auth("read")
 async def stack_failures(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.stack_failures(session, request.match_info["name"]))
-
-
-# ------------------------------------------------------------------ deployments and servers
-
-
-@routes.get("/v1/deployments")
-@auth("read")
-async def list_deployments(request: web.Request) -> web.Response:
-    async with request.app[RUNTIME].sessions() as session:
-        limit = optional_int_query(request, "limit", 1)
-        return ok(await queries.list_deployments(session, request.query, ownership.seen(request), limit))
-
-
-@routes.get("/v1/deployments/{id}")
-@auth("read")
-async def show_deployment(request: web.Request) -> web.Response:
-    async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.show_deployment(session, request.match_info["id"]))
-
-
-@routes.post("/v1/servers")
-@auth("write")
-async def create_server(request: web.Request) -> web.Response:
-    body = await read_json(request)
-    name = body.get("name") if isinstance(body, dict) else None
-    transport = body.get("transport") if isinstance(body, dict) else None
-    heat = body.get("heat_compatible", False) if isinstance(body, dict) else False
-    rt, project = request.app[RUNTIME], ownership.owner(request)
-    return ok(await agents.create_server_record(rt, name, transport, heat, project), 201)
-
-
-@routes.patch("/v1/servers/{name}")
-@auth("write")
-async def update_server(request: web.Request) -> web.Response:
-    """Change a server's transport; its agent moves once it reads the document naming it."""
-    body = await read_json(request)
-    if not isinstance(body, dict) or "transport" not in body:
-        raise BadRequestError("body: expected an object with transport", where="body")
-    return ok(await agents.set_transport(request.app[RUNTIME], request.match_info["name"], body["transport"]))
-
-
-@routes.delete("/v1/servers/{name}")
-@auth("write")
-async def delete_server(request: web.Request) -> web.Response:
-    """Delete a server; 409 naming the stacks that use it unless ``force=true`` releases it."""
-    rt, engine, force = request.app[RUNTIME], request.app[ENGINE], bool_query(request, "force")
-    return ok(await servers.delete_server(rt, engine.kick, request.match_info["name"], force))
-
-
-@routes.post("/v1/servers/{name}/media")
-@auth("write")
-async def server_media(request: web.Request) -> web.Response:
-    """An offline enrolment bundle for a LOCAL server's media (`anneal server media NAME DIR`)."""
-    return ok(await offline_enrolment.media_bundle(request.app[RUNTIME], request.match_info["name"]), 201)
-
-
-@routes.post("/v1/servers/{name}/token")
-@auth("write")
-async def server_token(request: web.Request) -> web.Response:
-    return ok(await agents.issue_token(request.app[RUNTIME], request.match_info["name"]), 201)
-
-
-@routes.get("/v1/servers")
-@auth("read")
-async def list_servers(request: web.Request) -> web.Response:
-    rt = request.app[RUNTIME]
-    async with rt.sessions() as session:
-        query = select(ServerRow).order_by(ServerRow.name)
-        if (project := ownership.seen(request)) is not None:
-            query = query.where(ServerRow.project == project)
-        rows = await session.scalars(query)
-        return ok([queries.server_view(s, rt.settings) for s in rows])
-
-
-@routes.get("/v1/servers/{name}")
-@auth("read")
-async def show_server(request: web.Request) -> web.Response:
-    rt = request.app[RUNTIME]
-    async with rt.sessions() as session:
-        server = await queries.get_server(session, request.match_info["name"])
-        view = queries.server_view(server, rt.settings)
-        if server.agent_kind == heat.HEAT_AGENT:
-            view.update(heat.heat_view(rt, server))
-        view["deployments"] = await queries.list_deployments(session, {"server": server.id})
-        return ok(view)
-
-
-# ------------------------------------------------------------------ carried back on media
-
-
-@routes.post("/v1/signals/import")
-@auth("admin")
-async def import_signal(request: web.Request) -> web.Response:
-    """A signal carried back on removable media (`anneal signal import DIR`)."""
-    body = await read_object(request, wire_caps.MAX_SIGNAL_BYTES + 64 * 1024)
-    name, signal = body.get("name"), body.get("signal")
-    parsed = parse_signal_name(name) if isinstance(name, str) else None
-    if parsed is None:
-        raise BadRequestError(f"name: expected <deployment id>/<generation>, got {name!r}", where="name")
-    if not isinstance(signal, str):
-        raise BadRequestError("signal: expected the signal file's text", where="signal")
-    rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    result = await transport_service.import_signal(
-        rt, engine.kick, parsed[0], parsed[1], signal.encode(), via="LOCAL"
-    )
-    return ok(result)
-
-
-@routes.post("/v1/enrolments/import")
-@auth("admin")
-async def import_enrolment(request: web.Request) -> web.Response:
-    """An agent's enrolment request carried back on media (`anneal signal import DIR`)."""
-    body = await read_json(request, 64 * 1024)
-    return ok(await offline_enrolment.import_enrolment(request.app[RUNTIME], body))
+        return ok(await queries.stack_failures(session, request.match_info["name"], within=within(request)))
 
 
 # ------------------------------------------------------------------ signing key

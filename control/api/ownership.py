@@ -12,7 +12,7 @@ from aiohttp import web
 
 from control.api.app_keys import PRINCIPAL, RUNTIME
 from control.errors import ForbiddenError
-from control.principal import DEFAULT_PROJECT, Principal
+from control.principal import DEFAULT_PROJECT, Principal, Within
 from control.services import ownership
 from control.services.ownership import Kind
 
@@ -35,14 +35,27 @@ HEAT: tuple[tuple[str, Kind, str], ...] = (
 
 
 def seen(request: web.Request) -> str | None:
-    """The project a listing shows the caller: its own, or None (every project) for an admin."""
+    """The project a listing shows the caller: its own; an admin's: the one it names (``?project=``) or
+    None (every project)."""
     principal = request[PRINCIPAL]
-    return None if principal.admin else principal.project
+    return named(request) if principal.admin else principal.project
 
 
 def owner(request: web.Request) -> str:
-    """The project of what the caller makes through the operator's API: its own (an admin's: the default)."""
-    return request[PRINCIPAL].project or DEFAULT_PROJECT
+    """The project of what the caller makes through the operator's API: its own (an admin's: the one it
+    names with ``?project=``, else the default)."""
+    return request[PRINCIPAL].project or named(request) or DEFAULT_PROJECT
+
+
+def within(request: web.Request) -> Within:
+    """Where the caller's stack and server names resolve (control/principal.py): its own project; an
+    admin's, the one it names with ``?project=`` first."""
+    return request[PRINCIPAL].within(named(request))
+
+
+def named(request: web.Request) -> str | None:
+    """The project an admin names with ``?project=`` (ignored for anyone else: their project is their token's)."""
+    return request.query.get("project") or None
 
 
 async def check_operator(request: web.Request, principal: Principal) -> None:

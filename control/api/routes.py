@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from control.api import access, agent, heat, metrics, operator
+from control.api import access, agent, fleet, heat, metrics, operator
 
 ROUTES: list[web.AbstractRouteDef] = [
     *operator.routes,
+    *fleet.routes,
     *access.routes,
     *agent.routes,
     *heat.routes,

@@ -28,10 +28,21 @@ DEPLOYMENT_REF = "the deployment's id, a unique prefix of it, or STACK/RESOURCE"
 WAIT_HELP = "show live progress (JSON lines with -f json); non-zero exit on failure"
 
 
+def _connection(parser: argparse.ArgumentParser) -> None:
+    """Where the operator commands connect, and as whom."""
+    parser.add_argument("--config", help="CLI config file with url and token (else ANNEAL_URL/ANNEAL_TOKEN)")
+    parser.add_argument(
+        "--project",
+        dest="in_project",
+        help="admin token: the project whose stack and server names are meant, and where creates go "
+        "(else ANNEAL_PROJECT); other tokens act in their own project",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="anneal", description="Anneal control plane and operator CLI")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('anneal')}")
-    parser.add_argument("--config", help="CLI config file with url and token (else ANNEAL_URL/ANNEAL_TOKEN)")
+    _connection(parser)
     sub = parser.add_subparsers(dest="group", required=True)
     serve_options.add(sub.add_parser("serve", help="run the control plane"))
     dbs = sub.add_parser("db", help="the database's schema").add_subparsers(dest="command", required=True)

@@ -33,10 +33,13 @@ class ClientError(Exception):
 class Client:
     url: str
     token: str
+    #: The project an admin's names resolve in first and its creates go to (``?project=``).
+    project: str | None = None
 
     @classmethod
-    def from_env(cls, config_file: str | None = None) -> Client:
-        """ANNEAL_URL and ANNEAL_TOKEN, else a JSON file {"url", "token"} (ANNEAL_CONFIG)."""
+    def from_env(cls, config_file: str | None = None, project: str | None = None) -> Client:
+        """ANNEAL_URL and ANNEAL_TOKEN, else a JSON file {"url", "token"} (ANNEAL_CONFIG); *project*,
+        else ANNEAL_PROJECT."""
         url, token = os.environ.get("ANNEAL_URL"), os.environ.get("ANNEAL_TOKEN")
         path = Path(
             config_file or os.environ.get("ANNEAL_CONFIG") or Path.home() / ".config" / "anneal" / "cli.json"
@@ -52,7 +55,9 @@ class Client:
                 "no admin token: set ANNEAL_TOKEN (the file admin-token in the "
                 "control plane's data dir) or write it to " + str(path)
             )
-        return cls((url or DEFAULT_URL).rstrip("/"), token)
+        return cls(
+            (url or DEFAULT_URL).rstrip("/"), token, project or os.environ.get("ANNEAL_PROJECT") or None
+        )
 
     def call(
         self,
@@ -65,6 +70,8 @@ class Client:
         if not path.startswith("/v1") or any(c in path for c in "?# "):
             raise ValueError(f"{path!r}: build API paths with api_path(); the query goes in query=")
         url = self.url + path
+        if self.project:
+            query = {"project": self.project, **(query or {})}
         if query:
             url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
         data = json.dumps(body).encode() if body is not None else None

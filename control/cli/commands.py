@@ -27,7 +27,7 @@ COLUMNS: dict[tuple[str, ...], list[str]] = {
 
 def run(args: argparse.Namespace) -> int:
     """Run the command the parsed *args* name; its exit status."""
-    client = Client.from_env(args.config)
+    client = Client.from_env(args.config, args.in_project)
     handler = COMMANDS.get((args.group, args.command))
     if handler is None:
         raise ClientError(f"unknown command {args.group} {args.command}")

@@ -28,7 +28,7 @@ from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls
 from control.hot.groups import canary_terms
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.nesting import MAX_NESTED_DEPTH, STACK_ID, Nesting, load_nested
-from control.hot.outline import outline
+from control.hot.outline import outline, resources_named
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.parser import parse_template
 from control.hot.retry import policy as retry_policy
@@ -105,6 +105,7 @@ __all__ = [
     "resolve",
     "resolve_parameters",
     "resource_body",
+    "resources_named",
     "retry_policy",
     "select",
     "validate",

@@ -8,9 +8,12 @@ answered without parsing the template again: both stay the same size at a millio
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from control.hot.definition import Definition
+from control.hot.functions import calls
+from control.hot.template import OutputDef
 
 
 def outline(defn: Definition) -> dict[str, Any]:
@@ -30,3 +33,19 @@ def outline(defn: Definition) -> dict[str, Any]:
         "outputs": len(defn.template.outputs),
         "description": defn.template.description,
     }
+
+
+def resources_named(outputs: Iterable[OutputDef]) -> set[str] | None:
+    """The resources the outputs' get_resource and get_attr name (what resolving them reads); None
+    when one names a resource by a computed value (every resource may be read then)."""
+    names: set[str] = set()
+    for odef in outputs:
+        for _, fn, args in calls(odef.value):
+            target = args if fn == "get_resource" else None
+            if fn == "get_attr" and isinstance(args, list) and args:
+                target = args[0]
+            if fn in ("get_resource", "get_attr") and not isinstance(target, str):
+                return None
+            if isinstance(target, str):
+                names.add(target)
+    return names

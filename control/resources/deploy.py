@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
-
 from agent import wire
 from control import hot
 from control.documents import hashing, heatauth, seal
 from control.documents.render import iso
 from control.errors import BadRequestError, NotFoundError
 from control.hot import taint
+from control.principal import Within
+from control.store import names
 from control.store.orm import DeploymentRow, ServerRow, StackRow
 from control.transports.publisher import Transports
 from control.txn import Txn
@@ -279,20 +279,34 @@ def attributes(dep: DeploymentRow) -> dict[str, Any]:
     return out
 
 
-async def server_for(txn: Txn, ref: Any, where: str, project: str | None = None) -> ServerRow:
-    """A deployment's server, named by id or by name (of *project*, when given: another's is not found)."""
+async def server_for(txn: Txn, ref: Any, where: str, within: Within) -> ServerRow:
+    """A deployment's server, named by id or by name, as *within* sees them (another project's is not found)."""
     if not isinstance(ref, str) or not ref:
         raise BadRequestError(f"server must be a server id or name, got {ref!r}", where=where)
-    server = await txn.get(ServerRow, ref) or await server_named(txn, ref)
-    if server is None or project not in (None, server.project):
+    server = await visible_server(txn, ref, within)
+    if server is None:
         raise NotFoundError(f"server {ref!r} not found", where=where)
     return server
 
 
-async def server_named(txn: Txn, name: str) -> ServerRow | None:
-    """The server called *name*, one this transaction created included, without a flush."""
-    server = txn.created_row(ServerRow, ("name", name))
+async def visible_server(txn: Txn, ref: str, within: Within) -> ServerRow | None:
+    """The server with id *ref*, if *within* sees it, else the one called *ref* where *within* resolves names."""
+    server = await txn.get(ServerRow, ref)
+    if server is not None and within.holds(server.project):
+        return server
+    return await server_named(txn, ref, within)
+
+
+async def server_named(txn: Txn, name: str, within: Within) -> ServerRow | None:
+    """The server called *name* where *within* resolves names, one this transaction created included, without
+    a flush (names are unique per project: ``control/store/names.py``)."""
+    server = txn.created_row(ServerRow, name_key(within.project, name)) if within.project else None
     if server is None:
         with txn.session.no_autoflush:  # a server created in this step is in txn.created
-            server = await txn.session.scalar(select(ServerRow).where(ServerRow.name == name))
+            server = await names.by_name(txn.session, ServerRow, name, within)
     return server
+
+
+def name_key(project: str | None, name: str) -> tuple[str, str | None, str]:
+    """The key a new server is found by in its transaction (``Txn.created_row``) before the flush."""
+    return ("name", project, name)

@@ -13,7 +13,7 @@ from control.documents import heat
 from control.errors import BadRequestError
 from control.hot.names import name_problem
 from control.keys import new_token, token_hash
-from control.principal import DEFAULT_PROJECT
+from control.principal import DEFAULT_PROJECT, Within
 from control.resources import deploy
 from control.resources.base import REPLACE, Outcome, Res, done, warn
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow
@@ -60,11 +60,7 @@ class Server:
         if res.external_id is not None:
             return await self._adopt(txn, res, res.external_id)
         name = server_name(res.stack.name, res.name, props)
-        server = await deploy.server_named(txn, name)
-        if server is not None and server.project != res.stack.project:  # another project's: not ours to take
-            raise BadRequestError(
-                f"server name {name!r} is taken outside project {res.stack.project}", where=res.where
-            )
+        server = await deploy.server_named(txn, name, Within(res.stack.project))
         if server is None:
             server, _ = await create_server(txn, name, owner_stack_id=res.stack.id, project=res.stack.project)
             if txn.runtime.settings.provisioner == "enrol":
@@ -97,10 +93,10 @@ class Server:
 
     async def _adopt(self, txn: Txn, res: Res, external_id: str) -> Outcome:
         """external_id: an existing server of this control plane, by id or name; its properties unused."""
-        server = await txn.get(ServerRow, external_id) or await deploy.server_named(txn, external_id)
+        server = await deploy.visible_server(txn, external_id, Within(res.stack.project))
         if server is None:
             raise BadRequestError(
-                f"external_id {external_id!r}: no server of this control plane has that id or name "
+                f"external_id {external_id!r}: no server of project {res.stack.project} has that id or name "
                 "(create or enrol it first: anneal server create)",
                 where=f"{res.where}.external_id",
             )
@@ -204,7 +200,7 @@ async def create_server(
         agent_status={},
         rebuilds=[],
     )
-    txn.add(server, ("name", name))
+    txn.add(server, deploy.name_key(project, name))
     txn.publish.add(server.id)
     if settings.provisioner != "enrol" and owner_stack_id is not None:  # operators enrol their own
         provisioner = txn.runtime.provisioner

@@ -13,6 +13,7 @@ from sqlalchemy.orm.util import identity_key
 from control import hot
 from control.errors import BadRequestError, ControlError
 from control.hot.external import KEPT
+from control.principal import Within
 from control.resources import deploy
 from control.resources.base import REPLACE, Outcome, Res, done, warn
 from control.store.orm import ConfigRow, DeploymentRow, ResourceRow, ServerRow
@@ -179,7 +180,7 @@ class SoftwareDeployment:
     async def start(self, txn: Txn, res: Res, props: Mapping[str, Any], member: str) -> DeploymentRow:
         """A new deployment named *member*; CREATE runs when it lists CREATE."""
         where = f"{res.where}.properties.server"
-        server = await deploy.server_for(txn, props.get("server"), where, res.stack.project)
+        server = await deploy.server_for(txn, props.get("server"), where, Within(res.stack.project))
         transport = self._transport(txn, res, props)
         source = await self.source(txn, res, props)
         now = time.time()

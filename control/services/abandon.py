@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.engine import stackdef
 from control.errors import BadRequestError, ConflictError
-from control.principal import DEFAULT_PROJECT
+from control.principal import DEFAULT_PROJECT, Within
 from control.resources import DEPLOYMENT_TYPES
 from control.resources.nested import store_definition
 from control.resources.validate import check_definition
@@ -36,18 +36,21 @@ from control.services import handover
 from control.services.abandon_data import KEPT, NESTED, Tree, abandon_data, nested_rows, opened_data
 from control.services.stack_request import parse_request, rollback_wanted, tags_given, timeout_given
 from control.services.stacks import check_stack_name, get_stack, stack_view
+from control.store import names
 from control.store.orm import ConfigRow, DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
 
 
-async def abandon_stack(rt: Runtime, name: str, to: handover.Target | None = None) -> dict[str, Any]:
+async def abandon_stack(
+    rt: Runtime, name: str, to: handover.Target | None = None, *, within: Within
+) -> dict[str, Any]:
     """Heat's abandon data for stack *name* and its nested stacks; gone, their servers and deployments untouched.
 
     With *to* (or a hand-over set on the stack), the servers are handed to that control plane.
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, name)
+        stack = await get_stack(session, name, within=within)
         if stack.parent_id is not None:
             raise ConflictError(f"stack {name} is nested: abandon its top-level stack", where="name")
         tree = await _tree(session, stack)
@@ -206,7 +209,7 @@ async def adopt_stack(rt: Runtime, body: Mapping[str, Any], project: str = DEFAU
     kept = _all_kept(data, defn.order())
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
+        if await names.taken(session, StackRow, name, project):
             raise ConflictError(f"stack {name!r} already exists", where="name")
         now = time.time()
         reason = "Stack ADOPT completed successfully"
@@ -245,10 +248,9 @@ async def _nest(txn: Txn, nested: Mapping[str, Any], remap: Mapping[str, str], p
     """The nested stacks again, as they were (definitions, facades, outputs), with their resources."""
     where = f"adopt_stack_data.{NESTED}"
     for rec in nested["stacks"]:
-        taken = await txn.session.get(StackRow, rec["id"]) or await txn.session.scalar(
-            select(StackRow.id).where(StackRow.name == rec["name"])
-        )
-        if taken is not None:
+        if await txn.session.get(StackRow, rec["id"]) or await names.taken(
+            txn.session, StackRow, rec["name"], project
+        ):
             raise ConflictError(
                 f"{where}: nested stack {rec['name']} ({rec['id']}) exists here already", where=where
             )
@@ -300,11 +302,11 @@ async def _attach(txn: Txn, stack_id: str, data: Mapping[str, Any], kept: Mappin
                 dep.resource_name = res_name
 
 
-async def export_stack(rt: Runtime, name: str) -> dict[str, Any]:
+async def export_stack(rt: Runtime, name: str, *, within: Within) -> dict[str, Any]:
     """Heat's export: the abandon data of stack *name* and its nested stacks as they are now; the stack
     stays and nothing runs."""
     async with rt.sessions() as session:
-        stack = await get_stack(session, name)
+        stack = await get_stack(session, name, within=within)
         if stack.parent_id is not None:
             raise ConflictError(f"stack {name} is nested: export its top-level stack", where="name")
         tree = await _tree(session, stack)

@@ -16,12 +16,13 @@ from control.errors import AuthError, BadRequestError, ConflictError, ControlErr
 from control.hot import taint
 from control.hot.names import name_problem
 from control.keys import new_token, token_hash
-from control.principal import DEFAULT_PROJECT
+from control.principal import DEFAULT_PROJECT, Within
 from control.resources import create_server
 from control.resources.servers import refresh_addresses
 from control.runtime import Runtime
 from control.services import drift, rebuild
 from control.signals import batch, progress, scope
+from control.store import names
 from control.store.orm import DeploymentRow, ServerRow
 from control.transports.publisher import arrived_via, assign, published_section
 from control.txn import Txn
@@ -54,7 +55,7 @@ async def create_server_record(
             where="transport",
         )
     async with rt.sessions() as session:
-        if await session.scalar(select(ServerRow.id).where(ServerRow.name == name)) is not None:
+        if await names.taken(session, ServerRow, name, project):
             raise ConflictError(f"server {name!r} already exists", where="name")
         txn = Txn(session, rt)
         server, token = await create_server(txn, name, owner_stack_id=None, project=project)
@@ -80,14 +81,10 @@ async def create_server_record(
         }
 
 
-async def set_transport(rt: Runtime, ref: str, transport: Any) -> dict[str, Any]:
+async def set_transport(rt: Runtime, ref: str, transport: Any, *, within: Within) -> dict[str, Any]:
     """Move a server to another transport (docs/transports.md, switching)."""
     async with rt.sessions() as session:
-        server = await session.get(ServerRow, ref) or await session.scalar(
-            select(ServerRow).where(ServerRow.name == ref)
-        )
-        if server is None:
-            raise NotFoundError(f"server {ref!r} not found", where="server")
+        server = await names.find(session, ServerRow, ref, within)
         txn = Txn(session, rt)
         assign(txn, server, transport, "transport")
         result = {
@@ -100,14 +97,10 @@ async def set_transport(rt: Runtime, ref: str, transport: Any) -> dict[str, Any]
         return result
 
 
-async def issue_token(rt: Runtime, ref: str) -> dict[str, Any]:
+async def issue_token(rt: Runtime, ref: str, *, within: Within) -> dict[str, Any]:
     """A new one-time enrolment token for a server (a stack-made one, or a rebuilt server)."""
     async with rt.sessions() as session:
-        server = await session.get(ServerRow, ref) or await session.scalar(
-            select(ServerRow).where(ServerRow.name == ref)
-        )
-        if server is None:
-            raise NotFoundError(f"server {ref!r} not found", where="server")
+        server = await names.find(session, ServerRow, ref, within)
         token = new_token()
         server.enrol_token_hash = token_hash(token)
         server.enrol_expires = time.time() + rt.settings.enrol_token_ttl

@@ -25,6 +25,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm.exc import StaleDataError
 
 from control.errors import ControlError
+from control.principal import EVERYWHERE
 from control.runtime import Runtime
 from control.services import converge, drift
 from control.services.converge_interval import interval
@@ -96,26 +97,26 @@ async def _round(rt: Runtime, kick: Callable[[str], None], stack: StackRow, now:
     elif stack.status == "IN_PROGRESS":
         await _set(rt, stack.id, due=now + BUSY)
     elif stack.converge_asked is None:
-        await drift.request(rt, stack.id)
+        await drift.request(rt, stack.id, within=EVERYWHERE)
         await _set(rt, stack.id, due=now + POLL, asked=now)
     else:
-        report = await converge.check(rt, stack.id)
+        report = await converge.check(rt, stack.id, within=EVERYWHERE)
         if report["pending"] and now - stack.converge_asked < ANSWER_WAIT:
             await _set(rt, stack.id, due=now + POLL)
             return
         if any(d["kind"] in REAPPLIED for d in report["drift"]):
-            view = await converge.converge(rt, kick, stack.id)
+            view = await converge.converge(rt, kick, stack.id, within=EVERYWHERE)
             log.info("stack %s: converge_interval re-applies %s", stack.name, view["reapplied"])
         await _set(rt, stack.id, due=now + every, asked=None)
 
 
 async def _finish_check(rt: Runtime, stack: StackRow, now: float, every: float | None) -> None:
     """Heat's CHECK action (drift.start_check) ends once the servers answered or the wait ran out."""
-    report = await converge.check(rt, stack.id)
+    report = await converge.check(rt, stack.id, within=EVERYWHERE)
     if report["pending"] and now - (stack.converge_asked or 0) < ANSWER_WAIT:
         await _set(rt, stack.id, due=now + POLL)
         return
-    await converge.check_stack(rt, stack.id, started=True)
+    await converge.check_stack(rt, stack.id, within=EVERYWHERE, started=True)
     await _set(rt, stack.id, due=None if every is None else now + every, asked=None)
 
 

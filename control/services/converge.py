@@ -27,6 +27,7 @@ from typing import Any
 from sqlalchemy import select
 
 from control.engine.settle import finish
+from control.principal import Within
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, Res
 from control.resources.group_members import STATE
 from control.resources.groups import GROUP_TYPES, DeploymentGroup
@@ -40,9 +41,9 @@ from control.txn import Txn
 FINISHED = ("finished", "signalled")
 
 
-async def check(rt: Runtime, ref: str) -> dict[str, Any]:
+async def check(rt: Runtime, ref: str, *, within: Within) -> dict[str, Any]:
     async with rt.sessions() as session:
-        stack = await get_stack(session, ref)
+        stack = await get_stack(session, ref, within=within)
         return await _check(rt, session, stack)
 
 
@@ -115,7 +116,7 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
     }
 
 
-async def check_stack(rt: Runtime, ref: str, *, started: bool = False) -> dict[str, Any]:
+async def check_stack(rt: Runtime, ref: str, *, within: Within, started: bool = False) -> dict[str, Any]:
     """Heat's CHECK action: the stack ends CHECK_COMPLETE, or CHECK_FAILED naming each drift.
 
     *started*: the checks on the host were asked and the stack is CHECK_IN_PROGRESS
@@ -125,7 +126,7 @@ async def check_stack(rt: Runtime, ref: str, *, started: bool = False) -> dict[s
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, ref)
+        stack = await get_stack(session, ref, within=within)
         if started and (stack.action, stack.status) != ("CHECK", "IN_PROGRESS"):
             return stack_view(stack)  # superseded (an update) or finished already
         if not started:
@@ -164,11 +165,11 @@ def _current(stack: StackRow) -> Any:
     return select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
 
 
-async def converge(rt: Runtime, kick: Callable[[str], None], ref: str) -> dict[str, Any]:
+async def converge(rt: Runtime, kick: Callable[[str], None], ref: str, *, within: Within) -> dict[str, Any]:
     """Re-apply every missing or failed deployment as a new generation (a CONVERGE traversal)."""
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, ref)
+        stack = await get_stack(session, ref, within=within)
         hostcheck.settled(stack, "converge")
         report = await _check(rt, session, stack)
         wanted = {

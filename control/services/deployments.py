@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from control.documents import seal
 from control.documents.seal import secret_strings
 from control.errors import BadRequestError, ConflictError, NotFoundError
-from control.principal import DEFAULT_PROJECT
+from control.principal import DEFAULT_PROJECT, Within
 from control.resources import create_server, deploy, forget_deployment
 from control.runtime import Runtime
 from control.services.stacks import MASK, mask
@@ -93,15 +93,20 @@ def _action(body: Mapping[str, Any], default: str) -> str:
     return value
 
 
-async def _server(txn: Txn, ref: Any, project: str, within: str | None) -> ServerRow:
+async def _server(txn: Txn, ref: Any, project: str, within: Within) -> ServerRow:
     """The server named or with id *ref*; an unknown one is made, awaiting its agent, with *ref* as id and name.
 
     Heat keeps a deployment for any server id (the server may come later); here the server
     waits for an agent as a stack's DeployedServer does (`anneal server token NAME`). A new one
-    is in *project*; an existing one must be in *within* (None: any project, for an admin).
+    is in *project*; an existing one must be visible *within*.
     """
     usable = isinstance(ref, str) and ref and len(ref) <= 64 and "/" not in ref
-    if usable and await txn.get(ServerRow, ref) is None and await deploy.server_named(txn, ref) is None:
+    # An id another project holds is not taken again (the 404 below); a name is per project.
+    if (
+        usable
+        and await txn.get(ServerRow, ref) is None
+        and await deploy.server_named(txn, ref, within) is None
+    ):
         server, _ = await create_server(txn, ref, owner_stack_id=None, server_id=ref, project=project)
         return server
     return await deploy.server_for(txn, ref, "server_id", within)
@@ -146,7 +151,8 @@ async def create_deployment(
     given = _values(body) or {}
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        server = await _server(txn, body.get("server_id"), project, within)
+        seen_in = Within(within) if within is not None else Within(project, admin=True)
+        server = await _server(txn, body.get("server_id"), project, seen_in)
         row = await _config(session, body.get("config_id"), within)
         source, values, derived = _source(row, "")
         now = time.time()

@@ -20,6 +20,7 @@ from agent.wire_caps import CHECK_STATES, MAX_CHECK_DIFF, MAX_CHECK_REASON
 from control.documents import heat, seal
 from control.errors import BadRequestError, ConflictError
 from control.hot import taint
+from control.principal import Within
 from control.runtime import Runtime
 from control.services.stacks import get_stack
 from control.store.orm import DeploymentRow, ServerRow, StackRow
@@ -31,11 +32,11 @@ MAX_RESULTS = 256
 ANSWER_POLL = 1.0
 
 
-async def request(rt: Runtime, ref: str) -> dict[str, Any]:
+async def request(rt: Runtime, ref: str, *, within: Within) -> dict[str, Any]:
     """Ask the servers to check every COMPLETE deployment of the stack; the answers come later."""
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, ref)
+        stack = await get_stack(session, ref, within=within)
         if stack.action == "DELETE":
             raise ConflictError(f"stack {stack.name} is being deleted", where="name")
         asked = await _ask(session, txn, stack)
@@ -43,7 +44,7 @@ async def request(rt: Runtime, ref: str) -> dict[str, Any]:
         return {"stack": stack.name, "requested": asked}
 
 
-async def start_check(rt: Runtime, ref: str) -> bool:
+async def start_check(rt: Runtime, ref: str, *, within: Within) -> bool:
     """Heat's CHECK action: ask for the checks and leave the stack CHECK_IN_PROGRESS until the answers.
 
     services/autoconverge.py finishes it (converge.check_stack) once every server answered or
@@ -51,7 +52,7 @@ async def start_check(rt: Runtime, ref: str) -> bool:
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, ref)
+        stack = await get_stack(session, ref, within=within)
         settled(stack, "check")
         asked = await _ask(session, txn, stack)
         if not asked:

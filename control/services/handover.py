@@ -24,9 +24,10 @@ from sqlalchemy import or_, select
 
 from agent import envelope, sealed
 from control.errors import BadRequestError, ConflictError
+from control.principal import Within
 from control.runtime import Runtime
 from control.services.stacks import get_stack
-from control.store import crypt
+from control.store import crypt, names
 from control.store.orm import Base, ConfigRow, DeploymentRow, ServerRow
 from control.txn import Txn
 
@@ -185,10 +186,9 @@ async def import_rows(
     session = txn.session
     ids = []
     for rec in records.get("servers") or []:
-        taken = await session.get(ServerRow, rec["id"]) or await session.scalar(
-            select(ServerRow).where(ServerRow.name == rec["name"])
-        )
-        if taken is not None:
+        if await session.get(ServerRow, rec["id"]) or await names.taken(
+            session, ServerRow, rec["name"], project
+        ):
             raise ConflictError(
                 f"{where}: server {rec['name']} ({rec['id']}) exists here already", where=where
             )
@@ -208,10 +208,10 @@ async def import_rows(
     return ids
 
 
-async def set_target(rt: Runtime, name: str, target: Target | None) -> dict[str, Any]:
+async def set_target(rt: Runtime, name: str, target: Target | None, *, within: Within) -> dict[str, Any]:
     """Where stack *name*'s next abandon hands it (None: nowhere); for `openstack stack abandon`."""
     async with rt.sessions() as session:
-        stack = await get_stack(session, name)
+        stack = await get_stack(session, name, within=within)
         stack.handover = target.to_json() if target else None
         await session.commit()
         return {"name": stack.name, "id": stack.id, "handover": stack.handover}

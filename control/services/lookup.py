@@ -10,6 +10,7 @@ from sqlalchemy import select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.errors import BadRequestError, NotFoundError
+from control.principal import Within
 from control.services.stacks import STATE_ONLY, get_stack
 from control.store.orm import DeploymentRow, ResourceRow
 
@@ -17,14 +18,15 @@ from control.store.orm import DeploymentRow, ResourceRow
 SHOWN = 10
 
 
-async def find_deployment(session: AsyncSession, ref: str, project: str | None = None) -> DeploymentRow:
-    """The deployment *ref* names (in *project*, if given); NotFoundError if none, BadRequestError (listing
-    them) if several."""
+async def find_deployment(session: AsyncSession, ref: str, within: Within) -> DeploymentRow:
+    """The deployment *ref* names, as *within* sees them (a prefix: among its project's, an admin's:
+    among all); NotFoundError if none, BadRequestError (listing them) if several."""
     dep = await session.get(DeploymentRow, ref)
-    if dep is not None and project in (None, dep.project):
+    if dep is not None and within.holds(dep.project):
         return dep
     if "/" in ref:
-        return await _by_resource(session, ref)
+        return await _by_resource(session, ref, within)
+    project = None if within.admin else within.project
     if not ref:
         raise BadRequestError("deployment: give an id, a unique id prefix or stack/resource", where="id")
     ids = list(
@@ -49,10 +51,10 @@ async def find_deployment(session: AsyncSession, ref: str, project: str | None =
     return found
 
 
-async def _by_resource(session: AsyncSession, ref: str) -> DeploymentRow:
+async def _by_resource(session: AsyncSession, ref: str, within: Within) -> DeploymentRow:
     """``stack/resource``: the deployment the stack's current resource of that name made."""
     stack_ref, resource = ref.split("/", 1)
-    stack = await get_stack(session, stack_ref, *STATE_ONLY)
+    stack = await get_stack(session, stack_ref, *STATE_ONLY, within=within)
     physical = await session.scalar(
         select(ResourceRow.physical_id).where(
             ResourceRow.stack_id == stack.id, ResourceRow.name == resource, ResourceRow.current.is_(True)

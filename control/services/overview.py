@@ -14,6 +14,7 @@ from sqlalchemy import Row, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.errors import BadRequestError
+from control.principal import Within
 from control.services.stacks import STATE_ONLY, get_stack, stack_view
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, StackRow
 
@@ -76,13 +77,13 @@ async def stacks_overview(session: AsyncSession, project: str | None = None) -> 
     return [{**stack_view(s), "counts": dict(counts[s.id])} for s in stacks]
 
 
-async def stack_graph(session: AsyncSession, ref: str) -> dict[str, Any]:
+async def stack_graph(session: AsyncSession, ref: str, *, within: Within) -> dict[str, Any]:
     """The stack, its counts, and its graph: nodes (one per resource, or per type above GRAPH_LIMIT) and edges.
 
     The counts come from the state index alone; only a stack of GRAPH_LIMIT rows or fewer has its
     rows read, so a big stack's graph costs the same at 10,000 resources and at a million.
     """
-    stack = await get_stack(session, ref, *STATE_ONLY)
+    stack = await get_stack(session, ref, *STATE_ONLY, within=within)
     tally = await type_counts(session, stack.id)
     own: Counter[str] = Counter()
     for counts in tally.values():
@@ -223,6 +224,8 @@ async def resource_page(
     state: str | None = None,
     kind: str | None = None,
     cursor: tuple[str, int] | None = None,
+    *,
+    within: Within,
 ) -> dict[str, Any]:
     """One page of the stack's resources (id order), with the total; *state* keeps one state only,
     *kind* one resource type only (a node of the graph drawn by type). *cursor* ``("after", id)``
@@ -232,7 +235,7 @@ async def resource_page(
         raise BadRequestError(f"per_page: expected 1 to {MAX_PAGE}", where="per_page")
     if state is not None and state not in WORST_FIRST:
         raise BadRequestError(f"state: one of {', '.join(WORST_FIRST)}", where="state")
-    stack = await get_stack(session, ref, *STATE_ONLY)
+    stack = await get_stack(session, ref, *STATE_ONLY, within=within)
     where = [ResourceRow.stack_id == stack.id]
     if kind is not None:
         where.append(ResourceRow.type == kind)

@@ -11,7 +11,8 @@ from typing import Literal
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.errors import NotFoundError
-from control.services import lookup, queries, stacks
+from control.principal import Within
+from control.services import lookup, servers, stacks
 from control.store.orm import ConfigRow
 
 Kind = Literal["stack", "deployment", "server", "config"]
@@ -19,13 +20,14 @@ Kind = Literal["stack", "deployment", "server", "config"]
 
 async def project_of(session: AsyncSession, kind: Kind, ref: str, project: str) -> str | None:
     """The project of the *kind* row *ref* names (as the routes resolve it), or None when there is none."""
+    within = Within(project)  # a name of another project's row resolves to nothing here
     try:
         if kind == "stack":
-            return (await stacks.get_stack(session, ref, *stacks.STATE_ONLY)).project
+            return (await stacks.get_stack(session, ref, *stacks.STATE_ONLY, within=within)).project
         if kind == "deployment":
-            return (await lookup.find_deployment(session, ref, project)).project
+            return (await lookup.find_deployment(session, ref, within)).project
         if kind == "server":
-            return (await queries.get_server(session, ref)).project
+            return (await servers.get_server(session, ref, within=within)).project
     except NotFoundError:
         return None
     config = await session.get(ConfigRow, ref)

@@ -22,6 +22,7 @@ from control.engine import stackdef
 from control.engine.act import Actor, error_reason
 from control.errors import ControlError
 from control.hot import taint
+from control.principal import Within
 from control.resources import DEPLOYMENT_TYPES, Res, changes, deploy
 from control.resources.group_members import load_members, load_plan, read_servers
 from control.resources.groups import GROUP_TYPES, member_queue
@@ -30,7 +31,7 @@ from control.runtime import Runtime
 from control.services.stack_request import check_options, parse_request, validated_request
 from control.services.stack_resources import current_resources
 from control.services.stacks import merged_request
-from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
+from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
 #: What expressions read of a resource the update makes anew (Pending, Made), naming it.
@@ -166,7 +167,7 @@ async def _on_servers(txn: Txn, res: Res, entry: Entry, props: Mapping[str, Any]
     if res.type in GROUP_TYPES:
         entry.members = await _members(txn, res, entry, props)
     else:
-        entry.server = await server_label(txn, props.get("server"))
+        entry.server = await server_label(txn, props.get("server"), res.stack.project)
 
 
 async def _actions(txn: Txn, res: Res, props: Mapping[str, Any]) -> list[str]:
@@ -190,14 +191,24 @@ async def _members(txn: Txn, res: Res, entry: Entry, props: Mapping[str, Any]) -
         return []
     if entry.change.kind in ("create", "replace") or entry.row is None:
         ops = [["create", key] for key in sorted(servers)]
-        return [{"member": k, "server": await server_label(txn, servers[k]), "change": op} for op, k in ops]
+        return [
+            {"member": k, "server": await server_label(txn, servers[k], res.stack.project), "change": op}
+            for op, k in ops
+        ]
     members = await load_members(txn, load_plan(entry.row))
     old = entry.row.properties or {}
     queue, leaving = member_queue(members, read_servers(old, res), servers, old, props)
-    found = [{"member": k, "server": await server_label(txn, servers[k]), "change": op} for op, k in queue]
+    found = [
+        {"member": k, "server": await server_label(txn, servers[k], res.stack.project), "change": op}
+        for op, k in queue
+    ]
     for key in leaving:
         found.append(
-            {"member": key, "server": await server_label(txn, members[key].server_id), "change": "delete"}
+            {
+                "member": key,
+                "server": await server_label(txn, members[key].server_id, res.stack.project),
+                "change": "delete",
+            }
         )
     return found
 
@@ -206,16 +217,16 @@ async def _deleted(txn: Txn, row: ResourceRow) -> Entry:
     entry = Entry(row.name, row.type, changes.Change("delete", "not in the new template"), row)
     if row.type in DEPLOYMENT_TYPES:
         dep = await txn.get(DeploymentRow, row.physical_id or "")
-        entry.server = await server_label(txn, dep.server_id) if dep is not None else None
+        entry.server = await server_label(txn, dep.server_id, dep.project) if dep is not None else None
         entry.runs = ["DELETE"] if dep is not None and "DELETE" in dep.actions else []
     return entry
 
 
-async def server_label(txn: Txn, ref: Any) -> str | None:
+async def server_label(txn: Txn, ref: Any, project: str) -> str | None:
     """A server's name for the plan (a server the update makes anew keeps its placeholder)."""
     if not isinstance(ref, str) or not ref:
         return None
-    server = await txn.get(ServerRow, ref) or await deploy.server_named(txn, ref)
+    server = await deploy.visible_server(txn, ref, Within(project))
     return server.name if server is not None else ref
 
 

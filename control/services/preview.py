@@ -7,14 +7,17 @@ the update would fail it) is listed as updated, as Heat lists a resource it cann
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control import hot
+from control.engine.stackdef import Definition
 from control.errors import ConflictError
+from control.hot import taint
+from control.resources.validate import DryContext
 from control.runtime import Runtime
 from control.services.plan import plan_update
 from control.services.stack_request import (
@@ -26,6 +29,8 @@ from control.services.stack_request import (
 )
 from control.services.stack_resources import identified_stack
 from control.services.stacks import MASK, check_stack_name
+from control.settings import Settings
+from control.store import names
 from control.store.orm import StackRow
 
 CATEGORIES = ("added", "deleted", "replaced", "updated", "unchanged")
@@ -57,9 +62,9 @@ async def preview_update(
     return found
 
 
-async def preview_create(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]:
+async def preview_create(rt: Runtime, body: Mapping[str, Any], project: str) -> dict[str, Any]:
     """What creating stack ``body["name"]`` would make, checked as a create checks it (400
-    naming the path; 409 for a name in use): its parameters (hidden ones masked) and each resource in
+    naming the path; 409 for a name *project* uses): its parameters (hidden ones masked) and each resource in
     creation order with its type, template properties, metadata and the resources requiring it; the
     stack's tags, timeout_mins and rollback."""
     name = check_stack_name(body.get("name"))
@@ -72,10 +77,11 @@ async def preview_create(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]
     nesting = hot.Nesting(0, rt.settings.max_nested_depth)
     defn, _ = await validated_request(rt.settings, req, stack_name=name, stack_id="None", nesting=nesting)
     async with rt.sessions() as session:
-        if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
+        if await names.taken(session, StackRow, name, project):
             raise ConflictError(f"stack {name!r} already exists", where="name")
     hidden = defn.params.hidden
     order = defn.order()
+    properties = await asyncio.to_thread(_resolved, rt.settings, defn, (name, project), req.files)
     resources = []
     for res_name in order:
         rdef = defn.template.resources[res_name]
@@ -83,7 +89,7 @@ async def preview_create(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]
             {
                 "name": res_name,
                 "type": rdef.type,
-                "properties": dict(rdef.properties),
+                "properties": properties[res_name],
                 "metadata": dict(rdef.metadata),
                 "required_by": [n for n in order if res_name in defn.requires(n)],
             }
@@ -95,3 +101,31 @@ async def preview_create(rt: Runtime, body: Mapping[str, Any]) -> dict[str, Any]
         "parameters": {k: MASK if k in hidden else v for k, v in defn.params.values.items()},
         "resources": resources,
     }
+
+
+class _Unmade(DryContext):
+    """What a preview's functions see: Heat's answers for resources not made yet (a reference is
+    the resource's name, an attribute null)."""
+
+    def resource_id(self, name: str) -> Any:
+        return name
+
+
+def _resolved(
+    settings: Settings, defn: Definition, where: tuple[str, str], files: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Each resource's properties as Heat's preview shows them: resolved where the parameters decide
+    them, a value derived from a hidden one masked, and as the template writes them where a call
+    cannot be evaluated before the resources exist. *where* is the stack's name and project."""
+    values = {k: taint.Secret(v) if k in defn.params.hidden else v for k, v in defn.params.values.items()}
+    pseudo = {"OS::stack_name": where[0], "OS::stack_id": "None", "OS::project_id": where[1]}
+    ctx = _Unmade({**values, **pseudo}, defn.conditions, files)
+    found: dict[str, Any] = {}
+    with hot.evaluating(hot.Budget(settings.evaluation_cap)) as budget, budget.leniently():
+        for res_name, rdef in defn.template.resources.items():
+            try:
+                value = hot.resolve(rdef.properties, ctx, f"resources.{res_name}.properties")
+            except hot.TemplateError:
+                value = rdef.properties
+            found[res_name] = taint.masked(value) if isinstance(value, Mapping) else {}
+    return found

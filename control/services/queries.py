@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select
@@ -15,13 +15,14 @@ from control.documents import seal
 from control.engine import stackdef
 from control.errors import BadRequestError, NotFoundError
 from control.hot import taint
+from control.principal import EVERYWHERE, Within
 from control.resources import composite_for
 from control.resources.group_members import failed_member
 from control.resources.provider import HIDDEN as HIDDEN_OUTPUT
 from control.runtime import Runtime
 from control.services import lookup
 from control.services.stacks import MASK, STATE_ONLY, get_stack, mask, stack_view
-from control.settings import Settings
+from control.store import names
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
 from control.txn import lock_event_streams
 
@@ -30,17 +31,19 @@ TAIL_LINES = 20
 EVENT_POLL = 0.25
 
 
-async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: str) -> list[dict[str, Any]]:
+async def stack_outputs(
+    session: AsyncSession, defs: stackdef.Definitions, ref: str, *, within: Within
+) -> list[dict[str, Any]]:
     """The stack's outputs resolved now; a stack with none reads neither its template nor its resources,
     and one with some reads only the resources they name."""
-    stack = await get_stack(session, ref, *STATE_ONLY)
+    stack = await get_stack(session, ref, *STATE_ONLY, within=within)
     if stack.outline is not None and not stack.outline.get("outputs"):
         return []  # its outline says none: a big stack's template is not even decoded
     await session.refresh(stack, ["files", *stackdef.DEFINITION_COLUMNS])
     if not any(isinstance(stack.template, dict) and stack.template.get(k) for k in ("outputs", "Outputs")):
         return []  # none to resolve: a big stack's definition is not parsed, nor its resources loaded
     defn = defs.get(stack)
-    named = _named_by(defn.template.outputs.values())
+    named = hot.resources_named(defn.template.outputs.values())
     query = select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
     if named is not None:
         query = query.where(ResourceRow.name.in_(named))
@@ -57,22 +60,6 @@ async def stack_outputs(session: AsyncSession, defs: stackdef.Definitions, ref: 
             entry["output_value"], entry["output_error"] = None, str(e)
         out.append(entry)
     return out
-
-
-def _named_by(outputs: Iterable[hot.OutputDef]) -> set[str] | None:
-    """The resources the outputs' get_resource and get_attr name; None when one names a resource
-    by a computed value (every row is read then)."""
-    names: set[str] = set()
-    for odef in outputs:
-        for _, fn, args in hot.calls(odef.value):
-            target = args if fn == "get_resource" else None
-            if fn == "get_attr" and isinstance(args, list) and args:
-                target = args[0]
-            if fn in ("get_resource", "get_attr") and not isinstance(target, str):
-                return None
-            if isinstance(target, str):
-                names.add(target)
-    return names
 
 
 async def list_stacks(
@@ -120,6 +107,7 @@ async def stack_events(
     limit: int | None = None,
     nested_depth: int = 0,
     *,
+    within: Within,
     resource: str | None = None,
     status: str | None = None,
     since: float | None = None,
@@ -137,7 +125,7 @@ async def stack_events(
     status (``FAILED``, ``COMPLETE``, ``IN_PROGRESS``) only, *since* those from that moment
     (epoch seconds) on.
     """
-    stack_id, name = await _events_of(session, ref)
+    stack_id, name = await _events_of(session, ref, within)
     names = {stack_id: name, **(await nested_stacks(session, stack_id, nested_depth))}
     await lock_event_streams(session, names, shared=False)  # every smaller id committed first
     own = EventRow.stack_id == stack_id
@@ -172,10 +160,10 @@ async def stack_events(
     ]
 
 
-async def _events_of(session: AsyncSession, ref: str) -> tuple[str, str]:
+async def _events_of(session: AsyncSession, ref: str, within: Within) -> tuple[str, str]:
     """(id, name) of the stack *ref* names, or of a deleted one whose events are kept."""
     try:
-        stack = await get_stack(session, ref, *STATE_ONLY)
+        stack = await get_stack(session, ref, *STATE_ONLY, within=within)
         return stack.id, stack.name
     except NotFoundError:
         found = (
@@ -202,6 +190,7 @@ async def wait_events(
     limit: int | None = None,
     nested_depth: int = 0,
     *,
+    within: Within,
     resource: str | None = None,
     since: float | None = None,
 ) -> list[dict[str, Any]]:
@@ -210,7 +199,15 @@ async def wait_events(
     while True:
         async with rt.sessions() as session:
             events = await stack_events(
-                session, ref, after, traversal, limit, nested_depth, resource=resource, since=since
+                session,
+                ref,
+                after,
+                traversal,
+                limit,
+                nested_depth,
+                within=within,
+                resource=resource,
+                since=since,
             )
         if events or time.monotonic() >= deadline or rt.stopping:
             return events
@@ -218,11 +215,17 @@ async def wait_events(
 
 
 async def stack_resources(
-    session: AsyncSession, ref: str, nested_depth: int = 0, limit: int | None = None, after: int = 0
+    session: AsyncSession,
+    ref: str,
+    nested_depth: int = 0,
+    limit: int | None = None,
+    after: int = 0,
+    *,
+    within: Within,
 ) -> list[dict[str, Any]]:
     """The stack's resources, and with *nested_depth* those of its nested stacks that deep; with *limit*,
     at most that many after the resource id *after* (each row gives its ``id``)."""
-    stack = await get_stack(session, ref, *STATE_ONLY)
+    stack = await get_stack(session, ref, *STATE_ONLY, within=within)
     names = {stack.id: stack.name, **(await nested_stacks(session, stack.id, nested_depth))}
     stmt = select(ResourceRow).where(ResourceRow.stack_id.in_(list(names)), ResourceRow.id > after)
     rows = await session.scalars(stmt.order_by(ResourceRow.id).limit(limit))
@@ -241,13 +244,13 @@ async def stack_resources(
     ]
 
 
-async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]]:
+async def stack_failures(session: AsyncSession, ref: str, *, within: Within) -> list[dict[str, Any]]:
     """Each failed deployment (and failed resource) with the tail of its stdout and stderr.
 
     A failed resource that made a nested stack is shown by the failures inside that stack,
     named by their path (``mid/leaf/leaf_dep``).
     """
-    stack = await get_stack(session, ref, *STATE_ONLY)
+    stack = await get_stack(session, ref, *STATE_ONLY, within=within)
     stack_texts = (await seal.stack_texts(session, [stack.id])).get(stack.id, frozenset())
     failures = []
     rows = await session.scalars(
@@ -256,7 +259,7 @@ async def stack_failures(session: AsyncSession, ref: str) -> list[dict[str, Any]
     for r in rows:
         if composite_for(r.type) and r.physical_id:  # it made a nested stack: that stack says why
             child = await session.scalar(select(StackRow.id).where(StackRow.id == r.physical_id))
-            inner = await stack_failures(session, child) if child else []
+            inner = await stack_failures(session, child, within=within) if child else []
             if inner:
                 failures += [{**f, "resource": f"{r.name}/{f['resource']}"} for f in inner]
                 continue
@@ -296,15 +299,12 @@ async def list_deployments(
         stmt = stmt.where(DeploymentRow.id > query.get("after", ""))
     if project is not None:
         stmt = stmt.where(DeploymentRow.project == project)
+    within = EVERYWHERE if project is None else Within(project)
     if query.get("stack"):
-        stack = await get_stack(session, query["stack"], *STATE_ONLY)
-        if project not in (None, stack.project):
-            raise NotFoundError(f"stack {query['stack']!r} not found", where="stack")
+        stack = await get_stack(session, query["stack"], *STATE_ONLY, within=within)
         stmt = stmt.where(DeploymentRow.stack_id == stack.id)
     if query.get("server"):
-        server = await get_server(session, query["server"])
-        if project not in (None, server.project):
-            raise NotFoundError(f"server {query['server']!r} not found", where="server")
+        server = await names.find(session, ServerRow, query["server"], within)
         stmt = stmt.where(DeploymentRow.server_id == server.id)
     if "status" in query:  # given empty, it names no state: refused like any other
         status = query["status"].upper()
@@ -315,8 +315,8 @@ async def list_deployments(
     servers = select(ServerRow.id, ServerRow.name)
     if limit is not None:  # a page names its own servers, not every server (one IN of at most *limit*)
         servers = servers.where(ServerRow.id.in_({d.server_id for d in found}))
-    names = {server_id: name for server_id, name in (await session.execute(servers)).all()}
-    return [deployment_summary(d, names.get(d.server_id, "")) for d in found]
+    named = {server_id: name for server_id, name in (await session.execute(servers)).all()}
+    return [deployment_summary(d, named.get(d.server_id, "")) for d in found]
 
 
 def deployment_summary(dep: DeploymentRow, server_name: str) -> dict[str, Any]:
@@ -336,9 +336,9 @@ def deployment_summary(dep: DeploymentRow, server_name: str) -> dict[str, Any]:
     }
 
 
-async def show_deployment(session: AsyncSession, ref: str) -> dict[str, Any]:
+async def show_deployment(session: AsyncSession, ref: str, *, within: Within) -> dict[str, Any]:
     """The deployment *ref* names (id, unique id prefix or ``stack/resource``) with its results."""
-    dep = await lookup.find_deployment(session, ref)
+    dep = await lookup.find_deployment(session, ref, within)
     server = await session.get(ServerRow, dep.server_id)
     stack_texts = await seal.stack_texts(session, [dep.stack_id] if dep.stack_id else [])
     secrets = seal.texts_for(dep.item, stack_texts.get(dep.stack_id or "", ()))
@@ -390,34 +390,3 @@ def shown_attempts(attempts: Any, secrets: frozenset[str]) -> list[dict[str, Any
 def _inputs(item: Mapping[str, Any]) -> dict[str, Any]:
     """Input values; those declared ``secret`` are masked."""
     return {i["name"]: (MASK if i.get("secret") else i.get("value")) for i in item.get("inputs", [])}
-
-
-async def get_server(session: AsyncSession, ref: str) -> ServerRow:
-    server = await session.get(ServerRow, ref)
-    if server is None:
-        server = await session.scalar(select(ServerRow).where(ServerRow.name == ref))
-    if server is None:
-        raise NotFoundError(f"server {ref!r} not found", where="server")
-    return server
-
-
-def server_view(server: ServerRow, settings: Settings) -> dict[str, Any]:
-    silent = server.last_seen is None or time.time() - server.last_seen > settings.heartbeat_lease
-    return {
-        "id": server.id,
-        "name": server.name,
-        "status": server.status,
-        "agent": "silent"
-        if silent and server.status == "ENROLLED"
-        else ("alive" if server.status == "ENROLLED" else "not enrolled"),
-        "serial": server.serial,
-        "transport": server.transport,
-        "last_seen": server.last_seen,
-        "owner_stack_id": server.owner_stack_id,
-        "created_at": server.created_at,
-        "enrolled_at": server.enrolled_at,
-        "agent_status": server.agent_status,
-        "rebuilds": server.rebuilds or [],
-        # Handed to another control plane (`stack abandon --to`): its URL; delete it here once moved.
-        "handed_over_to": (server.handover or {}).get("url"),
-    }

@@ -15,6 +15,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from control.engine import breakpoints
 from control.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
+from control.principal import Within
 from control.resources import Res, handler_for
 from control.resources.base import Signalled
 from control.runtime import Runtime
@@ -33,12 +34,13 @@ async def signal_resource(
     resource: str,
     details: Mapping[str, Any],
     *,
+    within: Within,
     sig: str | None = None,
 ) -> dict[str, Any]:
     """Signal *resource* of the stack; with *sig*, only if it is that resource's URL capability."""
     for attempt in range(RETRIES):
         try:
-            return await _signal_once(rt, kick, stack_ref, resource, details, sig)
+            return await _signal_once(rt, kick, stack_ref, resource, details, sig, within)
         except StaleDataError:
             if attempt == RETRIES - 1:
                 raise
@@ -52,10 +54,11 @@ async def _signal_once(
     resource: str,
     details: Mapping[str, Any],
     sig: str | None,
+    within: Within,
 ) -> dict[str, Any]:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, stack_ref, *STATE_ONLY)
+        stack = await get_stack(session, stack_ref, *STATE_ONLY, within=within)
         if stack.action in ("DELETE", "SUSPEND"):  # as Heat: no signal while it goes away or sleeps
             state = f"{stack.action} {stack.status}"
             raise ConflictError(f"stack {stack.name} is {state}: it takes no signals now", where="stack")

@@ -10,14 +10,19 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.engine.settle import settle
-from control.errors import ConflictError, NotFoundError
+from control.errors import ConflictError
+from control.principal import Within
 from control.resources.servers import SERVER_TYPES, remove_server
 from control.runtime import Runtime
+from control.settings import Settings
+from control.store import names
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.txn import Txn
 
 
-async def delete_server(rt: Runtime, kick: Callable[[str], None], ref: str, force: bool) -> dict[str, Any]:
+async def delete_server(
+    rt: Runtime, kick: Callable[[str], None], ref: str, force: bool, *, within: Within
+) -> dict[str, Any]:
     """Delete the server *ref* names; ConflictError naming the stacks that use it unless *force*.
 
     Forced, its deployments still in progress fail (their stacks move on) and the stacks
@@ -25,11 +30,7 @@ async def delete_server(rt: Runtime, kick: Callable[[str], None], ref: str, forc
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        server = await session.get(ServerRow, ref) or await session.scalar(
-            select(ServerRow).where(ServerRow.name == ref)
-        )
-        if server is None:
-            raise NotFoundError(f"server {ref!r} not found", where="server")
+        server = await names.find(session, ServerRow, ref, within)
         users = await _stacks_using(session, server)
         loose = await session.scalar(
             select(DeploymentRow.id).where(
@@ -87,3 +88,30 @@ async def _fail_running(txn: Txn, server: ServerRow) -> int:
         await settle(txn, dep)
         count += 1
     return count
+
+
+async def get_server(session: AsyncSession, ref: str, *, within: Within) -> ServerRow:
+    """The server named (where *within* resolves names) or with id *ref*."""
+    return await names.find(session, ServerRow, ref, within)
+
+
+def server_view(server: ServerRow, settings: Settings) -> dict[str, Any]:
+    silent = server.last_seen is None or time.time() - server.last_seen > settings.heartbeat_lease
+    return {
+        "id": server.id,
+        "name": server.name,
+        "status": server.status,
+        "agent": "silent"
+        if silent and server.status == "ENROLLED"
+        else ("alive" if server.status == "ENROLLED" else "not enrolled"),
+        "serial": server.serial,
+        "transport": server.transport,
+        "last_seen": server.last_seen,
+        "owner_stack_id": server.owner_stack_id,
+        "created_at": server.created_at,
+        "enrolled_at": server.enrolled_at,
+        "agent_status": server.agent_status,
+        "rebuilds": server.rebuilds or [],
+        # Handed to another control plane (`stack abandon --to`): its URL; delete it here once moved.
+        "handed_over_to": (server.handover or {}).get("url"),
+    }

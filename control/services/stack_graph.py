@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from control.engine import stackdef
 from control.hot.functions import calls
 from control.hot.template import ResourceDef
+from control.principal import Within
 from control.services.stacks import get_stack
 from control.store.orm import ResourceRow
 
@@ -22,9 +23,11 @@ from control.store.orm import ResourceRow
 SERVER_PROPERTIES = ("server", "servers")
 
 
-async def stack_graph(session: AsyncSession, defs: stackdef.Definitions, ref: str) -> dict[str, Any]:
+async def stack_graph(
+    session: AsyncSession, defs: stackdef.Definitions, ref: str, *, within: Within
+) -> dict[str, Any]:
     """``{stack, status, nodes, edges}``: active resources in dependency order, old ones after."""
-    stack = await get_stack(session, ref)
+    stack = await get_stack(session, ref, within=within)
     defn = defs.get(stack)
     rows = list(await session.scalars(select(ResourceRow).where(ResourceRow.stack_id == stack.id)))
     current = {r.name: r for r in rows if r.current}

@@ -13,6 +13,7 @@ from control import hot
 from control.documents.seal import secret_strings
 from control.engine import breakpoints
 from control.errors import BadRequestError, ConflictError, NotFoundError
+from control.principal import EVERYWHERE
 from control.resources import DEPLOYMENT_TYPES, handler_for
 from control.resources.base import Signalled
 from control.runtime import Runtime
@@ -178,7 +179,7 @@ async def signal_resource(
     if takes_own:
         if body is not None and not isinstance(body, Mapping):  # heatclient sends null without --data
             raise BadRequestError("body: a JSON object, or none", where="body")
-        return await resource_signals.signal_resource(rt, kick, own, name, body or {})
+        return await resource_signals.signal_resource(rt, kick, own, name, body or {}, within=EVERYWHERE)
     # The admin token stands for the signal URL: the same credential check, the same batch.
     sig = rt.keys.signal_signature(dep_id, generation)
     return await agents.record_signal(rt, kick, dep_id, generation, body or {}, sig=sig, server_id=None)

@@ -15,10 +15,10 @@ from control import hot
 from control.engine import stackdef
 from control.engine.rollback import start_rollback
 from control.engine.settle import finish, settle
-from control.errors import BadRequestError, ConflictError, NotFoundError
+from control.errors import BadRequestError, ConflictError
 from control.hot import taint
 from control.hot.names import name_problem
-from control.principal import DEFAULT_PROJECT
+from control.principal import DEFAULT_PROJECT, Within
 from control.resources.nested import retire, store_definition, warning_events
 from control.runtime import Runtime
 from control.services import force_delete
@@ -33,6 +33,7 @@ from control.services.stack_request import (
     timeout_given,
     validated_request,
 )
+from control.store import names
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
@@ -69,7 +70,7 @@ async def create_stack(
     )
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        if await session.scalar(select(StackRow.id).where(StackRow.name == name)) is not None:
+        if await names.taken(session, StackRow, name, project):
             raise ConflictError(f"stack {name!r} already exists", where="name")
         now = time.time()
         stack = StackRow(
@@ -105,6 +106,7 @@ async def update_stack(
     name: str,
     body: Mapping[str, Any],
     *,
+    within: Within,
     keep_rollback: bool = False,
     defs: stackdef.Definitions | None = None,
 ) -> dict[str, Any]:
@@ -124,7 +126,7 @@ async def update_stack(
     check_options(body)  # refused before anything is read
     for attempt in range(UPDATE_RETRIES):
         try:
-            return await _update_once(rt, kick, name, body, req, keep_rollback, defs)
+            return await _update_once(rt, kick, name, body, req, keep_rollback, within, defs)
         except StaleDataError:
             if attempt == UPDATE_RETRIES - 1:
                 raise
@@ -155,11 +157,12 @@ async def _update_once(
     body: Mapping[str, Any],
     given: StackRequest,
     keep_rollback: bool,
+    within: Within,
     defs: stackdef.Definitions | None,
 ) -> dict[str, Any]:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, name)
+        stack = await get_stack(session, name, within=within)
         if_match = body.get("if_match")
         if if_match is not None and str(if_match) != str(stack.version):
             raise ConflictError(
@@ -202,12 +205,12 @@ async def _update_once(
 
 
 async def delete_stack(
-    rt: Runtime, kick: Callable[[str], None], name: str, force: bool = False
+    rt: Runtime, kick: Callable[[str], None], name: str, force: bool = False, *, within: Within
 ) -> dict[str, Any]:
     """Start deleting a stack; with *force* its DELETE configs are skipped, even those running."""
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, name, *STATE_ONLY)
+        stack = await get_stack(session, name, *STATE_ONLY, within=within)
         _not_nested(stack)
         if force:
             stack.force_delete = True
@@ -226,7 +229,13 @@ async def delete_stack(
 
 
 async def cancel_stack(
-    rt: Runtime, kick: Callable[[str], None], name: str, *, only: Sequence[str] = (), rollback: bool = False
+    rt: Runtime,
+    kick: Callable[[str], None],
+    name: str,
+    *,
+    only: Sequence[str] = (),
+    rollback: bool = False,
+    within: Within,
 ) -> dict[str, Any]:
     """Fail every deployment in progress as cancelled and stop the stack's traversal.
 
@@ -238,7 +247,7 @@ async def cancel_stack(
     """
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, name)
+        stack = await get_stack(session, name, within=within)
         if stack.status != "IN_PROGRESS" or (only and stack.action not in only):
             raise ConflictError(
                 f"stack {name} is {stack.action}_{stack.status}: "
@@ -279,11 +288,13 @@ async def _cancel(txn: Txn, stack: StackRow) -> None:
     txn.kicks.add(stack.id)
 
 
-async def change_stack(rt: Runtime, kick: Callable[[str], None], name: str, action: str) -> dict[str, Any]:
+async def change_stack(
+    rt: Runtime, kick: Callable[[str], None], name: str, action: str, *, within: Within
+) -> dict[str, Any]:
     """Start suspending or resuming a stack; refused while it is busy or in the wrong state."""
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, name)
+        stack = await get_stack(session, name, within=within)
         _not_nested(stack)
         state = f"{stack.action}_{stack.status}"
         if stack.status == "IN_PROGRESS":
@@ -328,15 +339,9 @@ def _not_nested(stack: StackRow) -> None:
         )
 
 
-async def get_stack(session: AsyncSession, ref: str, *options: Any) -> StackRow:
-    """The stack named or with id *ref*, loaded with *options* (SQLAlchemy loader options)."""
-    stack = await session.scalar(select(StackRow).where(StackRow.name == ref).options(*options))
-    if stack is None:
-        stack = await session.get(StackRow, ref, options=options)
-    if stack is None:
-        raise NotFoundError(f"stack {ref!r} not found", where="stack")
-    assert isinstance(stack, StackRow)
-    return stack
+async def get_stack(session: AsyncSession, ref: str, *options: Any, within: Within) -> StackRow:
+    """The stack named (where *within* resolves names) or with id *ref*, loaded with *options*."""
+    return await names.find(session, StackRow, ref, within, *options)
 
 
 def stack_view(stack: StackRow) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from control.store.crypt import EncryptedJSON
@@ -37,7 +37,8 @@ class ServerRow(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     #: The project it belongs to (control/principal.py); rows from before projects are in "default".
     project: Mapped[str] = mapped_column(String(255), default="default", server_default="default", index=True)
-    name: Mapped[str] = mapped_column(String(255), unique=True)
+    #: Unique in its project (uq_servers_project_name): another project may use the same name.
+    name: Mapped[str] = mapped_column(String(255))
     status: Mapped[str] = mapped_column(String(32))
     owner_stack_id: Mapped[str | None] = mapped_column(String(64), default=None)
     provisioner: Mapped[str] = mapped_column(String(32), default="enrol")
@@ -62,6 +63,7 @@ class ServerRow(Base):
     #: Handed to another control plane (`stack abandon --to`): its URL and key, in the document
     #: until the agent moved (control/services/handover.py); None: this control plane's.
     handover: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
+    __table_args__ = (UniqueConstraint("project", "name", name="uq_servers_project_name"),)
 
 
 class StackRow(Base):
@@ -71,7 +73,8 @@ class StackRow(Base):
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     #: The project it belongs to (control/principal.py); rows from before projects are in "default".
     project: Mapped[str] = mapped_column(String(255), default="default", server_default="default", index=True)
-    name: Mapped[str] = mapped_column(String(255), unique=True)
+    #: Unique in its project (uq_stacks_project_name): another project may use the same name.
+    name: Mapped[str] = mapped_column(String(255))
     action: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16))
     status_reason: Mapped[str] = mapped_column(Text, default="")
@@ -113,13 +116,14 @@ class StackRow(Base):
     #: URL and keys, for `openstack stack abandon`, which can say nothing of it.
     handover: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     #: Its definition's outline (control/hot/outline.py: resources per type, type-level edges, outputs),
-    #: written with the definition; None for a stack written before revision 0011 or adopted.
+    #: written with the definition; None for a stack written before revision 0012 or adopted.
     outline: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.
     row_version: Mapped[int] = mapped_column(Integer, default=1)
     __mapper_args__ = {"version_id_col": row_version}  # noqa: RUF012 (SQLAlchemy reads it once)
+    __table_args__ = (UniqueConstraint("project", "name", name="uq_stacks_project_name"),)
 
 
 class ResourceRow(Base):

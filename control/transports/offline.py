@@ -23,26 +23,19 @@ from agent import wire, wire_caps
 from agent.transports import offline
 from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, NotFoundError
 from control.keys import new_token, token_hash
+from control.principal import Within
 from control.runtime import Runtime
 from control.services import agents
+from control.store import names
 from control.store.orm import ServerRow
 from control.transports.publisher import published_section
 from control.transports.store import signal_name
 
 
-async def _server(session: Any, ref: str) -> ServerRow:
-    server = await session.get(ServerRow, ref) or await session.scalar(
-        select(ServerRow).where(ServerRow.name == ref)
-    )
-    if server is None:
-        raise NotFoundError(f"server {ref!r} not found", where="server")
-    return server  # type: ignore[no-any-return]
-
-
-async def media_bundle(rt: Runtime, ref: str) -> dict[str, Any]:
+async def media_bundle(rt: Runtime, ref: str, *, within: Within) -> dict[str, Any]:
     """A new one-time token for a LOCAL server, packed with what its agent pins (replaces any earlier token)."""
     async with rt.sessions() as session:
-        server = await _server(session, ref)
+        server = await names.find(session, ServerRow, ref, within)
         if server.transport != "LOCAL":  # the server's state, not the request, is wrong: 409
             raise ConflictError(
                 f"server {server.name} is on transport {server.transport}; offline enrolment needs LOCAL "

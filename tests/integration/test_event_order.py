@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from control import keys
+from control.principal import EVERYWHERE
 from control.services import queries
 from control.settings import async_url
 from control.store.db import open_database
@@ -59,7 +60,7 @@ def test_a_reader_waits_for_an_earlier_id_still_uncommitted(postgres: Postgres, 
 
                 async def read() -> list[dict[str, Any]]:
                     async with sessions() as r:
-                        return await queries.stack_events(r, "s1", after=0)
+                        return await queries.stack_events(r, "s1", after=0, within=EVERYWHERE)
 
                 reader = asyncio.create_task(read())
                 await asyncio.sleep(0.5)

@@ -53,6 +53,13 @@ parameters:
 resources:
   first: {type: OS::Heat::RandomString, properties: {length: {get_param: size}}}
   second: {type: OS::Heat::RandomString, properties: {length: 3}, depends_on: first}
+  third:
+    type: OS::Heat::Value
+    properties:
+      value:
+        ref: {get_resource: first}
+        made: {get_attr: [first, value]}
+        sealed: {list_join: ["-", [{get_param: secret}, x]]}
 """
 
 
@@ -165,17 +172,21 @@ def test_nested_stacks_name_their_parent_and_resources_link_them(
 def test_create_dry_run_previews_the_stack_and_makes_nothing(
     osc: OpenStack, tree: dict[str, Any], tmp_path: Path
 ) -> None:
-    """`stack create --dry-run` prints Heat's preview (parameters, each resource with its type and properties,
-    id None) and makes no stack; a bad template is refused naming its path, a name in use with a conflict."""
+    """`stack create --dry-run` prints Heat's preview (parameters, each resource with its type and properties
+    resolved as Heat resolves them before anything exists, id None) and makes no stack; a bad template is refused
+    naming its path, a name in use with a conflict."""
     template = write_template(tmp_path, "preview.yaml", PREVIEW)
     shown = osc.json("stack", "create", "--dry-run", "-t", template, "--parameter", "size=6", "sketch")
     assert shown["stack_name"] == "sketch" and shown["id"] == "None"
     assert shown["parameters"]["size"] == "6" and shown["parameters"]["secret"] == "******"
     resources = {r["resource_name"]: r for r in shown["resources"]}
-    assert set(resources) == {"first", "second"}
+    assert set(resources) == {"first", "second", "third"}
     assert resources["first"]["resource_type"] == "OS::Heat::RandomString"
-    assert resources["first"]["properties"] == {"length": {"get_param": "size"}}
-    assert resources["first"]["required_by"] == ["second"]
+    assert resources["first"]["properties"] == {"length": 6}
+    # a reference is the resource's name, an attribute null, a value derived from a hidden parameter masked
+    made = {"ref": "first", "made": None, "sealed": "******"}
+    assert resources["third"]["properties"]["value"] == made
+    assert sorted(resources["first"]["required_by"]) == ["second", "third"]
     assert resources["second"]["resource_action"] == "INIT"
     assert "sketch" not in [s["Stack Name"] for s in osc.json("stack", "list")]
     bad = write_template(tmp_path, "bad.yaml", PREVIEW.replace("get_param: size", "get_param: nope"))

@@ -33,7 +33,7 @@ async def wait_for_sends(rec: Recorder, count: int) -> None:
 async def test_output_written_between_reports_is_coalesced_into_one():
     """Many chunks before a report make one report: the newest tail and the full byte count."""
     rec = Recorder()
-    reporter = Progress(rec, interval=3600, heartbeat=3600, tail_bytes=16)
+    reporter = Progress(rec, interval=3600, heartbeat=3600, tail_bytes=16, grace=0)
     for i in range(1000):
         reporter.feed(f"line {i}\n".encode())
     async with reporter:
@@ -50,7 +50,7 @@ async def test_output_written_between_reports_is_coalesced_into_one():
 async def test_no_second_report_within_the_interval_and_the_rest_is_sent_at_the_end():
     """Within one interval new output waits; when the hook ends, the rest goes in a last report."""
     rec = Recorder()
-    async with Progress(rec, interval=3600, heartbeat=3600) as reporter:
+    async with Progress(rec, interval=3600, heartbeat=3600, grace=0) as reporter:
         reporter.feed(b"first\n")
         await wait_for_sends(rec, 1)
         reporter.feed(b"second\n")
@@ -63,10 +63,34 @@ async def test_no_second_report_within_the_interval_and_the_rest_is_sent_at_the_
     assert [p["seq"] for p in rec.payloads] == [1, 2]
 
 
+async def test_a_hook_done_within_the_grace_sends_no_progress():
+    """A hook that ends before the grace is over is reported by its result alone: no progress goes, not
+    even its output's last report (the result carries it), so the result is not held up."""
+    rec = Recorder()
+    async with Progress(rec, interval=0, heartbeat=0.01, grace=3600) as reporter:
+        reporter.feed(b"done at once\n")
+        for _ in range(20):
+            await asyncio.sleep(0.01)
+    assert rec.payloads == []
+
+
+async def test_reports_start_after_the_grace():
+    """Output written during the grace is reported once it is over, coalesced into the first report."""
+    rec = Recorder()
+    async with Progress(rec, interval=3600, heartbeat=3600, grace=1.0) as reporter:
+        reporter.feed(b"early\n")
+        await asyncio.sleep(0.05)
+        assert rec.payloads == []
+        reporter.feed(b"still early\n")
+        await wait_for_sends(rec, 1)
+    assert rec.payloads[0]["output_tail"] == "early\nstill early\n"
+    assert len(rec.payloads) == 1
+
+
 async def test_a_silent_hook_still_sends_heartbeats():
     """With no output, a report is still sent every heartbeat (the deployment is alive)."""
     rec = Recorder()
-    async with Progress(rec, interval=0, heartbeat=0.01):
+    async with Progress(rec, interval=0, heartbeat=0.01, grace=0):
         await wait_for_sends(rec, 3)
     assert {p["output_bytes"] for p in rec.payloads} == {0}
 
@@ -81,7 +105,7 @@ async def test_a_failing_send_never_stops_the_reports():
             raise OSError("connection refused")
         return True
 
-    async with Progress(flaky, interval=0, heartbeat=0.01):
+    async with Progress(flaky, interval=0, heartbeat=0.01, grace=0):
 
         async def until() -> None:
             while len(calls) < 2:

@@ -26,6 +26,7 @@ from control.documents.publish import HttpPublisher
 from control.engine.stackdef import Definitions
 from control.engine.worker import Engine
 from control.errors import StaleSignalError
+from control.principal import EVERYWHERE
 from control.provision import EnrolProvisioner
 from control.runtime import Runtime
 from control.services import agents, stacks
@@ -297,7 +298,9 @@ async def test_an_engine_step_writes_its_changed_rows_in_one_update_per_shape(pl
     changed["resources"]["cfg"]["properties"]["config"] = "true # changed"
     event.listen(plane.db.sync_engine, "before_cursor_execute", seen)
     try:
-        await stacks.update_stack(plane.rt, plane.engine.kick, "batch", {"template": changed})
+        await stacks.update_stack(
+            plane.rt, plane.engine.kick, "batch", {"template": changed}, within=EVERYWHERE
+        )
         await plane.wait_generation(2)
     finally:
         event.remove(plane.db.sync_engine, "before_cursor_execute", seen)

@@ -7,6 +7,7 @@ from aiohttp import web
 
 from control.api.app_keys import ENGINE, RUNTIME
 from control.api.body import read_json
+from control.api.heat_v1.middleware import within
 from control.api.heat_v1.resources import stack_identity
 from control.api.heat_v1.stacks import STACK
 from control.api.middleware import auth
@@ -33,12 +34,12 @@ async def stack_action(request: web.Request) -> web.Response:
     stack_id = await stack_identity(request)
     rt, kick = request.app[RUNTIME], request.app[ENGINE].kick
     if action in ("suspend", "resume"):
-        await stacks.change_stack(rt, kick, stack_id, action.upper())
+        await stacks.change_stack(rt, kick, stack_id, action.upper(), within=within(request))
     elif action == "check":  # on the servers (services/drift.py); at once when none has a deployment
-        if not await drift.start_check(rt, stack_id):
-            await converge.check_stack(rt, stack_id)
+        if not await drift.start_check(rt, stack_id, within=within(request)):
+            await converge.check_stack(rt, stack_id, within=within(request))
     elif action == "cancel_update":
-        await stacks.cancel_stack(rt, kick, stack_id, only=("UPDATE",), rollback=True)
+        await stacks.cancel_stack(rt, kick, stack_id, only=("UPDATE",), rollback=True, within=within(request))
     else:
-        await stacks.cancel_stack(rt, kick, stack_id, only=("CREATE", "UPDATE"))
+        await stacks.cancel_stack(rt, kick, stack_id, only=("CREATE", "UPDATE"), within=within(request))
     return web.Response(status=202)

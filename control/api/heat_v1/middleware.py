@@ -36,7 +36,7 @@ from control.errors import (
 )
 from control.hot import taint
 from control.hot.errors import TemplateError
-from control.principal import ADMIN, Principal
+from control.principal import ADMIN, Principal, Within
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +187,12 @@ def seen(request: web.Request) -> str | None:
 
 def scope(request: web.Request) -> Scope:
     return request[SCOPE]
+
+
+def within(request: web.Request) -> Within:
+    """Where stack and server names resolve: the path's project (an admin's name not there: control/principal.py)."""
+    found = request[SCOPE]
+    return found.principal.within(found.project)
 
 
 # ------------------------------------------------------------------ Heat's query parameters

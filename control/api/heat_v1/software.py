@@ -8,12 +8,12 @@ from aiohttp import web
 
 from control.api.app_keys import RUNTIME
 from control.api.body import read_object
-from control.api.heat_v1.middleware import bool_param, int_param, json_response, scope, seen
+from control.api.heat_v1.middleware import bool_param, int_param, json_response, scope, seen, within
 from control.api.heat_v1.views import isotime
 from control.api.middleware import auth
 from control.errors import NotFoundError
 from control.services import configs, deployments
-from control.services.queries import get_server
+from control.services.servers import get_server
 from control.services.stack_resources import server_items
 
 P = "/v1/{project_id}"
@@ -83,7 +83,7 @@ async def list_deployments(request: web.Request) -> web.Response:
         server_id = None
         if ref:
             try:
-                server_id = (await get_server(session, ref)).id
+                server_id = (await get_server(session, ref, within=within(request))).id
             except NotFoundError:
                 return json_response({"software_deployments": []})  # Heat: no deployments there
         found = await deployments.list_deployments(session, server_id, seen(request))
@@ -96,7 +96,7 @@ async def deployment_metadata(request: web.Request) -> web.Response:
     """The derived configs on a server, sorted by name as in its document (secret inputs masked)."""
     async with request.app[RUNTIME].sessions() as session:
         try:
-            server = await get_server(session, request.match_info["server_id"])
+            server = await get_server(session, request.match_info["server_id"], within=within(request))
         except NotFoundError:
             return json_response({"metadata": []})
         return json_response({"metadata": await server_items(session, server.id)})

@@ -21,6 +21,7 @@ from control.api.heat_v1.middleware import (
     scope,
     seen,
     sort_dir,
+    within,
 )
 from control.api.middleware import auth, changes_nothing
 from control.errors import BadRequestError, NotFoundError
@@ -108,7 +109,7 @@ async def preview_create(request: web.Request) -> web.Response:
     """`stack create --dry-run`: Heat's preview stack (no status, id ``None``) with the resources it would make."""
     body = await read_object(request)
     converted = {"name": translate.stack_name(body), **translate.anneal_body(body)}
-    found = await preview.preview_create(request.app[RUNTIME], converted)
+    found = await preview.preview_create(request.app[RUNTIME], converted, scope(request).project)
     project, name = scope(request).project, found["name"]
     view = {
         **found, "id": "None", "status": None, "status_reason": None, "created_at": time.time(),
@@ -147,7 +148,7 @@ async def _redirect(request: web.Request, path: str) -> web.Response:
     ref = request.match_info["stack_name"]
     async with request.app[RUNTIME].sessions() as session:
         try:
-            stack = await stacks.get_stack(session, ref, *stacks.STATE_ONLY)
+            stack = await stacks.get_stack(session, ref, *stacks.STATE_ONLY, within=within(request))
             name, stack_id = stack.name, stack.id
         except NotFoundError:
             if path != "events":
@@ -183,7 +184,11 @@ async def show_stack(request: web.Request) -> web.Response:
         stack = await identified_stack(
             session, request.match_info["stack_name"], request.match_info["stack_id"], *stacks.STATE_ONLY
         )
-        outputs = await queries.stack_outputs(session, request.app[DEFS], stack.id) if resolve else None
+        outputs = (
+            await queries.stack_outputs(session, request.app[DEFS], stack.id, within=within(request))
+            if resolve
+            else None
+        )
         view = stacks.stack_view(stack)
         description = await _stack_description(session, stack)
     return json_response({"stack": views.stack_detail(request, view, description, outputs)})
@@ -220,7 +225,9 @@ async def _update(request: web.Request, *, existing: bool) -> web.Response:
     body = translate.anneal_body(await read_object(request), existing=existing)
     stack_id = await _identify(request)
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    await stacks.update_stack(rt, engine.kick, stack_id, body, keep_rollback=True, defs=request.app[DEFS])
+    await stacks.update_stack(
+        rt, engine.kick, stack_id, body, keep_rollback=True, within=within(request), defs=request.app[DEFS]
+    )
     return web.Response(status=202)
 
 
@@ -236,7 +243,9 @@ async def _identify(request: web.Request) -> str:
 @auth("project")
 async def delete_stack(request: web.Request) -> web.Response:
     stack_id = await _identify(request)
-    await stacks.delete_stack(request.app[RUNTIME], request.app[ENGINE].kick, stack_id)
+    await stacks.delete_stack(
+        request.app[RUNTIME], request.app[ENGINE].kick, stack_id, within=within(request)
+    )
     return web.Response(status=204)
 
 
@@ -302,7 +311,7 @@ async def _outputs(request: web.Request) -> list[dict[str, Any]]:
         stack = await identified_stack(
             session, request.match_info["stack_name"], request.match_info["stack_id"]
         )
-        return await queries.stack_outputs(session, request.app[DEFS], stack.id)
+        return await queries.stack_outputs(session, request.app[DEFS], stack.id, within=within(request))
 
 
 @routes.put(STACK + "/preview")
@@ -353,7 +362,9 @@ async def abandon_stack(request: web.Request) -> web.Response:
     """Heat's abandon data; the stack is removed and nothing runs on its servers (control/services/abandon.py)."""
     stack_id = await _identify(request)
     target = handover.read_target(await read_details(request))  # `openstack stack abandon` sends none
-    return json_response(await abandon.abandon_stack(request.app[RUNTIME], stack_id, target))
+    return json_response(
+        await abandon.abandon_stack(request.app[RUNTIME], stack_id, target, within=within(request))
+    )
 
 
 @routes.get(STACK + "/export")
@@ -361,7 +372,7 @@ async def abandon_stack(request: web.Request) -> web.Response:
 async def export_stack(request: web.Request) -> web.Response:
     """Heat's export: the stack's abandon data; the stack stays as it is (control/services/abandon.py)."""
     stack_id = await _identify(request)
-    return json_response(await abandon.export_stack(request.app[RUNTIME], stack_id))
+    return json_response(await abandon.export_stack(request.app[RUNTIME], stack_id, within=within(request)))
 
 
 @routes.route("*", STACK + "/snapshots")

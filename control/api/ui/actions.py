@@ -12,6 +12,7 @@ from aiohttp import web
 
 from control.api.app_keys import ENGINE, RUNTIME
 from control.api.middleware import auth, ok
+from control.api.ownership import within
 from control.services import converge, stacks
 
 routes = web.RouteTableDef()
@@ -22,7 +23,9 @@ routes = web.RouteTableDef()
 async def converge_stack(request: web.Request) -> web.Response:
     """As `anneal stack converge NAME`."""
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(await converge.converge(rt, engine.kick, request.match_info["name"]), 202)
+    return ok(
+        await converge.converge(rt, engine.kick, request.match_info["name"], within=within(request)), 202
+    )
 
 
 @routes.post("/ui/api/stacks/{name}/cancel")
@@ -30,4 +33,4 @@ async def converge_stack(request: web.Request) -> web.Response:
 async def cancel_stack(request: web.Request) -> web.Response:
     """As `anneal stack cancel NAME`."""
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(await stacks.cancel_stack(rt, engine.kick, request.match_info["name"]))
+    return ok(await stacks.cancel_stack(rt, engine.kick, request.match_info["name"], within=within(request)))

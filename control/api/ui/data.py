@@ -17,9 +17,11 @@ from sqlalchemy import select
 from control.api import ownership
 from control.api.app_keys import PRINCIPAL, RUNTIME
 from control.api.middleware import auth, bool_query, int_query, ok, optional_int_query
+from control.api.ownership import within
 from control.api.ui.session import COOKIE, form_token
 from control.errors import BadRequestError, ControlError
 from control.services import overview, queries
+from control.services.servers import get_server, server_view
 from control.services.stacks import STATE_ONLY, get_stack
 from control.store.orm import ServerRow
 
@@ -66,7 +68,7 @@ async def stacks(request: web.Request) -> web.Response:
 @auth("ui")
 async def graph(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await overview.stack_graph(session, request.match_info["name"]))
+        return ok(await overview.stack_graph(session, request.match_info["name"], within=within(request)))
 
 
 @routes.get("/ui/api/stacks/{name}/resources")
@@ -82,7 +84,11 @@ async def resources(request: web.Request) -> web.Response:
     cursor = ("after", after) if after is not None else ("before", before) if before is not None else None
     name = request.match_info["name"]
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await overview.resource_page(session, name, page, per_page, state, kind, cursor))
+        return ok(
+            await overview.resource_page(
+                session, name, page, per_page, state, kind, cursor, within=within(request)
+            )
+        )
 
 
 @routes.get("/ui/api/stacks/{name}/events")
@@ -103,6 +109,7 @@ async def events(request: web.Request) -> web.Response:
             nested_depth=int_query(request, "nested_depth", 1),
             resource=request.query.get("resource") or None,
             status=status,
+            within=within(request),
             newest=bool_query(request, "newest"),
             before=optional_int_query(request, "before", 1),
         )
@@ -113,7 +120,7 @@ async def events(request: web.Request) -> web.Response:
 @auth("ui")
 async def stack_failures(request: web.Request) -> web.Response:
     async with request.app[RUNTIME].sessions() as session:
-        return ok(await queries.stack_failures(session, request.match_info["name"]))
+        return ok(await queries.stack_failures(session, request.match_info["name"], within=within(request)))
 
 
 @routes.get("/ui/api/failures")
@@ -132,7 +139,7 @@ async def failures(request: web.Request) -> web.Response:
                     "stack": s["name"],
                     "status": s["status"],
                     "reason": s["status_reason"],
-                    "failures": await queries.stack_failures(session, s["id"]),
+                    "failures": await queries.stack_failures(session, s["id"], within=within(request)),
                 }
                 for s in failed[-FAILED_STACKS:]
             ]
@@ -145,7 +152,7 @@ async def deployment(request: web.Request) -> web.Response:
     """A deployment as ``GET /v1/deployments/{id}`` shows it, with its status history."""
     dep_id = request.match_info["id"]
     async with request.app[RUNTIME].sessions() as session:
-        view = await queries.show_deployment(session, dep_id)
+        view = await queries.show_deployment(session, dep_id, within=within(request))
         view["history"] = await overview.deployment_history(session, dep_id)
         return ok(view)
 
@@ -161,9 +168,7 @@ async def servers(request: web.Request) -> web.Response:
             query = query.where(ServerRow.project == project)
         rows = list(await session.scalars(query))
         counts = await overview.deployment_counts(session)
-        return ok(
-            [{**queries.server_view(s, rt.settings), "deployments": counts.get(s.id, {})} for s in rows]
-        )
+        return ok([{**server_view(s, rt.settings), "deployments": counts.get(s.id, {})} for s in rows])
 
 
 @routes.get("/ui/api/servers/{name}")
@@ -172,8 +177,8 @@ async def server(request: web.Request) -> web.Response:
     """One server: its health and what it runs (its deployments)."""
     rt = request.app[RUNTIME]
     async with rt.sessions() as session:
-        row = await queries.get_server(session, request.match_info["name"])
-        view = queries.server_view(row, rt.settings)
+        row = await get_server(session, request.match_info["name"], within=within(request))
+        view = server_view(row, rt.settings)
         view["deployments"] = await queries.list_deployments(session, {"server": row.id})
         return ok(view)
 
@@ -185,7 +190,9 @@ async def stream(request: web.Request) -> web.StreamResponse:
     rt, name = request.app[RUNTIME], request.match_info["name"]
     last = _resume_from(request)
     async with rt.sessions() as session:
-        await get_stack(session, name, *STATE_ONLY)  # an unknown stack is a 404, not an empty stream
+        await get_stack(
+            session, name, *STATE_ONLY, within=within(request)
+        )  # an unknown stack is a 404, not an empty stream
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
     await response.prepare(request)
     closing, loop = request.app[CLOSING], asyncio.get_running_loop()
@@ -216,7 +223,9 @@ async def _next_events(request: web.Request, name: str, last: int) -> list[dict[
     """Events after *last* (held up to STREAM_WAIT), or none at once when the application stops."""
     rt, closing = request.app[RUNTIME], request.app[CLOSING]
     waiting = asyncio.ensure_future(
-        queries.wait_events(rt, name, last, STREAM_WAIT, limit=EVENTS_PAGE, nested_depth=1)
+        queries.wait_events(
+            rt, name, last, STREAM_WAIT, limit=EVENTS_PAGE, nested_depth=1, within=within(request)
+        )
     )
     stop = asyncio.ensure_future(closing.wait())
     try:
