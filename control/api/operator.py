@@ -89,9 +89,10 @@ async def show_stack(request: web.Request) -> web.Response:
             found = await stacks.get_stack(session, name, *stacks.STATE_ONLY, within=within(request))
             view = stacks.stack_view(found)
             if progress:
-                # The definition's size if this process has it parsed; never parsed for this.
-                defn = request.app[DEFS].cached(found.id, found.version)
-                planned = len(defn.order()) if defn is not None else 0
+                # The definition's size: its outline's count (constant), else this process's parse if
+                # it has one (never parsed for this), else the rows there are.
+                outline, defn = found.outline, request.app[DEFS].cached(found.id, found.version)
+                planned = sum(outline["types"].values()) if outline else len(defn.order()) if defn else 0
                 view["progress"] = await graph.resource_counts(session, found.id, found.traversal, planned)
             return ok(view)
         # Its template is not decoded.

@@ -127,14 +127,14 @@ def test_stack_show_counts_and_outputs_follow_an_update_on_postgresql(
         cp.create_stack("values", f"heat_template_version: rocky\nresources:\n{values}", timeout=60)
         progress = cp.api("GET", "/v1/stacks/values?summary=true&progress=true").body["progress"]
         assert progress["resources"] == 3 and progress["done"] == 3 and progress["in_progress"] == 0
-        assert [] == cp.api("GET", "/v1/stacks/values").body["outputs"]
+        assert 3 == progress["total"] and [] == cp.api("GET", "/v1/stacks/values").body["outputs"]
         more = values + "  n: {type: OS::Heat::None, depends_on: v2}\n"
         output = "outputs:\n  two: {value: {get_attr: [v2, value]}}\n"
         cp.update_stack("values", f"heat_template_version: rocky\nresources:\n{more}{output}", timeout=60)
         shown = cp.api("GET", "/v1/stacks/values").body
         assert [("two", 2)] == [(o["output_key"], o["output_value"]) for o in shown["outputs"]]
         progress = cp.api("GET", "/v1/stacks/values?summary=true&progress=true").body["progress"]
-        assert (progress["resources"], progress["done"]) == (4, 4)
+        assert (progress["total"], progress["resources"], progress["done"]) == (4, 4, 4)
         graph = cp.api("GET", "/v1/stacks/values/graph").body
         assert {("n", "OS::Heat::None", "CREATE_COMPLETE")} == {
             (n["name"], n["type"], n["status"]) for n in graph["nodes"] if n["type"] == "OS::Heat::None"
