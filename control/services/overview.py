@@ -80,8 +80,8 @@ async def stacks_overview(session: AsyncSession, project: str | None = None) -> 
 async def stack_graph(session: AsyncSession, ref: str, *, within: Within) -> dict[str, Any]:
     """The stack, its counts, and its graph: nodes (one per resource, or per type above GRAPH_LIMIT) and edges.
 
-    The counts come from the state index alone; only a stack of GRAPH_LIMIT rows or fewer has its
-    rows read, so a big stack's graph costs the same at 10,000 resources and at a million.
+    The counts come from the state index alone and a big stack's edges from its outline: only a
+    stack of GRAPH_LIMIT rows or fewer has its rows read (or a big one written before outlines).
     """
     stack = await get_stack(session, ref, *STATE_ONLY, within=within)
     tally = await type_counts(session, stack.id)
@@ -90,9 +90,13 @@ async def stack_graph(session: AsyncSession, ref: str, *, within: Within) -> dic
         own.update(counts)
     aggregated = await _more_rows_than(session, stack.id, GRAPH_LIMIT)
     if aggregated:
-        nodes, edges = _by_type(tally, stack.outline)
-        if not stack.outline:  # written before outlines were: its rows say which types need which
-            edges = _type_edges(nodes, await _row_links(session, stack.id))
+        # A stack written before outlines were: its rows say which types need which.
+        links = (
+            {(a, b) for a, b in stack.outline["edges"]}
+            if stack.outline
+            else await _row_links(session, stack.id)
+        )
+        nodes, edges = _by_type(tally, stack.outline, links)
     else:
         rows = list(
             await session.execute(
@@ -170,9 +174,12 @@ def _by_resource(rows: list[Row[Any]], children: dict[str, str], counts: dict[st
     return nodes, edges
 
 
-def _by_type(tally: dict[str, Counter[str]], outline: dict[str, Any] | None) -> Graph:
+def _by_type(
+    tally: dict[str, Counter[str]], outline: dict[str, Any] | None, links: set[tuple[str, str]]
+) -> Graph:
     """One node per resource type with its counts (a type's resources not made yet are INIT, from the
-    outline's count) and the outline's edges: where any resource of one type needs one of another."""
+    outline's count); an edge per link (needed type, needing type): where any resource of one needs one
+    of the other."""
     types = {t: Counter(c) for t, c in tally.items()}
     for kind, planned in ((outline or {}).get("types") or {}).items():
         counts = types.setdefault(kind, Counter())
@@ -192,13 +199,7 @@ def _by_type(tally: dict[str, Counter[str]], outline: dict[str, Any] | None) -> 
         }
         for t, c in sorted(types.items())
     ]
-    links = [(a, b) for a, b in (outline or {}).get("edges") or [] if a in ids and b in ids]
-    return nodes, [{"source": ids[a], "target": ids[b]} for a, b in links]
-
-
-def _type_edges(nodes: list[dict[str, Any]], links: set[tuple[str, str]]) -> list[dict[str, str]]:
-    ids = {n["type"]: n["id"] for n in nodes}
-    return [{"source": ids[a], "target": ids[b]} for a, b in sorted(links) if a in ids and b in ids]
+    return nodes, [{"source": ids[a], "target": ids[b]} for a, b in sorted(links) if a in ids and b in ids]
 
 
 async def _row_links(session: AsyncSession, stack_id: str) -> set[tuple[str, str]]:
