@@ -59,7 +59,15 @@ STUBBED = (
     "OS::Nova::ServerGroup",
     "OS::Nova::Flavor",
     "OS::Nova::HostAggregate",
-    "AWS::EC2::*",
+    # Heat's other EC2 types (AWS::EC2::Instance is a server here, as OS::Nova::Server is).
+    "AWS::EC2::EIP*",
+    "AWS::EC2::Volume*",
+    "AWS::EC2::SecurityGroup",
+    "AWS::EC2::VPC*",
+    "AWS::EC2::Subnet*",
+    "AWS::EC2::InternetGateway",
+    "AWS::EC2::NetworkInterface",
+    "AWS::EC2::RouteTable",
     "AWS::ElasticLoadBalancing::*",
     "AWS::IAM::*",  # Keystone users and keys, in Heat
     "AWS::S3::*",  # Swift containers

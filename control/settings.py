@@ -34,6 +34,8 @@ class Settings:
     default_signal_transport: str = "CFN_SIGNAL"
     #: Per-deployment timeout when neither the deployment nor its config sets one (seconds).
     deployment_timeout: float = 3600.0
+    #: Seconds one minute of a stack's timeout_mins lasts (Heat's 60; tests shorten it).
+    timeout_minute: float = 60.0
     #: The longest an agent's long-poll may wait (seconds).
     long_poll_max: float = 60.0
     #: How many servers' signed documents the HTTP publisher keeps in memory (the rest are rendered

@@ -165,7 +165,11 @@ def schemas() -> dict[str, Any]:
         "disable_rollback": {"type": "boolean"},
         "clear_parameters": {"type": "array", "items": STRING},
         "tags": {"type": "array", "items": STRING},
-        "timeout_mins": {"type": "integer", "description": "default timeout of the stack's deployments"},
+        "timeout_mins": {
+            "type": "integer",
+            "description": 'minutes each create, update or rollback may take (then it fails "Timed out"); '
+            "also the default timeout of the stack's deployments",
+        },
     }
     return {
         "Error": obj("error", error=obj(code=code, message=STRING, where=nullable)),

@@ -47,6 +47,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         public_url=args.public_url,
         provisioner=args.provisioner,
         deployment_timeout=args.deployment_timeout,
+        timeout_minute=args.timeout_minute,
         document_ttl=args.document_ttl,
         audit_retention_days=args.audit_retention_days,
         local_agent_args=tuple(args.agent_arg),
@@ -85,9 +86,13 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if settings.max_agents < 1 or settings.idle_timeout <= 0 or settings.body_timeout <= 0:
+    if (
+        settings.max_agents < 1
+        or min(settings.idle_timeout, settings.body_timeout, settings.timeout_minute) <= 0
+    ):
         print(
-            "anneal serve: --max-agents, --idle-timeout and --body-timeout must be above 0", file=sys.stderr
+            "anneal serve: --max-agents, --idle-timeout, --body-timeout and --timeout-minute must be above 0",
+            file=sys.stderr,
         )
         return 2
     problem = (

@@ -73,6 +73,12 @@ def add(p: argparse.ArgumentParser) -> None:
         "--deployment-timeout", type=float, default=3600.0, help="default per-deployment timeout (s)"
     )
     p.add_argument(
+        "--timeout-minute",
+        type=float,
+        default=60.0,
+        help="seconds one minute of a stack's timeout_mins lasts (default 60; shorter for tests)",
+    )
+    p.add_argument(
         "--document-ttl",
         type=float,
         default=24 * 3600.0,

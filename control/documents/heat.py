@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import select
 
 from agent import wire
+from control import hot
 from control.documents import heatauth, seal
 from control.documents.render import iso
 from control.errors import ForbiddenError, NotFoundError
@@ -37,7 +38,7 @@ from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
 
 #: ServerRow.agent_kind of a server whose agent is Heat's chain.
 HEAT_AGENT = "heat"
-SERVER_TYPES = ("OS::Heat::DeployedServer", "OS::Nova::Server")
+SERVER_TYPES = hot.SERVER_TYPES
 #: heat.conf's default_software_config_transport.
 DEFAULT_TRANSPORT = "POLL_SERVER_CFN"
 #: What the `heat` collector serves here; ZAQAR_MESSAGE comes nearest to it (no Zaqar here).

@@ -34,14 +34,14 @@ async def only_waiting(
     """
     found = (
         await session.execute(
-            select(StackRow.action, StackRow.status, StackRow.traversal, StackRow.version).where(
-                StackRow.id == stack_id
-            )
+            select(
+                StackRow.action, StackRow.status, StackRow.traversal, StackRow.version, StackRow.deadline
+            ).where(StackRow.id == stack_id)
         )
     ).first()
     if found is None:
         return False, None
-    action, status, traversal, version = found
+    action, status, traversal, version, stack_deadline = found
     defn = defs.cached(stack_id, version)
     if status != "IN_PROGRESS" or action == "DELETE" or action in lifecycle.ACTIONS or defn is None:
         return False, None
@@ -53,8 +53,10 @@ async def only_waiting(
     if not all_waiting(counted, len(defn.template.resources)):
         return False, None
     nearest = await nearest_deadline(session, stack_id)
+    if stack_deadline is not None:  # the stack's own (Heat's timeout_mins: engine/timeouts.py)
+        nearest = stack_deadline if nearest is None else min(nearest, stack_deadline)
     if nearest is not None and nearest <= time.time():
-        return False, None  # a deployment timed out: the full step fails it
+        return False, None  # a deployment or the stack timed out: the full step fails it
     return True, nearest
 
 

@@ -13,6 +13,7 @@ from control import hot
 from control.engine import stackdef
 from control.engine.settle import finish
 from control.engine.slices import Row
+from control.resources import deploy
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 
@@ -82,6 +83,7 @@ async def start_rollback(txn: Txn, stack: StackRow, rows: list[Row], reason: str
     stack.version += 1
     stack.traversal += 1
     stack.action, stack.status, stack.updated_at = "ROLLBACK", "IN_PROGRESS", time.time()
+    deploy.start_deadline(txn.runtime.settings.timeout_minute, stack, stack.updated_at)
     stack.status_reason = f"Stack ROLLBACK started: {reason}"
     stack.rollback, stack.previous = False, None
     keep = set(defn.order())

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy import select
 from sqlalchemy.orm.exc import StaleDataError
 
+from control import hot
 from control.engine import lifecycle
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, nested
 from control.store import work
@@ -30,7 +31,7 @@ SLICE = 2000
 #: round trips cost tens of ms: they stay about a third of the step at most): a deployment's
 #: document leaves while the rest of the step is still being written, not after it (Slices.tick).
 COMMIT_AFTER = 0.02
-SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
+SERVER_TYPES = hot.SERVER_TYPES
 
 
 @dataclass(slots=True)

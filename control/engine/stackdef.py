@@ -55,7 +55,8 @@ class StackContext:
         self._stack, self._defn, self._rows = stack, defn, rows
 
     def param(self, name: str) -> Any:
-        pseudo = {"OS::stack_name": self._stack.name, "OS::stack_id": self._stack.id, "OS::project_id": ""}
+        stack = self._stack  # OS::project_id: the stack's project (Heat's: its Keystone project's id)
+        pseudo = {"OS::stack_name": stack.name, "OS::stack_id": stack.id, "OS::project_id": stack.project}
         if name in pseudo:
             return pseudo[name]
         value = self._defn.params.values[name]

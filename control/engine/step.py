@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import func, select
 
 from control import hot
-from control.engine import breakpoints, idle, lifecycle, purge, rollback, stackdef
+from control.engine import breakpoints, idle, lifecycle, purge, rollback, stackdef, timeouts
 from control.engine.act import Actor, error_reason
 from control.engine.settle import finish, in_session, settle, timed_out_reason
 from control.engine.slices import Light, Row, Slices, done, preload
@@ -113,9 +113,13 @@ async def run(txn: Txn, stack: StackRow, defs: stackdef.Definitions, slices: Sli
         acting = [r for r in rows if r.status == "IN_PROGRESS" and checker_for(r.type) is not None]
         deadline = await Step(txn, stack, defs, slices, acting).check()
         return Ran(not any(r.status == "IN_PROGRESS" for r in acting), deadline, False, False)
+    if timeouts.passed(stack):  # Heat's stack timeout: what still runs is stopped, the action fails
+        finished = await timeouts.time_out(txn, stack)
+        return Ran(finished, timeouts.deadline_of(stack), False, False)
     step = Step(txn, stack, defs, slices, rows)
     deadline = nearest(await step.expire(), await step.check())
     finished = await step.advance()
+    deadline = nearest(deadline, timeouts.deadline_of(stack))
     return Ran(finished, deadline, step.started and not finished, step.purge)
 
 

@@ -42,7 +42,7 @@ from control.hot.stackcheck import (
 )
 from control.hot.taint import Secret
 from control.hot.template import OutputDef, ResourceDef, Template
-from control.hot.types import TYPES, component_action_clash, random_minimum
+from control.hot.types import SERVER_TYPES, TYPES, component_action_clash, random_minimum
 
 __all__ = [
     "CONDITION_FUNCTIONS",
@@ -52,6 +52,7 @@ __all__ = [
     "MAX_NESTED_DEPTH",
     "MAX_TEMPLATE_BYTES",
     "PSEUDO_PARAMETERS",
+    "SERVER_TYPES",
     "STACK_ID",
     "SUPPORTED_SIGNAL_TRANSPORTS",
     "TYPES",

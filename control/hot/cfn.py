@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from control.hot.errors import TemplateError, at
+from control.hot.functions import FUNCTIONS
 from control.hot.parameters import PSEUDO_PARAMETERS
 from control.hot.versions import CFN_VERSIONS
 
@@ -54,11 +55,42 @@ CFN_ONLY = {
     "Fn::And": "and",
     "Fn::Or": "or",
 }
+#: HOT's own function names (not CloudFormation's ``Fn::``), which a CFN template does not call.
+HOT_ONLY = frozenset(f for f in FUNCTIONS if not f.startswith("Fn::"))
 CONDITION_ONES = frozenset({"Fn::If", "Fn::Equals", "Fn::Not", "Fn::And", "Fn::Or"})
 #: Ref of CloudFormation's pseudo parameters: ours, or Heat's fixed default for the region.
+#: AWS::StackId is Heat's ARN of the stack: arn:openstack:heat::<project>:stacks/<name>/<id>.
 AWS_PSEUDO = {
     "AWS::StackName": {"get_param": "OS::stack_name"},
-    "AWS::StackId": {"get_param": "OS::stack_id"},
+    "AWS::StackId": {
+        "list_join": [
+            "",
+            [
+                "arn:openstack:heat::",
+                {"get_param": "OS::project_id"},
+                ":stacks/",
+                {"get_param": "OS::stack_name"},
+                "/",
+                {"get_param": "OS::stack_id"},
+            ],
+        ]
+    },
+}
+#: HOT's functions a CloudFormation-format template has under another name (Heat's would read
+#: ``{get_param: x}`` there as plain data, never a call): refused, naming what to write instead.
+_HOT_IN_CFN = {
+    "get_param": "Ref",
+    "get_resource": "Ref",
+    "get_attr": "Fn::GetAtt",
+    "list_join": "Fn::Join",
+    "str_replace": "Fn::Replace",
+    "str_split": "Fn::Split",
+    "resource_facade": "Fn::ResourceFacade",
+    "if": "Fn::If",
+    "equals": "Fn::Equals",
+    "not": "Fn::Not",
+    "and": "Fn::And",
+    "or": "Fn::Or",
 }
 AWS_REGION = "ap-southeast-1"
 _FACADE = {"Metadata": "metadata", "DeletionPolicy": "deletion_policy", "UpdatePolicy": "update_policy"}
@@ -107,6 +139,14 @@ def desugar(node: Any, version: str, names: Names, path: str) -> Any:
         return node
     if len(node) == 1:
         ((key, args),) = node.items()
+        if version in CFN_VERSIONS and key in HOT_ONLY:
+            instead = _HOT_IN_CFN.get(key)
+            said = f"write {instead}" if instead else "this format has no such function"
+            raise TemplateError(
+                at(path, key),
+                f"{key} is a HOT function, not a CloudFormation-format template's ({said}; "
+                "Heat would read the map as plain data, not a call)",
+            )
         rewrite = _REWRITES.get(key) or (_CFN_REWRITES.get(key) if version in CFN_VERSIONS else None)
         if rewrite is not None and (version == AWS_FORMAT or key not in CONDITION_ONES):
             return rewrite(desugar(args, version, names, at(path, key)), names, at(path, key))

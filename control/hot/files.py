@@ -70,6 +70,25 @@ def _typed(resources: Any) -> Iterator[tuple[Any, Mapping[str, Any]]]:
                     yield member.get("type"), member
 
 
+#: CloudFormation's nested stack: its template is the file its ``TemplateURL`` property names.
+CFN_STACK = "AWS::CloudFormation::Stack"
+
+
+def _cfn_stacks(source: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The properties map of each AWS::CloudFormation::Stack resource whose TemplateURL is a string
+    (in a CFN-format template's ``Resources`` or a HOT one's ``resources``)."""
+    for section, type_key, props_key in (
+        ("Resources", "Type", "Properties"),
+        ("resources", "type", "properties"),
+    ):
+        resources = source.get(section)
+        for body in resources.values() if isinstance(resources, Mapping) else ():
+            props = body.get(props_key) if isinstance(body, Mapping) else None
+            url = props.get("TemplateURL") if isinstance(props, dict) else None
+            if isinstance(url, str) and body.get(type_key) == CFN_STACK:
+                yield props  # type: ignore[misc]
+
+
 def canonical(source: Any, template_key: str) -> Any:
     """*source*, the template read from the file *template_key*, with the file names in it made keys.
 
@@ -81,6 +100,8 @@ def canonical(source: Any, template_key: str) -> Any:
         for type_name, holder in _typed(out.get("resources")):
             if isinstance(type_name, str) and is_template_ref(type_name):
                 holder["type"] = key_for(template_key, type_name)  # type: ignore[index]
+        for props in _cfn_stacks(out):
+            props["TemplateURL"] = key_for(template_key, props["TemplateURL"])
     return out
 
 
@@ -103,6 +124,8 @@ def references(source: Any) -> Iterator[tuple[str, str]]:
         for type_name, _ in _typed(source.get("resources")):
             if isinstance(type_name, str) and is_template_ref(type_name):
                 yield "template", type_name
+        for props in _cfn_stacks(source):
+            yield "template", props["TemplateURL"]
 
 
 def _walk(node: Any) -> Iterator[Any]:

@@ -1,10 +1,16 @@
-"""OS::Heat::Stack: a nested stack whose template is the ``template`` property's text.
+"""OS::Heat::Stack: a nested stack whose template is the ``template`` property's text; and
+AWS::CloudFormation::Stack, whose template is the file its ``TemplateURL`` names.
 
 Heat's type can make the stack in another region (``context: {region_name}``); this control
 plane has no regions, so a region is refused, naming it. The template (inline text, or
 ``get_file``) is parsed and checked at create as a template resource's is, one level deeper,
 and ``parameters`` against its parameters. Attributes: ``outputs`` (a map of the nested
 stack's outputs, so ``get_attr: [res, outputs, NAME]`` is one) and ``stack_name``.
+
+AWS::CloudFormation::Stack takes ``TemplateURL``, ``Parameters`` and ``TimeoutInMinutes``; its
+attributes are ``Outputs.NAME`` (``Fn::GetAtt: [res, Outputs.NAME]``), as in Heat. This control
+plane fetches no URL: TemplateURL must name a file given in the request's ``files`` (the CLI
+sends a local path's file, as it does for a template resource's type).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 
 from control.hot.environment import Environment, child_environment
 from control.hot.errors import TemplateError, at
-from control.hot.files import canonical, lookup
+from control.hot.files import CFN_STACK, canonical, lookup
 from control.hot.functions import call_of
 from control.hot.loader import load_yaml
 from control.hot.nesting import Nesting, Parse, check_properties
@@ -57,6 +63,39 @@ SPEC = TypeSpec(
 )
 
 
+def _cfn_check(props: Mapping[Any, Any], path: str) -> None:
+    timeout = props.get("TimeoutInMinutes")
+    if timeout is not None and is_integer(timeout) and int(timeout) < 1:
+        raise TemplateError(at(path, "TimeoutInMinutes"), f"{timeout} is not a positive number of minutes")
+
+
+CFN_SPEC = TypeSpec(
+    CFN_STACK,
+    {
+        "TemplateURL": PropSpec("string", required=True),
+        "Parameters": PropSpec("map", default={}),
+        "TimeoutInMinutes": PropSpec("integer"),
+    },
+    frozenset(),
+    check=_cfn_check,
+    attribute_prefixes=("Outputs.",),
+)
+
+
+def cfn_template(url: Any, files: Mapping[str, str], path: str) -> Any:
+    """What AWS::CloudFormation::Stack's TemplateURL stands for here: a ``get_file`` of a file given
+    (None when computed); a name that is no file given is refused, naming it."""
+    if not isinstance(url, str):
+        return None
+    if lookup(files, url) is None:
+        raise TemplateError(
+            path,
+            f"{url!r} is not a file given with the stack: this control plane fetches no URL, so "
+            "TemplateURL names a file in the request's files (the CLI sends a local path's file)",
+        )
+    return {"get_file": url}
+
+
 def source_of(template: Any, files: Mapping[str, str], path: str) -> tuple[str, Any] | None:
     """(label, template map) of a literal ``template`` (text or ``get_file``); None when computed."""
     label = "inline"
@@ -81,10 +120,13 @@ def check_stack(
     scope: tuple[Mapping[str, str], Environment, Nesting],
     parse: Parse,
 ) -> None:
-    """Parse a literal ``template`` one level deeper and check ``parameters`` against it."""
+    """Parse a literal ``template`` (CFN: ``TemplateURL``) one level deeper and check its
+    ``parameters`` (``Parameters``) against it."""
     files, env, nesting = scope
-    where = at(path, "template")
-    found = source_of(props.get("template"), files, where)
+    cfn = "TemplateURL" in props
+    where = at(path, "TemplateURL" if cfn else "template")
+    given = cfn_template(props["TemplateURL"], files, where) if cfn else props.get("template")
+    found = source_of(given, files, where)
     if found is None:
         return
     label, source = found
@@ -99,6 +141,7 @@ def check_stack(
         nested = parse(source, files, inner, nesting.deeper())
     except TemplateError as e:
         raise TemplateError(where, f"in template {label}: {e}") from e
-    params = props.get("parameters")
+    params_key = "Parameters" if cfn else "parameters"
+    params = props.get(params_key)
     if params is None or (isinstance(params, Mapping) and call_of(params) is None):
-        check_properties(nested, label, dict(params or {}), at(path, "parameters"), inner)
+        check_properties(nested, label, dict(params or {}), at(path, params_key), inner)

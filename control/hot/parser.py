@@ -14,7 +14,7 @@ from control.hot import cfn, cfnformat, external
 from control.hot.checker import Checker
 from control.hot.environment import Environment, map_type
 from control.hot.errors import TemplateError, at
-from control.hot.files import is_template_ref
+from control.hot.files import CFN_STACK, is_template_ref
 from control.hot.groups import MEMBER_PROPERTY, canary_terms, check_member
 from control.hot.heatstack import HEAT_STACK, check_stack
 from control.hot.loader import check_document, load_yaml
@@ -241,7 +241,7 @@ class _Scope:
             if rtype in MEMBER_PROPERTY:
                 scope = (self.files, self.env, self.types, self.nesting, self.warnings)
                 check_member(name, rtype, properties, at(path, "properties"), scope, self._parse)
-            if rtype == HEAT_STACK:
+            if rtype in (HEAT_STACK, CFN_STACK):
                 where = at(path, "properties")
                 check_stack(name, properties, where, (self.files, self.env, self.nesting), self._parse)
         elif is_template_ref(rtype, self.files):

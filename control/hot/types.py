@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from control.hot import heatstack, retry
+from control.hot import ec2, heatstack, retry
+from control.hot.ec2 import EC2_INSTANCE
 from control.hot.errors import TemplateError, at
 from control.hot.functions import call_of
 from control.hot.groups import CANARY, GROUP_TYPES, ON_FAILURE
@@ -69,6 +70,8 @@ COMPUTE_PROPERTIES = (
     "user_data_update_policy",
     "tags",
 )
+#: The types that are a server with an agent (control/resources/servers.py), for every stage.
+SERVER_TYPES = ("OS::Heat::DeployedServer", "OS::Nova::Server", EC2_INSTANCE)
 SERVER_ATTRIBUTES = frozenset(
     {"name", "os_collect_config", "networks", "addresses", "accessIPv4", "accessIPv6"}
 )
@@ -306,6 +309,7 @@ TYPES: Mapping[str, TypeSpec] = {
             },
             SERVER_ATTRIBUTES | {"first_address", "instance_name", "show", "console_urls", "tags"},
         ),
+        ec2.SPEC,
         TypeSpec(
             "OS::Heat::WaitConditionHandle",
             {"signal_transport": _s(default="TOKEN_SIGNAL", allowed=HANDLE_TRANSPORTS, update="replace")},
@@ -343,6 +347,7 @@ TYPES: Mapping[str, TypeSpec] = {
         ),
         *GROUP_TYPES.values(),
         heatstack.SPEC,
+        heatstack.CFN_SPEC,
         TypeSpec(
             "OS::Heat::TestResource",
             {

@@ -10,7 +10,7 @@ from control.resources import instance_group, provider, resource_group, scaling
 from control.resources.base import REPLACE, Checked, Composite, Handler, Nest, Outcome, Res, Suspendable, done
 from control.resources.cloudconfig import CloudConfig, MultipartMime
 from control.resources.groups import DeploymentGroup
-from control.resources.heatstack import HEAT_STACK, HeatStack
+from control.resources.heatstack import CFN_STACK, HEAT_STACK, CfnStack, HeatStack
 from control.resources.randomstring import RandomString
 from control.resources.servers import Nothing, Server, Value, create_server, remove_server
 from control.resources.software import (
@@ -39,10 +39,12 @@ HANDLERS: Mapping[str, Handler] = {
     "OS::Heat::RandomString": RandomString(),
     "OS::Heat::DeployedServer": Server(),
     "OS::Nova::Server": Server(),
+    "AWS::EC2::Instance": Server(),
     resource_group.RESOURCE_GROUP: resource_group.ResourceGroup(),
     scaling.AUTO_SCALING_GROUP: scaling.AutoScalingGroup(),
     scaling.SCALING_POLICY: scaling.ScalingPolicy(),
     HEAT_STACK: HeatStack(),
+    CFN_STACK: CfnStack(),
     instance_group.INSTANCE_GROUP: instance_group.InstanceGroup(),
     instance_group.LAUNCH_CONFIGURATION: instance_group.LaunchConfiguration(),
     instance_group.AWS_SCALING_GROUP: instance_group.AwsScalingGroup(),

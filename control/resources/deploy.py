@@ -77,8 +77,17 @@ def timeout_for(props: Mapping[str, Any], source: Source, default: float) -> flo
 def stack_timeout(txn: Txn, stack: StackRow) -> float:
     """The default timeout of a stack's deployments: its timeout_mins (Heat's), else the control plane's."""
     if stack.timeout_mins:
-        return float(stack.timeout_mins) * 60.0
+        return float(stack.timeout_mins) * txn.runtime.settings.timeout_minute
     return txn.runtime.settings.deployment_timeout
+
+
+def start_deadline(minute: float, stack: StackRow, now: float | None = None) -> None:
+    """Give the stack's starting create, update or rollback its deadline: timeout_mins from now.
+
+    *minute* is the seconds one minute lasts (``--timeout-minute``); without timeout_mins, none.
+    """
+    start = time.time() if now is None else now
+    stack.deadline = start + stack.timeout_mins * minute if stack.timeout_mins else None
 
 
 def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.InputItem]:

@@ -27,6 +27,7 @@ from sqlalchemy.orm import defer
 
 from control import hot
 from control.errors import ControlError
+from control.resources import deploy
 from control.resources.base import Outcome, Res, done
 from control.resources.validate import check_definition
 from control.store.orm import ResourceRow, StackRow
@@ -175,6 +176,7 @@ async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
         version=1,
         traversal=1,
         rollback=False,  # the parent's rollback takes it back, as Heat does
+        timeout_mins=parent.timeout_mins,  # Heat's default: the parent's (OS::Heat::Stack sets its own)
         parent_id=parent.id,
         parent_resource=res.name,
         nested_depth=parent.nested_depth + 1,
@@ -185,6 +187,7 @@ async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
     parts_of = (parts["template"], parts["files"], parts["environment"], parts["params"])
     store_definition(child, *parts_of, defn, warnings)
     _built(txn, child, defn)
+    deploy.start_deadline(txn.runtime.settings.timeout_minute, child, now)
     txn.add(child)
     reason = f"Stack CREATE started (nested: resource {res.name} of stack {parent.name})"
     txn.event(child_id, "", "CREATE", "IN_PROGRESS", reason, traversal=1)
@@ -201,6 +204,8 @@ async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, 
     if res.nest is not None:  # a group's next batch keeps what the child had
         child.facade = dict(res.nest.facade)
     _restart(txn, child, "UPDATE")
+    child.timeout_mins = res.stack.timeout_mins
+    deploy.start_deadline(txn.runtime.settings.timeout_minute, child)
     _built(txn, child, defn)
     warning_events(txn, child)
     await retire(txn.session, child.id, set(defn.order()))

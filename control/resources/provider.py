@@ -82,7 +82,7 @@ class TemplateResource:
         """What the nested stack is made from (``parts``; OS::Heat::Stack reads its property)."""
         return parts(res, props)
 
-    def started(self, child: StackRow, props: Mapping[str, Any]) -> None:
+    def started(self, txn: Txn, child: StackRow, props: Mapping[str, Any]) -> None:
         """The nested stack was given its definition (OS::Heat::Stack sets its timeout here)."""
 
     def attributes(self, child: nested.ChildState, outputs: Mapping[str, Any]) -> dict[str, Any]:
@@ -92,7 +92,7 @@ class TemplateResource:
     async def create(self, txn: Txn, res: Res, props: Mapping[str, Any]) -> Outcome:
         built = self.parts(res, props)
         child = await nested.start_child(txn, res, built)
-        self.started(child, props)
+        self.started(txn, child, props)
         return Outcome("IN_PROGRESS", child.id, {nested.SOURCE: _digest(res, built)})
 
     async def update(self, txn: Txn, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> Outcome:
@@ -101,7 +101,7 @@ class TemplateResource:
         if child is None:
             return await self.create(txn, res, props)
         await nested.update_child(txn, res, child, built)
-        self.started(child, props)
+        self.started(txn, child, props)
         return Outcome("IN_PROGRESS", child.id, {**row.attributes, nested.SOURCE: _digest(res, built)})
 
     def changed(self, res: Res, row: ResourceRow, props: Mapping[str, Any]) -> bool:

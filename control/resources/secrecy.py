@@ -36,11 +36,13 @@ CARRIERS: Mapping[str, tuple[tuple[str, ...], ...]] = {
     # Nova's admin_pass, user_data, metadata... are kept (encrypted), never shown or used.
     "OS::Heat::DeployedServer": ((ANY,),),
     "OS::Nova::Server": ((ANY,),),
+    "AWS::EC2::Instance": ((ANY,),),
 }
 #: Properties a handler reads even where CARRIERS says ANY.
 PLAIN: Mapping[str, frozenset[str]] = {
     "OS::Heat::DeployedServer": frozenset({"name", "software_config_transport"}),
     "OS::Nova::Server": frozenset({"name", "software_config_transport"}),
+    "AWS::EC2::Instance": frozenset({"AvailabilityZone"}),
 }
 
 

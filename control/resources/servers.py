@@ -9,8 +9,10 @@ from typing import Any
 
 from sqlalchemy import select
 
+from control import hot
 from control.documents import heat
 from control.errors import BadRequestError
+from control.hot.ec2 import EC2_ADDRESSES, EC2_INSTANCE
 from control.hot.names import name_problem
 from control.keys import new_token, token_hash
 from control.principal import DEFAULT_PROJECT, Within
@@ -44,9 +46,11 @@ class Value(Nothing):
         return done(row.physical_id, value=props.get("value"))
 
 
-SERVER_TYPES = ("OS::Heat::DeployedServer", "OS::Nova::Server")
+SERVER_TYPES = hot.SERVER_TYPES
 #: Attributes only the server's agent can tell: a resource reading one waits for its report.
-ADDRESS_ATTRIBUTES = frozenset({"networks", "addresses", "first_address", "accessIPv4", "accessIPv6"})
+ADDRESS_ATTRIBUTES = frozenset(
+    {"networks", "addresses", "first_address", "accessIPv4", "accessIPv6", *EC2_ADDRESSES}
+)
 AWAIT = "anneal:awaits-addresses"
 #: The console types Heat asks Nova for; no server here has a console (no hypervisor).
 CONSOLE_TYPES = ("novnc", "xvpvnc", "spice-html5", "rdp-html5", "serial", "webmks")
@@ -126,7 +130,7 @@ class Server:
         server = await txn.get(ServerRow, row.physical_id or "")
         reported = (server.agent_status or {}).get("addresses") if server is not None else None
         if reported is not None:
-            return done(row.physical_id, **{**attrs, **address_attributes(reported)})
+            return done(row.physical_id, **{**attrs, **_addresses(row.type, reported)})
         if server is not None and server.agent_kind == heat.HEAT_AGENT:
             warn(
                 txn, res, f"Heat's agent chain on server {server.name} reports no addresses; they stay empty"
@@ -244,10 +248,12 @@ def _server_attributes(txn: Txn, res: Res, server: ServerRow, props: Mapping[str
     return {
         "name": server.name,
         "os_collect_config": heat.os_collect_config(txn.runtime, server.id, place),
-        **address_attributes((server.agent_status or {}).get("addresses") or []),
+        **_addresses(res.type, (server.agent_status or {}).get("addresses") or []),
         "instance_name": server.name,
         "show": {"id": server.id, "name": server.name, "status": server.status},
         **_nova_only(txn, res, props),
+        # AWS::EC2::Instance's zone: as given (no compute service here to place it in one).
+        **({"AvailabilityZone": props.get("AvailabilityZone")} if res.type == EC2_INSTANCE else {}),
     }
 
 
@@ -289,12 +295,21 @@ def address_attributes(found: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _addresses(rtype: str, found: list[dict[str, Any]]) -> dict[str, Any]:
+    """A server resource's address attributes; AWS::EC2::Instance's four are its first address,
+    as Heat answers them ("0.0.0.0" while it has none)."""
+    out = address_attributes(found)
+    if rtype == EC2_INSTANCE:
+        out.update(dict.fromkeys(EC2_ADDRESSES, out["first_address"] or "0.0.0.0"))  # noqa: S104 (an answer)
+    return out
+
+
 async def refresh_addresses(txn: Txn, server_id: str, found: list[dict[str, Any]]) -> None:
     """Put a server's newly reported addresses on its server resources; wake a stack waiting for them."""
     rows = await txn.session.scalars(
         select(ResourceRow).where(ResourceRow.physical_id == server_id, ResourceRow.type.in_(SERVER_TYPES))
     )
     for row in rows:
-        row.attributes = {**row.attributes, **address_attributes(found)}
+        row.attributes = {**row.attributes, **_addresses(row.type, found)}
         if row.status == "IN_PROGRESS":
             txn.kicks.add(row.stack_id)

@@ -23,7 +23,7 @@ from control.resources import secrecy
 from control.resources.servers import server_name
 
 GROUPS = frozenset({"OS::Heat::SoftwareDeploymentGroup", "OS::Heat::StructuredDeploymentGroup"})
-SERVERS = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
+SERVERS = hot.SERVER_TYPES
 #: What get_resource gives in a dry run: as long as the id it stands for.
 PLACEHOLDER_ID = "00000000-0000-0000-0000-000000000000"
 #: Calls whose value a dry run does not know: what resources give, and a parent's facade.

@@ -24,7 +24,7 @@ from control.txn import Txn
 
 #: Filters Heat's resource list takes, and the row field each compares (heat/api/openstack/v1/resources.py).
 RESOURCE_FILTERS = ("type", "status", "name", "action", "id", "physical_resource_id")
-SERVER_TYPES = frozenset({"OS::Heat::DeployedServer", "OS::Nova::Server"})
+SERVER_TYPES = hot.SERVER_TYPES
 
 
 async def identified_stack(session: AsyncSession, name: str, stack_id: str, *options: Any) -> StackRow:

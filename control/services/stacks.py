@@ -12,13 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
 from control import hot
-from control.engine import stackdef
+from control.engine import stackdef, timeouts
 from control.engine.rollback import start_rollback
-from control.engine.settle import finish, settle
+from control.engine.settle import finish
 from control.errors import BadRequestError, ConflictError
 from control.hot import taint
 from control.hot.names import name_problem
 from control.principal import DEFAULT_PROJECT, Within
+from control.resources import deploy
 from control.resources.nested import retire, store_definition, warning_events
 from control.runtime import Runtime
 from control.services import force_delete
@@ -34,7 +35,7 @@ from control.services.stack_request import (
     validated_request,
 )
 from control.store import names
-from control.store.orm import DeploymentRow, ResourceRow, StackRow
+from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 
 UPDATE_RETRIES = 5
@@ -87,6 +88,7 @@ async def create_stack(
             tags=tags,
             timeout_mins=timeout_mins,
         )
+        deploy.start_deadline(rt.settings.timeout_minute, stack, now)
         store_definition(stack, req.template, req.files, req.environment, req.parameters, defn, warnings)
         schedule(stack, now)
         stack.rollback = rollback
@@ -194,6 +196,7 @@ async def _update_once(
         stack.traversal += 1
         stack.action, stack.status, stack.status_reason = "UPDATE", "IN_PROGRESS", "Stack UPDATE started"
         stack.updated_at = time.time()
+        deploy.start_deadline(rt.settings.timeout_minute, stack, stack.updated_at)
         await retire(session, stack.id, set(defn.order()))
         txn.event(stack.id, "", "UPDATE", "IN_PROGRESS", "Stack UPDATE started", traversal=stack.traversal)
         warning_events(txn, stack)
@@ -272,18 +275,9 @@ async def cancel_stack(
 
 
 async def _cancel(txn: Txn, stack: StackRow) -> None:
-    now = time.time()
-    deps = await txn.session.scalars(
-        select(DeploymentRow).where(DeploymentRow.stack_id == stack.id, DeploymentRow.status == "IN_PROGRESS")
+    await timeouts.stop_running(
+        txn, stack, lambda dep: f"cancelled by `anneal stack cancel` (generation {dep.generation})"
     )
-    for dep in deps:
-        dep.status, dep.status_reason = (
-            "FAILED",
-            f"cancelled by `anneal stack cancel` (generation {dep.generation})",
-        )
-        dep.completed_at = dep.updated_at = now
-        txn.publish.add(dep.server_id)
-        await settle(txn, dep)
     finish(txn, stack, "FAILED", f"Stack {stack.action} cancelled")
     txn.kicks.add(stack.id)
 

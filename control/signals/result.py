@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent import wire, wire_caps
+from control.engine.timeouts import TIMED_OUT
 from control.hot import taint
 from control.signals.scope import check_generation
 from control.store.orm import DeploymentRow
@@ -54,8 +55,9 @@ def result_status(
 
 
 #: How the reasons begin of a generation the control plane gave up on before its result came
-#: (engine/settle.py `timed_out_reason`, group_members.expire, services/stacks.py cancel_stack).
-GAVE_UP = ("timed out after ", "cancelled by ")
+#: (engine/settle.py `timed_out_reason`, group_members.expire, services/stacks.py cancel_stack,
+#: and the stack's own timeout: engine/timeouts.py).
+GAVE_UP = ("timed out after ", "cancelled by ", f"{TIMED_OUT}: ")
 APPLIED, LATE, DUPLICATE = "applied", "late", "duplicate"
 #: Attempts kept per generation (agent/attempts.py allows at most 21: hot/retry.py's MAX_RETRIES + 1).
 MAX_ATTEMPTS = 21

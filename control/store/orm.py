@@ -97,6 +97,9 @@ class StackRow(Base):
     tags: Mapped[list[Any]] = mapped_column(JSON, default=list)
     #: Heat's timeout_mins: the default timeout of the stack's deployments that set none.
     timeout_mins: Mapped[int | None] = mapped_column(Integer, default=None)
+    #: When the running create, update or rollback fails as "Timed out" (timeout_mins after it
+    #: started, control/engine/timeouts.py); None: no stack timeout (each deployment keeps its own).
+    deadline: Mapped[float | None] = mapped_column(Float, default=None)
     #: template, files, environment and params_given before the running create/update.
     previous: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
     #: A nested stack's parent stack and the parent's resource that made it (None: a top-level stack).

@@ -251,3 +251,113 @@ def test_aws_scaling_policies_resize_an_aws_scaling_group_by_their_alarm_urls(cp
     replaced = cp.api("GET", f"/v1/stacks/{group['physical_id']}/resources").body
     assert 2 == len(replaced) and not {m["name"] for m in members} & {m["name"] for m in replaced}
     cp.delete_stack("aws")
+
+
+CHILD: dict[str, Any] = {
+    "AWSTemplateFormatVersion": "2010-09-09",
+    "Parameters": {"Server": {"Type": "String"}, "Host": {"Type": "String"}},
+    "Resources": {
+        "Say": {
+            "Type": "OS::Heat::SoftwareConfig",
+            "Properties": {
+                "group": "script",
+                "inputs": [{"name": "HOST"}],
+                "outputs": [{"name": "said"}],
+                "config": '#!/bin/sh\nprintf "seen %s" "$HOST" > "$heat_outputs_path.said"\n',
+            },
+        },
+        "Run": {
+            "Type": "OS::Heat::SoftwareDeployment",
+            "Properties": {
+                "config": {"Ref": "Say"},
+                "server": {"Ref": "Server"},
+                "input_values": {"HOST": {"Ref": "Host"}},
+            },
+        },
+    },
+    "Outputs": {"Said": {"Value": {"Fn::GetAtt": ["Run", "said"]}}},
+}
+
+INSTANCE: dict[str, Any] = {
+    "AWSTemplateFormatVersion": "2010-09-09",
+    "Resources": {
+        "Box": {
+            "Type": "AWS::EC2::Instance",
+            "Properties": {
+                "ImageId": "F20-x86_64-cfntools",
+                "InstanceType": "m1.small",
+                "AvailabilityZone": "az-one",
+                "UserData": {"Fn::Base64": "#!/bin/sh\necho booted\n"},
+            },
+        },
+        "Peer": {"Type": "OS::Nova::Server"},
+        "Inner": {
+            "Type": "AWS::CloudFormation::Stack",
+            "Properties": {
+                "TemplateURL": "child.template",
+                "Parameters": {"Server": {"Ref": "Box"}, "Host": {"Fn::GetAtt": ["Box", "PrivateIp"]}},
+                "TimeoutInMinutes": "5",
+            },
+        },
+    },
+    "Outputs": {
+        "Said": {"Value": {"Fn::GetAtt": ["Inner", "Outputs.Said"]}},
+        **{a: {"Value": {"Fn::GetAtt": ["Box", a]}} for a in ("PrivateIp", "PublicIp", "PrivateDnsName")},
+        "PublicDnsName": {"Value": {"Fn::GetAtt": ["Box", "PublicDnsName"]}},
+        "Zone": {"Value": {"Fn::GetAtt": ["Box", "AvailabilityZone"]}},
+        "Peer": {"Value": {"Fn::GetAtt": ["Peer", "first_address"]}},
+        "Arn": {"Value": {"Ref": "AWS::StackId"}},
+    },
+}
+
+
+def test_an_ec2_instance_and_a_cloudformation_stack_run_as_heats(cp: ControlPlane) -> None:
+    """AWS::EC2::Instance is a server with an agent (compute properties warned about, its address
+    attributes from the agent's report); AWS::CloudFormation::Stack nests the file TemplateURL names,
+    with Parameters and TimeoutInMinutes, its outputs read as Outputs.NAME; Ref AWS::StackId is Heat's ARN."""
+    stack = cp.create_stack(
+        "ec2", json.dumps(INSTANCE), files={"child.template": json.dumps(CHILD)}, timeout=180
+    )
+    out = cp.outputs("ec2")
+    first = out["Peer"] or "0.0.0.0"  # every local agent reports this machine's addresses
+    assert [first] * 4 == [out[a] for a in ("PrivateIp", "PublicIp", "PrivateDnsName", "PublicDnsName")]
+    assert (f"seen {first}", "az-one") == (out["Said"], out["Zone"])
+    assert f"arn:openstack:heat::default:stacks/ec2/{stack['id']}" == out["Arn"]
+    warned = [e["reason"] for e in cp.api("GET", "/v1/stacks/ec2/events").body if e["status"] == "WARNING"]
+    for prop in ("ImageId", "InstanceType", "AvailabilityZone", "UserData"):
+        assert any(f"Resources.Box.Properties.{prop}" in w for w in warned), (prop, warned)
+    (nested,) = [s for s in cp.api("GET", "/v1/stacks?nested=true").body if s["parent"] == stack["id"]]
+    assert ("Inner", 5) == (nested["parent_resource"], nested["timeout_mins"])
+    types = {r["name"]: r["type"] for r in cp.api("GET", "/v1/stacks/ec2/resources").body}
+    assert ("AWS::EC2::Instance", "AWS::CloudFormation::Stack") == (types["Box"], types["Inner"])
+    cp.delete_stack("ec2")
+
+
+def test_a_template_url_not_given_and_a_hot_function_in_cfn_are_refused_naming_the_path(
+    cp: ControlPlane, tmp_path: Path
+) -> None:
+    """A TemplateURL that names no file given (a web URL: nothing is fetched) and get_param in an
+    AWSTemplateFormatVersion template are 400s naming the CFN path and what to do; nothing is created.
+    The CLI sends the file a local TemplateURL names, as it does a template resource's type."""
+    (tmp_path / "nested").mkdir()
+    (tmp_path / "nested" / "child.template").write_text(json.dumps(CHILD))
+    local = json.loads(json.dumps(INSTANCE))
+    local["Resources"]["Inner"]["Properties"]["TemplateURL"] = "nested/child.template"
+    (tmp_path / "top.template").write_text(json.dumps(local))
+    checked = cp.cli("template", "validate", str(tmp_path / "top.template"))
+    assert 0 == checked.returncode, checked.stderr
+    (tmp_path / "nested" / "child.template").write_text(json.dumps({**CHILD, "Outputs": {"Said": {}}}))
+    checked = cp.cli("template", "validate", str(tmp_path / "top.template"))
+    assert 1 == checked.returncode and "Resources.Inner.Properties.TemplateURL" in checked.stderr, checked
+    remote = json.loads(json.dumps(INSTANCE))
+    remote["Resources"]["Inner"]["Properties"]["TemplateURL"] = "https://example.invalid/child.template"
+    resp = cp.create("refused", json.dumps(remote), files={"child.template": json.dumps(CHILD)})
+    assert 400 == resp.status and "Resources.Inner.Properties.TemplateURL" in str(resp.body), resp.body
+    assert "fetches no URL" in str(resp.body)
+    hot_call = json.loads(json.dumps(CHILD))
+    hot_call["Resources"]["Run"]["Properties"]["input_values"]["HOST"] = {"get_param": "Host"}
+    resp = cp.create("refused", json.dumps(hot_call), params={"Server": "x", "Host": "y"})
+    assert 400 == resp.status, resp.body
+    assert "Resources.Run.Properties.input_values.HOST.get_param" in str(resp.body)
+    assert "write Ref" in str(resp.body)
+    assert 404 == cp.api("GET", "/v1/stacks/refused").status

@@ -70,8 +70,9 @@ def one_script_deployment(
     signal_transport: str | None = None,
     actions: str | None = None,
     options: str | None = None,
+    timeout: float | None = None,
 ) -> str:
-    """A stack of one script config and one deployment `dep` of it, on one server.
+    """A stack of one script config and one deployment `dep` of it (its `timeout`: *timeout*), on one server.
 
     *inputs* maps each config input to its value in the deployment (`{get_param: dir}`);
     *outputs* are declared on the config and, unless *stack_outputs* says otherwise, each is
@@ -100,6 +101,7 @@ def one_script_deployment(
         "      config: {get_resource: cfg}",
         f"      server: {target}",
         *([f"      actions: [{actions}]"] if actions else []),
+        *([f"      timeout: {timeout:g}"] if timeout is not None else []),
         *([f"      signal_transport: {signal_transport}"] if signal_transport else []),
         *([f"      input_values: {_flow(inputs)}"] if inputs else []),
         *_outputs(stack_outputs),

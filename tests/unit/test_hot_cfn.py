@@ -124,14 +124,15 @@ def test_member_list_to_map_and_select_of_json_text_as_heat() -> None:
 
 
 def test_pseudo_parameters_and_unknown_sections() -> None:
-    """Ref AWS::StackName/StackId read ours, AWS::Region is Heat's default; a stray section or a
-    second version key is refused naming it."""
+    """Ref AWS::StackName reads ours, AWS::StackId Heat's ARN of the stack, AWS::Region is Heat's
+    default; a stray section or a second version key is refused naming it."""
     t = parse_template(
         cfn({"v": value([{"Ref": "AWS::StackName"}, {"Ref": "AWS::StackId"}, {"Ref": "AWS::Region"}])})
     )
-    assert [{"get_param": "OS::stack_name"}, {"get_param": "OS::stack_id"}, "ap-southeast-1"] == t.resources[
-        "v"
-    ].properties["value"]
+    name, arn, region = t.resources["v"].properties["value"]
+    assert ({"get_param": "OS::stack_name"}, "ap-southeast-1") == (name, region)
+    parts = ["arn:openstack:heat::", "OS::project_id", ":stacks/", "OS::stack_name", "/", "OS::stack_id"]
+    assert parts == [p if isinstance(p, str) else p["get_param"] for p in arn["list_join"][1]]
     assert "Transform" == error(cfn({}, Transform="AWS::Serverless")).path
     assert "HeatTemplateFormatVersion" == error(cfn({}, HeatTemplateFormatVersion="2012-12-12")).path
 
@@ -140,3 +141,21 @@ def test_warnings_name_the_cfn_path() -> None:
     """A property accepted and ignored is warned about at Resources.NAME.Properties.KEY."""
     t = parse_template(cfn({"g": {"Type": "OS::Nova::Server", "Properties": {"image": "cirros"}}}))
     assert any(w.startswith("Resources.g.Properties.image: ") for w in t.warnings), t.warnings
+
+
+def test_a_hot_function_in_a_cfn_template_is_refused_naming_its_path_and_the_cfn_one() -> None:
+    """get_param, get_attr, list_join... are HOT's: in an AWSTemplateFormatVersion template each is
+    refused where it is written, naming the CFN function to write instead (or that there is none)."""
+    params = {"P": {"Type": "String", "Default": "x"}}
+    found = error(cfn({"v": value({"x": [{"get_param": "P"}]})}, Parameters=params))
+    assert "Resources.v.Properties.value.x[0].get_param" == found.path
+    assert "write Ref" in found.reason and "plain data" in found.reason
+    found = error(cfn({"v": value(1)}, Outputs={"o": {"Value": {"get_attr": ["v", "value"]}}}))
+    assert ("Outputs.o.Value.get_attr", True) == (found.path, "write Fn::GetAtt" in found.reason)
+    found = error(cfn({"v": value({"yaql": {"expression": "1"}})}))
+    assert "Resources.v.Properties.value.yaql" == found.path and "no such function" in found.reason
+    heat_format = {
+        "HeatTemplateFormatVersion": "2012-12-12",
+        "Resources": {"v": value({"list_join": ["", []]})},
+    }
+    assert "write Fn::Join" in error(heat_format).reason

@@ -1,0 +1,165 @@
+"""Heat's stack timeout: a create or update still running after timeout_mins fails "Timed out", and rolls back if asked.
+
+Real `anneal serve` (with Heat's API) and real local agents running the scripts. One minute of
+timeout_mins lasts 4 s here (`--timeout-minute 4`), so a 2-minute timeout is 8 s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.openstack import heat_request, start_heat_plane
+from tests.support.templates import one_script_deployment
+from tests.support.waiting import wait_until
+
+#: One minute of timeout_mins lasts 4 s: long enough for a local agent to start its hook under load.
+MINUTE = ("--timeout-minute", "4")
+QUICK = "#!/bin/sh\necho quick\n"
+SLOW = "#!/bin/sh\necho started\nsleep 300\n"
+
+
+def template(script: str) -> str:
+    """One server and one script deployment whose own timeout (600 s) is far past the stack's."""
+    return one_script_deployment(script, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, str]]:
+    """One control plane with Heat's API whose timeout minutes last 4 s; the Heat API's root URL."""
+    cp, url = start_heat_plane(tmp_path_factory.mktemp("timeouts"), *MINUTE)
+    yield cp, url
+    stop_control_plane(cp)
+
+
+def stack_events(cp: ControlPlane, name: str) -> list[tuple[str, str, str, str]]:
+    """(resource, action, status, reason) of each event of the stack, oldest first (the stack's: its name)."""
+    return [
+        (e["resource_name"], e["action"], e["status"], e["reason"])
+        for e in cp.api("GET", f"/v1/stacks/{name}/events").body
+    ]
+
+
+def deployment(cp: ControlPlane, stack: str) -> dict[str, Any]:
+    """The stack's one deployment as shown (empty until the stack made it)."""
+    listed = cp.api("GET", f"/v1/deployments?stack={stack}").body
+    return dict(cp.api("GET", f"/v1/deployments/{listed[0]['id']}").body) if listed else {}
+
+
+def stopped_hook(cp: ControlPlane, stack: str) -> int:
+    """The status code of the stopped hook's late result (the agent was told to stop it: SIGTERM's 143)."""
+    return int(
+        wait_until(lambda: deployment(cp, stack)["deploy_status_code"], "the stopped hook's result", 60, 0.3)
+    )
+
+
+def test_a_create_past_timeout_mins_fails_timed_out_through_heats_api(
+    plane: tuple[ControlPlane, str],
+) -> None:
+    """POST /stacks with timeout_mins 2: the sleeping script is stopped and the stack is CREATE_FAILED "Timed out"."""
+    cp, heat_url = plane
+    body = {"stack_name": "late", "template": template(SLOW), "timeout_mins": 2}
+    status, created = heat_request(cp, heat_url, "POST", "/stacks", body)
+    assert 201 == status, created
+    stack = cp.settled("late", "CREATE_FAILED", timeout=90)
+    assert "Timed out" == stack["status_reason"]
+    status, shown = heat_request(cp, heat_url, "GET", f"/stacks/late/{created['stack']['id']}")
+    assert ("CREATE_FAILED", "Timed out") == (
+        shown["stack"]["stack_status"],
+        shown["stack"]["stack_status_reason"],
+    )
+    assert 2 == shown["stack"]["timeout_mins"]
+    dep = deployment(cp, "late")
+    assert "FAILED" == dep["status"]
+    assert dep["status_reason"].startswith("Timed out: stack late ran past its timeout of 2 min"), dep
+    assert ("late", "CREATE", "FAILED", "Timed out") in stack_events(cp, "late")
+    assert 143 == stopped_hook(cp, "late")
+
+
+def test_a_nested_stacks_timeout_fails_its_parent_resource(plane: tuple[ControlPlane, str]) -> None:
+    """OS::Heat::Stack with timeout 2 in a stack of timeout_mins 5: its nested stack fails "Timed out"
+    first, so its resource and the parent fail; a template resource's nested stack inherits the 5."""
+    cp, heat_url = plane
+    parent = {
+        "heat_template_version": "2018-08-31",
+        "resources": {
+            "inner": {
+                "type": "OS::Heat::Stack",
+                "properties": {"template": template(SLOW), "timeout": 2},
+            },
+            "plain": {"type": "plain.yaml"},
+        },
+    }
+    plain = {
+        "heat_template_version": "2018-08-31",
+        "resources": {"v": {"type": "OS::Heat::Value", "properties": {"value": 1}}},
+    }
+    body = {
+        "stack_name": "outer",
+        "template": parent,
+        "files": {"plain.yaml": json.dumps(plain)},
+        "timeout_mins": 5,
+    }
+    status, created = heat_request(cp, heat_url, "POST", "/stacks", body)
+    assert 201 == status, created
+    stack = cp.settled("outer", "CREATE_FAILED", timeout=90)
+    assert stack["status_reason"].startswith("Resource CREATE failed: inner: nested stack outer-inner-"), (
+        stack
+    )
+    assert stack["status_reason"].endswith(": Timed out"), stack
+    nested = {
+        s["parent_resource"]: s
+        for s in cp.api("GET", "/v1/stacks?nested=true").body
+        if s["parent"] == stack["id"]
+    }
+    assert ("CREATE_FAILED", "Timed out", 2) == tuple(
+        nested["inner"][k] for k in ("status", "status_reason", "timeout_mins")
+    )
+    assert ("CREATE_COMPLETE", 5) == (nested["plain"]["status"], nested["plain"]["timeout_mins"])
+    failed = [e for e in stack_events(cp, "outer") if e[0] == "inner" and e[2] == "FAILED"]
+    assert failed and failed[-1][3].endswith(": Timed out"), failed
+    assert 143 == stopped_hook(cp, nested["inner"]["name"])
+
+
+def test_an_update_past_timeout_mins_rolls_back_when_asked(plane: tuple[ControlPlane, str]) -> None:
+    """An update with rollback whose script sleeps past timeout_mins fails "Timed out", then rolls back to the quick one."""
+    cp, _ = plane
+    cp.create_stack("back", template(QUICK))
+    body = {"template": template(SLOW), "timeout_mins": 2, "rollback": True}
+    assert 202 == cp.api("PUT", "/v1/stacks/back", body).status
+    stack = cp.settled("back", "ROLLBACK_COMPLETE", timeout=120)
+    events = stack_events(cp, "back")
+    assert ("back", "UPDATE", "FAILED", "Timed out") in events
+    assert ("back", "ROLLBACK", "IN_PROGRESS", "Stack ROLLBACK started: Timed out") in events
+    assert events.index(("back", "UPDATE", "FAILED", "Timed out")) < events.index(
+        ("back", "ROLLBACK", "IN_PROGRESS", "Stack ROLLBACK started: Timed out")
+    )
+    dep = deployment(cp, "back")
+    assert ("COMPLETE", "quick\n") == (dep["status"], dep["deploy_stdout"]), dep
+    assert stack["timeout_mins"] == 2
+
+
+def test_the_deadline_outlives_a_crash_of_the_control_plane(tmp_path: Path) -> None:
+    """kill -9 while the hook sleeps: the restarted control plane still fails the create at its deadline."""
+    cp = start_control_plane(tmp_path, *MINUTE)
+    try:
+        body = {"name": "kept", "template": template(SLOW), "timeout_mins": 2}
+        assert 201 == cp.api("POST", "/v1/stacks", body).status
+        wait_until(
+            lambda: "started" in str((deployment(cp, "kept").get("progress") or {}).get("output_tail")),
+            "the hook's first output",
+            60,
+            0.2,
+        )
+        cp.crash()
+        cp = start_control_plane(tmp_path, *MINUTE, port=cp.port)
+        stack = cp.settled("kept", "CREATE_FAILED", timeout=90)
+        assert "Timed out" == stack["status_reason"]
+        assert 143 == stopped_hook(cp, "kept")
+    finally:
+        stop_control_plane(cp)
