@@ -119,7 +119,7 @@ class StackRow(Base):
     #: URL and keys, for `openstack stack abandon`, which can say nothing of it.
     handover: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     #: Its definition's outline (control/hot/outline.py: resources per type, type-level edges, outputs),
-    #: written with the definition; None for a stack written before revision 0012 or adopted.
+    #: written with the definition; None for a stack written before revision 0013 or adopted.
     outline: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)

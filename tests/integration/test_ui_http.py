@@ -219,7 +219,7 @@ async def test_next_and_previous_pages_read_from_an_id_are_the_numbered_pages(
 async def test_a_large_stack_without_an_outline_is_drawn_by_type_from_its_rows(
     cp: ControlPlane, http: aiohttp.ClientSession
 ) -> None:
-    """A stack written before revision 0012 (no outline) gets the same graph: edges from its rows' requires."""
+    """A stack written before revision 0013 (no outline) gets the same graph: edges from its rows' requires."""
     headers = await session_cookie(http, cp)
     _, before = await get_json(http, cp.url + "/ui/api/stacks/wide/graph", headers)
     db = sqlite3.connect(cp.data_dir / "anneal.db")
