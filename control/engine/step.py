@@ -91,6 +91,7 @@ async def _defined(txn: Txn, stack: StackRow, defs: stackdef.Definitions) -> int
     """How many resources the stack's definition has (its definition read once per process)."""
     if stack.action == "DELETE":
         return 0  # a stack being deleted needs none
+    defs.release_older(stack.id, stack.version)
     if defs.cached(stack.id, stack.version) is None:
         await txn.session.refresh(stack, attribute_names=list(stackdef.DEFINITION_COLUMNS))
     return len(defs.get(stack).template.resources)

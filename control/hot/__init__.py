@@ -28,6 +28,7 @@ from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls
 from control.hot.groups import canary_terms
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
 from control.hot.nesting import MAX_NESTED_DEPTH, STACK_ID, Nesting, child_files, load_nested
+from control.hot.outline import outline, resources_named
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.parser import parse_template
 from control.hot.retry import policy as retry_policy
@@ -96,6 +97,7 @@ __all__ = [
     "map_type",
     "mentions",
     "merge_environments",
+    "outline",
     "parse_environment",
     "parse_template",
     "plain",
@@ -105,6 +107,7 @@ __all__ = [
     "resolve",
     "resolve_parameters",
     "resource_body",
+    "resources_named",
     "retry_policy",
     "select",
     "validate",

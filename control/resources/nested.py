@@ -67,6 +67,7 @@ def store_definition(
     stack.parameters = hot.plain(dict(defn.params.values))
     stack.hidden = sorted(defn.params.hidden)
     stack.warnings = [*env.warnings, *defn.template.warnings, *defn.params.warnings, *warnings]
+    stack.outline = hot.outline(defn)
 
 
 def warning_events(txn: Txn, stack: StackRow) -> None:
