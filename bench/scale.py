@@ -18,23 +18,16 @@ calls, with the CFN_SIGNAL URL's signature checked as over HTTP. The HTTP layer
 itself (aiohttp, 12,000+ small requests/s on one core: docs/performance.md (b))
 is left out so the figure is the engine's and the database's.
 
-With ``--api`` the stack goes through the front door instead: the child also
-serves the real HTTP API (control.api.app.api_app, the routes and middleware of
-`anneal serve`, with ``--max-template-bytes 64M``) on a loopback port, and each
-phase is the real CLI in a subprocess, as a user types it: ``anneal stack create
-scale -t scale.json --wait``, ``stack update ... -P rev0=1 --wait``, ``stack
-delete --wait``. The phase time is the CLI's, from start to exit, including
-reading and sending the template and printing every event; the CLI's output
-lines are counted. Agents are simulated as above.
+With ``--api`` the stack goes through the front door instead: the child also serves the real
+HTTP API (control.api.app.api_app, as `anneal serve` with ``--max-template-bytes 64M``) on a
+loopback port, and each phase is the real CLI in a subprocess (``anneal stack create scale -t
+scale.json --wait``, ``stack update ... -P rev0=1 --wait``, ``stack delete --wait``), timed
+from start to exit, reading and sending the template and printing every event included.
 
-Each line also gives the CPU time (user + system) of the child per deployment
-created, which other engineers' load on the machine disturbs much less than the
-wall-clock rate, the number of engine steps and of signal transactions.
-
-Each size runs in its own child process, so peak RSS (VmHWM) is that size's. The
-child's RSS includes the simulated agents (a few MB at 10,000 servers).
-PostgreSQL: a throw-away cluster (tests/support/pg.py: initdb + pg_ctl on a free loopback
-port, `fsync=off`), one database per size.
+Each line also gives the child's CPU time per deployment created (load disturbs it much less
+than the wall-clock rate), the engine steps and the signal transactions. Each size runs in its
+own child, so peak RSS (VmHWM, simulated agents included) is that size's. PostgreSQL: a
+throw-away cluster (tests/support/pg.py, `fsync=off`), one database per size.
 """
 
 from __future__ import annotations
@@ -201,7 +194,8 @@ async def child(
         # The template is built for each request and not kept: the client is another process, and
         # at 50,000 deployments its Python form alone is 75 MB of this child's RSS.
         t0, c0 = time.monotonic(), cpu()
-        await stacks.create_stack(rt, engine.kick, request(deployments, name="scale"))
+        # defs: as the API of `anneal serve` passes its engine's (the definition it validated is kept).
+        await stacks.create_stack(rt, engine.kick, request(deployments, name="scale"), defs=defs)
         phases["create"] = {
             "status": await wait_settled("scale"),
             "seconds": time.monotonic() - t0,
@@ -219,7 +213,12 @@ async def child(
         before = signalled["n"]
         t0, c0 = time.monotonic(), cpu()
         await stacks.update_stack(
-            rt, engine.kick, "scale", request(deployments, parameters={"rev0": 1}), within=EVERYWHERE
+            rt,
+            engine.kick,
+            "scale",
+            request(deployments, parameters={"rev0": 1}),
+            within=EVERYWHERE,
+            defs=defs,
         )
         phases["update10"] = {
             "status": await wait_settled("scale"),

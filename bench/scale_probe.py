@@ -89,11 +89,11 @@ async def probe(
             for what, path, in_ui in requests(name, deployments, servers):
                 if "(unpaged)" in what and deployments > unpaged:
                     continue
-                found.append(await _median(ui if in_ui else api, url + path, what))
+                found.append(await median_get(ui if in_ui else api, url + path, what))
     return found
 
 
-async def _median(client: Any, url: str, what: str) -> dict[str, Any]:
+async def median_get(client: Any, url: str, what: str) -> dict[str, Any]:
     """ROUNDS timed GETs of *url*; stops at the first that fails or runs past LIMIT."""
     times: list[float] = []
     size, status = 0, 0

@@ -57,6 +57,11 @@ class Txn:
     events: list[dict[str, Any]] = field(default_factory=list)
     #: What a step read ahead for its handlers in one query, each value taken once (``nested.child_state``).
     ahead: dict[Hashable, Any] = field(default_factory=dict)
+    #: What the step keeps across its slices' commits (``restart`` leaves it): the nested stacks it
+    #: read ahead, the templates its handlers parsed, the definitions they built (``nested.built``).
+    kept: dict[Hashable, Any] = field(default_factory=dict)
+    #: Called after every commit, a sliced step's too (``restart`` leaves them).
+    committed: list[Callable[[Txn], None]] = field(default_factory=list)
 
     def add(self, row: Any, *keys: Hashable) -> None:
         """Add a new row; ``get`` (and ``created_row`` by *keys*) find it without flushing.
@@ -136,6 +141,8 @@ class Txn:
             )
         await self.write_events()
         await self.session.commit()
+        for hook in self.committed:
+            hook(self)
         if self.publish:
             await self.runtime.publish(self.publish)
         for job in self.later:

@@ -158,6 +158,10 @@ def _stack_paths() -> dict[str, Any]:
                 query("wait", "seconds to wait for a newer event (long-poll)", seconds(30)),
                 query("traversal", "only events of this traversal (the stack's `traversal`)", integer()),
                 query("limit", "at most this many events, oldest first", integer(1)),
+                query("newest", "true: newest first (the last `limit` events; not with `wait`)", BOOLEAN),
+                query(
+                    "before", "only events with a smaller id (the next page back, newest first)", integer(1)
+                ),
                 query("resource", "only the events of the resource of this name", STRING),
                 query(
                     "since",

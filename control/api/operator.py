@@ -24,6 +24,7 @@ from control.api.middleware import (
 )
 from control.api.openapi import spec
 from control.api.ownership import within
+from control.errors import BadRequestError
 from control.services import (
     abandon,
     converge,
@@ -64,7 +65,8 @@ async def health(request: web.Request) -> web.Response:
 async def create_stack(request: web.Request) -> web.Response:
     body = await read_object(request)
     rt, kick = request.app[RUNTIME], request.app[ENGINE].kick
-    return ok(await stacks.create_stack(rt, kick, body, ownership.owner(request)), 201)
+    defs = request.app[DEFS]
+    return ok(await stacks.create_stack(rt, kick, body, ownership.owner(request), defs), 201)
 
 
 @routes.get("/v1/stacks")
@@ -87,12 +89,14 @@ async def show_stack(request: web.Request) -> web.Response:
             found = await stacks.get_stack(session, name, *stacks.STATE_ONLY, within=within(request))
             view = stacks.stack_view(found)
             if progress:
-                # The definition's size if this process has it parsed; never parsed for this.
-                defn = request.app[DEFS].cached(found.id, found.version)
-                planned = len(defn.order()) if defn is not None else 0
+                # The definition's size: its outline's count (constant), else this process's parse if
+                # it has one (never parsed for this), else the rows there are.
+                outline, defn = found.outline, request.app[DEFS].cached(found.id, found.version)
+                planned = sum(outline["types"].values()) if outline else len(defn.order()) if defn else 0
                 view["progress"] = await graph.resource_counts(session, found.id, found.traversal, planned)
             return ok(view)
-        stack = await stacks.get_stack(session, name, within=within(request))
+        # Its template is not decoded.
+        stack = await stacks.get_stack(session, name, *stacks.STATE_ONLY, within=within(request))
         view = stacks.stack_view(stack)
         limit = optional_int_query(request, "resources_limit", 1)  # a big stack's first page
         rows = await queries.stack_resources(
@@ -114,10 +118,8 @@ async def update_stack(request: web.Request) -> web.Response:
     if "If-Match" in request.headers:
         body["if_match"] = request.headers["If-Match"].strip('"')
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    return ok(
-        await stacks.update_stack(rt, engine.kick, request.match_info["name"], body, within=within(request)),
-        202,
-    )
+    name, defs = request.match_info["name"], request.app[DEFS]
+    return ok(await stacks.update_stack(rt, engine.kick, name, body, within=within(request), defs=defs), 202)
 
 
 @routes.put("/v1/stacks/{name}/preview")
@@ -217,12 +219,35 @@ async def stack_outputs(request: web.Request) -> web.Response:
 @routes.get("/v1/stacks/{name}/events")
 @auth("read")
 async def stack_events(request: web.Request) -> web.Response:
+    """Events oldest first after ``after`` (``wait``: held until one comes); ``newest=true``: newest first,
+    ``before`` an id for the next page back."""
     after = int_query(request, "after", 0)
     wait = min(seconds_query(request, "wait"), 30.0)
     traversal, limit = optional_int_query(request, "traversal"), optional_int_query(request, "limit", 1)
     name, depth = request.match_info["name"], _nested_depth(request)
     resource, since = request.query.get("resource"), time_query(request, "since")
+    newest, before = bool_query(request, "newest"), optional_int_query(request, "before", 1)
     rt = request.app[RUNTIME]
+    if newest or before is not None:
+        if wait:
+            raise BadRequestError(
+                "wait: only for events after an id, not with newest or before", where="wait"
+            )
+        async with rt.sessions() as session:
+            found = await queries.stack_events(
+                session,
+                name,
+                after,
+                traversal,
+                limit,
+                depth,
+                within=within(request),
+                resource=resource,
+                since=since,
+                newest=newest,
+                before=before,
+            )
+        return ok(found)
     found = await queries.wait_events(
         rt, name, after, wait, traversal, limit, depth, resource=resource, since=since, within=within(request)
     )

@@ -209,6 +209,8 @@ def _stack(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--after", type=int, default=0, metavar="ID", help="only events after this event id (paging)"
     )
+    p.add_argument("--newest", action="store_true", help="newest first: the last events (with --limit)")
+    p.add_argument("--before", type=int, metavar="ID", help="only events before this event id (paging back)")
     sub.add_parser("graph", help="the dependency graph as Graphviz DOT (| dot -Tsvg)").add_argument("name")
 
 

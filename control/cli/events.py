@@ -48,16 +48,22 @@ def stack_events(client: Client, args: argparse.Namespace) -> int:
         query["since"] = repr(since(args.since))
     if args.limit:
         query["limit"] = str(args.limit)
+    if args.newest:
+        query["newest"] = "true"
+    if args.before is not None:
+        query["before"] = str(args.before)
     events = client.call("GET", api_path("stacks", args.name, "events"), query=query)
     events = [{**e, "time": when(e["timestamp"])} for e in events]  # the time of day, as event lines show it
     show(events, args.format, NESTED_COLUMNS if args.nested_depth else COLUMNS)
     if args.limit and len(events) == args.limit:
+        # The next page: newest first, the events before this page's last; else those after it.
+        page = ["--newest", "--before"] if args.newest else ["--after"]
         again = [
             "anneal",
             "stack",
             "events",
             args.name,
-            "--after",
+            *page,
             str(events[-1]["id"]),
             "--limit",
             str(args.limit),

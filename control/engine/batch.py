@@ -89,7 +89,7 @@ async def step_batch(
         # Changed deployments and resources go in one UPDATE per shape at each flush, for all of
         # the batch's stacks (control/store/bulk.py).
         bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow, StackRow))
-        txn = Txn(session, rt)
+        txn = Txn(session, rt, committed=[defs.adopt])
         stacks = await _stacks(session, defs, [c.stack_id for c in claims])
         rows = await _rows(session, list(stacks))
         mine = _sorted(claims, stacks, rows, defs, out)
@@ -108,7 +108,6 @@ async def step_batch(
         await purge.purge(txn, defs, [stacks[i] for i, r in ran.items() if r.purge])
         await work.fence_many(session, [c for c, _, _ in mine], lease)
         await txn.commit(kick)
-        defs.adopt(txn)
         del keep_alive
     for stack_id, r in ran.items():
         out.results[stack_id] = (r.finished, nearest(r.deadline, later.get(stack_id)))

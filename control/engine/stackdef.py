@@ -129,12 +129,17 @@ def environment_from_json(obj: Mapping[str, Any]) -> hot.Environment:
 
 
 class Definitions:
-    """Parsed definitions cached per stack version (the newest version seen of each stack)."""
+    """Parsed definitions cached per stack version: the newest seen of each stack and the one before.
+
+    The one before stays while a step of it may still run here (an update's request keeps the new
+    version's as soon as it commits; a read may parse it): a step finds its own version cached
+    from its start to its end, and drops the older ones when it starts (``release_older``).
+    """
 
     def __init__(self, max_depth: int = hot.MAX_NESTED_DEPTH) -> None:
         # By stack id, not (id, version): replacing a stack's older version is O(1), where
         # rebuilding the whole cache made 10,000 nested stacks' first steps quadratic.
-        self._cache: dict[str, tuple[int, Definition]] = {}
+        self._cache: dict[str, dict[int, Definition]] = {}
         self.max_depth = max_depth
 
     def get(self, stack: StackRow) -> Definition:
@@ -151,19 +156,35 @@ class Definitions:
                     stack_id=stack.id,
                     nesting=hot.Nesting(stack.nested_depth, self.max_depth),
                 )
-            self._cache[stack.id] = (stack.version, found)
+            self.keep(stack.id, stack.version, found)
         return found
 
     def cached(self, stack_id: str, version: int) -> Definition | None:
         """The definition of that stack version if this process has parsed it already."""
-        found = self._cache.get(stack_id)
-        return found[1] if found is not None and found[0] == version else None
+        return self._cache.get(stack_id, {}).get(version)
 
     def adopt(self, txn: Txn) -> None:
-        """After *txn* committed: keep the definitions its handlers built for the nested stacks they
-        wrote (``nested.built``), so a nested stack's first step does not parse its template again."""
+        """After each commit of *txn* (a ``Txn.committed`` hook): keep the definitions its handlers built
+        for the nested stacks they wrote (``nested.built``), so a nested stack's first step does not
+        parse its template again."""
         for stack_id, (version, defn) in nested.built(txn).items():
-            self._cache[stack_id] = (version, defn)
+            self.keep(stack_id, version, defn)
 
     def forget(self, stack_id: str) -> None:
         self._cache.pop(stack_id, None)
+
+    def keep(self, stack_id: str, version: int, defn: Definition) -> None:
+        """Cache *defn* as that version's; versions older than the one before it go. A create's or
+        update's request keeps the one it validated once committed (services/stacks.py), so this
+        process's steps neither decode its template nor parse it again."""
+        versions = self._cache.setdefault(stack_id, {})
+        versions[version] = defn
+        for old in [v for v in versions if v < max(versions) - 1]:
+            del versions[old]
+
+    def release_older(self, stack_id: str, version: int) -> None:
+        """A step of *version* starts: no step of an older one runs here any more (one lease per
+        stack), so their definitions go: a big stack's update holds one definition in its steps."""
+        versions = self._cache.get(stack_id, {})
+        for old in [v for v in versions if v < version]:
+            del versions[old]

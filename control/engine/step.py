@@ -22,15 +22,19 @@ from control import hot
 from control.engine import breakpoints, idle, lifecycle, purge, rollback, stackdef, timeouts
 from control.engine.act import Actor, error_reason
 from control.engine.settle import finish, in_session, settle, timed_out_reason
-from control.engine.slices import Light, Row, Slices, done, preload
+from control.engine.slices import SLICE, Light, Row, Slices, done, preload
 from control.errors import ControlError
 from control.metrics import Metrics, group_of
 from control.resources import Outcome, Res, checker_for, handler_for, nested
+from control.resources.group_stack import GroupStack
+from control.resources.provider import TemplateResource
 from control.runtime import Runtime
 from control.store import bulk, work
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
+#: Handlers whose check only follows their nested stack while it runs (``Step._full_to_check``).
+NESTING = (TemplateResource, GroupStack)
 #: A step loads the stack row without its definition columns, held for the whole step for a
 #: definition this process has cached (stackdef.Definitions) since the stack's first step.
 STACK_WITHOUT_DEFINITION = stackdef.without(*stackdef.DEFINITION_COLUMNS)
@@ -53,7 +57,7 @@ async def step_stack(
         # Its changed deployments and resources go in one UPDATE per shape at each flush
         # (control/store/bulk.py); a failed write ends the step and the session rolls back.
         bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow, StackRow))
-        txn = Txn(session, rt)
+        txn = Txn(session, rt, committed=[defs.adopt])
         stack = await session.get(StackRow, claim.stack_id, options=STACK_WITHOUT_DEFINITION)
         if stack is None:
             return True, None
@@ -79,7 +83,6 @@ async def step_stack(
             await purge.purge(txn, defs, [stack])
         await work.fence(session, claim, lease)
         await txn.commit(kick)
-        defs.adopt(txn)
         del keep_alive
     return ran.finished, deadline
 
@@ -88,6 +91,7 @@ async def _defined(txn: Txn, stack: StackRow, defs: stackdef.Definitions) -> int
     """How many resources the stack's definition has (its definition read once per process)."""
     if stack.action == "DELETE":
         return 0  # a stack being deleted needs none
+    defs.release_older(stack.id, stack.version)
     if defs.cached(stack.id, stack.version) is None:
         await txn.session.refresh(stack, attribute_names=list(stackdef.DEFINITION_COLUMNS))
     return len(defs.get(stack).template.resources)
@@ -300,11 +304,12 @@ class Step:
         asked = [r.physical_id for r in self.rows if r.status == "IN_PROGRESS" and checker_for(r.type)]
         if len(asked) > 1:  # nested stacks' states in one query, not one per member of a group
             await nested.read_states(txn, [i for i in asked if i])
+        full = await self._full_to_check()
         for listed in self.rows:
             checker = checker_for(listed.type)
             if listed.status != "IN_PROGRESS" or checker is None:
                 continue
-            row = listed if isinstance(listed, ResourceRow) else await txn.session.get(ResourceRow, listed.id)
+            row = listed if isinstance(listed, ResourceRow) else full.get(listed.id)
             if row is None:
                 continue
             try:
@@ -324,6 +329,28 @@ class Step:
             if isinstance(listed, Light):  # what the walk sees of it afterwards
                 listed.status, listed.attributes = row.status, row.attributes
         return soonest
+
+    async def _full_to_check(self) -> dict[int, ResourceRow]:
+        """Full rows of the light records (a sliced step) ``check`` asks, in one query per SLICE.
+
+        A light record of a template resource or group whose nested stack still runs is left
+        out: its check would answer IN_PROGRESS, changing nothing. A group of 5,000 nested
+        members read each member's full row in a query of its own on every step of its
+        nested stack, stepped again as each batch of members settled.
+        """
+        ids = [
+            r.id
+            for r in self.rows
+            if isinstance(r, Light)
+            and r.status == "IN_PROGRESS"
+            and checker_for(r.type) is not None
+            and not (isinstance(handler_for(r.type), NESTING) and nested.running(self.txn, r.physical_id))
+        ]
+        out: dict[int, ResourceRow] = {}
+        for start in range(0, len(ids), SLICE):
+            query = select(ResourceRow).where(ResourceRow.id.in_(ids[start : start + SLICE]))
+            out.update((r.id, r) for r in await self.txn.session.scalars(query))
+        return out
 
     async def expire(self) -> float | None:
         """Fail deployments past their deadline; return the nearest deadline still ahead."""

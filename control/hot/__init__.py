@@ -27,7 +27,8 @@ from control.hot.files import lookup as lookup_file
 from control.hot.functions import CONDITION_FUNCTIONS, FUNCTIONS, call_of, calls, mentions, references
 from control.hot.groups import canary_terms
 from control.hot.loader import MAX_TEMPLATE_BYTES, load_yaml
-from control.hot.nesting import MAX_NESTED_DEPTH, STACK_ID, Nesting, load_nested
+from control.hot.nesting import MAX_NESTED_DEPTH, STACK_ID, Nesting, child_files, load_nested
+from control.hot.outline import outline, resources_named
 from control.hot.parameters import PSEUDO_PARAMETERS, ParameterDef, Parameters
 from control.hot.parser import parse_template
 from control.hot.retry import policy as retry_policy
@@ -79,6 +80,7 @@ __all__ = [
     "canary_terms",
     "check_types",
     "child_environment",
+    "child_files",
     "component_action_clash",
     "condition_values",
     "environment_from_json",
@@ -95,6 +97,7 @@ __all__ = [
     "map_type",
     "mentions",
     "merge_environments",
+    "outline",
     "parse_environment",
     "parse_template",
     "plain",
@@ -104,6 +107,7 @@ __all__ = [
     "resolve",
     "resolve_parameters",
     "resource_body",
+    "resources_named",
     "retry_policy",
     "select",
     "validate",

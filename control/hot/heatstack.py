@@ -38,9 +38,14 @@ def _check(props: Mapping[Any, Any], path: str) -> None:
     region = context.get("region_name") if isinstance(context, Mapping) else None
     if region is not None:
         raise TemplateError(at(at(path, "context"), "region_name"), f"{region!r}: {REMOTE}")
-    timeout = props.get("timeout")
+    _positive_minutes(props, "timeout", path)
+
+
+def _positive_minutes(props: Mapping[Any, Any], key: str, path: str) -> None:
+    """A stack's timeout property, when given as a number, is at least one minute."""
+    timeout = props.get(key)
     if timeout is not None and is_integer(timeout) and int(timeout) < 1:
-        raise TemplateError(at(path, "timeout"), f"{timeout} is not a positive number of minutes")
+        raise TemplateError(at(path, key), f"{timeout} is not a positive number of minutes")
 
 
 SPEC = TypeSpec(
@@ -64,9 +69,7 @@ SPEC = TypeSpec(
 
 
 def _cfn_check(props: Mapping[Any, Any], path: str) -> None:
-    timeout = props.get("TimeoutInMinutes")
-    if timeout is not None and is_integer(timeout) and int(timeout) < 1:
-        raise TemplateError(at(path, "TimeoutInMinutes"), f"{timeout} is not a positive number of minutes")
+    _positive_minutes(props, "TimeoutInMinutes", path)
 
 
 CFN_SPEC = TypeSpec(

@@ -9,13 +9,14 @@ parameters are the resource's properties; its outputs (and ``resource.<name>.<at
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from control.hot.environment import Environment, child_environment
 from control.hot.errors import TemplateError, at
-from control.hot.files import canonical, lookup
+from control.hot.files import canonical, closure, is_template_ref, lookup
 from control.hot.functions import calls
 from control.hot.loader import load_yaml
 from control.hot.parameters import check_constraints, convert
@@ -42,7 +43,10 @@ class Nesting:
 
 
 def load_nested(files: Mapping[str, str], ref: str, path: str) -> tuple[str, Any]:
-    """(key, source) of the template *ref* names: read from the files, its own names made keys."""
+    """(key, source) of the template *ref* names: read from the files, its own names made keys.
+
+    *source* is shared by every caller that reads the same text (``read_template``): read it only.
+    """
     key = lookup(files, ref)
     if key is None:
         raise TemplateError(
@@ -50,10 +54,32 @@ def load_nested(files: Mapping[str, str], ref: str, path: str) -> tuple[str, Any
             f"template {ref!r} was not provided: a template named as a type travels in the request's "
             "files (the anneal CLI and python-heatclient send it)",
         )
-    source = load_yaml(files[key], f"files[{key}]")
+    source = read_template(files[key], key)
     if not isinstance(source, Mapping):
         raise TemplateError(path, f"template {key} is not a map of sections")
-    return key, canonical(source, key)
+    return key, source
+
+
+#: Templates read from files, by (key, text), the most recently read last (``read_template``).
+_READ: OrderedDict[tuple[str, str], Any] = OrderedDict()
+#: How many ``_READ`` keeps.
+READ_KEPT = 16
+
+
+def read_template(text: str, key: str) -> Any:
+    """The template in file *key* (its text), its file names made keys, read once per process for
+    equal text: each member of a group of 10,000 template resources reads the same file, and
+    reading it (YAML, its checks, the names made keys) cost more than the member's own step."""
+    if not isinstance(text, str):
+        return canonical(load_yaml(text, f"files[{key}]"), key)  # load_yaml says what is wrong
+    found = _READ.get((key, text))
+    if found is None:
+        found = _READ[(key, text)] = canonical(load_yaml(text, f"files[{key}]"), key)
+        if len(_READ) > READ_KEPT:
+            _READ.popitem(last=False)
+    else:
+        _READ.move_to_end((key, text))
+    return found
 
 
 def parse_nested(
@@ -119,3 +145,35 @@ def check_attribute(nested: Template, key: str, attribute: str, path: str) -> No
         f"get_attr: template {key} has no output {attribute!r}; its outputs: {outputs} "
         f"(also {STACK_ID} and resource.<name>.<attribute>)",
     )
+
+
+def child_files(files: Mapping[str, str], roots: Iterable[str], env: Environment) -> dict[str, str]:
+    """The parent's files a nested stack needs: its templates' and the environment's, transitively.
+
+    The last few are kept by the identity of *files* (held with them, so the id is not reused): the
+    members of a group, made in one step from one stack row's files, then read those templates once.
+    """
+    registry = [*env.resource_registry.values(), *_per_resource_targets(env.resources)]
+    templates = tuple(t for t in [*roots, *registry] if is_template_ref(t, files))
+    key = (id(files), templates)
+    found = _CLOSURES.get(key)
+    if found is None or found[0] is not files:
+        found = _CLOSURES[key] = (files, closure(files, templates, load_yaml))
+        if len(_CLOSURES) > CLOSURES_KEPT:
+            del _CLOSURES[next(iter(_CLOSURES))]
+    return dict(found[1])
+
+
+#: ``child_files`` of the last few files maps: by (id, templates), with the map itself.
+_CLOSURES: dict[tuple[int, tuple[str, ...]], tuple[Mapping[str, str], dict[str, str]]] = {}
+CLOSURES_KEPT = 8
+
+
+def _per_resource_targets(entries: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for entry in entries.values():
+        for key, value in entry.items():
+            if key == "hooks":
+                continue  # breakpoints, not a type
+            out += _per_resource_targets({"": value}) if isinstance(value, Mapping) else [value]
+    return out

@@ -169,7 +169,7 @@ class GroupStack:
         roots = [member_type] if isinstance(member_type, str) else []
         return {
             "template": hot.plain(template),
-            "files": nested.child_files(res.stack.files, roots, env),
+            "files": hot.child_files(res.stack.files, roots, env),
             "environment": env,
             "params": {},
         }

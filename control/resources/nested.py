@@ -21,20 +21,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import select
 from sqlalchemy.orm import defer
 
 from control import hot
 from control.errors import ControlError
 from control.resources import deploy
 from control.resources.base import Outcome, Res, done
+from control.resources.retiring import RETIRE_CHUNK, retire_later
 from control.resources.validate import check_definition
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 
-#: Resource rows an update marks removed per statement (bounds the IN list).
-RETIRE_CHUNK = 1000
 #: Where a resource that makes a nested stack keeps the digest of what it last gave it.
 SOURCE = "anneal:source"
 _SHORT = string.ascii_lowercase + string.digits
@@ -69,6 +67,7 @@ def store_definition(
     stack.parameters = hot.plain(dict(defn.params.values))
     stack.hidden = sorted(defn.params.hidden)
     stack.warnings = [*env.warnings, *defn.template.warnings, *defn.params.warnings, *warnings]
+    stack.outline = hot.outline(defn)
 
 
 def warning_events(txn: Txn, stack: StackRow) -> None:
@@ -77,49 +76,6 @@ def warning_events(txn: Txn, stack: StackRow) -> None:
         path = str(warning).partition(":")[0]
         resource = path.split(".")[1] if path.startswith("resources.") and path.count(".") >= 1 else ""
         txn.event(stack.id, resource, stack.action, "WARNING", str(warning), traversal=stack.traversal)
-
-
-async def retire(session: AsyncSession, stack_id: str, keep: set[str] | None) -> None:
-    """Mark the stack's resources not in *keep* (None: all of them) as not current.
-
-    Set-based: loading every resource row would decrypt every resource's properties
-    and attributes (hundreds of MB at 50,000 deployments) to change one column. The
-    rows' ``row_version`` is bumped as an ORM write would, so an engine step that
-    holds one of them and writes it afterwards fails (StaleDataError) and runs again.
-    """
-    retiring = (
-        update(ResourceRow)
-        .values(current=False, row_version=ResourceRow.row_version + 1)
-        .execution_options(synchronize_session=False)
-    )
-    if keep is None:
-        await session.execute(retiring.where(ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)))
-        return
-    names = await session.execute(
-        select(ResourceRow.id, ResourceRow.name).where(
-            ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)
-        )
-    )
-    removed = [row_id for row_id, name in names if name not in keep]
-    for start in range(0, len(removed), RETIRE_CHUNK):
-        await session.execute(retiring.where(ResourceRow.id.in_(removed[start : start + RETIRE_CHUNK])))
-
-
-def child_files(files: Mapping[str, str], roots: Iterable[str], env: hot.Environment) -> dict[str, str]:
-    """The parent's files a nested stack needs: its templates' and the environment's, transitively."""
-    registry = [*env.resource_registry.values(), *_per_resource_targets(env.resources)]
-    templates = [t for t in [*roots, *registry] if hot.is_template_ref(t, files)]
-    return hot.file_closure(files, templates, hot.load_yaml)
-
-
-def _per_resource_targets(entries: Mapping[str, Any]) -> list[str]:
-    out: list[str] = []
-    for entry in entries.values():
-        for key, value in entry.items():
-            if key == "hooks":
-                continue  # breakpoints, not a type
-            out += _per_resource_targets({"": value}) if isinstance(value, Mapping) else [value]
-    return out
 
 
 def _build(
@@ -144,7 +100,7 @@ def _parsed(txn: Txn, parts: Mapping[str, Any], nesting: hot.Nesting) -> tuple[h
     of a group share theirs (a frozen Template), and differ only in their parameters."""
     env = hot.environment_to_json(parts["environment"])
     key = digest(parts["template"], parts["files"], env, nesting.depth, nesting.max_depth)
-    memo: dict[str, tuple[hot.Template, list[str]]] = txn.ahead.setdefault(_PARSED, {})
+    memo: dict[str, tuple[hot.Template, list[str]]] = txn.kept.setdefault(_PARSED, {})
     if key not in memo:
         files, environment = parts["files"], parts["environment"]
         template = hot.parse_template(
@@ -207,17 +163,19 @@ async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, 
     deploy.start_deadline(txn.runtime.settings.timeout_minute, child)
     _built(txn, child, defn)
     warning_events(txn, child)
-    await retire(txn.session, child.id, set(defn.order()))
+    retire_later(txn, child.id, set(defn.order()))
 
 
 def _built(txn: Txn, child: StackRow, defn: hot.Definition) -> None:
-    txn.ahead.setdefault(_BUILT, {})[child.id] = (child.version, defn)
+    txn.kept.setdefault(_BUILT, {})[child.id] = (child.version, defn)
 
 
 def built(txn: Txn) -> dict[str, tuple[int, hot.Definition]]:
-    """The definitions (by stack id: version, definition) this transaction wrote to nested stacks,
-    as the engine would parse them from the rows (``stackdef.Definitions.adopt``)."""
-    found: dict[str, tuple[int, hot.Definition]] = txn.ahead.get(_BUILT, {})
+    """The definitions (by stack id: version, definition) written to nested stacks since the last
+    call, as the engine would parse them from the rows (``stackdef.Definitions.adopt``, after each
+    commit). Kept across a sliced step's commits: a group's nested stack commits its walk every few
+    ms, and each member started before the last of them parsed its template again at its first step."""
+    found: dict[str, tuple[int, hot.Definition]] = txn.kept.pop(_BUILT, {})
     return found
 
 
@@ -232,34 +190,7 @@ async def delete_child(txn: Txn, child: StackRow) -> None:
     if child.action == "DELETE" and child.status == "IN_PROGRESS":
         return
     _restart(txn, child, "DELETE")
-    _retire_all_later(txn, child.id)
-
-
-def _retire_all_later(txn: Txn, stack_id: str) -> None:
-    """Mark all of the stack's resources not current at the commit, with those of every other
-    stack this transaction deletes: one statement, not one per member of a group."""
-    pending: set[str] | None = txn.ahead.get(_RETIRING)
-    if pending is None:
-        pending = txn.ahead[_RETIRING] = set()
-
-        async def retire_all() -> None:
-            ids = sorted(txn.ahead.pop(_RETIRING, ()))
-            for start in range(0, len(ids), RETIRE_CHUNK):
-                await txn.session.execute(
-                    update(ResourceRow)
-                    .where(
-                        ResourceRow.stack_id.in_(ids[start : start + RETIRE_CHUNK]),
-                        ResourceRow.current.is_(True),
-                    )
-                    .values(current=False, row_version=ResourceRow.row_version + 1)
-                    .execution_options(synchronize_session=False)
-                )
-
-        txn.before.append(retire_all)
-    pending.add(stack_id)
-
-
-_RETIRING = "retiring"
+    retire_later(txn, child.id, None)
 
 
 def change_child(txn: Txn, child: StackRow, action: str) -> None:
@@ -281,7 +212,7 @@ async def get_child(txn: Txn, physical_id: str | None) -> StackRow | None:
     """The nested stack's row, to change it (read ahead by ``read_children``, or now)."""
     if not physical_id:
         return None
-    ahead = txn.ahead.get((StackRow, physical_id), _UNREAD)
+    ahead = txn.kept.get((StackRow, physical_id), _UNREAD)
     if ahead is not _UNREAD:
         return ahead  # type: ignore[no-any-return]
     return await txn.get(StackRow, physical_id)
@@ -299,6 +230,12 @@ class ChildState:
 
 
 _STATE_COLUMNS = (StackRow.id, StackRow.name, StackRow.action, StackRow.status, StackRow.status_reason)
+
+
+def running(txn: Txn, physical_id: str | None) -> bool:
+    """True when ``read_states`` read this nested stack ahead and it was IN_PROGRESS."""
+    found = txn.ahead.get((ChildState, physical_id))
+    return isinstance(found, ChildState) and found.status == "IN_PROGRESS"
 
 
 async def child_state(txn: Txn, physical_id: str | None) -> ChildState | None:
@@ -350,13 +287,15 @@ _CHILD_WITHOUT = [
 async def read_children(txn: Txn, physical_ids: Iterable[str]) -> None:
     """Read the nested stacks of template resources ahead, in one query per RETIRE_CHUNK, without
     their definitions: an update or delete of N members then finds each (``get_child``), or that
-    it is gone, without a query."""
+    it is gone, without a query. Kept for the whole step (``Txn.kept``): its walk commits every few
+    ms, and a member then read its nested stack alone, with its definition, decrypted. A row
+    changed meanwhile by another step fails this one's write of it (its row_version), as ever."""
     ids = sorted(set(physical_ids))
     for start in range(0, len(ids), RETIRE_CHUNK):
         chunk = ids[start : start + RETIRE_CHUNK]
         query = select(StackRow).where(StackRow.id.in_(chunk)).options(*_CHILD_WITHOUT)
         found = {s.id: s for s in await txn.session.scalars(query)}
-        txn.ahead.update({(StackRow, i): found.get(i) for i in chunk})
+        txn.kept.update({(StackRow, i): found.get(i) for i in chunk})
 
 
 async def child_outputs(txn: Txn, stack_id: str) -> dict[str, Any]:

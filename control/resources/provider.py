@@ -64,7 +64,7 @@ def parts(res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
     env = hot.child_environment(res.nest.environment, res.name)
     return {
         "template": hot.plain(template),
-        "files": nested.child_files(files, [key], env),
+        "files": hot.child_files(files, [key], env),
         "environment": env,
         "params": {k: v for k, v in props.items() if v is not None},
     }

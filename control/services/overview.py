@@ -78,25 +78,65 @@ async def stacks_overview(session: AsyncSession, project: str | None = None) -> 
 
 
 async def stack_graph(session: AsyncSession, ref: str, *, within: Within) -> dict[str, Any]:
-    """The stack, its counts, and its graph: nodes (one per resource, or per type above GRAPH_LIMIT) and edges."""
+    """The stack, its counts, and its graph: nodes (one per resource, or per type above GRAPH_LIMIT) and edges.
+
+    The counts come from the state index alone and a big stack's edges from its outline: only a
+    stack of GRAPH_LIMIT rows or fewer has its rows read (or a big one written before outlines).
+    """
     stack = await get_stack(session, ref, *STATE_ONLY, within=within)
-    rows = list(
-        await session.execute(select(*LIGHT).where(ResourceRow.stack_id == stack.id).order_by(ResourceRow.id))
-    )
-    children = await _children(session, stack.id)
-    child_counts = await state_counts(session, list(children))
-    own = Counter(state_of(r.action, r.status) for r in rows if r.current)
-    nodes, edges = (_by_type if len(rows) > GRAPH_LIMIT else _by_resource)(rows, children, child_counts)
+    tally = await type_counts(session, stack.id)
+    own: Counter[str] = Counter()
+    for counts in tally.values():
+        own.update(counts)
+    aggregated = await _more_rows_than(session, stack.id, GRAPH_LIMIT)
+    if aggregated:
+        # A stack written before outlines were: its rows say which types need which.
+        links = (
+            {(a, b) for a, b in stack.outline["edges"]}
+            if stack.outline
+            else await _row_links(session, stack.id)
+        )
+        nodes, edges = _by_type(tally, stack.outline, links)
+    else:
+        rows = list(
+            await session.execute(
+                select(*LIGHT).where(ResourceRow.stack_id == stack.id).order_by(ResourceRow.id)
+            )
+        )
+        children = await _children(session, stack.id)
+        nodes, edges = _by_resource(rows, children, await state_counts(session, list(children)))
     view = stack_view(stack)
-    view.update(counts=dict(own), total=sum(own.values()), aggregated=len(rows) > GRAPH_LIMIT)
+    view.update(counts=dict(own), total=sum(own.values()), aggregated=aggregated)
     view.update(nodes=nodes, edges=edges, parent=await _parent_name(session, stack.parent_id))
     return view
 
 
-async def _children(session: AsyncSession, stack_id: str) -> dict[str, str]:
-    """Id -> name of the stacks nested directly in *stack_id* (made by its groups and template resources)."""
-    rows = await session.execute(select(StackRow.id, StackRow.name).where(StackRow.parent_id == stack_id))
-    return {child_id: name for child_id, name in rows}
+async def _more_rows_than(session: AsyncSession, stack_id: str, limit: int) -> bool:
+    """True when the stack has more than *limit* rows (old ones too): reads at most limit + 1 index entries."""
+    some = select(ResourceRow.id).where(ResourceRow.stack_id == stack_id).limit(limit + 1).subquery()
+    return (await session.scalar(select(func.count()).select_from(some)) or 0) > limit
+
+
+async def type_counts(session: AsyncSession, stack_id: str) -> dict[str, Counter[str]]:
+    """Type -> how many of the stack's current resources are in each state (the state index alone)."""
+    found: dict[str, Counter[str]] = {}
+    rows = await session.execute(
+        select(ResourceRow.type, ResourceRow.action, ResourceRow.status, func.count())
+        .where(ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True))
+        .group_by(ResourceRow.type, ResourceRow.action, ResourceRow.status)
+    )
+    for kind, action, status, n in rows:
+        found.setdefault(kind, Counter())[state_of(action, status)] += n
+    return found
+
+
+async def _children(session: AsyncSession, stack_id: str, among: set[str] | None = None) -> dict[str, str]:
+    """Id -> name of the stacks nested directly in *stack_id* (made by its groups and template resources);
+    with *among*, of those ids only (a page's)."""
+    query = select(StackRow.id, StackRow.name).where(StackRow.parent_id == stack_id)
+    if among is not None:
+        query = query.where(StackRow.id.in_(among))
+    return {child_id: name for child_id, name in await session.execute(query)}
 
 
 async def _parent_name(session: AsyncSession, parent_id: str | None) -> str | None:
@@ -134,18 +174,16 @@ def _by_resource(rows: list[Row[Any]], children: dict[str, str], counts: dict[st
     return nodes, edges
 
 
-def _by_type(rows: list[Row[Any]], children: dict[str, str], counts: dict[str, Counter[str]]) -> Graph:
-    """One node per resource type with its counts; an edge where any resource of one needs one of another."""
-    types: dict[str, Counter[str]] = {}
-    type_of = {r.name: r.type for r in rows if r.current}
-    links: set[tuple[str, str]] = set()
-    for r in rows:
-        if not r.current:
-            continue
-        types.setdefault(r.type, Counter())[state_of(r.action, r.status)] += 1
-        links.update(
-            (type_of[d], r.type) for d in (r.requires or []) if d in type_of and type_of[d] != r.type
-        )
+def _by_type(
+    tally: dict[str, Counter[str]], outline: dict[str, Any] | None, links: set[tuple[str, str]]
+) -> Graph:
+    """One node per resource type with its counts (a type's resources not made yet are INIT, from the
+    outline's count); an edge per link (needed type, needing type): where any resource of one needs one
+    of the other."""
+    types = {t: Counter(c) for t, c in tally.items()}
+    for kind, planned in ((outline or {}).get("types") or {}).items():
+        counts = types.setdefault(kind, Counter())
+        counts["INIT"] += max(0, int(planned) - sum(counts.values()))
     ids = {t: f"t{i}" for i, t in enumerate(sorted(types))}
     nodes = [
         {
@@ -156,35 +194,62 @@ def _by_type(rows: list[Row[Any]], children: dict[str, str], counts: dict[str, C
             "status": "",
             "reason": "",
             "old": False,
-            "counts": dict(c),
+            "counts": dict(+c),
             "size": sum(c.values()),
         }
         for t, c in sorted(types.items())
     ]
-    return nodes, [{"source": ids[a], "target": ids[b]} for a, b in sorted(links)]
+    return nodes, [{"source": ids[a], "target": ids[b]} for a, b in sorted(links) if a in ids and b in ids]
+
+
+async def _row_links(session: AsyncSession, stack_id: str) -> set[tuple[str, str]]:
+    """(needed type, needing type) from every current row's requires: a stack with no outline."""
+    rows = list(
+        await session.execute(
+            select(ResourceRow.name, ResourceRow.type, ResourceRow.requires).where(
+                ResourceRow.stack_id == stack_id, ResourceRow.current.is_(True)
+            )
+        )
+    )
+    type_of = {r.name: r.type for r in rows}
+    return {
+        (type_of[d], r.type) for r in rows for d in (r.requires or []) if type_of.get(d, r.type) != r.type
+    }
 
 
 async def resource_page(
-    session: AsyncSession, ref: str, page: int, per_page: int, state: str | None = None, *, within: Within
+    session: AsyncSession,
+    ref: str,
+    page: int,
+    per_page: int,
+    state: str | None = None,
+    kind: str | None = None,
+    cursor: tuple[str, int] | None = None,
+    *,
+    within: Within,
 ) -> dict[str, Any]:
-    """One page of the stack's resources (id order), with the total; *state* keeps one state only."""
+    """One page of the stack's resources (id order), with the total; *state* keeps one state only,
+    *kind* one resource type only (a node of the graph drawn by type). *cursor* ``("after", id)``
+    or ``("before", id)`` reads the page next to the one ending or starting at that id (*page*
+    is then only echoed): one index range at any depth, where an offset costs the rows it skips."""
     if not 1 <= per_page <= MAX_PAGE:
         raise BadRequestError(f"per_page: expected 1 to {MAX_PAGE}", where="per_page")
     if state is not None and state not in WORST_FIRST:
         raise BadRequestError(f"state: one of {', '.join(WORST_FIRST)}", where="state")
     stack = await get_stack(session, ref, *STATE_ONLY, within=within)
     where = [ResourceRow.stack_id == stack.id]
+    if kind is not None:
+        where.append(ResourceRow.type == kind)
     if state == "INIT":
         where.append(ResourceRow.action == "INIT")
     elif state is not None:
         where += [ResourceRow.action != "INIT", ResourceRow.status == state]
     total = await session.scalar(select(func.count()).select_from(ResourceRow).where(*where)) or 0
-    rows = await session.execute(
-        select(*LIGHT).where(*where).order_by(ResourceRow.id).offset((page - 1) * per_page).limit(per_page)
-    )
-    children = await _children(session, stack.id)
+    rows = await _page_rows(session, where, (page - 1) * per_page, per_page, cursor)
+    children = await _children(session, stack.id, {r.physical_id for r in rows if r.physical_id})
     items = [
         {
+            "id": r.id,
             "name": r.name,
             "type": r.type,
             "state": state_of(r.action, r.status),
@@ -197,6 +262,26 @@ async def resource_page(
         for r in rows
     ]
     return {"total": total, "page": page, "per_page": per_page, "items": items}
+
+
+async def _page_rows(
+    session: AsyncSession, where: list[Any], skip: int, size: int, cursor: tuple[str, int] | None
+) -> list[Row[Any]]:
+    """*size* rows in id order: next to a *cursor* id, else after skipping *skip* of them."""
+    query = select(*LIGHT).where(*where)
+    if cursor is not None and cursor[0] == "before":
+        back = query.where(ResourceRow.id < cursor[1]).order_by(ResourceRow.id.desc()).limit(size)
+        return list(await session.execute(back))[::-1]
+    if cursor is not None:
+        return list(
+            await session.execute(
+                query.where(ResourceRow.id > cursor[1]).order_by(ResourceRow.id).limit(size)
+            )
+        )
+    # The page's ids from the state index alone (the offset skips index entries, not rows).
+    ids = select(ResourceRow.id).where(*where).order_by(ResourceRow.id).offset(skip).limit(size)
+    chosen = query.where(ResourceRow.id.in_(ids.scalar_subquery())).order_by(ResourceRow.id)
+    return list(await session.execute(chosen))
 
 
 async def deployment_history(session: AsyncSession, dep_id: str) -> list[dict[str, Any]]:

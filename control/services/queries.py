@@ -34,14 +34,20 @@ EVENT_POLL = 0.25
 async def stack_outputs(
     session: AsyncSession, defs: stackdef.Definitions, ref: str, *, within: Within
 ) -> list[dict[str, Any]]:
-    stack = await get_stack(session, ref, within=within)
+    """The stack's outputs resolved now; a stack with none reads neither its template nor its resources,
+    and one with some reads only the resources they name."""
+    stack = await get_stack(session, ref, *STATE_ONLY, within=within)
+    if stack.outline is not None and not stack.outline.get("outputs"):
+        return []  # its outline says none: a big stack's template is not even decoded
+    await session.refresh(stack, ["files", *stackdef.DEFINITION_COLUMNS])
     if not any(isinstance(stack.template, dict) and stack.template.get(k) for k in ("outputs", "Outputs")):
         return []  # none to resolve: a big stack's definition is not parsed, nor its resources loaded
     defn = defs.get(stack)
-    rows = await session.scalars(
-        select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
-    )
-    ctx = stackdef.StackContext(stack, defn, {r.name: r for r in rows})
+    named = hot.resources_named(defn.template.outputs.values())
+    query = select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
+    if named is not None:
+        query = query.where(ResourceRow.name.in_(named))
+    ctx = stackdef.StackContext(stack, defn, {r.name: r for r in await session.scalars(query)})
     out = []
     for name, odef in defn.template.outputs.items():
         if not defn.output_active(name) or name.startswith(HIDDEN_OUTPUT):
@@ -105,8 +111,13 @@ async def stack_events(
     resource: str | None = None,
     status: str | None = None,
     since: float | None = None,
+    newest: bool = False,
+    before: int | None = None,
 ) -> list[dict[str, Any]]:
     """A stack's events after *after*, oldest first: of one *traversal* only when given, at most *limit*.
+
+    With *newest*, newest first: the last *limit* events (before the id *before*, for the next
+    page back), an index range at any depth of a big stack's history.
 
     With *nested_depth*, the events of its nested stacks that many levels down are merged in
     (the traversal filter applies to the stack's own events). A deleted stack's events stay
@@ -121,7 +132,10 @@ async def stack_events(
     if traversal is not None:
         own = own & (EventRow.traversal == traversal)
     where = own | EventRow.stack_id.in_([k for k in names if k != stack_id]) if len(names) > 1 else own
-    stmt = select(EventRow).where(where, EventRow.id > after).order_by(EventRow.id)
+    stmt = select(EventRow).where(where, EventRow.id > after)
+    stmt = stmt.order_by(EventRow.id.desc() if newest else EventRow.id)
+    if before is not None:
+        stmt = stmt.where(EventRow.id < before)
     if resource is not None:
         stmt = stmt.where(EventRow.resource_name == resource)
     if status is not None:

@@ -20,7 +20,8 @@ from control.hot import taint
 from control.hot.names import name_problem
 from control.principal import DEFAULT_PROJECT, Within
 from control.resources import deploy
-from control.resources.nested import retire, store_definition, warning_events
+from control.resources.nested import store_definition, warning_events
+from control.resources.retiring import retire
 from control.runtime import Runtime
 from control.services import force_delete
 from control.services.converge_interval import schedule
@@ -54,9 +55,14 @@ def check_stack_name(name: Any) -> str:
 
 
 async def create_stack(
-    rt: Runtime, kick: Callable[[str], None], body: Mapping[str, Any], project: str = DEFAULT_PROJECT
+    rt: Runtime,
+    kick: Callable[[str], None],
+    body: Mapping[str, Any],
+    project: str = DEFAULT_PROJECT,
+    defs: stackdef.Definitions | None = None,
 ) -> dict[str, Any]:
-    """A new stack of *project*, created by the engine from its first step."""
+    """A new stack of *project*, created by the engine from its first step; *defs*: this process's
+    definitions, which keep the one built here for the engine's steps."""
     name = check_stack_name(body.get("name"))
     req = parse_request(body, rt.settings.max_template_bytes)
     tags, timeout_mins, rollback = tags_given(body) or [], timeout_given(body), rollback_wanted(body)
@@ -92,6 +98,8 @@ async def create_stack(
         warning_events(txn, stack)
         txn.kicks.add(stack_id)
         await txn.commit(kick)
+        if defs is not None:
+            defs.keep(stack_id, stack.version, defn)
         return stack_view(stack)
 
 
@@ -103,6 +111,7 @@ async def update_stack(
     *,
     within: Within,
     keep_rollback: bool = False,
+    defs: stackdef.Definitions | None = None,
 ) -> dict[str, Any]:
     """Accept a new definition at once, superseding a running update.
 
@@ -120,7 +129,7 @@ async def update_stack(
     check_options(body)  # refused before anything is read
     for attempt in range(UPDATE_RETRIES):
         try:
-            return await _update_once(rt, kick, name, body, req, keep_rollback, within)
+            return await _update_once(rt, kick, name, body, req, keep_rollback, within, defs)
         except StaleDataError:
             if attempt == UPDATE_RETRIES - 1:
                 raise
@@ -152,6 +161,7 @@ async def _update_once(
     given: StackRequest,
     keep_rollback: bool,
     within: Within,
+    defs: stackdef.Definitions | None,
 ) -> dict[str, Any]:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
@@ -193,6 +203,8 @@ async def _update_once(
         warning_events(txn, stack)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
+        if defs is not None:
+            defs.keep(stack.id, stack.version, defn)
         return stack_view(stack)
 
 

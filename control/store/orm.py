@@ -118,6 +118,9 @@ class StackRow(Base):
     #: Where its next abandon hands it (`anneal stack handover`): the receiving control plane's
     #: URL and keys, for `openstack stack abandon`, which can say nothing of it.
     handover: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
+    #: Its definition's outline (control/hot/outline.py: resources per type, type-level edges, outputs),
+    #: written with the definition; None for a stack written before revision 0013 or adopted.
+    outline: Mapped[Any] = mapped_column(JSON(none_as_null=True), nullable=True, default=None)
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
     #: Optimistic concurrency: an UPDATE based on a stale read matches no row and is retried.
@@ -237,8 +240,18 @@ class EventRow(Base):
 
 
 Index("ix_events_stack", EventRow.stack_id, EventRow.id)
-#: A stack's resources of a type (a signal batch reads its stacks' random strings: seal.stack_texts).
-Index("ix_resources_stack_type", ResourceRow.stack_id, ResourceRow.type)
+#: A stack's counts by type and state (stack show, the web view's graph, a type's page of the list)
+#: read from this index alone, without visiting the rows: constant per row, not per column read.
+Index(
+    "ix_resources_state",
+    ResourceRow.stack_id,
+    ResourceRow.type,
+    ResourceRow.current,
+    ResourceRow.action,
+    ResourceRow.status,
+    ResourceRow.traversal,
+    ResourceRow.id,
+)
 
 
 class CounterRow(Base):

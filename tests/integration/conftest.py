@@ -1,4 +1,4 @@
-"""Fixtures of the integration tier: a control plane, PostgreSQL, Swift (the harness is tests/support)."""
+"""Fixtures of the integration tier: a control plane, PostgreSQL, Swift, Keystone (the harness is tests/support)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
+from tests.support.keystone import KeystoneShare, shared_keystone
 from tests.support.pg import Postgres, running_postgres
 from tests.support.swift import Swift, running_swift
 
@@ -44,3 +45,12 @@ def swift_server() -> Iterator[Swift]:
     """
     with running_swift() as swift:
         yield swift
+
+
+@pytest.fixture(scope="session")
+def keystone_share(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KeystoneShare]:
+    """The run's one Keystone: the first worker that needs it starts it, the others attach; the worker that
+    started it stops it at the end of its session, once no other worker holds it."""
+    share = shared_keystone(tmp_path_factory)
+    yield share
+    share.close()

@@ -116,16 +116,52 @@ def test_a_bad_page_size_is_refused_naming_it(settled: ControlPlane) -> None:
     assert done.returncode == 1 and "--limit: at least 1" in done.stderr
 
 
-def test_stack_progress_counts_answer_on_postgresql(tmp_path: Path, postgres: Postgres) -> None:
-    """GET /v1/stacks/NAME?summary=true&progress=true on PostgreSQL: the counts (a 500 before)."""
+def test_stack_show_counts_and_outputs_follow_an_update_on_postgresql(
+    tmp_path: Path, postgres: Postgres
+) -> None:
+    """On PostgreSQL: the progress counts (a 500 once), no outputs, then after an update that adds
+    one and a type, that output resolved and the graph's counts of the new type."""
     cp = start_control_plane(tmp_path, "--db", postgres.new_database())
     try:
         values = "".join(f"  v{i}: {{type: OS::Heat::Value, properties: {{value: {i}}}}}\n" for i in range(3))
         cp.create_stack("values", f"heat_template_version: rocky\nresources:\n{values}", timeout=60)
         progress = cp.api("GET", "/v1/stacks/values?summary=true&progress=true").body["progress"]
         assert progress["resources"] == 3 and progress["done"] == 3 and progress["in_progress"] == 0
+        assert 3 == progress["total"] and [] == cp.api("GET", "/v1/stacks/values").body["outputs"]
+        more = values + "  n: {type: OS::Heat::None, depends_on: v2}\n"
+        output = "outputs:\n  two: {value: {get_attr: [v2, value]}}\n"
+        cp.update_stack("values", f"heat_template_version: rocky\nresources:\n{more}{output}", timeout=60)
+        shown = cp.api("GET", "/v1/stacks/values").body
+        assert [("two", 2)] == [(o["output_key"], o["output_value"]) for o in shown["outputs"]]
+        progress = cp.api("GET", "/v1/stacks/values?summary=true&progress=true").body["progress"]
+        assert (progress["total"], progress["resources"], progress["done"]) == (4, 4, 4)
+        graph = cp.api("GET", "/v1/stacks/values/graph").body
+        assert {("n", "OS::Heat::None", "CREATE_COMPLETE")} == {
+            (n["name"], n["type"], n["status"]) for n in graph["nodes"] if n["type"] == "OS::Heat::None"
+        }
     finally:
         stop_control_plane(cp)
+
+
+def test_events_read_newest_first_a_page_at_a_time(settled: ControlPlane) -> None:
+    """newest=true&limit=5, then before= the last id: every event once, newest first; wait with it is a 400;
+    the CLI's --newest prints the last events and the command for the page before."""
+    every = [e["id"] for e in settled.api("GET", "/v1/stacks/big/events").body]
+    pages: list[int] = []
+    before = ""
+    for _ in range(len(every) // 5 + 2):  # bounded: one more page than there can be
+        page = settled.api("GET", f"/v1/stacks/big/events?newest=true&limit=5{before}").body
+        if not page:
+            break
+        pages += [e["id"] for e in page]
+        before = f"&before={page[-1]['id']}"
+    assert len(every) > 10 and every[::-1] == pages
+    answer = settled.api("GET", "/v1/stacks/big/events?newest=true&wait=2")
+    assert answer.status == 400 and "wait" == answer.body["error"]["where"]
+    done = settled.cli("stack", "events", "big", "--newest", "--limit", "3", "-f", "json")
+    shown = [e["id"] for e in json.loads(done.stdout)]
+    assert pages[:3] == shown
+    assert f"more events: anneal stack events big --newest --before {shown[-1]} --limit 3" in done.stderr
 
 
 def test_a_document_cache_below_one_is_refused_naming_it(tmp_path: Path) -> None:

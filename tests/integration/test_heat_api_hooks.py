@@ -75,7 +75,10 @@ def test_a_hooked_resource_waits_for_hook_clear_on_create_and_on_update(
     template = write_template(tmp_path, "logged.yaml", LOGGED)
     env = write_template(tmp_path, "hooks.yaml", HOOKS)
     osc.ok("stack", "create", "-t", template, "-e", env, "--parameter", f"log={log}", "hooked")
-    pending = wait_until(lambda: _pending(osc, "hooked"), "dep never paused at pre-create", 60, interval=1)
+    wait_until(
+        lambda: _paused(osc, "CREATE", "pre-create"), "dep never paused at pre-create", 60, interval=0.5
+    )
+    pending = _pending(osc, "hooked")
     assert ["dep"] == [p["Resource Name"] for p in pending], pending
     assert "CREATE paused until Hook pre-create is cleared" == pending[0]["Resource Status Reason"]
     assert "INIT_COMPLETE" == pending[0]["Resource Status"]  # as Heat shows a resource not created yet
@@ -85,25 +88,39 @@ def test_a_hooked_resource_waits_for_hook_clear_on_create_and_on_update(
     assert any("post-create does not pause" in json.dumps(e) for e in warnings), warnings
 
     osc.ok("stack", "hook", "clear", "--pre-create", "hooked", "dep")
-    wait_until(
-        lambda: _status(osc, "hooked") == "CREATE_COMPLETE", "create did not finish after the clear", 90
-    )
+    wait_until(lambda: _settled(osc) == "CREATE_COMPLETE", "create did not finish after the clear", 90)
+    assert "CREATE_COMPLETE" == _status(osc, "hooked")
     assert ["CREATE r1"] == log.read_text().splitlines()
     cleared = [e for e in osc.json("stack", "event", "list", "hooked") if e["resource_name"] == "dep"]
     assert "Hook pre-create is cleared" in [e["resource_status_reason"] for e in cleared], cleared
 
     osc.ok("stack", "update", "--existing", "--parameter", "rev=r2", "hooked")
-    pending = wait_until(lambda: _pending_update(osc), "dep never paused at pre-update", 60, interval=1)
+    wait_until(
+        lambda: _paused(osc, "UPDATE", "pre-update"), "dep never paused at pre-update", 60, interval=0.5
+    )
+    pending = _pending_update(osc)
     assert ["dep"] == [p["Resource Name"] for p in pending]
     assert ["CREATE r1"] == log.read_text().splitlines()  # not yet
     again = osc.run("stack", "hook", "clear", "--pre-create", "hooked", "dep")  # not the pending one
     assert again.returncode != 0 and "not pending" in again.stderr, again
     done = cp.cli("stack", "resource", "signal", "hooked", "dep", "--data", '{"unset_hook": "pre-update"}')
     assert 0 == done.returncode, done.stdout + done.stderr
-    wait_until(
-        lambda: _status(osc, "hooked") == "UPDATE_COMPLETE", "update did not finish after the clear", 90
-    )
+    wait_until(lambda: _settled(osc) == "UPDATE_COMPLETE", "update did not finish after the clear", 90)
+    assert "UPDATE_COMPLETE" == _status(osc, "hooked")
     assert ["CREATE r1", "UPDATE r2"] == log.read_text().splitlines()
+
+
+def _paused(osc: OpenStack, action: str, hook: str) -> bool:
+    """Whether the stack's events (plain HTTP: what the wait polls) say dep paused at *hook*."""
+    reason = f"{action} paused until Hook {hook} is cleared"
+    events = osc.get("/stacks/hooked/events")["events"]
+    return any(e["resource_name"] == "dep" and e["resource_status_reason"] == reason for e in events)
+
+
+def _settled(osc: OpenStack) -> str:
+    """The stack's status over plain HTTP once it has left IN_PROGRESS (what the wait polls), else ""."""
+    status = str(osc.get("/stacks/hooked")["stack"]["stack_status"])
+    return "" if status.endswith("IN_PROGRESS") else status
 
 
 def _pending_update(osc: OpenStack) -> list[dict[str, Any]]:

@@ -62,15 +62,15 @@ def test_software_config_and_deployment_outside_a_stack_run_on_the_servers_agent
         "--signal-transport", "NO_SIGNAL", "--input-value", "GREETING=hey", "shout-once",
     )  # fmt: skip
     assert made["status"] == "IN_PROGRESS" and made["action"] == "UPDATE"
-    done = wait_until(
+    wait_until(
         lambda: (
-            (d := osc.json("software", "deployment", "show", made["id"], "--long"))["status"] != "IN_PROGRESS"
-            and d
+            osc.get(f"/software_deployments/{made['id']}")["software_deployment"]["status"] != "IN_PROGRESS"
         ),
         "the standalone deployment never finished",
         60,
-        interval=1,
+        interval=0.5,
     )
+    done = osc.json("software", "deployment", "show", made["id"], "--long")
     assert done["status"] == "COMPLETE", done
     assert "shout: hey!" in osc.ok("software", "deployment", "output", "show", made["id"], "shout")
     everything = osc.ok("software", "deployment", "output", "show", made["id"], "--all")

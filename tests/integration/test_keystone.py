@@ -29,6 +29,7 @@ from tests.support.keystone import (
     SERVICE_PROJECT,
     SERVICE_USER,
     Cloud,
+    KeystoneShare,
     keystone_cloud,
 )
 from tests.support.openstack import GREETER, start_heat_plane, write_template
@@ -49,11 +50,11 @@ CACHE = 1.0
 
 
 @pytest.fixture(scope="module")
-def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
-    """One Keystone and one control plane for the module: users alice (member of blue), rita (reader of
+def cloud(keystone_share: KeystoneShare, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cloud]:
+    """The run's Keystone and one control plane for the module: users alice (member of blue), rita (reader of
     blue), gus (member of green), the service user anneal; Anneal registered as the orchestration service."""
     users = (("alice", "blue", "member"), ("rita", "blue", "reader"), ("gus", "green", "member"))
-    with keystone_cloud(tmp_path_factory, users, CACHE) as found:
+    with keystone_cloud(keystone_share, tmp_path_factory, users, CACHE) as found:
         yield found
 
 

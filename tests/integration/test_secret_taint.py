@@ -381,12 +381,16 @@ def answers(cp: ControlPlane, formats: tuple[str, ...]) -> list[str]:
         ]
     commands += [["deployment", "show", d["id"]] for d in deployments]
     commands += [["deployment", "show", d["id"], "--attempts"] for d in deployments]
-    formatted = [[*c, "-f", fmt] for fmt in formats for c in commands]
     logs = [["deployment", "log", d["id"]] for d in deployments]
-    # Each a process of its own, as an operator runs them; four at once keeps the test short.
-    done = cp.clis(formatted + logs)
-    shown += [d.stdout + d.stderr for d in done[: len(formatted)]]
-    shown += [d.stdout for d in done[len(formatted) :]]
+    # Every command in JSON and every log, each a process of its own as an operator runs them (four at
+    # once); the other formats render the same answers: the CLI's own code in this process prints them.
+    done = cp.clis([[*c, "-f", "json"] for c in commands] + logs)
+    others = [fmt for fmt in formats if fmt != "json"]
+    rendered = {(fmt, i): cp.cli_here(*c, "-f", fmt) for fmt in others for i, c in enumerate(commands)}
+    # Each command exits alike in every format, in a process of its own or in this one.
+    assert {k: r.returncode for k, r in rendered.items()} == {(f, i): done[i].returncode for f, i in rendered}
+    shown += [d.stdout + d.stderr for d in [*done[: len(commands)], *rendered.values()]]
+    shown += [d.stdout for d in done[len(commands) :]]
     shown.append(cp.cli("stack", "check", "leaky").stdout)  # last: it acts on the stack
     return shown
 

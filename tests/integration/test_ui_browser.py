@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from control.services.overview import GRAPH_LIMIT
 from tests.support.browser import Page, chromium, open_page
 from tests.support.controlplane import ControlPlane
 from tests.support.templates import one_script_deployment
@@ -294,3 +295,40 @@ async def test_a_reader_sees_no_changing_control_and_its_post_is_refused_a_membe
     ui_rows = [(r["api"], r["route"], r["status"]) for r in audit if r["api"] == "ui"]
     assert ("ui", "/ui/api/stacks/{name}/converge", 403) in ui_rows
     assert ("ui", "/ui/api/stacks/{name}/converge", 202) in ui_rows
+
+
+async def test_a_big_stacks_type_node_lists_that_type_and_next_pages_on_in_chromium(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    """A stack above the graph's limit is drawn by type; a click on a type lists only that type below,
+    "show every type" brings the others back, and Next reads the page after the last row shown."""
+    assert BINARY is not None
+    cp = control_plane
+    lines = [
+        "heat_template_version: 2018-08-31",
+        "resources:",
+        "  first: {type: OS::Heat::Value, properties: {value: a}}",
+    ]
+    lines += [f"  n{i:03d}: {{type: OS::Heat::None, depends_on: first}}" for i in range(GRAPH_LIMIT)]
+    cp.create_stack("wide", "\n".join(lines) + "\n", timeout=300)
+    rows = "[...document.querySelectorAll('#resources tbody tr')].map((r) => r.cells[0].textContent)"
+    async with open_page(BINARY, tmp_path / "profile") as page:
+        await page.goto(cp.url + "/ui/login")
+        await log_in(page, cp.token)
+        await page.goto(cp.url + "/ui/stacks/wide")
+        labels = await page.wait_for(
+            f"window.annealGraph && {GRAPH_AT_REST} && annealGraph.nodes().map((n) => n.data('label'))",
+            "the graph",
+        )
+        assert sorted(labels) == [f"OS::Heat::None \u00d7{GRAPH_LIMIT}", "OS::Heat::Value \u00d71"]
+        await click_node(page, "OS::Heat::Value \u00d71", "document.getElementById('every-type') !== null")
+        assert ["first"] == await page.wait_for(f"{rows}.length === 1 && {rows}", "that type's rows")
+        await page.evaluate("document.getElementById('every-type').click(); true")
+        first = await page.wait_for(f"{rows}.length === 50 && {rows}", "every type's first page")
+        assert ["first", *(f"n{i:03d}" for i in range(49))] == first
+        await page.evaluate(
+            "[...document.querySelectorAll('button')].find((b) => b.textContent === 'Next').click(); true"
+        )
+        second = await page.wait_for(f"{rows}[0] !== 'first' && {rows}", "the next page")
+        assert [f"n{i:03d}" for i in range(49, 99)] == second
+        await check_page_rules(page)

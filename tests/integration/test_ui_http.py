@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,79 @@ async def test_a_large_stack_is_drawn_by_type_and_listed_a_page_at_a_time(
     ):
         status, body = await get_json(http, cp.url + f"/ui/api/stacks/wide/resources?{query}", headers)
         assert 400 == status and where == body["error"]["where"], query
+
+
+async def test_a_type_node_of_a_large_stack_lists_that_type_a_page_at_a_time(
+    cp: ControlPlane, http: aiohttp.ClientSession
+) -> None:
+    """resources?type=T (what a click on a type's node asks): only that type, paged, with its own total."""
+    headers = await session_cookie(http, cp)
+    _, values = await get_json(http, cp.url + "/ui/api/stacks/wide/resources?type=OS::Heat::Value", headers)
+    assert 1 == values["total"] and ["first"] == [r["name"] for r in values["items"]]
+    _, nones = await get_json(
+        http, cp.url + "/ui/api/stacks/wide/resources?type=OS::Heat::None&page=2&per_page=100", headers
+    )
+    assert WIDE == nones["total"] and [f"n{i}" for i in range(100, 200)] == [
+        r["name"] for r in nones["items"]
+    ]
+    _, none = await get_json(http, cp.url + "/ui/api/stacks/wide/resources?type=OS::Nova::Server", headers)
+    assert (0, []) == (none["total"], none["items"])
+
+
+async def test_next_and_previous_pages_read_from_an_id_are_the_numbered_pages(
+    cp: ControlPlane, http: aiohttp.ClientSession
+) -> None:
+    """after= the last id of page 1 is page 2, before= the first id of page 3 is page 2; both at once is a 400."""
+    headers = await session_cookie(http, cp)
+    url = cp.url + "/ui/api/stacks/wide/resources?per_page=100"
+    pages = [(await get_json(http, url + f"&page={n}", headers))[1]["items"] for n in (1, 2, 3)]
+    _, after = await get_json(http, url + f"&page=2&after={pages[0][-1]['id']}", headers)
+    _, before = await get_json(http, url + f"&page=2&before={pages[2][0]['id']}", headers)
+    assert pages[1] == after["items"] == before["items"] and 100 == len(pages[1])
+    assert WIDE + 1 == after["total"] == before["total"]
+    status, body = await get_json(http, url + "&after=1&before=9", headers)
+    assert 400 == status and "before" == body["error"]["where"]
+
+
+async def test_a_large_stack_without_an_outline_is_drawn_by_type_from_its_rows(
+    cp: ControlPlane, http: aiohttp.ClientSession
+) -> None:
+    """A stack written before revision 0013 (no outline) gets the same graph: edges from its rows' requires."""
+    headers = await session_cookie(http, cp)
+    _, before = await get_json(http, cp.url + "/ui/api/stacks/wide/graph", headers)
+    db = sqlite3.connect(cp.data_dir / "anneal.db")
+    try:
+        (kept,) = db.execute("SELECT outline FROM stacks WHERE name = 'wide'").fetchone()
+        assert {"OS::Heat::None": WIDE, "OS::Heat::Value": 1} == json.loads(kept)["types"]
+        with db:
+            db.execute("UPDATE stacks SET outline = NULL WHERE name = 'wide'")
+        _, after = await get_json(http, cp.url + "/ui/api/stacks/wide/graph", headers)
+    finally:
+        with db:
+            db.execute("UPDATE stacks SET outline = ? WHERE name = 'wide'", (kept,))
+        db.close()
+    assert after["aggregated"] and (before["nodes"], before["edges"]) == (after["nodes"], after["edges"])
+    assert 1 == len(after["edges"])
+
+
+async def test_the_newest_events_come_first_a_page_at_a_time(
+    cp: ControlPlane, http: aiohttp.ClientSession
+) -> None:
+    """newest=true gives the last events newest first; before=ID the page before it; together every event once."""
+    headers = await session_cookie(http, cp)
+    url = cp.url + "/ui/api/stacks/wide/events?nested_depth=0"
+    every = cp.api("GET", "/v1/stacks/wide/events").body  # the REST API's: all of them, oldest first
+    pages: list[int] = []
+    before = ""
+    for _ in range(len(every) // 100 + 2):  # bounded: one more page than there can be
+        _, page = await get_json(http, url + f"&newest=true&limit=100{before}", headers)
+        if not page:
+            break
+        pages += [e["id"] for e in page]
+        before = f"&before={page[-1]['id']}"
+    assert len(every) > 100 and [e["id"] for e in reversed(every)] == pages
+    status, body = await get_json(http, url + "&newest=true&before=0", headers)
+    assert 400 == status and "before" == body["error"]["where"]
 
 
 async def test_events_filter_by_resource_and_status(cp: ControlPlane, http: aiohttp.ClientSession) -> None:

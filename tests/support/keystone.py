@@ -2,11 +2,12 @@
 
 Installed by `ci/tools.d/82-keystone.sh` into `.venv/tools/keystone`; set up as
 /work/shared/reference/env.md's recipe does it (db_sync, the fernet and credential key repositories,
-bootstrap). It answers about 8 s after start, so a test module starts one (module fixture)::
+bootstrap). It answers about 8 s after start (and costs as many seconds of CPU), so the run starts one
+for the modules that use it, on whichever xdist workers they run (the `keystone_share` fixture,
+tests/support/shared.py), and each module makes its control plane against it::
 
-    ks = start_keystone(tmp_path_factory.mktemp("keystone"))
-    ...
-    stop_keystone(ks)
+    with keystone_cloud(keystone_share, tmp_path_factory, users, cache) as cloud:
+        ...
 
 Projects, users and role assignments go through Keystone's own REST API with the
 bootstrap admin's token.
@@ -17,11 +18,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +34,7 @@ import pytest
 from tests.support.controlplane import ControlPlane, stop_control_plane
 from tests.support.openstack import OpenStack, start_heat_plane
 from tests.support.processes import ROOT, free_port, stop_process
+from tests.support.shared import Shared, run_dir
 from tests.support.waiting import wait_until
 
 KEYSTONE = ROOT / ".venv" / "tools" / "keystone"
@@ -56,11 +59,12 @@ _WSGI = "from keystone.server.wsgi import initialize_public_application\napplica
 
 @dataclass
 class Keystone:
-    """One running Keystone: its v3 URL, its directory, its uwsgi master process."""
+    """One running Keystone: its v3 URL, its directory, its uwsgi master process (None in a worker that
+    attached to the run's Keystone another worker started: tests/support/shared.py)."""
 
     url: str
     root: Path
-    process: subprocess.Popen[bytes]
+    process: subprocess.Popen[bytes] | None
     roles: dict[str, str] = field(default_factory=dict)
     admin_token: str = ""
 
@@ -97,12 +101,15 @@ class Keystone:
 
     def admin(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> Any:
         """A request as the bootstrap admin; its JSON body (2xx expected)."""
-        if not self.admin_token:
-            self.admin_token = self.token("admin", ADMIN_PASSWORD, "admin")[0]
-        sent = {"X-Auth-Token": self.admin_token, **(headers or {})}
-        status, found, _ = self.request(method, path, body, sent)
+        status, found, _ = self.request(method, path, body, {**self._as_admin(), **(headers or {})})
         assert 200 <= status < 300, f"{method} {path}: {status} {found}"
         return found
+
+    def _as_admin(self) -> dict[str, str]:
+        """The bootstrap admin's token header (the token got once)."""
+        if not self.admin_token:
+            self.admin_token = self.token("admin", ADMIN_PASSWORD, "admin")[0]
+        return {"X-Auth-Token": self.admin_token}
 
     def role(self, name: str) -> str:
         """The id of role *name*, made if Keystone has none by that name."""
@@ -113,30 +120,43 @@ class Keystone:
         return self.roles[name]
 
     def project(self, name: str) -> str:
-        """Make project *name* in domain "default"; its id."""
-        made = self.admin("POST", "/projects", {"project": {"name": name, "domain_id": "default"}})
-        return str(made["project"]["id"])
+        """Project *name* in domain "default", made unless there is one; its id."""
+        return self._ensure("project", {"name": name, "domain_id": "default"})
 
     def user(self, name: str, password: str, project_id: str, role: str) -> str:
-        """Make user *name* with *role* on *project_id*; the user's id."""
-        body = {"user": {"name": name, "password": password, "domain_id": "default"}}
-        user_id = str(self.admin("POST", "/users", body)["user"]["id"])
+        """User *name* with *role* on *project_id*, made unless there is one; the user's id.
+
+        Modules sharing the run's Keystone ask for the same users (alice, member of blue): the second
+        finds the first's."""
+        user_id = self._ensure("user", {"name": name, "password": password, "domain_id": "default"})
         self.admin("PUT", f"/projects/{project_id}/users/{user_id}/roles/{self.role(role)}")
         return user_id
+
+    def _ensure(self, kind: str, body: dict[str, str]) -> str:
+        """POST /{kind}s, or on 409 (made already, perhaps by another worker) find it by name; its id."""
+        status, made, _ = self.request("POST", f"/{kind}s", {kind: body}, self._as_admin())
+        if status == 409:
+            query = urllib.parse.urlencode({"name": body["name"], "domain_id": "default"})
+            (made,) = self.admin("GET", f"/{kind}s?{query}")[f"{kind}s"]
+            return str(made["id"])
+        assert status == 201, f"POST /{kind}s {body['name']}: {status} {made}"
+        return str(made[kind]["id"])
 
     def revoke(self, token: str) -> None:
         """Revoke *token* in Keystone (DELETE /v3/auth/tokens), as `openstack token revoke` does."""
         self.admin("DELETE", "/auth/tokens", headers={"X-Subject-Token": token})
 
-    def register(self, service_type: str, name: str, url: str) -> None:
-        """A service and its public, internal and admin endpoints in region RegionOne (the catalogue entry)."""
+    def register(self, service_type: str, name: str, url: str, region: str = "RegionOne") -> None:
+        """A service and its public, internal and admin endpoints in *region*, made if new (the catalogue entry)."""
+        if region != "RegionOne":
+            self.admin("POST", "/regions", {"region": {"id": region}})
         made = self.admin("POST", "/services", {"service": {"type": service_type, "name": name}})
         for interface in ("public", "internal", "admin"):
             endpoint = {
                 "service_id": made["service"]["id"],
                 "interface": interface,
                 "url": url,
-                "region_id": "RegionOne",
+                "region_id": region,
             }
             self.admin("POST", "/endpoints", {"endpoint": endpoint})
 
@@ -208,7 +228,7 @@ def _serve(root: Path, conf: Path, port: int) -> subprocess.Popen[bytes]:
 
 
 def _answers(keystone: Keystone) -> bool:
-    assert keystone.process.poll() is None, (
+    assert keystone.process is not None and keystone.process.poll() is None, (
         f"uwsgi exited: {(keystone.root / 'uwsgi.log').read_text()[-2000:]}"
     )
     try:
@@ -222,15 +242,25 @@ def stop_keystone(keystone: Keystone) -> None:
     stop_process(keystone.process, grace=20)
 
 
-def keystone_cli(cp: ControlPlane, keystone: Keystone, user: str, password: str, project: str) -> OpenStack:
+def keystone_cli(
+    cp: ControlPlane,
+    keystone: Keystone,
+    user: str,
+    password: str,
+    project: str,
+    *,
+    region: str = "RegionOne",
+    endpoint: str = "",
+) -> OpenStack:
     """The real openstack CLI logged in to *keystone* as *user* in *project* (password auth), exactly as
-    against Heat: it finds the orchestration endpoint in the token's catalogue."""
+    against Heat: it finds the orchestration endpoint of *region* in the token's catalogue (*endpoint*, the
+    project's Heat URL, only serves the plain HTTP polls of OpenStack.get)."""
     auth = (
         "--os-auth-url", keystone.url, "--os-identity-api-version", "3",
         "--os-username", user, "--os-password", password, "--os-project-name", project,
-        "--os-user-domain-id", "default", "--os-project-domain-id", "default", "--os-region-name", "RegionOne",
+        "--os-user-domain-id", "default", "--os-project-domain-id", "default", "--os-region-name", region,
     )  # fmt: skip
-    return OpenStack(cp, "", auth=auth)
+    return OpenStack(cp, endpoint, auth=auth)
 
 
 #: The service user the control plane validates tokens as, and every test user's password.
@@ -238,48 +268,81 @@ SERVICE_USER, SERVICE_PASSWORD, SERVICE_PROJECT = "anneal", "anneal-service-secr
 PASSWORD = "user-secret"
 
 
+#: The run's Keystone as the modules get it (the `keystone_share` fixture).
+KeystoneShare = Shared[Keystone]
+
+
+def shared_keystone(factory: pytest.TempPathFactory) -> KeystoneShare:
+    """The run's one Keystone with the service user (Keystone takes long to start: test_keystone.py and
+    test_keystone_flows.py share it, on whichever workers they run; tests/support/shared.py)."""
+    return Shared(
+        "keystone",
+        run_dir(factory),
+        _start_for_run,
+        stop_keystone,
+        lambda ks: {"url": ks.url, "root": str(ks.root)},
+        lambda found: Keystone(found["url"], Path(found["root"]), None),
+    )
+
+
+def _start_for_run(root: Path) -> Keystone:
+    root.mkdir()
+    keystone = start_keystone(root)
+    try:
+        keystone.user(SERVICE_USER, SERVICE_PASSWORD, keystone.project(SERVICE_PROJECT), "service")
+    except BaseException:
+        stop_keystone(keystone)
+        raise
+    return keystone
+
+
 @dataclass
 class Cloud:
-    """Keystone, the control plane validating against it, its Heat API root, and Keystone's project ids."""
+    """Keystone, the control plane validating against it, its Heat API root, Keystone's project ids, and the
+    region its orchestration endpoint is in."""
 
     keystone: Keystone
     cp: ControlPlane
     heat: str
     projects: dict[str, str]
+    region: str
 
     def cli(self, user: str, project: str) -> OpenStack:
-        return keystone_cli(self.cp, self.keystone, user, PASSWORD, project)
+        endpoint = f"{self.heat}/v1/{self.projects[project]}"
+        return keystone_cli(
+            self.cp, self.keystone, user, PASSWORD, project, region=self.region, endpoint=endpoint
+        )
 
 
 @contextmanager
 def keystone_cloud(
-    factory: pytest.TempPathFactory, users: Sequence[tuple[str, str, str]], cache: float
+    share: KeystoneShare,
+    factory: pytest.TempPathFactory,
+    users: Sequence[tuple[str, str, str]],
+    cache: float,
 ) -> Iterator[Cloud]:
-    """One Keystone and one control plane validating against it (``--keystone-cache`` *cache*): *users*
-    (name, project, role) with PASSWORD, the service user, Anneal registered as the orchestration service
-    with docs/heat-api.md's catalogue entry."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/v3"
-    with ThreadPoolExecutor(1) as pool:  # Keystone takes long to start: the control plane starts meanwhile
-        starting = pool.submit(start_keystone, factory.mktemp("keystone"), port)
+    """The run's Keystone (*share*) and a control plane of this module validating against it
+    (``--keystone-cache`` *cache*): *users* (name, project, role) with PASSWORD, Anneal registered as the
+    orchestration service with docs/heat-api.md's catalogue entry, in a region of its own (another module's
+    control plane may be in the same Keystone's catalogue)."""
+    ks = share.acquire()
+    try:
         cp, heat = start_heat_plane(
             factory.mktemp("plane"),
-            "--keystone-url", url, "--keystone-user", SERVICE_USER, "--keystone-cache", str(cache),
+            "--keystone-url", ks.url, "--keystone-user", SERVICE_USER, "--keystone-cache", str(cache),
             env={"ANNEAL_KEYSTONE_PASSWORD": SERVICE_PASSWORD},
         )  # fmt: skip
-        try:
-            ks = starting.result()
-        except BaseException:
-            stop_control_plane(cp)
-            raise
+    except BaseException:
+        share.release()
+        raise
     try:
         names = {SERVICE_PROJECT, *(project for _, project, _ in users)}
         projects = {name: ks.project(name) for name in sorted(names)}
-        ks.user(SERVICE_USER, SERVICE_PASSWORD, projects[SERVICE_PROJECT], "service")
         for user, project, role in users:
             ks.user(user, PASSWORD, projects[project], role)
-        ks.register("orchestration", "heat", f"{heat}/v1/%(project_id)s")
-        yield Cloud(ks, cp, heat, projects)
+        region = f"anneal-{secrets.token_hex(4)}"
+        ks.register("orchestration", "heat", f"{heat}/v1/%(project_id)s", region)
+        yield Cloud(ks, cp, heat, projects, region)
     finally:
         stop_control_plane(cp)
-        stop_keystone(ks)
+        share.release()

@@ -137,6 +137,18 @@ class OpenStack:
         """Run with `-f json` and parse what it printed."""
         return json.loads(self.ok(*args, "-f", "json", timeout=timeout))
 
+    def get(self, path: str) -> Any:
+        """GET *path* under this Heat endpoint over plain HTTP with the control plane's admin token: what a
+        wait polls (each CLI run costs about a second of CPU), before the CLI shows what was waited for."""
+        request = urllib.request.Request(self.endpoint + path, headers={"X-Auth-Token": self.cp.token})
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return json.loads(resp.read())
+
+    def under(self, stack: str, path: str) -> Any:
+        """GET *path* under *stack*'s canonical URL (its name and id) over plain HTTP, as get() does."""
+        stack_id = self.get(f"/stacks/{stack}")["stack"]["id"]
+        return self.get(f"/stacks/{stack}/{stack_id}{path}")
+
 
 def run_heat_gabbits(cp: ControlPlane, heat_url: str, prefix: str) -> dict[str, Any]:
     """Heat's own API tests (heat-tempest-plugin's gabbi files) against *cp*'s Heat endpoint: each outcome."""

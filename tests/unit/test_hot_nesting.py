@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from control.hot import Environment, Nesting, Template, TemplateError, parse_environment, parse_template
+from control.hot import (
+    Environment,
+    Nesting,
+    Template,
+    TemplateError,
+    nesting,
+    parse_environment,
+    parse_template,
+)
 from control.hot.files import canonical, closure, key_for, lookup
 from control.hot.loader import load_yaml
 
@@ -156,6 +164,42 @@ def test_closure_is_what_a_nested_template_reaches():
         "other.sh": "unrelated",
     }
     assert set(closure(files, ["lib/mid.yaml"], load_yaml)) == {"lib/mid.yaml", "lib/leaf.yaml", "lib/v.txt"}
+
+
+def test_a_member_template_is_read_once_for_equal_text_and_again_when_it_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The members of a group read their template file once (the same text), a changed text anew."""
+    reads: list[str] = []
+
+    def counted(text: str, what: str, *args: object) -> object:
+        reads.append(what)
+        return load_yaml(text, what)
+
+    monkeypatch.setattr(nesting, "load_yaml", counted)
+    monkeypatch.setattr(nesting, "_READ", type(nesting._READ)())  # nothing read by other tests
+    first = [nesting.load_nested({"m.yaml": CHILD}, "m.yaml", f"resources.g{i}") for i in range(50)]
+    changed = nesting.load_nested({"m.yaml": CHILD + "description: two\n"}, "m.yaml", "resources.h")
+    assert ["files[m.yaml]", "files[m.yaml]"] == reads
+    assert all(f == first[0] for f in first), first
+    assert "two" == changed[1]["description"] and "description" not in first[0][1]
+
+
+def test_the_files_of_a_nested_stack_are_computed_once_per_files_map(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Members made from one stack's files share its closure; another map of files is read anew."""
+    walked: list[tuple[str, ...]] = []
+
+    def counted(files: dict[str, str], roots: tuple[str, ...], load: object) -> dict[str, str]:
+        walked.append(roots)
+        return closure(files, roots, load_yaml)
+
+    monkeypatch.setattr(nesting, "closure", counted)
+    monkeypatch.setattr(nesting, "_CLOSURES", {})
+    files = {"m.yaml": CHILD, "other.sh": "unrelated"}
+    found = [nesting.child_files(files, ["m.yaml"], Environment()) for _ in range(50)]
+    again = nesting.child_files(dict(files), ["m.yaml"], Environment())
+    assert [("m.yaml",), ("m.yaml",)] == walked
+    assert all({"m.yaml": CHILD} == f for f in [*found, again]), found
 
 
 def _group(member: str, extra: str = "") -> str:

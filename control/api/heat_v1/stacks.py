@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.api.app_keys import DEFS, ENGINE, RUNTIME
 from control.api.body import read_details, read_object
@@ -27,7 +28,7 @@ from control.errors import BadRequestError, NotFoundError
 from control.services import abandon, handover, preview, queries, stacks
 from control.services.stack_listing import FILTER_COLUMNS, StackQuery, count_stacks, list_stacks
 from control.services.stack_resources import identified_stack
-from control.store.orm import EventRow
+from control.store.orm import EventRow, StackRow
 
 P = "/v1/{project_id}"
 STACK = P + "/stacks/{stack_name}/{stack_id}"
@@ -94,7 +95,9 @@ async def create_stack(request: web.Request) -> web.Response:
         view = await abandon.adopt_stack(rt, adopted, scope(request).project)
     else:
         converted = {"name": translate.stack_name(body), **translate.anneal_body(body)}
-        view = await stacks.create_stack(rt, engine.kick, converted, scope(request).project)
+        view = await stacks.create_stack(
+            rt, engine.kick, converted, scope(request).project, request.app[DEFS]
+        )
     link = views.stack_link(request, view)
     return json_response({"stack": {"id": view["id"], "links": [link]}}, 201, {"Location": link["href"]})
 
@@ -179,16 +182,24 @@ async def show_stack(request: web.Request) -> web.Response:
     resolve = bool_param(request, "resolve_outputs", True)
     async with request.app[RUNTIME].sessions() as session:
         stack = await identified_stack(
-            session, request.match_info["stack_name"], request.match_info["stack_id"]
+            session, request.match_info["stack_name"], request.match_info["stack_id"], *stacks.STATE_ONLY
         )
         outputs = (
             await queries.stack_outputs(session, request.app[DEFS], stack.id, within=within(request))
             if resolve
             else None
         )
-        description = _description(stack.template)
         view = stacks.stack_view(stack)
+        description = await _stack_description(session, stack)
     return json_response({"stack": views.stack_detail(request, view, description, outputs)})
+
+
+async def _stack_description(session: AsyncSession, stack: StackRow) -> str:
+    """Its template's description: from its outline, else (a stack written before outlines) the template."""
+    if stack.outline is not None and "description" in stack.outline:
+        return str(stack.outline["description"] or "")
+    await session.refresh(stack, ["template"])
+    return _description(stack.template)
 
 
 def _description(template: Any) -> str:
@@ -214,7 +225,9 @@ async def _update(request: web.Request, *, existing: bool) -> web.Response:
     body = translate.anneal_body(await read_object(request), existing=existing)
     stack_id = await _identify(request)
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
-    await stacks.update_stack(rt, engine.kick, stack_id, body, keep_rollback=True, within=within(request))
+    await stacks.update_stack(
+        rt, engine.kick, stack_id, body, keep_rollback=True, within=within(request), defs=request.app[DEFS]
+    )
     return web.Response(status=202)
 
 

@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from control.api import ownership
 from control.api.app_keys import PRINCIPAL, RUNTIME
-from control.api.middleware import auth, int_query, ok, optional_int_query
+from control.api.middleware import auth, bool_query, int_query, ok, optional_int_query
 from control.api.ownership import within
 from control.api.ui.session import COOKIE, form_token
 from control.errors import BadRequestError, ControlError
@@ -77,11 +77,16 @@ async def resources(request: web.Request) -> web.Response:
     page, per_page = int_query(request, "page", 1), int_query(request, "per_page", 50)
     if page < 1:
         raise BadRequestError("page: expected 1 or more", where="page")
-    state = request.query.get("state") or None
+    state, kind = request.query.get("state") or None, request.query.get("type") or None
+    after, before = optional_int_query(request, "after", 0), optional_int_query(request, "before", 1)
+    if after is not None and before is not None:
+        raise BadRequestError("before: not with after (one page is next to one id)", where="before")
+    cursor = ("after", after) if after is not None else ("before", before) if before is not None else None
+    name = request.match_info["name"]
     async with request.app[RUNTIME].sessions() as session:
         return ok(
             await overview.resource_page(
-                session, request.match_info["name"], page, per_page, state, within=within(request)
+                session, name, page, per_page, state, kind, cursor, within=within(request)
             )
         )
 
@@ -105,6 +110,8 @@ async def events(request: web.Request) -> web.Response:
             resource=request.query.get("resource") or None,
             status=status,
             within=within(request),
+            newest=bool_query(request, "newest"),
+            before=optional_int_query(request, "before", 1),
         )
     return ok(found)
 

@@ -41,8 +41,9 @@ window.Anneal.graph = (function () {
     cy.layout({ name: "breadthfirst", directed: true, spacingFactor: 1.1, padding: 16, animate: false }).run();
   }
 
-  /** Draw *data* (GET /ui/api/stacks/{name}/graph) into *container*; a click on a deployment calls *openDeployment*. */
-  function draw(container, data, openDeployment) {
+  /** Draw *data* (GET /ui/api/stacks/{name}/graph) into *container*; a click on a deployment calls
+   * *openDeployment*, on a type's node (a big stack's graph) *openType* with the type. */
+  function draw(container, data, openDeployment, openType) {
     const cy = window.cytoscape({
       container, elements: elements(data), style: STYLE, wheelSensitivity: 0.3, minZoom: 0.05, maxZoom: 1.5 });
     const opened = new Map();  // box id -> nested stack name, for the boxes opened in place
@@ -104,6 +105,7 @@ window.Anneal.graph = (function () {
       const node = event.target.data();
       if (node.nested) busy(() => toggle(event.target)).catch(window.Anneal.failed);
       else if (node.deployment) openDeployment(node);
+      else if (node.status === "" && node.size && openType) openType(node.type);
     });
 
     async function update(next) {

@@ -37,11 +37,13 @@
       el("table", {}, el("thead", {}, el("tr", {}, EVENT_HEADINGS.map((h) => el("th", {}, h)))), eventsBody));
     drawHead(head, data);
     head.after(controls(base));
-    const graph = window.Anneal.graph.draw(graphBox, data,
-      (node) => window.location.assign(`/ui/deployments/${enc(node.deployment)}`));
     const pager = resourceList(listBox, base);
+    const graph = window.Anneal.graph.draw(graphBox, data,
+      (node) => window.location.assign(`/ui/deployments/${enc(node.deployment)}`),
+      (type) => pager.ofType(type).catch(window.Anneal.failed));
     await pager.load(1);
-    const recent = await getJSON(`${base}/events?limit=200`);
+    // The newest events (newest first): a big stack's first 200 would be its oldest.
+    const recent = (await getJSON(`${base}/events?limit=200&newest=true`)).reverse();
     prependEvents(eventsBody, recent);
     let timer = null;
     const refresh = () => {
@@ -71,7 +73,8 @@
 
   function legend(data) {
     const note = data.aggregated ? el("p", { class: "notice" },
-      `${data.total} resources: drawn as one node per resource type; the list below has every one.`) : null;
+      `${data.total} resources: drawn as one node per resource type (a click lists that type below); ` +
+      "the list below has every one.") : null;
     return el("div", {}, el("p", { class: "legend muted" },
       ["COMPLETE", "IN_PROGRESS", "FAILED", "INIT"].map((s) => el("span", {}, badge(s, s)))),
       "Dashed: replaced or removed, awaiting cleanup. Boxes: nested stacks and groups: " +
@@ -94,23 +97,31 @@
   function resourceList(box, base) {
     let page = 1;
     let state = "";
-    const load = async (n) => {
+    let kind = "";  // one resource type only: a type's node of a big stack's graph was clicked
+    let cursor = "";  // "&after=ID" or "&before=ID": the page next to the one read (constant at any depth)
+    const load = async (n, at = "") => {
       page = n;
-      const query = `page=${page}&per_page=50${state ? `&state=${state}` : ""}`;
+      cursor = at;
+      const query = `page=${page}&per_page=50${state ? `&state=${state}` : ""}${kind ? `&type=${enc(kind)}` : ""}${cursor}`;
       const data = await getJSON(`${base}/resources?${query}`);
       const last = Math.max(1, Math.ceil(data.total / data.per_page));
+      const first = data.items.length ? data.items[0].id : 0;
+      const final = data.items.length ? data.items[data.items.length - 1].id : 0;
       const filter = el("select", { "aria-label": "state", onchange: (e) => { state = e.target.value; load(1); } },
         ["", ...window.Anneal.STATES].map((s) => el("option", { value: s, selected: s === state }, s || "every state")));
+      const typed = kind ? el("button", { type: "button", id: "every-type", onclick: () => { kind = ""; load(1); } },
+        `${kind} only: show every type`) : null;
       box.replaceChildren(
-        el("div", { class: "pager" }, filter,
-          el("button", { type: "button", disabled: page <= 1, onclick: () => load(page - 1) }, "Previous"),
+        el("div", { class: "pager" }, filter, typed,
+          el("button", { type: "button", disabled: page <= 1,
+            onclick: () => load(page - 1, page > 2 ? `&before=${first}` : "") }, "Previous"),
           `page ${page} of ${last} (${data.total} resources)`,
-          el("button", { type: "button", disabled: page >= last, onclick: () => load(page + 1) }, "Next")),
+          el("button", { type: "button", disabled: page >= last, onclick: () => load(page + 1, `&after=${final}`) }, "Next")),
         table(["name", "type", "status", "reason", "detail"], data.items.map((r) => [
           r.name, r.type, badge(r.status), r.reason,
           r.nested ? stackLink(r.nested) : (r.type.endsWith("Deployment") && r.physical_id ? depLink(r.physical_id) : (r.current ? "" : "old"))])));
     };
-    return { load, reload: () => load(page) };
+    return { load, reload: () => load(page, cursor), ofType: (type) => { kind = type; return load(1); } };
   }
 
   async function deploymentPage(id) {
