@@ -32,6 +32,7 @@ from hooks.process import (
     STATUS_TIMED_OUT,
     Echo,
     ToolResult,
+    hold,
     run_tool,
 )
 
@@ -139,7 +140,9 @@ def _stdout_copy(env: Mapping[str, str]) -> IO[bytes] | None:
 def _terminate(signum: int, frame: FrameType | None) -> None:
     # A second SIGTERM ends the hook at once; the first one stops the tool and reports it.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    raise TerminatedError("hook stopped by SIGTERM before its tool finished")
+    stop = TerminatedError("hook stopped by SIGTERM before its tool finished")
+    if not hold(stop):  # held while a tool starts: raised once its process can be stopped
+        raise stop
 
 
 def failure(message: str, code: int = 1) -> Signal:

@@ -37,6 +37,29 @@ DRAIN_GRACE = 1.0
 _CHUNK = 65536
 
 
+class _Held:
+    """A stop (the hook's SIGTERM) that came while a tool was starting, kept until its process is
+    known: raised in the middle of ``Popen`` or just after, it would leave the tool running alone."""
+
+    starting = False
+    stop: BaseException | None = None
+
+
+def hold(stop: BaseException) -> bool:
+    """For the hook's SIGTERM handler: keep *stop* if a tool is starting (True), else raise it (False)."""
+    if _Held.starting:
+        _Held.stop = stop
+    return _Held.starting
+
+
+def _release() -> None:
+    """The start is over: raise a stop held meanwhile, now that the tool's tree can be stopped."""
+    _Held.starting = False
+    stop, _Held.stop = _Held.stop, None
+    if stop is not None:
+        raise stop
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """How a tool ended: its status and its output, decoded and trimmed."""
@@ -109,6 +132,7 @@ def run_tool(
     timeout gives 124. Background processes that outlive the tool are left alone unless
     they still hold its output open at the timeout: then they are stopped too.
     """
+    _Held.starting = True
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -119,11 +143,15 @@ def run_tool(
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-    except OSError as e:
-        return not_started(argv, e)
+    except BaseException as e:
+        _release()
+        if isinstance(e, OSError):
+            return not_started(argv, e)
+        raise
     out, err = Capture(), Capture()
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
+        _release()  # a stop held while the tool started is raised here, where its tree is stopped
         if stdin is not None and proc.stdin is not None:
             _feed(proc.stdin, stdin)
         finished = _pump(proc, {"out": out, "err": err}, deadline, echo)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import signal
 import stat
+import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent import wire, wire_caps
+from agent.proctree import stat_fields
 from agent.wire import DeploymentItem, OutputItem, Signal
 from hooks import common
 from hooks.common import (
@@ -29,7 +34,8 @@ from hooks.common import (
     run_tool,
     write_private,
 )
-from hooks.errors import ConfigError, OptionError, ToolNotFoundError
+from hooks.errors import ConfigError, OptionError, TerminatedError, ToolNotFoundError
+from tests.support.waiting import wait_until
 
 
 def item(**fields: Any) -> DeploymentItem:
@@ -410,3 +416,47 @@ def test_tool_not_on_path_is_found_in_the_tools_dir_beside_the_interpreter(tmp_p
         common.find_tool("puppet", setting="ANNEAL_PUPPET", install="apt-get install puppet", env=env)
     assert f"puppet not found on PATH nor in {tmp_path / 'tools'}/*/bin" in str(missing.value)
     assert "install it with: apt-get install puppet" in str(missing.value)
+
+
+def _live_in_group(pgid: int) -> list[int]:
+    """Processes of group *pgid* still alive (a zombie is dead: only its parent can reap it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        fields = stat_fields(int(entry.name)) if entry.name.isdigit() else None
+        if fields is not None and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_sigterm_while_the_tool_starts_still_stops_its_whole_group(tmp_path, monkeypatch):
+    """A SIGTERM that reaches the hook inside Popen, before run_tool knows the tool's process, is held and
+    raised once it does: the tool's group is stopped, not left running with nobody to stop it."""
+    leader = tmp_path / "leader"
+    started: list[int] = []
+
+    class SignalledWhileStarting(subprocess.Popen):  # type: ignore[type-arg]
+        """Popen with the race made certain: the hook's SIGTERM is handled before Popen returns."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self.pid)
+            wait_until(leader.exists, "the tool to start", 30, interval=0.01)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.2)  # the handler runs here, inside the constructor
+
+    monkeypatch.setattr(subprocess, "Popen", SignalledWhileStarting)
+    previous = signal.signal(signal.SIGTERM, common._terminate)
+    try:
+        with pytest.raises(TerminatedError):
+            run_tool(
+                ["sh", "-c", f"echo $$ > {leader}.tmp; mv {leader}.tmp {leader}; sleep 300"],
+                env=dict(os.environ),
+                cwd=tmp_path,
+                timeout=60,
+            )
+        left = _live_in_group(started[0])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(started[0], signal.SIGKILL)  # the old code left them: end them whatever happened
+    assert left == []
