@@ -21,7 +21,7 @@ from control.resources.group_members import failed_member
 from control.resources.provider import HIDDEN as HIDDEN_OUTPUT
 from control.runtime import Runtime
 from control.services import lookup
-from control.services.stacks import MASK, STATE_ONLY, get_stack, mask, stack_view
+from control.services.stacks import MASK, STATE_ONLY, get_stack, load_columns, mask, stack_view
 from control.store import names
 from control.store.orm import DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
 from control.txn import lock_event_streams
@@ -39,7 +39,7 @@ async def stack_outputs(
     stack = await get_stack(session, ref, *STATE_ONLY, within=within)
     if stack.outline is not None and not stack.outline.get("outputs"):
         return []  # its outline says none: a big stack's template is not even decoded
-    await session.refresh(stack, ["files", *stackdef.DEFINITION_COLUMNS])
+    await load_columns(session, stack, ["files", *stackdef.DEFINITION_COLUMNS])
     if not any(isinstance(stack.template, dict) and stack.template.get(k) for k in ("outputs", "Outputs")):
         return []  # none to resolve: a big stack's definition is not parsed, nor its resources loaded
     defn = defs.get(stack)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -15,7 +16,7 @@ from control import hot
 from control.engine import stackdef, timeouts
 from control.engine.rollback import start_rollback
 from control.engine.settle import finish
-from control.errors import BadRequestError, ConflictError
+from control.errors import BadRequestError, ConflictError, NotFoundError
 from control.hot import taint
 from control.hot.names import name_problem
 from control.principal import DEFAULT_PROJECT, Within
@@ -337,6 +338,15 @@ def _not_nested(stack: StackRow) -> None:
 async def get_stack(session: AsyncSession, ref: str, *options: Any, within: Within) -> StackRow:
     """The stack named (where *within* resolves names) or with id *ref*, loaded with *options*."""
     return await names.find(session, StackRow, ref, within, *options)
+
+
+async def load_columns(session: AsyncSession, stack: StackRow, columns: list[str]) -> None:
+    """Load *columns* of a stack read without them; 404 when it was deleted since (on SQLite two
+    reads of one request are not one snapshot)."""
+    try:
+        await session.refresh(stack, columns)
+    except InvalidRequestError:
+        raise NotFoundError(f"stack {stack.name!r} not found (deleted meanwhile)", where="stack") from None
 
 
 def stack_view(stack: StackRow) -> dict[str, Any]:

@@ -48,6 +48,7 @@ SEMANTIC = [
     "POST /v1/adopt",
     "POST /v1/stacks/{name}/abandon",  # to_key: a point X25519 can use, which no pattern says
     "PUT /v1/stacks/{name}/handover",
+    "GET /v1/stacks/{name}/events",  # wait with newest or before: a newest-first page cannot be waited on
 ]
 
 

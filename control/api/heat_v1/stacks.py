@@ -198,7 +198,7 @@ async def _stack_description(session: AsyncSession, stack: StackRow) -> str:
     """Its template's description: from its outline, else (a stack written before outlines) the template."""
     if stack.outline is not None and "description" in stack.outline:
         return str(stack.outline["description"] or "")
-    await session.refresh(stack, ["template"])
+    await stacks.load_columns(session, stack, ["template"])
     return _description(stack.template)
 
 
