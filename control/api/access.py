@@ -13,7 +13,7 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from control.api.app_keys import PRINCIPAL, RUNTIME
+from control.api.app_keys import BEFORE_LINGER, PRINCIPAL, RUNTIME
 from control.api.body import read_object
 from control.api.middleware import Handler, auth, ok, optional_int_query, time_query
 from control.services import audit, tokens
@@ -34,6 +34,14 @@ def audited(api: str) -> Middleware:
         route_handler = request.match_info.route.handler
         if request.method not in MUTATING or getattr(route_handler, "anneal_changes_nothing", False):
             return await handler(request)
+        written: list[int] = []
+
+        async def once(status: int) -> None:
+            if not written and request.get(PRINCIPAL) is not None:
+                written.append(status)
+                await _record(request, api if not request.path.startswith("/ui/") else "ui", status)
+
+        request[BEFORE_LINGER] = once
         status = 500
         try:
             response = await handler(request)
@@ -43,9 +51,7 @@ def audited(api: str) -> Middleware:
             status = e.status
             raise
         finally:
-            principal = request.get(PRINCIPAL)
-            if principal is not None:
-                await _record(request, api if not request.path.startswith("/ui/") else "ui", status)
+            await once(status)
 
     return audit_log
 

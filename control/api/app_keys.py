@@ -7,6 +7,7 @@ the route modules, so keys kept in app.py would make an import cycle.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -18,6 +19,9 @@ from control.runtime import Runtime
 RUNTIME = web.AppKey("runtime", Runtime)
 #: The caller's Principal (read, write and admin routes, Heat's project routes; the web view's session).
 PRINCIPAL = web.RequestKey("principal", Principal)
+#: Called with the status before an error answer lingers (middleware.close_after): the audit row is
+#: written then, not a linger later, so the caller's next request already finds it.
+BEFORE_LINGER: web.RequestKey[Callable[[int], Awaitable[None]]] = web.RequestKey("before_linger")
 ENGINE = web.AppKey("engine", Engine)
 DEFS = web.AppKey("definitions", Definitions)
 #: The gate unauthenticated request bodies pass, a few at a time (control/api/body.py).

@@ -24,7 +24,7 @@ from sqlalchemy.orm.exc import StaleDataError
 
 from agent.serving import LINGER
 from control.api import diskfull, ownership
-from control.api.app_keys import PRINCIPAL, RUNTIME
+from control.api.app_keys import BEFORE_LINGER, PRINCIPAL, RUNTIME
 from control.api.body import check_text
 from control.api.principal import resolve as principal_of
 from control.api.ui import session as ui_session
@@ -168,6 +168,8 @@ async def close_after(request: web.Request, response: web.Response) -> web.Strea
     what it still sends costs no memory here; LINGER seconds later the connection is closed.
     """
     response.force_close()
+    if (before := request.get(BEFORE_LINGER)) is not None:
+        await before(response.status)
     if request.transport is None or request.transport.is_closing():
         return response  # the client is gone: aiohttp drops the answer quietly
     try:

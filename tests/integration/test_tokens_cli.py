@@ -49,6 +49,9 @@ def test_tokens_act_in_their_project_by_role_and_a_revocation_holds_on_every_pro
     assert 0 == created.returncode, created.stderr
     refused = anneal(b, reader, "server", "create", "web2")
     assert 1 == refused.returncode and "needs the member or admin role" in refused.stderr, refused
+    # written before the refusal's answer lingers: an auditor reading at once finds it
+    newest = a.api("GET", "/v1/audit?limit=1").body[-1]
+    assert ("POST", "/v1/servers", 403) == (newest["method"], newest["route"], newest["status"]), newest
     listed = anneal(b, reader, "server", "list", "-f", "json")
     assert ["web1"] == [s["name"] for s in json.loads(listed.stdout)]
 
