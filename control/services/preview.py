@@ -21,6 +21,7 @@ from control.resources.validate import DryContext
 from control.runtime import Runtime
 from control.services.plan import plan_update
 from control.services.stack_request import (
+    dry_values,
     parse_request,
     rollback_wanted,
     tags_given,
@@ -117,9 +118,7 @@ def _resolved(
     """Each resource's properties as Heat's preview shows them: resolved where the parameters decide
     them, a value derived from a hidden one masked, and as the template writes them where a call
     cannot be evaluated before the resources exist. *where* is the stack's name and project."""
-    values = {k: taint.Secret(v) if k in defn.params.hidden else v for k, v in defn.params.values.items()}
-    pseudo = {"OS::stack_name": where[0], "OS::stack_id": "None", "OS::project_id": where[1]}
-    ctx = _Unmade({**values, **pseudo}, defn.conditions, files)
+    ctx = _Unmade(dry_values(defn, where[0], "None", where[1]), defn.conditions, files)
     found: dict[str, Any] = {}
     with hot.evaluating(hot.Budget(settings.evaluation_cap)) as budget, budget.leniently():
         for res_name, rdef in defn.template.resources.items():

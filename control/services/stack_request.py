@@ -169,13 +169,17 @@ def validated(
             template, files, env, params, stack_name=stack_name, stack_id=stack_id, nesting=nesting
         )
         warnings = check_definition(defn.template)
-        pseudo = {"OS::stack_name": stack_name, "OS::stack_id": stack_id, "OS::project_id": ""}
-        # hidden values as the engine gives them (StackContext): no error of the dry run quotes one
-        values = {k: taint.Secret(v) if k in defn.params.hidden else v for k, v in defn.params.values.items()}
-        ctx = DryContext({**values, **pseudo}, defn.conditions, files)
+        ctx = DryContext(dry_values(defn, stack_name, stack_id, ""), defn.conditions, files)
         outputs = [n for n in defn.template.outputs if defn.output_active(n)]
         dry_run(DryStack(defn.template, ctx, env, files, stack_name, nesting), defn.order(), outputs)
     return defn, warnings
+
+
+def dry_values(defn: stackdef.Definition, stack_name: str, stack_id: str, project: str) -> dict[str, Any]:
+    """What get_param reads in a dry run: the parameters, hidden ones as the engine gives them
+    (StackContext: a Secret, so no error or preview quotes one), and the pseudo-parameters."""
+    values = {k: taint.Secret(v) if k in defn.params.hidden else v for k, v in defn.params.values.items()}
+    return {**values, "OS::stack_name": stack_name, "OS::stack_id": stack_id, "OS::project_id": project}
 
 
 async def validated_request(
