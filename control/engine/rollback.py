@@ -14,6 +14,7 @@ from control.engine import stackdef
 from control.engine.settle import finish
 from control.engine.slices import Row
 from control.resources import deploy
+from control.store import previous
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 
@@ -34,13 +35,11 @@ async def resource_failed(
     if stack.rollback and stack.action in ("CREATE", "UPDATE"):
         await start_rollback(txn, stack, rows, reason)
         return False
-    if asked_by is not None and stack.action == "UPDATE" and stack.parent_id is None:
-        await txn.session.refresh(stack, attribute_names=["previous"])
-        if stack.previous is not None:  # never "back" to nothing: an update of a failed create
-            await start_rollback(
-                txn, stack, rows, f"{reason} (update_policy.on_failure of {asked_by}: rollback)"
-            )
-            return False
+    top_update = asked_by is not None and stack.action == "UPDATE" and stack.parent_id is None
+    # Never "back" to nothing: an update of a failed create has no previous definition.
+    if top_update and await previous.held(txn.session, stack.id):
+        await start_rollback(txn, stack, rows, f"{reason} (update_policy.on_failure of {asked_by}: rollback)")
+        return False
     finish(txn, stack, "FAILED", reason)
     return True
 
@@ -56,8 +55,7 @@ def rollback_asked(defn: stackdef.Definition, failed: list[Row]) -> str | None:
 
 async def start_rollback(txn: Txn, stack: StackRow, rows: list[Row], reason: str) -> None:
     """Go back to the definition before the failed create/update (after a create: to nothing)."""
-    await txn.session.refresh(stack, attribute_names=["previous"])
-    prev = stack.previous or {
+    prev = await previous.read(txn.session, stack.id) or {
         "template": EMPTY_TEMPLATE,
         "files": {},
         "environment": {},
@@ -85,7 +83,8 @@ async def start_rollback(txn: Txn, stack: StackRow, rows: list[Row], reason: str
     stack.action, stack.status, stack.updated_at = "ROLLBACK", "IN_PROGRESS", time.time()
     deploy.start_deadline(txn.runtime.settings.timeout_minute, stack, stack.updated_at)
     stack.status_reason = f"Stack ROLLBACK started: {reason}"
-    stack.rollback, stack.previous = False, None
+    stack.rollback = False
+    previous.clear(stack)
     keep = set(defn.order())
     for row in rows:
         if row.name not in keep:

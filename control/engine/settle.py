@@ -15,6 +15,7 @@ from sqlalchemy.orm.util import identity_key
 
 from control.hot import taint
 from control.resources import deploy, forget_deployment
+from control.store import previous
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
@@ -76,7 +77,7 @@ def finish(txn: Txn, stack: StackRow, status: str, reason: str) -> None:
     """End the stack's action as *status* (COMPLETE or FAILED), with its event."""
     stack.status, stack.status_reason, stack.updated_at = status, reason, time.time()
     if status == "COMPLETE":
-        stack.previous = None  # a later rollback returns here, not further back
+        previous.clear(stack)  # a later rollback returns here, not further back
     txn.event(stack.id, "", stack.action, status, reason, traversal=stack.traversal)
     if stack.parent_id is not None:
         txn.kicks.add(stack.parent_id)  # a nested stack settled: its resource there looks

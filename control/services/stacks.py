@@ -36,7 +36,7 @@ from control.services.stack_request import (
     timeout_given,
     validated_request,
 )
-from control.store import names
+from control.store import names, previous
 from control.store.orm import ResourceRow, StackRow
 from control.txn import Txn
 
@@ -166,7 +166,8 @@ async def _update_once(
 ) -> dict[str, Any]:
     async with rt.sessions() as session:
         txn = Txn(session, rt)
-        stack = await get_stack(session, name, within=within)
+        # None of its old definition is read (the previous one is copied in SQL), except for a PATCH.
+        stack = await get_stack(session, name, *STATE_ONLY, within=within)
         if_match = body.get("if_match")
         if if_match is not None and str(if_match) != str(stack.version):
             raise ConflictError(
@@ -177,16 +178,13 @@ async def _update_once(
         if stack.action == "SUSPEND":  # Heat's rule: a suspended stack is resumed before it changes
             raise ConflictError(f"stack {name} is suspended; resume it before updating", where="name")
         _not_nested(stack)
+        if body.get("existing"):  # Heat's PATCH merges over the stack's own definition
+            await load_columns(session, stack, ["template", "files", "environment", "params_given"])
         req = merged_request(stack, body, given)
         defn, warnings = await validated_request(
             rt.settings, req, stack_name=stack.name, stack_id=stack.id, nesting=_top(rt)
         )
-        # An update accepted while another runs supersedes it: the new traversal starts now;
-        # what runs on servers finishes, and a rollback still returns to the last settled state.
-        if not (stack.status == "IN_PROGRESS" and stack.previous is not None):
-            stack.previous = (
-                None if stack.action == "CREATE" and stack.status == "IN_PROGRESS" else _definition(stack)
-            )
+        await _keep_previous(session, stack)
         if not keep_rollback or "disable_rollback" in body or "rollback" in body:
             stack.rollback = rollback_wanted(body)
         tags = tags_given(body)
@@ -311,13 +309,19 @@ async def change_stack(
         return stack_view(stack)
 
 
-def _definition(stack: StackRow) -> dict[str, Any]:
-    return {
-        "template": stack.template,
-        "files": dict(stack.files),
-        "environment": dict(stack.environment),
-        "params_given": dict(stack.params_given),
-    }
+async def _keep_previous(session: AsyncSession, stack: StackRow) -> None:
+    """Keep the definition an update replaces for a rollback, copied in SQL (store/previous.py).
+
+    An update accepted while another runs supersedes it: the new traversal starts now; what runs
+    on servers finishes, and a rollback still returns to the last settled state (kept as it is).
+    A create still running has no settled state: a rollback of this update removes everything.
+    """
+    if stack.status == "IN_PROGRESS" and await previous.held(session, stack.id):
+        return
+    if stack.action == "CREATE" and stack.status == "IN_PROGRESS":
+        previous.clear(stack)
+    else:
+        await previous.keep_current(session, stack)
 
 
 def _top(rt: Runtime) -> hot.Nesting:

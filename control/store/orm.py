@@ -100,8 +100,23 @@ class StackRow(Base):
     #: When the running create, update or rollback fails as "Timed out" (timeout_mins after it
     #: started, control/engine/timeouts.py); None: no stack timeout (each deployment keeps its own).
     deadline: Mapped[float | None] = mapped_column(Float, default=None)
-    #: template, files, environment and params_given before the running create/update.
+    #: template, files, environment and params_given before the running create/update, as one
+    #: object: written before revision 0014 only (read until that update settles; store/previous.py).
     previous: Mapped[Any] = mapped_column(EncryptedJSON(none_as_null=True), nullable=True, default=None)
+    #: The definition before the running update, copied from the columns above in SQL
+    #: (control/store/previous.py); deferred: only a rollback reads them.
+    previous_template: Mapped[Any] = mapped_column(
+        EncryptedJSON(none_as_null=True), nullable=True, default=None, deferred=True
+    )
+    previous_files: Mapped[Any] = mapped_column(
+        EncryptedJSON(none_as_null=True), nullable=True, default=None, deferred=True
+    )
+    previous_environment: Mapped[Any] = mapped_column(
+        EncryptedJSON(none_as_null=True), nullable=True, default=None, deferred=True
+    )
+    previous_params: Mapped[Any] = mapped_column(
+        EncryptedJSON(none_as_null=True), nullable=True, default=None, deferred=True
+    )
     #: A nested stack's parent stack and the parent's resource that made it (None: a top-level stack).
     parent_id: Mapped[str | None] = mapped_column(String(64), default=None, index=True)
     parent_resource: Mapped[str] = mapped_column(String(255), default="")

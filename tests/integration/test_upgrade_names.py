@@ -128,8 +128,16 @@ def test_a_database_at_0010_upgrades_with_every_row_and_names_unique_per_project
     found, _ = asyncio.run(schema.upgrade(database))
     assert ("0010", schema.head()) == (found.current, found.head)
     after = asyncio.run(_run(database, _rows))
-    # Columns later revisions add (stacks.deadline in 0012, stacks.outline in 0013) hold none yet.
-    assert {"stacks": {"deadline", "outline"}} == {t: c for t, c in _added(before, after).items() if c}
+    # Columns later revisions add (stacks.deadline in 0012, outline in 0013, previous_* in 0014) hold none yet.
+    later = {
+        "deadline",
+        "outline",
+        "previous_template",
+        "previous_files",
+        "previous_environment",
+        "previous_params",
+    }
+    assert {"stacks": later} == {t: c for t, c in _added(before, after).items() if c}
     assert before == _without(after, _added(before, after))
     added = asyncio.run(
         _run(
