@@ -27,7 +27,7 @@ from control.errors import BadRequestError, ConflictError
 from control.principal import Within
 from control.runtime import Runtime
 from control.services.stacks import get_stack
-from control.store import crypt, names
+from control.store import crypt, names, previous
 from control.store.orm import Base, ConfigRow, DeploymentRow, ServerRow
 from control.txn import Txn
 
@@ -35,8 +35,10 @@ from control.txn import Txn
 SECTION = "anneal_handover"
 #: Bound into the sealed transfer key: it opens as nothing else.
 _PLACE = "anneal-adopt-transfer-key"
-#: Columns a record leaves behind: the row's own bookkeeping, or what the receiver sets itself.
-_LEFT = frozenset({"row_version", "project", "handover"})
+#: Columns a record leaves behind: the row's own bookkeeping, or what the receiver sets itself; and
+#: a stack's previous definition in its deferred columns, which only a top-level update writes (the
+#: records are nested stacks', whose own previous definition is never kept: their parent's is).
+_LEFT = frozenset({"row_version", "project", "handover", *previous.COLUMNS})
 
 
 @dataclass(frozen=True)
