@@ -7,7 +7,7 @@ TemplateError whose ``path`` says where (``resources.web.properties.config``).
 from control.hot.binding import condition_values, reads_parameters, resolve_parameters
 from control.hot.budget import DEFAULT_TOTAL_BYTES, Budget, BudgetError, evaluating
 from control.hot.cfnformat import resource_body
-from control.hot.definition import Definition, bind, build, is_plain, plain
+from control.hot.definition import Definition, bind, build, plain
 from control.hot.environment import (
     HOOKS,
     Environment,
@@ -89,7 +89,6 @@ __all__ = [
     "evaluating",
     "file_closure",
     "hooks_for",
-    "is_plain",
     "is_template_ref",
     "load_nested",
     "load_sources",

@@ -108,27 +108,5 @@ def plain(value: Any) -> Any:
     return taint.loads(json.dumps(value, default=_stored))
 
 
-#: Values whose JSON form is themselves (checked by exact type: a Secret is a str subclass).
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def is_plain(value: Any) -> bool:
-    """True when *value* is its own JSON form (dicts with text keys, lists, scalars; no Secret), so
-    ``plain`` of it would only copy it: a 100,000-deployment template is 140 MB of Python objects."""
-    todo = [value]
-    while todo:
-        item = todo.pop()
-        kind = type(item)
-        if kind is dict:
-            if not all(type(key) is str for key in item):
-                return False
-            todo.extend(item.values())
-        elif kind is list:
-            todo.extend(item)
-        elif kind not in _SCALARS:
-            return False
-    return True
-
-
 def _stored(value: Any) -> Any:
     return taint.json_default(value) if isinstance(value, taint.Secret) else str(value)

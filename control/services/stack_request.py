@@ -62,8 +62,7 @@ def parse_request(
     params = body.get("parameters") or {}
     if not isinstance(params, Mapping):
         raise BadRequestError("parameters: expected an object", where="parameters")
-    # A template given as JSON is stored as given: a copy of a big one doubled the request's memory.
-    source = template if template is None or hot.is_plain(template) else stackdef.plain(template)
+    source = None if template is None else stackdef.plain(template)
     return StackRequest(source, dict(files), merged, dict(params))
 
 

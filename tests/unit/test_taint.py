@@ -23,7 +23,6 @@ from control.hot import TemplateError, resolve, taint
 from control.hot.evaluation import select
 from control.hot.taint import Secret
 from control.resources import secrecy
-from control.services.stack_request import parse_request
 from control.signals.result import APPLIED, apply_signal
 from control.store.orm import DeploymentRow
 
@@ -272,29 +271,3 @@ def test_a_secret_given_to_a_nested_stack_is_checked_as_plain_data_and_stays_hid
             child, {}, hot.Environment(), {**given, "port": Secret("12345")}, stack_name="c", stack_id="c"
         )
     assert "12345" not in str(e.value)
-
-
-def test_a_template_given_as_json_is_kept_as_given_not_copied() -> None:
-    """A request's template already in JSON form is stored as the same object (a big one is not copied)."""
-    template = {
-        "heat_template_version": "2018-08-31",
-        "resources": {"a": {"type": "T", "properties": {"n": [1, 2.5, None, True]}}},
-    }
-    req = parse_request({"template": template}, 1 << 20)
-    assert req.template is template
-    assert hot.is_plain(template)
-
-
-@pytest.mark.parametrize(
-    "odd",
-    [Secret("s3cret"), (1, 2), {1: "int key"}, {"nested": [Secret("x")]}],
-    ids=["secret", "tuple", "int-key", "nested-secret"],
-)
-def test_a_template_not_in_json_form_is_stored_as_its_json_form(odd: Any) -> None:
-    """A value JSON would change (a tuple, a non-text key) or a Secret makes the request store plain()'s copy."""
-    template = {"heat_template_version": "2018-08-31", "resources": {}, "outputs": {"o": {"value": odd}}}
-    assert not hot.is_plain(template)
-    req = parse_request({"template": template}, 1 << 20)
-    assert req.template is not template
-    assert plain(template) == req.template
-    assert hot.is_plain(json.loads(json.dumps(req.template, default=taint.json_default)))
