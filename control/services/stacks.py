@@ -100,6 +100,7 @@ async def create_stack(
         warning_events(txn, stack)
         txn.kicks.add(stack_id)
         await txn.commit(kick)
+        _let_go(session, stack)
         if defs is not None:
             defs.keep(stack_id, stack.version, defn)
         return stack_view(stack)
@@ -185,7 +186,7 @@ async def _update_once(
         defn, warnings = await validated_request(
             rt.settings, req, stack_name=stack.name, stack_id=stack.id, nesting=_top(rt)
         )
-        await _keep_previous(session, stack)
+        await previous.before_update(session, stack)
         if not keep_rollback or "disable_rollback" in body or "rollback" in body:
             stack.rollback = rollback_wanted(body)
         tags = tags_given(body)
@@ -203,6 +204,7 @@ async def _update_once(
         warning_events(txn, stack)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
+        _let_go(session, stack)
         if defs is not None:
             defs.keep(stack.id, stack.version, defn)
         return stack_view(stack)
@@ -312,19 +314,11 @@ async def change_stack(
         return stack_view(stack)
 
 
-async def _keep_previous(session: AsyncSession, stack: StackRow) -> None:
-    """Keep the definition an update replaces for a rollback, copied in SQL (store/previous.py).
-
-    An update accepted while another runs supersedes it: the new traversal starts now; what runs
-    on servers finishes, and a rollback still returns to the last settled state (kept as it is).
-    A create still running has no settled state: a rollback of this update removes everything.
-    """
-    if stack.status == "IN_PROGRESS" and await previous.held(session, stack.id):
-        return
-    if stack.action == "CREATE" and stack.status == "IN_PROGRESS":
-        previous.clear(stack)
-    else:
-        await previous.keep_current(session, stack)
+def _let_go(session: AsyncSession, stack: StackRow) -> None:
+    """Drop the committed row's definition: an ORM row is in a reference cycle (its instance state),
+    so with the collector's raised thresholds (settings.tune_collector) the row and its template
+    (1.4 KB of Python objects per deployment) outlived the request into the engine's first steps."""
+    session.expire(stack, ["template", "files", "environment", "params_given"])
 
 
 def _top(rt: Runtime) -> hot.Nesting:

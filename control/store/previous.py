@@ -47,6 +47,21 @@ async def keep_current(session: AsyncSession, stack: StackRow) -> None:
         raise StaleDataError(f"stack {stack.id} changed since it was read")
 
 
+async def before_update(session: AsyncSession, stack: StackRow) -> None:
+    """Keep the definition an update of *stack* replaces, for a rollback.
+
+    An update accepted while another runs supersedes it: the new traversal starts now; what runs
+    on servers finishes, and a rollback still returns to the last settled state (kept as it is).
+    A create still running has no settled state: a rollback of this update removes everything.
+    """
+    if stack.status == "IN_PROGRESS" and await held(session, stack.id):
+        return
+    if stack.action == "CREATE" and stack.status == "IN_PROGRESS":
+        clear(stack)
+    else:
+        await keep_current(session, stack)
+
+
 def clear(stack: StackRow) -> None:
     """No previous definition: a later rollback returns here (or, after a create, to nothing)."""
     for name in (*COLUMNS, "previous"):
