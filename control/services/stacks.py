@@ -100,7 +100,6 @@ async def create_stack(
         warning_events(txn, stack)
         txn.kicks.add(stack_id)
         await txn.commit(kick)
-        _let_go(session, stack)
         if defs is not None:
             defs.keep(stack_id, stack.version, defn)
         return stack_view(stack)
@@ -204,7 +203,6 @@ async def _update_once(
         warning_events(txn, stack)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
-        _let_go(session, stack)
         if defs is not None:
             defs.keep(stack.id, stack.version, defn)
         return stack_view(stack)
@@ -312,13 +310,6 @@ async def change_stack(
         txn.kicks.add(stack.id)
         await txn.commit(kick)
         return stack_view(stack)
-
-
-def _let_go(session: AsyncSession, stack: StackRow) -> None:
-    """Drop the committed row's definition: an ORM row is in a reference cycle (its instance state),
-    so with the collector's raised thresholds (settings.tune_collector) the row and its template
-    (1.4 KB of Python objects per deployment) outlived the request into the engine's first steps."""
-    session.expire(stack, ["template", "files", "environment", "params_given"])
 
 
 def _top(rt: Runtime) -> hot.Nesting:
