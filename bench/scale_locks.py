@@ -2,18 +2,20 @@
 
 A write transaction holds the database's write lock from its first INSERT, UPDATE or
 DELETE (the driver's deferred BEGIN) to its commit or rollback. For each transaction the
-hold is timed and named by the coroutine at the top of the task that ran it and its first
-write; each write statement's own time is the waiting side (a busy wait is spent inside
-it); a failed statement ("database is locked") is kept with its task and statement.
+hold (from the end of that first write: its busy wait is not a hold) is timed and named by
+the coroutine at the top of the task that ran it, its first write and its statement count;
+each write statement's own time is the waiting side (a busy wait is spent inside it); a
+failed statement ("database is locked") is kept with its task and statement.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, exc
 from sqlalchemy.engine import Engine
 
 #: How many of the longest holds and waits are kept.
@@ -51,23 +53,35 @@ class LockWatch:
 
     def _before(self, conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
         if statement.lstrip()[:7].upper().startswith(_WRITES):
-            conn.info.setdefault("anneal_write", (time.monotonic(), f"{_who()}: {statement[:70]}"))
-            conn.info["anneal_stmt"] = time.monotonic()
+            conn.info["anneal_stmt"] = (time.monotonic(), f"{_who()}: {statement[:70]}")
+        if "anneal_write" in conn.info:
+            conn.info["anneal_write"][2] += 1
 
     def _after(self, conn: Any, *_: Any) -> None:
         started = conn.info.pop("anneal_stmt", None)
-        if started is not None:
-            waited = time.monotonic() - started
-            self.over["waits_over_5s"] += waited > 5
-            _keep(self.waits, waited, conn.info["anneal_write"][1])
+        if started is None:
+            return
+        now = time.monotonic()
+        waited = now - started[0]  # a busy wait for the lock is spent in the statement
+        self.over["waits_over_5s"] += waited > 5
+        _keep(self.waits, waited, started[1])
+        # The lock is this connection's from the end of its first write (the wait is not a hold).
+        conn.info.setdefault("anneal_write", [now, started[1], 1])
 
     def _end(self, conn: Any) -> None:
-        first = conn.info.pop("anneal_write", None)
-        conn.info.pop("anneal_stmt", None)
+        try:
+            info = conn.info
+        except exc.SQLAlchemyError:  # a connection invalidated (cancelled at shutdown): nothing to time
+            return
+        first = info.pop("anneal_write", None)
+        info.pop("anneal_stmt", None)
         if first is not None:
             held = time.monotonic() - first[0]
+            label = f"{first[1]} ({first[2]} statements)"
             self.over["holds_over_5s"] += held > 5
-            _keep(self.holds, held, first[1])
+            if held > 5:  # at once: a run stopped later keeps it
+                print(f"{time.strftime('%H:%M:%S')} write lock held {held:.1f} s by {label}", file=sys.stderr)
+            _keep(self.holds, held, label)
 
     def _error(self, context: Any) -> None:
         if len(self.failures) < KEPT:
