@@ -46,9 +46,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import scale_parts, scale_probe  # noqa: E402
+from bench import scale_locks, scale_parts, scale_probe  # noqa: E402
 from bench.scale_agents import SimAgents  # noqa: E402
-from bench.scale_locks import LockWatch  # noqa: E402
 from bench.scale_parts import (  # noqa: E402 (after the path is set)
     API_TEMPLATE_CAP,
     PER_SERVER,
@@ -103,7 +102,7 @@ async def child(
     )
     secrets = keys.load_or_create(settings.data_dir)
     db, sessions = await open_database(settings.db_url, secrets.data_key)
-    locks = LockWatch(db.sync_engine) if os.environ.get("SCALE_LOCKS") else None
+    locks = scale_locks.watch(db.sync_engine)  # SCALE_LOCKS=1, SCALE_BUSY_MS
     rt = Runtime(settings, secrets, sessions, SimPublisher(), EnrolProvisioner())
     defs = Definitions()
     engine = Engine(rt, defs)

@@ -92,7 +92,8 @@ class SimAgents:
 
     def _refused(self, e: Exception, item: tuple[str, int, str, int]) -> None:
         status = status_of(e)
-        reason = f"{status} {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
+        said = str(getattr(e, "orig", None) or e)  # the driver's own words ("database is locked")
+        reason = f"{status} {type(e).__name__}: {said.splitlines()[0][:120] if said else ''}"
         if reason in self.reasons or len(self.reasons) < REASONS_KEPT:
             self.reasons[reason] += 1
         if status in FINAL_REFUSALS:

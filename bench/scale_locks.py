@@ -11,8 +11,12 @@ failed statement ("database is locked") is kept with its task and statement.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import threading
 import time
+import traceback
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, exc
@@ -20,6 +24,8 @@ from sqlalchemy.engine import Engine
 
 #: How many of the longest holds and waits are kept.
 KEPT = 12
+#: Seconds without a callback run that count as a stall of the event loop.
+STALL = 1.0
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
@@ -37,6 +43,26 @@ def _keep(top: list[tuple[float, str]], seconds: float, what: str) -> None:
     del top[KEPT:]
 
 
+def watch(engine: Engine) -> LockWatch | None:
+    """The watch when ``SCALE_LOCKS`` is set; ``SCALE_BUSY_MS`` also shortens SQLite's busy timeout.
+
+    The product waits 10 s for the lock (control/store/db.py); a shorter wait makes the
+    refusals a loaded machine gives (503 over HTTP) frequent enough to see the agents' retries.
+    """
+    busy = os.environ.get("SCALE_BUSY_MS")
+    if busy:
+        event.listen(
+            engine, "connect", lambda conn, _record: conn.execute(f"PRAGMA busy_timeout={int(busy)}")
+        )
+    if not os.environ.get("SCALE_LOCKS"):
+        return None
+    found = LockWatch(engine)
+    threading.Thread(
+        target=found.stalls, args=(threading.get_ident(), asyncio.get_running_loop()), daemon=True
+    ).start()
+    return found
+
+
 class LockWatch:
     """Write-lock holds, write statements' waits and lock failures of one engine's connections."""
 
@@ -44,6 +70,8 @@ class LockWatch:
         self.holds: list[tuple[float, str]] = []
         self.waits: list[tuple[float, str]] = []
         self.failures: list[str] = []
+        #: Where the loop's thread was (its innermost control/ frames) -> the longest stall seen there.
+        self.stalled: dict[str, float] = {}
         self.over = {"holds_over_5s": 0, "waits_over_5s": 0}
         event.listen(engine, "before_cursor_execute", self._before)
         event.listen(engine, "after_cursor_execute", self._after)
@@ -88,6 +116,33 @@ class LockWatch:
             statement = (context.statement or "")[:70]
             self.failures.append(f"{_who()}: {context.original_exception} on {statement}")
 
+    def stalls(self, loop_thread: int, loop: asyncio.AbstractEventLoop) -> None:
+        """(A daemon thread.) Where the event loop's thread is while the loop runs no callback for over STALL s.
+
+        A transaction holding the write lock waits for the loop to resume it: what keeps the
+        loop from it keeps the lock held, and the other writers wait in their threads.
+        """
+        beat = [time.monotonic()]
+        while not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(lambda: beat.__setitem__(0, time.monotonic()))
+            except RuntimeError:  # the loop closed between the check and the call
+                return
+            time.sleep(STALL / 4)
+            stalled = time.monotonic() - beat[0]
+            frame = sys._current_frames().get(loop_thread)
+            if stalled > STALL and frame is not None:
+                ours = [f for f in traceback.extract_stack(frame) if "/control/" in f.filename][-4:]
+                where = " < ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(ours))
+                self.stalled[where] = max(self.stalled.get(where, 0.0), round(stalled, 2))
+
     def report(self) -> dict[str, Any]:
-        """The longest holds and waits, the counts over 5 s, the first failures."""
-        return {**self.over, "holds": self.holds, "waits": self.waits, "failures": self.failures}
+        """The longest holds and waits, the counts over 5 s, the first failures, where the loop stalled."""
+        top = sorted(self.stalled.items(), key=lambda kv: -kv[1])[:KEPT]
+        return {
+            **self.over,
+            "holds": self.holds,
+            "waits": self.waits,
+            "failures": self.failures,
+            "stalls": top,
+        }
