@@ -5,7 +5,7 @@ with `BEGIN IMMEDIATE` on the control plane's database file, as a long write tra
 another process would hold it. The signal route waits out the busy timeout (10 s,
 control/store/db.py), answers 503 with Retry-After, and the agent's outbox sends the signal
 again after its backoff; it is applied once and the hook ran once (bench/scale_agents.py
-does the same in-process at 50,000 deployments). About 15 s, most of it the busy timeout.
+does the same in-process at 50,000 deployments). About 18 s, most of it the busy timeout.
 """
 
 from __future__ import annotations
