@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from alembic import command
+from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.orm.exc import StaleDataError
 
 from control import keys
@@ -51,7 +52,7 @@ def _at_0013_updating(conn: sa.Connection, key: bytes) -> None:
 
 
 async def _upgraded(url: str, key: bytes) -> None:
-    engine = sa.ext.asyncio.create_async_engine(url)
+    engine = create_async_engine(url)
     try:
         async with engine.begin() as conn:
             await conn.run_sync(_at_0013_updating, key)
