@@ -251,9 +251,7 @@ class Step:
         needed: Counter[str] = Counter(n for o in old for n in set(o.requires or []) if n != o.name)
         while True:
             before = len(remaining)
-            # A row IN_PROGRESS is left as it is (``_clean``): its full row is not read. A group of
-            # 5,000 nested members read every member's full row on each step of its delete.
-            for chunk in self.slices.of([r for r in old if r.id in remaining and r.status != "IN_PROGRESS"]):
+            for chunk in self.slices.of([r for r in old if r.id in remaining]):
                 for row in await self.slices.load(chunk):
                     self.slices.acted += await self._clean(row, remaining, needed)
                     await self.slices.tick()
