@@ -95,8 +95,7 @@ async def step_batch(
         mine = _sorted(claims, stacks, rows, defs, out)
         ids = [stack.id for _, stack, _ in mine]
         # The session's identity map holds rows weakly: this list keeps them until the commit.
-        acting = [i for i in ids if _may_act(stacks[i], defs, rows[i])]
-        keep_alive = await preload(txn, acting, [r for i in acting for r in rows[i]], False)
+        keep_alive = await preload(txn, ids, [r for i in ids for r in rows[i]], False)
         ahead = await idle.deadlines(session, ids)
         txn.ahead.update({(idle.DEADLINES, i): found for i, found in ahead.items()})
         ran: dict[str, Ran] = {}
@@ -166,12 +165,3 @@ def _size(stack: StackRow, defs: stackdef.Definitions, rows: list[Row]) -> int:
     if stack.status != "IN_PROGRESS" or stack.action == "DELETE":
         return len(rows)
     return max(len(rows), len(defs.get(stack).template.resources))
-
-
-def _may_act(stack: StackRow, defs: stackdef.Definitions, rows: list[Row]) -> bool:
-    """Whether the stack's step may act, as ``step.step_stack`` asks before it preloads: a member
-    whose deployments all still wait for their signals (a signal batch settled one of its five)
-    needs none of its deployments, configs and servers decoded."""
-    if stack.status != "IN_PROGRESS" or stack.action == "DELETE":
-        return True
-    return idle.may_act(stack, rows, len(defs.get(stack).template.resources))
