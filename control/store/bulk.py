@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Integer, bindparam, event, false, func, inspect, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Mapper, Session
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -71,7 +71,7 @@ def number_new(session: Session, classes: Iterable[type]) -> int:
         return 0
     numbered = 0
     for cls in classes:
-        mapper = inspect(cls)
+        mapper: Mapper[Any] = inspect(cls)
         (pk,) = mapper.primary_key
         if not (pk.autoincrement is True and isinstance(pk.type, Integer)):
             continue
@@ -79,8 +79,7 @@ def number_new(session: Session, classes: Iterable[type]) -> int:
         new = [obj for obj in session.new if type(obj) is cls and getattr(obj, key) is None]
         if len(new) < 2:
             continue  # one INSERT either way
-        table = mapper.local_table
-        connection.execute(update(table).where(false()).values({pk: pk}))  # the write lock
+        connection.execute(update(cls).where(false()).values({pk: pk}))  # the write lock
         top = connection.execute(select(func.max(pk))).scalar() or 0
         for offset, obj in enumerate(new, 1):
             setattr(obj, key, top + offset)
