@@ -6,7 +6,8 @@ idle VmRSS, idle requests, a no-op script deployment). Each figure has its basel
 the same run; goals are reported as PASS or MISS and never fail the run. The
 figures go to bench/results/<date>.json; docs/performance.md explains them.
 `--long` then runs the long benches (LONG), each its own script printing its own figures
-with its baseline of the same run (about an hour; `make bench-long`).
+with its baseline of the same run (about two hours; `make bench-long`); `--million` the
+one-million run on PostgreSQL (hours).
 """
 
 from __future__ import annotations
@@ -44,31 +45,76 @@ FIGURES: dict[str, Callable[[Path], dict[str, Any]]] = {
     "d": agent_rss.measure,
 }
 
-#: The long benches `--long` runs after the figures: a title, then the script's arguments.
+#: The long benches `--long` runs after the figures: a title, then the script's arguments. Together
+#: with (a)-(d) they measure every figure of issues 17 and 20, each against its baseline in the same run.
 LONG: list[tuple[str, list[str]]] = [
+    (
+        "publish -> document, 1,000 long-polling agents",
+        ["bench/latency.py", "--agents", "1000", "--rounds", "3"],
+    ),
+    (
+        "publish -> document, 5,000 long-polling agents",
+        ["bench/latency.py", "--agents", "5000", "--rounds", "2"],
+    ),
     (
         "Heat's agent chain against anneal-agent",
         ["bench/heat_chain.py", "--changes", "20", "--chain-changes", "5"],
     ),
     ("1,000 agents, 3 processes behind HAProxy", ["bench/fleet.py", "--agents", "1000", "--rounds", "3"]),
     (
-        "one stack of 10,000 and 50,000 deployments",
+        "50,000 deployments through the API, both databases",
+        ["bench/scale.py", "--sizes", "50000", "--db", "both", "--api", "--timeout", "1800"],
+    ),
+    (
+        "one stack of 2,000 to 50,000 deployments, the engine alone",
         ["bench/scale.py", "--sizes", "2000,10000,50000", "--db", "both"],
     ),
     (
-        "nested server templates against the flat shape",
-        ["bench/scale.py", "--sizes", "2000", "--shapes", "flat,nested"],
+        "nested server templates against the flat shape, at the issue's size",
+        [
+            "bench/scale.py",
+            "--sizes",
+            "2000,50000",
+            "--db",
+            "sqlite",
+            "--shapes",
+            "flat,nested",
+            "--timeout",
+            "2400",
+        ],
     ),
+    ("reads of a big stack", ["bench/bigread.py", "--sizes", "10000,100000"]),
     ("the web view on 10,000 resources", ["bench/ui_scale.py", "--resources", "10000"]),
+]
+#: `--million` (hours, PostgreSQL): the growth curve to one million deployments in one stack.
+MILLION: list[tuple[str, list[str]]] = [
+    (
+        "100,000 to 1,000,000 deployments on PostgreSQL",
+        [
+            "bench/scale.py",
+            "--sizes",
+            "100000,250000,1000000",
+            "--db",
+            "postgresql",
+            "--probe",
+            "--timeout",
+            "7200",
+        ],
+    ),
 ]
 
 
-def run_long() -> int:
-    """Each long bench in turn; the number that failed (their output says why)."""
+def module(script: str) -> str:
+    """``bench/x.py`` as the module ``bench.x``: run with ``-m`` from the repository, each finds ``bench``."""
+    return script.removesuffix(".py").replace("/", ".")
+
+
+def run_long(benches: list[tuple[str, list[str]]]) -> int:
+    """Each of *benches* in turn; the number that failed (their output says why)."""
     failed = 0
-    for title, argv in LONG:
+    for title, argv in benches:
         print(f"\n== {title}: {' '.join(argv)}", flush=True)
-        done = subprocess.run([sys.executable, *argv], cwd=ROOT, check=False)
+        done = subprocess.run([sys.executable, "-m", module(argv[0]), *argv[1:]], cwd=ROOT, check=False)
         failed += done.returncode != 0
     return failed
 
@@ -221,7 +267,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--only", choices=sorted(FIGURES), help="run one figure")
     parser.add_argument("--keep", action="store_true", help="keep the work dir (logs, data) afterwards")
-    parser.add_argument("--long", action="store_true", help="then the long benches (LONG, about an hour)")
+    parser.add_argument("--long", action="store_true", help="then the long benches (LONG, about two hours)")
+    parser.add_argument(
+        "--million", action="store_true", help="then one million deployments on PostgreSQL (MILLION, hours)"
+    )
     args = parser.parse_args(argv)
     started = time.time()
     load = os.getloadavg()[0]
@@ -248,7 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(results))
     print(f"\nmachine: {machine()}; {time.time() - started:.0f} s in all")
     print(f"results: {save(results, started, load)}")
-    return 1 if args.long and run_long() else 0
+    benches = (LONG if args.long else []) + (MILLION if args.million else [])
+    return 1 if run_long(benches) else 0
 
 
 if __name__ == "__main__":

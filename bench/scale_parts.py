@@ -28,9 +28,11 @@ API_TEMPLATE_CAP = 64 * 1024 * 1024
 
 
 def overrides() -> dict[str, Any]:
-    """Settings a scale.py child takes from the environment: SCALE_STEP_SLICE=N is `--step-slice N`."""
+    """Settings of a scale.py child: no stack timeout (a million deployments may take longer than
+    `anneal serve`'s default hour: the bench measures how long, it does not cut it), and from the
+    environment SCALE_STEP_SLICE=N as `--step-slice N`."""
     value = os.environ.get("SCALE_STEP_SLICE")
-    return {} if value is None else {"step_slice": int(value)}
+    return {"stack_timeout": 0} | ({} if value is None else {"step_slice": int(value)})
 
 
 def profiled(run: Callable[[], T]) -> T:

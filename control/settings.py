@@ -36,6 +36,9 @@ class Settings:
     deployment_timeout: float = 3600.0
     #: Seconds one minute of a stack's timeout_mins lasts (Heat's 60; tests shorten it).
     timeout_minute: float = 60.0
+    #: Minutes a stack's create, update, delete, suspend or resume may take when the stack sets no
+    #: timeout_mins (Heat's stack_action_timeout, 3600 s); 0: no timeout.
+    stack_timeout: int = 60
     #: The longest an agent's long-poll may wait (seconds).
     long_poll_max: float = 60.0
     #: How many servers' signed documents the HTTP publisher keeps in memory (the rest are rendered
@@ -194,6 +197,13 @@ def audit_retention_problem(settings: Settings) -> str | None:
     """Why ``--audit-retention-days`` cannot be used, or None."""
     if settings.audit_retention_days < 0:
         return f"--audit-retention-days {settings.audit_retention_days:g}: expected 0 (keep every row) or more days"
+    return None
+
+
+def stack_timeout_problem(settings: Settings) -> str | None:
+    """Why ``--stack-timeout`` cannot be used, or None."""
+    if settings.stack_timeout < 0:
+        return f"--stack-timeout {settings.stack_timeout}: expected 0 (no timeout) or more minutes"
     return None
 
 

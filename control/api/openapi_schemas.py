@@ -167,7 +167,8 @@ def schemas() -> dict[str, Any]:
         "tags": {"type": "array", "items": STRING},
         "timeout_mins": {
             "type": "integer",
-            "description": 'minutes each create, update or rollback may take (then it fails "Timed out"); '
+            "description": "minutes each create, update, rollback, delete, suspend or resume may take "
+            '(then it fails "Timed out"; without it, `anneal serve --stack-timeout`); '
             "also the default timeout of the stack's deployments",
         },
     }
@@ -183,6 +184,11 @@ def schemas() -> dict[str, Any]:
             rollback={"type": "boolean"},
             tags={"type": "array", "items": STRING},
             timeout_mins={"type": ["integer", "null"]},
+            deadline={
+                "type": ["string", "null"],
+                "format": "date-time",
+                "description": 'when the running action fails "Timed out" (UTC); null when none runs',
+            },
             parameters=OBJ,
             parent=nullable,
             parent_resource=nullable,

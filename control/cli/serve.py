@@ -17,6 +17,7 @@ from control.settings import (
     audit_retention_problem,
     keystone_problem,
     metrics_listen_problem,
+    stack_timeout_problem,
     tune_collector,
 )
 from control.store.db import SchemaError
@@ -48,6 +49,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         provisioner=args.provisioner,
         deployment_timeout=args.deployment_timeout,
         timeout_minute=args.timeout_minute,
+        stack_timeout=args.stack_timeout,
         document_ttl=args.document_ttl,
         audit_retention_days=args.audit_retention_days,
         local_agent_args=tuple(args.agent_arg),
@@ -96,7 +98,10 @@ def serve(args: argparse.Namespace) -> int:
         )
         return 2
     problem = (
-        metrics_listen_problem(settings) or keystone_problem(settings) or audit_retention_problem(settings)
+        metrics_listen_problem(settings)
+        or keystone_problem(settings)
+        or audit_retention_problem(settings)
+        or stack_timeout_problem(settings)
     )
     if problem is not None:
         print(f"anneal serve: {problem}", file=sys.stderr)

@@ -79,6 +79,14 @@ def add(p: argparse.ArgumentParser) -> None:
         help="seconds one minute of a stack's timeout_mins lasts (default 60; shorter for tests)",
     )
     p.add_argument(
+        "--stack-timeout",
+        type=int,
+        default=60,
+        metavar="MINUTES",
+        help="minutes a stack's action may take when the stack sets no timeout_mins "
+        "(Heat's stack_action_timeout; default 60, 0: none)",
+    )
+    p.add_argument(
         "--document-ttl",
         type=float,
         default=24 * 3600.0,

@@ -83,7 +83,7 @@ async def start_rollback(txn: Txn, stack: StackRow, rows: list[Row], reason: str
     stack.version += 1
     stack.traversal += 1
     stack.action, stack.status, stack.updated_at = "ROLLBACK", "IN_PROGRESS", time.time()
-    deploy.start_deadline(txn.runtime.settings.timeout_minute, stack, stack.updated_at)
+    deploy.start_deadline(txn.runtime.settings, stack, stack.updated_at)
     stack.status_reason = f"Stack ROLLBACK started: {reason}"
     stack.rollback, stack.previous = False, None
     keep = set(defn.order())

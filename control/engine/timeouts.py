@@ -1,7 +1,10 @@
-"""Heat's stack timeout: a create, update or rollback still running at its deadline fails "Timed out".
+"""Heat's stack timeout: a stack action still running at its deadline fails "Timed out".
 
-The deadline is a column of the stack row, set when the action starts from its timeout_mins
-(``resources.deploy.start_deadline``), so every process, and one restarted, steps it the same.
+The deadline is a column of the stack row, set when the action starts from its timeout_mins, else
+the operator's ``--stack-timeout`` (Heat's stack_action_timeout; ``resources.deploy.start_deadline``),
+so every process, and one restarted, steps it the same. It bounds a create, update, rollback,
+delete, suspend, resume and converge: every action that runs deployments, as Heat's convergence
+engine bounds each traversal (a CHECK runs none and bounds its own wait for answers).
 At the deadline the step stops what the action still runs as `anneal stack cancel` does
 (``stop_running``: deployments failed and marked ``stop`` in their servers' documents), and
 so for every nested stack in progress under it; then the stack fails with the reason Heat's
@@ -18,13 +21,14 @@ from sqlalchemy import select
 
 from control.engine.rollback import start_rollback
 from control.engine.settle import finish, settle
+from control.resources import deploy
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
 #: Heat's status_reason of a stack whose action ran past its timeout (its convergence engine's).
 TIMED_OUT = "Timed out"
-#: The actions a stack timeout bounds (a delete, suspend or resume has none, as here before).
-ACTIONS = ("CREATE", "UPDATE", "ROLLBACK")
+#: The actions a stack timeout bounds: those that run deployments.
+ACTIONS = ("CREATE", "UPDATE", "ROLLBACK", "DELETE", "SUSPEND", "RESUME", "CONVERGE")
 
 
 def deadline_of(stack: StackRow) -> float | None:
@@ -35,7 +39,7 @@ def deadline_of(stack: StackRow) -> float | None:
 
 
 def passed(stack: StackRow, now: float | None = None) -> bool:
-    """True when the stack's running create, update or rollback is past its deadline."""
+    """True when the stack's running action is past its deadline."""
     deadline = deadline_of(stack)
     return deadline is not None and deadline <= (time.time() if now is None else now)
 
@@ -56,11 +60,12 @@ async def stop_running(txn: Txn, stack: StackRow, why: Callable[[DeploymentRow],
 
 async def time_out(txn: Txn, stack: StackRow) -> bool:
     """Fail the stack's action at its deadline; True when it is done, False while its rollback runs."""
-    minutes = stack.timeout_mins
+    minutes = deploy.stack_minutes(txn.runtime.settings, stack)
+    of = f" of {minutes} min" if minutes else ""  # (none: --stack-timeout 0 since the action began)
     todo = [stack]
     while todo:
         current = todo.pop()
-        await _stop(txn, current, f"{TIMED_OUT}: stack {stack.name} ran past its timeout of {minutes} min")
+        await _stop(txn, current, f"{TIMED_OUT}: stack {stack.name} ran past its timeout{of}")
         if current is not stack:
             finish(txn, current, "FAILED", TIMED_OUT)
         todo += await txn.session.scalars(

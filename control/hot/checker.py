@@ -20,6 +20,7 @@ from control.hot.functions import (
     check_shape,
     is_unsupported,
 )
+from control.hot.heatstack import check_outputs_attribute
 from control.hot.nesting import check_attribute
 from control.hot.parameters import PSEUDO_PARAMETERS
 from control.hot.schema import TypeSpec
@@ -149,6 +150,8 @@ class Checker:
         if rdef.nested is not None:
             check_attribute(rdef.nested, rdef.type, attribute, path)
             return
+        if rdef.stack_outputs is not None:
+            check_outputs_attribute(rdef.type, rdef.stack_outputs, attribute, path)
         rtype = rdef.type
         spec = self.types[rtype]
         known = spec.attributes

@@ -122,16 +122,16 @@ def check_stack(
     path: str,
     scope: tuple[Mapping[str, str], Environment, Nesting],
     parse: Parse,
-) -> None:
+) -> tuple[str, frozenset[str]] | None:
     """Parse a literal ``template`` (CFN: ``TemplateURL``) one level deeper and check its
-    ``parameters`` (``Parameters``) against it."""
+    ``parameters`` (``Parameters``) against it: (its label, its output names); None when computed."""
     files, env, nesting = scope
     cfn = "TemplateURL" in props
     where = at(path, "TemplateURL" if cfn else "template")
     given = cfn_template(props["TemplateURL"], files, where) if cfn else props.get("template")
     found = source_of(given, files, where)
     if found is None:
-        return
+        return None
     label, source = found
     if nesting.depth + 1 > nesting.max_depth:
         raise TemplateError(
@@ -148,3 +148,19 @@ def check_stack(
     params = props.get(params_key)
     if params is None or (isinstance(params, Mapping) and call_of(params) is None):
         check_properties(nested, label, dict(params or {}), at(path, params_key), inner)
+    return label, frozenset(nested.outputs)
+
+
+def check_outputs_attribute(
+    rtype: str, outputs: tuple[str, frozenset[str]], attribute: str, path: str
+) -> None:
+    """AWS::CloudFormation::Stack's ``Outputs.NAME``: NAME is an output of its template (Heat
+    finds out at the stack's create, failing it; here the create is refused, naming the path)."""
+    name = attribute.partition(".")[2]
+    label, names = outputs
+    if rtype != CFN_STACK or not attribute.startswith("Outputs.") or name in names:
+        return
+    raise TemplateError(
+        path,
+        f"get_attr: template {label} has no output {name!r}; its outputs: {', '.join(sorted(names)) or 'none'}",
+    )

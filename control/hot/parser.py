@@ -235,7 +235,7 @@ class _Scope:
         rtype = map_type(self.env, original, name)
         rtype = ALIASES.get(rtype, rtype)
         properties = _mapping(body, "properties", path)
-        nested = None
+        nested = outputs = None
         if rtype in self.types:
             check_properties(self.types[rtype], properties, at(path, "properties"), self.warnings)
             if rtype in MEMBER_PROPERTY:
@@ -243,7 +243,9 @@ class _Scope:
                 check_member(name, rtype, properties, at(path, "properties"), scope, self._parse)
             if rtype in (HEAT_STACK, CFN_STACK):
                 where = at(path, "properties")
-                check_stack(name, properties, where, (self.files, self.env, self.nesting), self._parse)
+                outputs = check_stack(
+                    name, properties, where, (self.files, self.env, self.nesting), self._parse
+                )
         elif is_template_ref(rtype, self.files):
             rtype, nested = parse_nested(
                 name, rtype, at(path, "type"), self.files, self.env, self.nesting, self._parse
@@ -268,6 +270,7 @@ class _Scope:
             update_policy=update_policy,
             condition=body.get("condition"),
             nested=nested,
+            stack_outputs=outputs,
             external_id=external.checked(body, rtype, path, self.version),
         )
 

@@ -29,6 +29,9 @@ class ResourceDef:
     condition: Any  # None, a boolean, a condition name or an inline condition
     #: A template resource's parsed template (``type`` is then its key in the files).
     nested: Template | None = None
+    #: An OS::Heat::Stack's or AWS::CloudFormation::Stack's literal template: (its label, its
+    #: output names), so ``Outputs.NAME`` is checked at parse; None when computed or another type.
+    stack_outputs: tuple[str, frozenset[str]] | None = None
     #: ``external_id``: the existing thing the resource adopts instead of creating (as written).
     external_id: Any = None
 

@@ -20,6 +20,7 @@ from control.documents.render import iso
 from control.errors import BadRequestError, NotFoundError
 from control.hot import taint
 from control.principal import Within
+from control.settings import Settings
 from control.store import names
 from control.store.orm import DeploymentRow, ServerRow, StackRow
 from control.transports.publisher import Transports
@@ -81,13 +82,20 @@ def stack_timeout(txn: Txn, stack: StackRow) -> float:
     return txn.runtime.settings.deployment_timeout
 
 
-def start_deadline(minute: float, stack: StackRow, now: float | None = None) -> None:
-    """Give the stack's starting create, update or rollback its deadline: timeout_mins from now.
+def stack_minutes(settings: Settings, stack: StackRow) -> int | None:
+    """The minutes the stack's actions may take: its timeout_mins, else the operator's
+    ``--stack-timeout`` (Heat's stack_action_timeout); None: no timeout."""
+    return stack.timeout_mins or settings.stack_timeout or None
 
-    *minute* is the seconds one minute lasts (``--timeout-minute``); without timeout_mins, none.
+
+def start_deadline(settings: Settings, stack: StackRow, now: float | None = None) -> None:
+    """Give the stack's starting action its deadline: ``stack_minutes`` from now (none without).
+
+    A minute lasts ``settings.timeout_minute`` seconds (``--timeout-minute``; tests shorten it).
     """
     start = time.time() if now is None else now
-    stack.deadline = start + stack.timeout_mins * minute if stack.timeout_mins else None
+    minutes = stack_minutes(settings, stack)
+    stack.deadline = start + minutes * settings.timeout_minute if minutes else None
 
 
 def declared_inputs(source: Source, values: Mapping[str, Any]) -> list[wire.InputItem]:

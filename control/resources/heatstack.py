@@ -62,7 +62,7 @@ class HeatStack(TemplateResource):
         timeout = props.get(self.keys[2])
         if timeout is not None:  # else the parent's, as Heat's nested stacks inherit it
             child.timeout_mins = int(timeout)
-            deploy.start_deadline(txn.runtime.settings.timeout_minute, child)
+            deploy.start_deadline(txn.runtime.settings, child)
 
     def attributes(self, child: nested.ChildState, outputs: Mapping[str, Any]) -> dict[str, Any]:
         shown = {k: v for k, v in outputs.items() if not k.startswith(HIDDEN)}

@@ -142,7 +142,7 @@ async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:
     parts_of = (parts["template"], parts["files"], parts["environment"], parts["params"])
     store_definition(child, *parts_of, defn, warnings)
     _built(txn, child, defn)
-    deploy.start_deadline(txn.runtime.settings.timeout_minute, child, now)
+    deploy.start_deadline(txn.runtime.settings, child, now)
     txn.add(child)
     reason = f"Stack CREATE started (nested: resource {res.name} of stack {parent.name})"
     txn.event(child_id, "", "CREATE", "IN_PROGRESS", reason, traversal=1)
@@ -158,9 +158,8 @@ async def update_child(txn: Txn, res: Res, child: StackRow, parts: Mapping[str, 
     store_definition(child, *parts_of, defn, warnings)
     if res.nest is not None:  # a group's next batch keeps what the child had
         child.facade = dict(res.nest.facade)
-    _restart(txn, child, "UPDATE")
     child.timeout_mins = res.stack.timeout_mins
-    deploy.start_deadline(txn.runtime.settings.timeout_minute, child)
+    _restart(txn, child, "UPDATE")
     _built(txn, child, defn)
     warning_events(txn, child)
     retire_later(txn, child.id, set(defn.order()))
@@ -204,6 +203,7 @@ def _restart(txn: Txn, child: StackRow, action: str) -> None:
     child.traversal += 1
     child.action, child.status, child.status_reason = action, "IN_PROGRESS", f"Stack {action} started"
     child.updated_at = time.time()
+    deploy.start_deadline(txn.runtime.settings, child, child.updated_at)  # each action has its own
     txn.event(child.id, "", action, "IN_PROGRESS", child.status_reason, traversal=child.traversal)
     txn.kicks.add(child.id)
 

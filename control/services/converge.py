@@ -28,7 +28,7 @@ from sqlalchemy import select
 
 from control.engine.settle import finish
 from control.principal import Within
-from control.resources import DEPLOYMENT_TYPES, HANDLERS, Res
+from control.resources import DEPLOYMENT_TYPES, HANDLERS, Res, deploy
 from control.resources.group_members import STATE
 from control.resources.groups import GROUP_TYPES, DeploymentGroup
 from control.resources.software import SoftwareDeployment
@@ -177,6 +177,7 @@ async def converge(rt: Runtime, kick: Callable[[str], None], ref: str, *, within
         }
         stack.traversal += 1
         stack.action, stack.status, stack.updated_at = "CONVERGE", "IN_PROGRESS", time.time()
+        deploy.start_deadline(rt.settings, stack, stack.updated_at)
         stack.status_reason = f"Stack CONVERGE started: {len(wanted)} deployment(s) to re-apply"
         txn.event(stack.id, "", "CONVERGE", "IN_PROGRESS", stack.status_reason, traversal=stack.traversal)
         rows = list(

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
 from control import hot
+from control.documents.render import iso
 from control.engine import stackdef, timeouts
 from control.engine.rollback import start_rollback
 from control.engine.settle import finish
@@ -90,7 +91,7 @@ async def create_stack(
             tags=tags,
             timeout_mins=timeout_mins,
         )
-        deploy.start_deadline(rt.settings.timeout_minute, stack, now)
+        deploy.start_deadline(rt.settings, stack, now)
         store_definition(stack, req.template, req.files, req.environment, req.parameters, defn, warnings)
         schedule(stack, now)
         stack.rollback = rollback
@@ -198,7 +199,7 @@ async def _update_once(
         stack.traversal += 1
         stack.action, stack.status, stack.status_reason = "UPDATE", "IN_PROGRESS", "Stack UPDATE started"
         stack.updated_at = time.time()
-        deploy.start_deadline(rt.settings.timeout_minute, stack, stack.updated_at)
+        deploy.start_deadline(rt.settings, stack, stack.updated_at)
         await retire(session, stack.id, set(defn.order()))
         txn.event(stack.id, "", "UPDATE", "IN_PROGRESS", "Stack UPDATE started", traversal=stack.traversal)
         warning_events(txn, stack)
@@ -224,6 +225,7 @@ async def delete_stack(
             stack.traversal += 1
             stack.action, stack.status, stack.status_reason = "DELETE", "IN_PROGRESS", "Stack DELETE started"
             stack.updated_at = time.time()
+            deploy.start_deadline(rt.settings, stack, stack.updated_at)
             await retire(session, stack.id, None)
             txn.event(
                 stack.id, "", "DELETE", "IN_PROGRESS", "Stack DELETE started", traversal=stack.traversal
@@ -305,6 +307,7 @@ async def change_stack(
         stack.action, stack.status = action, "IN_PROGRESS"
         stack.status_reason = f"Stack {action} started"
         stack.updated_at = time.time()
+        deploy.start_deadline(rt.settings, stack, stack.updated_at)
         txn.event(stack.id, "", action, "IN_PROGRESS", stack.status_reason, traversal=stack.traversal)
         txn.kicks.add(stack.id)
         await txn.commit(kick)
@@ -364,11 +367,18 @@ def stack_view(stack: StackRow) -> dict[str, Any]:
         "nested_depth": stack.nested_depth,
         "tags": list(stack.tags or []),
         "timeout_mins": stack.timeout_mins,
+        "deadline": _deadline(stack),
         "parameters": masked_parameters(stack),
         "warnings": list(stack.warnings),
         "created_at": stack.created_at,
         "updated_at": stack.updated_at,
     }
+
+
+def _deadline(stack: StackRow) -> str | None:
+    """When the stack's running action fails "Timed out" (ISO 8601, UTC); None when none runs."""
+    deadline = timeouts.deadline_of(stack)
+    return None if deadline is None else iso(deadline)
 
 
 def masked_parameters(stack: StackRow) -> dict[str, Any]:

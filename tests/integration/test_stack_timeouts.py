@@ -9,19 +9,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.openstack import heat_request, start_heat_plane
+from tests.support.stack_timeouts import MINUTE, SLOW, deployment, stack_events, stopped_hook
 from tests.support.templates import one_script_deployment
 from tests.support.waiting import wait_until
 
-#: One minute of timeout_mins lasts 4 s: long enough for a local agent to start its hook under load.
-MINUTE = ("--timeout-minute", "4")
 QUICK = "#!/bin/sh\necho quick\n"
-SLOW = "#!/bin/sh\necho started\nsleep 300\n"
 
 
 def template(script: str) -> str:
@@ -35,27 +32,6 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPla
     cp, url = start_heat_plane(tmp_path_factory.mktemp("timeouts"), *MINUTE)
     yield cp, url
     stop_control_plane(cp)
-
-
-def stack_events(cp: ControlPlane, name: str) -> list[tuple[str, str, str, str]]:
-    """(resource, action, status, reason) of each event of the stack, oldest first (the stack's: its name)."""
-    return [
-        (e["resource_name"], e["action"], e["status"], e["reason"])
-        for e in cp.api("GET", f"/v1/stacks/{name}/events").body
-    ]
-
-
-def deployment(cp: ControlPlane, stack: str) -> dict[str, Any]:
-    """The stack's one deployment as shown (empty until the stack made it)."""
-    listed = cp.api("GET", f"/v1/deployments?stack={stack}").body
-    return dict(cp.api("GET", f"/v1/deployments/{listed[0]['id']}").body) if listed else {}
-
-
-def stopped_hook(cp: ControlPlane, stack: str) -> int:
-    """The status code of the stopped hook's late result (the agent was told to stop it: SIGTERM's 143)."""
-    return int(
-        wait_until(lambda: deployment(cp, stack)["deploy_status_code"], "the stopped hook's result", 60, 0.3)
-    )
 
 
 def test_a_create_past_timeout_mins_fails_timed_out_through_heats_api(

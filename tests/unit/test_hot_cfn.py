@@ -159,3 +159,50 @@ def test_a_hot_function_in_a_cfn_template_is_refused_naming_its_path_and_the_cfn
         "Resources": {"v": value({"list_join": ["", []]})},
     }
     assert "write Fn::Join" in error(heat_format).reason
+
+
+INNER = """AWSTemplateFormatVersion: 2010-09-09
+Outputs:
+  Address: {Value: here}
+  Port: {Value: 80}
+"""
+
+
+def nested_stack(attribute: str, url: Any = "inner.yaml") -> dict[str, Any]:
+    """A CFN parent with one AWS::CloudFormation::Stack and an output reading Fn::GetAtt [Inner, attribute]."""
+    return cfn(
+        {"Inner": {"Type": "AWS::CloudFormation::Stack", "Properties": {"TemplateURL": url}}},
+        Outputs={"Seen": {"Value": {"Fn::GetAtt": ["Inner", attribute]}}},
+    )
+
+
+def test_getatt_of_a_nested_stacks_outputs_names_an_output_of_its_template() -> None:
+    """Fn::GetAtt [Inner, Outputs.NAME]: NAME must be an output of TemplateURL's template; else the
+    error names the get_attr's path in the parent, the file and the outputs it has."""
+    files = {"inner.yaml": INNER}
+    assert "Inner" in parse_template(nested_stack("Outputs.Port"), files=files).resources
+    with pytest.raises(TemplateError) as info:
+        parse_template(nested_stack("Outputs.Adress"), files=files)
+    assert "Outputs.Seen.Value" == info.value.path
+    assert "template inner.yaml has no output 'Adress'; its outputs: Address, Port" in info.value.reason
+    with pytest.raises(TemplateError) as info:
+        parse_template(
+            nested_stack("Outputs.Port"), files={"inner.yaml": "AWSTemplateFormatVersion: 2010-09-09\n"}
+        )
+    assert "has no output 'Port'; its outputs: none" in info.value.reason
+
+
+def test_getatt_of_a_nested_stack_is_checked_in_a_hot_parent_too() -> None:
+    """A HOT parent's get_attr [inner, Outputs.NAME] of an AWS::CloudFormation::Stack is checked the same way."""
+    hot = {
+        "heat_template_version": "2018-08-31",
+        "resources": {
+            "inner": {"type": "AWS::CloudFormation::Stack", "properties": {"TemplateURL": "i.yaml"}}
+        },
+        "outputs": {"a": {"value": {"get_attr": ["inner", "Outputs.Address"]}}},
+    }
+    assert parse_template(hot, files={"i.yaml": INNER}).outputs["a"]
+    hot["outputs"] = {"a": {"value": {"get_attr": ["inner", "Outputs.Host", "x"]}}}
+    with pytest.raises(TemplateError) as info:
+        parse_template(hot, files={"i.yaml": INNER})
+    assert ("outputs.a.value", True) == (info.value.path, "no output 'Host'" in info.value.reason)
