@@ -46,12 +46,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import scale_parts, scale_probe  # noqa: E402
+from bench import scale_locks, scale_parts, scale_probe  # noqa: E402
+from bench.scale_agents import SimAgents  # noqa: E402
 from bench.scale_parts import (  # noqa: E402 (after the path is set)
     API_TEMPLATE_CAP,
     PER_SERVER,
     FrontDoor,
     cpu,
+    hwm_mb,
     new_generations,
     progress,
     request,
@@ -78,9 +80,8 @@ async def child(
     from control.store.db import open_database  # noqa: PLC0415
     from control.store.orm import StackRow  # noqa: PLC0415
 
-    queue: asyncio.Queue[tuple[str, int, str]] = asyncio.Queue()
     seen: set[tuple[str, int]] = set()
-    signalled = {"n": 0, "errors": 0}
+    sim: SimAgents | None = None  # the simulated agents, once the runtime they signal exists
 
     class SimPublisher(HttpPublisher):
         """The HTTP publisher, plus simulated agents that read each document as it is published."""
@@ -88,7 +89,8 @@ async def child(
         async def publish(self, server_id: str, serial: int, body: bytes) -> None:
             await super().publish(server_id, serial, body)
             for found in new_generations(body, seen):
-                queue.put_nowait(found)
+                assert sim is not None
+                sim.put(found)
 
     settings = Settings(
         data_dir=data_dir,
@@ -100,6 +102,7 @@ async def child(
     )
     secrets = keys.load_or_create(settings.data_dir)
     db, sessions = await open_database(settings.db_url, secrets.data_key)
+    locks = scale_locks.watch(db.sync_engine)  # SCALE_LOCKS=1, SCALE_BUSY_MS
     rt = Runtime(settings, secrets, sessions, SimPublisher(), EnrolProvisioner())
     defs = Definitions()
     engine = Engine(rt, defs)
@@ -134,17 +137,12 @@ async def child(
         engine.step_batch = timed_batch  # type: ignore[method-assign]
     await engine.resume()
 
-    async def agent_worker() -> None:
-        while True:
-            dep_id, gen, sig = await queue.get()
-            body = {"deploy_status_code": 0, "deploy_stdout": "ok", "deploy_stderr": ""}
-            try:
-                await agents.record_signal(rt, engine.kick, dep_id, gen, body, sig=sig, server_id=None)
-                signalled["n"] += 1
-            except Exception:  # a stale signal (superseded generation) is refused: counted
-                signalled["errors"] += 1
+    async def signal(dep_id: str, gen: int, sig: str) -> Any:
+        body = {"deploy_status_code": 0, "deploy_stdout": "ok", "deploy_stderr": ""}
+        return await agents.record_signal(rt, engine.kick, dep_id, gen, body, sig=sig, server_id=None)
 
-    workers = [asyncio.create_task(agent_worker()) for _ in range(WORKERS)]
+    sim = SimAgents(signal, WORKERS)  # refused signals are sent again as the agent does (scale_agents)
+    signalled = sim.counts
 
     async def wait_settled(name: str, timeout: float = 3600) -> str:
         deadline = time.monotonic() + timeout
@@ -164,31 +162,28 @@ async def child(
             await asyncio.sleep(0.2)
         return "TIMEOUT"
 
-    def hwm_mb() -> float:
-        """Peak RSS so far (VmHWM), MB."""
-        kb = next(
-            int(line.split()[1])
-            for line in Path("/proc/self/status").read_text().splitlines()
-            if line.startswith("VmHWM:")
-        )
-        return round(kb / 1024, 1)
-
     phases: dict[str, Any] = {}
     if api:
         front = await FrontDoor.open(settings, rt, engine, defs, deployments)
         phases["create"] = await front.run(1, "stack", "create", "scale", "-t", str(front.template), "--wait")
         phases["create"].update(
-            status=await wait_settled("scale"), signals=signalled["n"], peak_rss_mb=hwm_mb()
+            status=await wait_settled("scale"),
+            signals=signalled["signalled"],
+            agents=sim.phase(),
+            peak_rss_mb=hwm_mb(),
         )
-        before = signalled["n"]
+        before = signalled["signalled"]
         phases["update10"] = await front.run(
             2, "stack", "update", "scale", "-t", str(front.template), "-P", "rev0=1", "--wait"
         )
         phases["update10"].update(
-            status=await wait_settled("scale"), signals=signalled["n"] - before, peak_rss_mb=hwm_mb()
+            status=await wait_settled("scale"),
+            signals=signalled["signalled"] - before,
+            agents=sim.phase(),
+            peak_rss_mb=hwm_mb(),
         )
         phases["delete"] = await front.run(3, "stack", "delete", "scale", "--wait")
-        phases["delete"].update(status=await wait_settled("scale"), peak_rss_mb=hwm_mb())
+        phases["delete"].update(status=await wait_settled("scale"), agents=sim.phase(), peak_rss_mb=hwm_mb())
         await front.close()
     else:
         # The template is built for each request and not kept: the client is another process, and
@@ -200,7 +195,8 @@ async def child(
             "status": await wait_settled("scale"),
             "seconds": time.monotonic() - t0,
             "cpu": cpu() - c0,
-            "signals": signalled["n"],
+            "signals": signalled["signalled"],
+            "agents": sim.phase(),
             "peak_rss_mb": hwm_mb(),
         }
         progress(deployments, "create", phases["create"])
@@ -210,7 +206,7 @@ async def child(
                 front.url, rt.keys.admin_token, "scale", deployments, deployments // PER_SERVER
             )
             await front.close()
-        before = signalled["n"]
+        before = signalled["signalled"]
         t0, c0 = time.monotonic(), cpu()
         await stacks.update_stack(
             rt,
@@ -224,7 +220,8 @@ async def child(
             "status": await wait_settled("scale"),
             "seconds": time.monotonic() - t0,
             "cpu": cpu() - c0,
-            "signals": signalled["n"] - before,
+            "signals": signalled["signalled"] - before,
+            "agents": sim.phase(),
             "peak_rss_mb": hwm_mb(),
         }
         progress(deployments, "update10", phases["update10"])
@@ -234,11 +231,11 @@ async def child(
             "status": await wait_settled("scale"),
             "seconds": time.monotonic() - t0,
             "cpu": cpu() - c0,
+            "agents": sim.phase(),
             "peak_rss_mb": hwm_mb(),
         }
         progress(deployments, "delete", phases["delete"])
-    for w in workers:
-        w.cancel()
+    await sim.close()
     await engine.close()
     await db.dispose()
     batch = getattr(rt, "signal_batch", None)  # the previous implementation has no signal batches
@@ -247,7 +244,9 @@ async def child(
         "servers": deployments // PER_SERVER,
         "phases": phases,
         "peak_rss_mb": hwm_mb(),
-        "signal_errors": signalled["errors"],
+        "signal_errors": signalled["final"] + signalled["gave_up"],
+        "agents": {**sim.counts, "pending": sim.pending(), "reasons": dict(sim.reasons)},
+        **({"locks": locks.report()} if locks else {}),
         "steps": steps,
         "signal_transactions": getattr(batch, "batches", None),
         **({"usable": usable} if probe and not api else {}),

@@ -174,6 +174,16 @@ def cpu() -> float:
     return t.user + t.system
 
 
+def hwm_mb() -> float:
+    """Peak RSS of this process so far (VmHWM), MB."""
+    kb = next(
+        int(line.split()[1])
+        for line in Path("/proc/self/status").read_text().splitlines()
+        if line.startswith("VmHWM:")
+    )
+    return round(kb / 1024, 1)
+
+
 def new_generations(body: bytes, seen: set[tuple[str, int]]) -> list[tuple[str, int, str]]:
     """(deployment, generation, CFN_SIGNAL signature) of each generation in a document not in *seen*."""
     doc = json.loads(body)

@@ -44,6 +44,24 @@ def report(label: str, n: int, r: dict[str, Any] | None, base: dict[str, float])
         ),
         flush=True,
     )
+    _agents(r, n)
+
+
+def _agents(r: dict[str, Any], n: int) -> None:
+    """What the simulated agents did in each phase (bench/scale_agents.py), and the lock watch if on."""
+    if "agents" not in r:  # an older tree's child
+        return
+    parts = [
+        f"{k} {a['signalled']} signalled, {a['retries']} sent again, {a['final']} refused for good, "
+        f"{a['gave_up']} given up, {a['pending']} pending"
+        for k, a in ((k, v["agents"]) for k, v in r["phases"].items() if "agents" in v)
+    ]
+    every = "every deployment signalled" if r["phases"]["create"]["signals"] >= n else "NOT every deployment"
+    print(f"    agents ({every} at create): {'; '.join(parts)}", flush=True)
+    for reason, count in r["agents"]["reasons"].items():
+        print(f"    refused {count}x: {reason}", flush=True)
+    if "locks" in r:
+        print(f"    locks: {r['locks']}", flush=True)
 
 
 def compare_shapes(results: list[dict[str, Any]]) -> None:
