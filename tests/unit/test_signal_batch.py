@@ -321,6 +321,7 @@ async def test_a_steps_new_resources_go_in_one_insert_numbered_after_the_existin
     await plane.signal_urls()  # the first stack's resources are in
     async with plane.rt.sessions() as session:
         before = await session.scalar(select(func.max(ResourceRow.id)))
+    assert before is not None
     inserts: list[int] = []
 
     def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
