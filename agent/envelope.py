@@ -170,8 +170,21 @@ def sign(doc: Mapping[str, Any], key: Ed25519PrivateKey, chain: Sequence[Link] =
         ours["key_chain"] = [link.to_json() for link in chain]
     body[EXTRA_KEY] = ours
     signature = key.sign(signed_bytes(body))
-    ours["signature"] = {"alg": ALG, "key_id": key_id(public_raw(key.public_key())), "value": b64(signature)}
+    ours["signature"] = {"alg": ALG, "key_id": _signer_id(key), "value": b64(signature)}
     return canonical_json(body)
+
+
+#: The last signing key seen and its key id: a control plane signs thousands of documents with
+#: one key, and deriving its public key and hashing it was a fifth of each signature's cost.
+_signer: list[tuple[Ed25519PrivateKey, str]] = []
+
+
+def _signer_id(key: Ed25519PrivateKey) -> str:
+    entry = _signer[0] if _signer else None  # one read: another thread may replace it meanwhile
+    if entry is None or entry[0] is not key:
+        entry = (key, key_id(public_raw(key.public_key())))
+        _signer[:] = [entry]
+    return entry[1]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError
 from agent import envelope
 from control import keys as keyfiles
 from control.documents.publish import Publisher
-from control.documents.render import render_document
+from control.documents.render import RENDERED, render_document
 from control.keys import Keys
 from control.metrics import Metrics
 from control.principal import TokenValidator
@@ -119,7 +119,9 @@ class Runtime:
                 for fresh in await session.scalars(query.execution_options(populate_existing=True)):
                     servers[fresh.id] = fresh
             rows = await session.scalars(
-                select(DeploymentRow).where(DeploymentRow.server_id.in_(ids), DeploymentRow.item.is_not(None))
+                select(DeploymentRow)
+                .where(DeploymentRow.server_id.in_(ids), DeploymentRow.item.is_not(None))
+                .options(RENDERED)
             )
             by_server: dict[str, list[DeploymentRow]] = {}
             for row in rows:

@@ -5,9 +5,30 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from sqlalchemy.orm import load_only
+
 from agent import wire
 from control.documents import seal
 from control.store.orm import DeploymentRow, ServerRow
+
+#: The columns of a deployment row that a document (and a transport's section of it) reads: a
+#: publish loads these only, not the inputs, outputs and hook output each row would decrypt for
+#: nothing (six values per deployment); reading another raises instead of querying.
+RENDERED = load_only(
+    DeploymentRow.id,
+    DeploymentRow.server_id,
+    DeploymentRow.item,
+    DeploymentRow.item_id,
+    DeploymentRow.status,
+    DeploymentRow.status_code,
+    DeploymentRow.generation,
+    DeploymentRow.hash,
+    DeploymentRow.action,
+    DeploymentRow.timeout,
+    DeploymentRow.retry,
+    DeploymentRow.check_serial,
+    raiseload=True,
+)
 
 
 def render_document(server: ServerRow, rows: Iterable[DeploymentRow], ttl: float) -> wire.Document:

@@ -192,17 +192,29 @@ class SignalBatch:
                 metrics.publish_to_signal.labels(group).observe(max(p.arrived - dep.started_at, 0.0))
 
 
+#: Encrypted deployment columns a result replaces or never reads (``_load``).
+_NOT_READ = (
+    DeploymentRow.input_values,
+    DeploymentRow.outputs,
+    DeploymentRow.stdout,
+    DeploymentRow.stderr,
+    DeploymentRow.attempts,
+    DeploymentRow.check_result,
+)
+
+
 async def _load(
     session: AsyncSession, ids: list[str]
 ) -> tuple[dict[str, DeploymentRow], dict[str, ResourceRow | None], dict[str, int]]:
     """The deployments, their resource rows and their stacks' traversals, in three queries.
 
     Columns a result never reads are not loaded (each would be decrypted and
-    decoded for nothing): a deployment's input values, a resource's properties and
-    attributes (the result replaces them). Reading one raises, it does not query.
+    decoded for nothing): a deployment's input values, outputs, hook output, attempts
+    and check, a resource's properties and attributes (the result replaces them).
+    Reading one raises, it does not query.
     """
     query = select(DeploymentRow).where(DeploymentRow.id.in_(ids))
-    query = query.options(defer(DeploymentRow.input_values, raiseload=True))
+    query = query.options(*(defer(column, raiseload=True) for column in _NOT_READ))
     deps = {d.id: d for d in await session.scalars(query)}
     resources: dict[str, ResourceRow | None] = dict.fromkeys(ids)
     rquery = select(ResourceRow).where(ResourceRow.physical_id.in_(ids))

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import bindparam, event, inspect, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Integer, bindparam, event, false, func, inspect, select, update
+from sqlalchemy.orm import Mapper, Session
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
 
@@ -57,6 +57,36 @@ def write_dirty(session: Session, classes: Iterable[type]) -> int:
     return written
 
 
+def number_new(session: Session, classes: Iterable[type]) -> int:
+    """On SQLite, give the new rows of *classes* their autoincrement ids before the flush inserts them.
+
+    The ORM wants each new row's id back, and SQLite's RETURNING promises no row order, so
+    SQLAlchemy inserts such rows one statement each (a 50,000-deployment create: 60,000
+    resource INSERTs). Numbered here they go in one executemany. The no-op UPDATE first takes
+    SQLite's one write lock (held to the commit), so no other writer takes an id between the
+    ``max`` read and the insert; SQLite's own choice without AUTOINCREMENT is ``max + 1`` too.
+    """
+    connection = session.connection()
+    if connection.dialect.name != "sqlite":
+        return 0
+    numbered = 0
+    for cls in classes:
+        mapper: Mapper[Any] = inspect(cls)
+        (pk,) = mapper.primary_key
+        if not (pk.autoincrement is True and isinstance(pk.type, Integer)):
+            continue
+        key = mapper.get_property_by_column(pk).key
+        new = [obj for obj in session.new if type(obj) is cls and getattr(obj, key) is None]
+        if len(new) < 2:
+            continue  # one INSERT either way
+        connection.execute(update(cls).where(false()).values({pk: pk}))  # the write lock
+        top = connection.execute(select(func.max(pk))).scalar() or 0
+        for offset, obj in enumerate(new, 1):
+            setattr(obj, key, top + offset)
+        numbered += len(new)
+    return numbered
+
+
 def on_flush(session: Session, classes: Iterable[type]) -> None:
     """Run ``write_dirty`` for *classes* at the start of every flush of *session* (autoflush too).
 
@@ -67,6 +97,7 @@ def on_flush(session: Session, classes: Iterable[type]) -> None:
     wanted = tuple(classes)
 
     def before_flush(flushing: Session, _context: Any, _instances: Any) -> None:
+        number_new(flushing, wanted)
         write_dirty(flushing, wanted)
 
     event.listen(session, "before_flush", before_flush)
@@ -100,8 +131,22 @@ def _write_group(
             f"UPDATE statement on table '{table.name}' expected to update {len(params)} row(s); "
             f"{result.rowcount} were matched"
         )
+    identity_map = session_of(rows)
     for (obj, changed), param in zip(rows, params, strict=True):
+        state = inspect(obj)
+        if identity_map is not None and changed.keys() >= state.committed_state.keys():
+            # Everything it changed is written: mark it clean as a flush does, so the ORM's own
+            # flush does not visit its every column again for the history it no longer has.
+            state.dict[version_key] = param["v_new_version"]
+            state._commit_all(state.dict, identity_map)
+            continue
         for key, value in changed.items():
             set_committed_value(obj, key, value)
         set_committed_value(obj, version_key, param["v_new_version"])
     return len(params)
+
+
+def session_of(rows: list[tuple[Any, dict[str, Any]]]) -> Any:
+    """The identity map holding *rows* (all of one session), or None."""
+    session = inspect(rows[0][0]).session if rows else None
+    return session.identity_map if session is not None else None

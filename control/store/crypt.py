@@ -43,10 +43,20 @@ def key_id(key: bytes) -> str:
     return hashlib.sha256(b"anneal-data-key:" + key).hexdigest()[:12]
 
 
+@functools.lru_cache(maxsize=8)
+def _cipher(key: bytes) -> AESGCM:
+    """The key's AES-GCM object (cached: a big step encrypts and decrypts a few values per row)."""
+    return AESGCM(key)
+
+
+#: The encoder of stored values (one object: ``json.dumps`` with options builds one per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=taint.json_default)
+
+
 def encrypt(key: bytes, value: Any, aad: bytes = _AAD) -> dict[str, str]:
     nonce = os.urandom(12)
-    plain = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=taint.json_default).encode()
-    ct = AESGCM(key).encrypt(nonce, plain, aad)
+    plain = _ENCODER.encode(value).encode()
+    ct = _cipher(key).encrypt(nonce, plain, aad)
     return {"anneal_enc": "v1", "kid": key_id(key), "ct": base64.b64encode(nonce + ct).decode()}
 
 
@@ -75,7 +85,7 @@ def decrypt(key: bytes, stored: dict[str, Any], aad: bytes = _AAD) -> Any:
         )
     raw = base64.b64decode(stored["ct"])
     try:
-        return taint.loads(AESGCM(key).decrypt(raw[:12], raw[12:], aad))
+        return taint.loads(_cipher(key).decrypt(raw[:12], raw[12:], aad))
     except (InvalidTag, ValueError) as e:  # ValueError: a ciphertext too short to hold a tag
         raise DataKeyError("an encrypted value does not authenticate (altered?)") from e
 

@@ -314,3 +314,32 @@ async def test_an_engine_step_writes_its_changed_rows_in_one_update_per_shape(pl
         sorted((d.action, d.status, d.generation) for d in deps)
         == [("UPDATE", "IN_PROGRESS", 2)] * DEPLOYMENTS
     )
+
+
+async def test_a_steps_new_resources_go_in_one_insert_numbered_after_the_existing_ones(plane: Plane) -> None:
+    """On SQLite a step's new resources are numbered (max id + 1, ...) and sent as one executemany."""
+    await plane.signal_urls()  # the first stack's resources are in
+    async with plane.rt.sessions() as session:
+        before = await session.scalar(select(func.max(ResourceRow.id)))
+    assert before is not None
+    inserts: list[int] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, params: Any, context: Any, executemany: bool) -> None:
+        if statement.startswith("INSERT INTO resources"):
+            inserts.append(len(params) if executemany else 1)
+
+    event.listen(plane.db.sync_engine, "before_cursor_execute", seen)
+    try:
+        await stacks.create_stack(plane.rt, plane.engine.kick, {"name": "second", "template": template()})
+        await plane.wait_generation(1)
+        for _ in range(400):  # bounded: 20 s
+            async with plane.rt.sessions() as session:
+                ids = sorted(await session.scalars(select(ResourceRow.id).where(ResourceRow.id > before)))
+            if len(ids) == DEPLOYMENTS + 2:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        event.remove(plane.db.sync_engine, "before_cursor_execute", seen)
+    assert ids == list(range(before + 1, before + DEPLOYMENTS + 3))
+    assert sum(inserts) == DEPLOYMENTS + 2
+    assert len(inserts) < DEPLOYMENTS, inserts  # the ORM alone sends one INSERT per row here
