@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from control.settings import async_url
 from tests.support.controlplane import ControlPlane, start_control_plane, stop_control_plane
 from tests.support.keystone import KeystoneShare, shared_keystone
 from tests.support.pg import Postgres, running_postgres
@@ -27,6 +28,15 @@ def db_args(request: pytest.FixtureRequest) -> list[str]:
         return []
     pg: Postgres = request.getfixturevalue("postgres")
     return ["--db", pg.new_database()]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database of each kind, as its async URL (the upgrade tests build old schemas in it)."""
+    if request.param == "sqlite":
+        return async_url(f"sqlite:///{tmp_path / 'anneal.db'}")
+    pg: Postgres = request.getfixturevalue("postgres")
+    return async_url(pg.new_database())
 
 
 @pytest.fixture

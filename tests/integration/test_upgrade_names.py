@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 from alembic import command
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from control.settings import async_url
 from control.store import schema
-from tests.support.pg import Postgres
 
 NOW = 1_700_000_000.0
 STACK = {
@@ -29,15 +25,6 @@ SERVER = {
     "serial_at": NOW, "transport": "HTTP", "transport_previous": "", "created_at": NOW,
     "agent_status": {"version": "1"}, "agent_kind": "anneal", "rebuilds": [],
 }  # fmt: skip
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database of each kind (its async URL)."""
-    if request.param == "sqlite":
-        return async_url(f"sqlite:///{tmp_path / 'anneal.db'}")
-    pg: Postgres = request.getfixturevalue("postgres")
-    return async_url(pg.new_database())
 
 
 async def _run(url: str, work: Any) -> Any:
@@ -121,13 +108,13 @@ def _add(conn: sa.Connection, table: str, row: dict[str, Any]) -> str:
     return "ok"
 
 
-def test_a_database_at_0010_upgrades_with_every_row_and_names_unique_per_project(database: str) -> None:
+def test_a_database_at_0010_upgrades_with_every_row_and_names_unique_per_project(empty_db_url: str) -> None:
     """0010 -> 0011 keeps each stack, server and resource as it was; a name is then refused twice in one
     project only (another project may use it)."""
-    before = asyncio.run(_run(database, _to_0010_with_rows))
-    found, _ = asyncio.run(schema.upgrade(database))
+    before = asyncio.run(_run(empty_db_url, _to_0010_with_rows))
+    found, _ = asyncio.run(schema.upgrade(empty_db_url))
     assert ("0010", schema.head()) == (found.current, found.head)
-    after = asyncio.run(_run(database, _rows))
+    after = asyncio.run(_run(empty_db_url, _rows))
     # Columns later revisions add (stacks.deadline in 0012, outline in 0013, previous_* in 0014) hold none yet.
     later = {
         "deadline",
@@ -141,7 +128,7 @@ def test_a_database_at_0010_upgrades_with_every_row_and_names_unique_per_project
     assert before == _without(after, _added(before, after))
     added = asyncio.run(
         _run(
-            database,
+            empty_db_url,
             lambda c: [
                 _add(c, "stacks", {**STACK, "id": "s4", "name": "web", "project": "beta"}),
                 _add(c, "stacks", {**STACK, "id": "s5", "name": "web", "project": "alpha"}),

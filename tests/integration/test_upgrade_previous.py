@@ -13,25 +13,14 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.orm.exc import StaleDataError
 
 from control import keys
-from control.settings import async_url
 from control.store import crypt, previous, schema
 from control.store.db import open_database
 from control.store.orm import StackRow
-from tests.support.pg import Postgres
 
 NOW = 1_700_000_000.0
 OLD = {"heat_template_version": "2018-08-31", "resources": {"a": {"type": "OS::Heat::None"}}}
 NEW = {"heat_template_version": "2018-08-31", "resources": {"b": {"type": "OS::Heat::None"}}}
 LEGACY = {"template": OLD, "files": {"f": "x"}, "environment": {}, "params_given": {"p": "old"}}
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty database of each kind (its async URL)."""
-    if request.param == "sqlite":
-        return async_url(f"sqlite:///{tmp_path / 'anneal.db'}")
-    pg: Postgres = request.getfixturevalue("postgres")
-    return async_url(pg.new_database())
 
 
 def _at_0013_updating(conn: sa.Connection, key: bytes) -> None:
@@ -98,10 +87,10 @@ async def _check(url: str, key: bytes) -> None:
 
 
 def test_an_update_running_across_0014_keeps_its_previous_and_the_next_copies_it_in_sql(
-    database: str, tmp_path: Path
+    empty_db_url: str, tmp_path: Path
 ) -> None:
     """0013 -> 0014: a running update's previous definition (one encrypted object) still reads back; the
     next update copies the stack's stored columns as they are, and refuses a row changed since it was read."""
     key = keys.load_or_create(tmp_path / "keys").data_key
-    asyncio.run(_upgraded(database, key))
-    asyncio.run(_check(database, key))
+    asyncio.run(_upgraded(empty_db_url, key))
+    asyncio.run(_check(empty_db_url, key))
