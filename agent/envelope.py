@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -174,17 +175,11 @@ def sign(doc: Mapping[str, Any], key: Ed25519PrivateKey, chain: Sequence[Link] =
     return canonical_json(body)
 
 
-#: The last signing key seen and its key id: a control plane signs thousands of documents with
-#: one key, and deriving its public key and hashing it was a fifth of each signature's cost.
-_signer: list[tuple[Ed25519PrivateKey, str]] = []
-
-
+@functools.lru_cache(maxsize=4)
 def _signer_id(key: Ed25519PrivateKey) -> str:
-    entry = _signer[0] if _signer else None  # one read: another thread may replace it meanwhile
-    if entry is None or entry[0] is not key:
-        entry = (key, key_id(public_raw(key.public_key())))
-        _signer[:] = [entry]
-    return entry[1]
+    """The signing key's id (cached by key object: a control plane signs thousands of documents with
+    one key, and deriving its public key and hashing it was a fifth of each signature's cost)."""
+    return key_id(public_raw(key.public_key()))
 
 
 @dataclass(frozen=True)
