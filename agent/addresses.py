@@ -57,7 +57,8 @@ async def discover() -> list[dict[str, Any]]:
     except OSError:  # no iproute2 on PATH (or not executable)
         return []
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), IP_TIMEOUT)
+        async with asyncio.timeout(IP_TIMEOUT):
+            out, _ = await proc.communicate()
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()

@@ -168,7 +168,8 @@ async def run_hook(
     if on_start is not None:
         on_start(proc.pid)
     try:
-        out, err = await asyncio.wait_for(_communicate(proc, stdin, on_stderr, tee), timeout + KILL_GRACE)
+        async with asyncio.timeout(timeout + KILL_GRACE):
+            out, err = await _communicate(proc, stdin, on_stderr, tee)
     except TimeoutError:
         await _stop(proc)
         return wire.Signal(status_code=124, stderr=f"hook {argv[0]} timed out after {timeout:g} s; killed")
@@ -183,7 +184,8 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
     with contextlib.suppress(ProcessLookupError):
         proc.terminate()
     try:
-        await asyncio.wait_for(asyncio.shield(proc.wait()), 10)
+        async with asyncio.timeout(10):
+            await asyncio.shield(proc.wait())
     except TimeoutError:
         _kill_group(proc)
         await proc.wait()

@@ -132,7 +132,8 @@ async def _finish(
 ) -> ToolResult:
     """Wait for both pipes to close, or stop the tree at *timeout* (or when cancelled)."""
     try:
-        await asyncio.wait_for(asyncio.shield(pump), timeout)
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(pump)
     except TimeoutError:
         pass
     except BaseException:  # cancelled: the agent stops this run (a stop order, or SIGTERM)
@@ -144,7 +145,8 @@ async def _finish(
     exited = proc.returncode is not None
     await stop_tree(proc)
     with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(pump, DRAIN_GRACE)
+        async with asyncio.timeout(DRAIN_GRACE):
+            await pump
     if exited:  # the script ended, but a process it started kept its output open
         note = f"{program}: a background process still held the output open after {timeout:g} s"
         return tool_result(await proc.wait(), out, err, note + "; it was stopped")

@@ -365,9 +365,8 @@ class Agent:
             await self._beat(report=True, forced=forced)
             # A rejected document is reported at once, not at the next beat.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._report.wait(), self.config.heartbeat_interval * random.uniform(0.9, 1.1)
-                )
+                async with asyncio.timeout(self.config.heartbeat_interval * random.uniform(0.9, 1.1)):
+                    await self._report.wait()
 
     async def _beat(self, report: bool = False, forced: bool = True) -> None:
         """One heartbeat, best effort; the loop's (*report*) carry the ledger report and transport.

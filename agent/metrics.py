@@ -153,7 +153,8 @@ async def serve(host: str, port: int, read_view: Callable[[], Mapping[str, Any]]
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), HEAD_TIMEOUT)
+            async with asyncio.timeout(HEAD_TIMEOUT):
+                head = await reader.readuntil(b"\r\n\r\n")
             method, target, _ = (head.split(b"\r\n", 1)[0].decode("latin-1") + "  ").split(" ", 2)
             if target.split("?", 1)[0] != "/metrics":
                 status, body, kind = "404 Not Found", "only /metrics is served here\n", "text/plain"

@@ -168,4 +168,5 @@ class Outbox:
             due = None if self.source_down else self.ledger.next_due()
             timeout = None if due is None else max(0.05, due - time.time())
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self.wake.wait()

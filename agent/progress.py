@@ -100,7 +100,8 @@ class Progress:
         await asyncio.sleep(self.grace)
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), self.heartbeat)
+                async with asyncio.timeout(self.heartbeat):
+                    await self._changed.wait()
             self._changed.clear()
             await self._send_now()
             await asyncio.sleep(self.interval)
@@ -126,7 +127,8 @@ class Progress:
             # The output since the last report, so a follower sees all of it before the result
             # (with no report tried, the follower shows the result's own output instead).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._send_now(), LAST_SEND_WAIT)
+                async with asyncio.timeout(LAST_SEND_WAIT):
+                    await self._send_now()
 
 
 def progress_body(result_body: bytes, payload: dict[str, Any]) -> bytes:

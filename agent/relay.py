@@ -206,7 +206,8 @@ class Relay:
                 failures = 0
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), 30.0)
+                    async with asyncio.timeout(30.0):
+                        await self._wake.wait()
             else:
                 failures += 1
                 await asyncio.sleep(min(BACKOFF_CAP, 0.5 * 2 ** min(failures, 10)) * random.uniform(0.5, 1.0))

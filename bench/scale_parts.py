@@ -257,7 +257,8 @@ class FrontDoor:
                     line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
                     peak_kb = max(peak_kb, int(line.split()[1]))
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(proc.wait(), 0.2)
+                    async with asyncio.timeout(0.2):
+                        await proc.wait()
             rc = proc.returncode
         seconds, used = time.monotonic() - t0, cpu() - c0
         text = out_path.read_text(errors="replace")

@@ -67,7 +67,8 @@ class _Agent:
         """SIGTERM, then SIGKILL if it does not stop in 10 s."""
         self.terminate()
         try:
-            await asyncio.wait_for(self.wait(), 10)
+            async with asyncio.timeout(10):
+                await self.wait()
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)

@@ -128,7 +128,8 @@ class HttpPublisher:
         if waiting is None or waiting.done():
             waiting = self._changed[server_id] = asyncio.get_running_loop().create_future()
         try:  # shielded: one waiter's timeout does not cancel the others' future
-            found = await asyncio.wait_for(asyncio.shield(waiting), timeout)
+            async with asyncio.timeout(timeout):
+                found = await asyncio.shield(waiting)
         except TimeoutError:
             return None
         return found if found is not None and found.etag != etag else None

@@ -127,7 +127,8 @@ class Engine:
                         self._running[claim.stack_id] = claim
                         self._tasks[claim.stack_id] = task
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._rt.settings.work_poll)
+                async with asyncio.timeout(self._rt.settings.work_poll):
+                    await self._wake.wait()
 
     async def _renew_loop(self) -> None:
         while True:

@@ -121,11 +121,13 @@ async def _session(
         await connected()
         while not lost.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(lost.wait(), KEEPALIVE)
+                async with asyncio.timeout(KEEPALIVE):
+                    await lost.wait()
                 break
             await conn.fetchval("SELECT 1", timeout=KEEPALIVE)  # a silently dead link raises here
         raise OSError("the listening connection closed")
     finally:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(conn.close(), 2)
+            async with asyncio.timeout(2):
+                await conn.close()
         conn.terminate()

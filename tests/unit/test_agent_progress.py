@@ -131,3 +131,31 @@ def test_progress_body_keeps_the_result_path_but_never_a_status_code():
     assert body["deploy_stdout"] == "abc"
     assert body["anneal"] == {"config_id": "c1", "nonce": "n1", **payload}
     assert progress.STATUS == "IN_PROGRESS"
+
+
+async def test_output_written_as_the_hook_ends_does_not_keep_the_reporter_running():
+    """The last chunk lands in the same turn as the hook's end: leaving the reporter still stops it.
+
+    Python 3.11's wait_for returned the event's result and dropped the cancel here; the
+    reporter went on sending progress every heartbeat and the agent's work loop waited on it
+    forever, the deployment IN_PROGRESS for good (a CI run's three stuck CLI tests).
+    """
+    rec = Recorder()
+    reporter = Progress(rec, interval=0.01, heartbeat=0.05, grace=0)
+
+    async def hook_ends() -> None:
+        async with reporter:
+            await wait_for_sends(rec, 1)  # the heartbeat: run() now waits on new output
+            await asyncio.sleep(0.02)
+            reporter.feed(b"the last line\n")  # and the hook ends in the same turn
+
+    leaving = asyncio.create_task(hook_ends())
+    done, _ = await asyncio.wait({leaving}, timeout=10)  # a bound on a hang; wait() cancels nothing
+    if not done:
+        leaving.cancel()
+        raise AssertionError(f"leaving the reporter hung; it sent {len(rec.payloads)} reports meanwhile")
+    leaving.result()
+    assert reporter._task.done()
+    after = len(rec.payloads)
+    await asyncio.sleep(0.2)  # four heartbeats: a reporter left running would send again
+    assert after == len(rec.payloads)
