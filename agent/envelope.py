@@ -163,16 +163,31 @@ def signed_bytes(doc: Mapping[str, Any]) -> bytes:
 
 
 def sign(doc: Mapping[str, Any], key: Ed25519PrivateKey, chain: Sequence[Link] = ()) -> bytes:
-    """The envelope's bytes: *doc* with its key chain and signature, as canonical JSON."""
+    """The envelope's bytes: *doc* with its key chain and signature, as canonical JSON.
+
+    The document's other keys (its deployments: nearly all of its bytes) are encoded once,
+    for both the signed bytes and the envelope; only the ``anneal`` object is encoded twice.
+    """
     body = copy.copy(dict(doc))
     ours = dict(body.get(EXTRA_KEY) or {})
     ours.pop("signature", None)
     if chain:
         ours["key_chain"] = [link.to_json() for link in chain]
     body[EXTRA_KEY] = ours
-    signature = key.sign(signed_bytes(body))
+    if not all(isinstance(k, str) for k in body):  # json.dumps would convert such keys: let it
+        signature = key.sign(signed_bytes(body))
+        ours["signature"] = {"alg": ALG, "key_id": _signer_id(key), "value": b64(signature)}
+        return canonical_json(body)
+    parts = {k: canonical_json(k) + b":" + canonical_json(v) for k, v in body.items() if k != EXTRA_KEY}
+    signature = key.sign(_joined(parts, canonical_json(ours)))
     ours["signature"] = {"alg": ALG, "key_id": _signer_id(key), "value": b64(signature)}
-    return canonical_json(body)
+    return _joined(parts, canonical_json(ours))
+
+
+def _joined(parts: Mapping[str, bytes], ours: bytes) -> bytes:
+    """``canonical_json`` of a map from its members' encodings: sorted keys, no spaces (as json.dumps)."""
+    members = {**parts, EXTRA_KEY: canonical_json(EXTRA_KEY) + b":" + ours}
+    return b"{" + b",".join(members[k] for k in sorted(members)) + b"}"
 
 
 @functools.lru_cache(maxsize=4)

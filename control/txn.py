@@ -7,8 +7,9 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from sqlalchemy import insert, text, update
+from sqlalchemy import insert, inspect, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.util import identity_key
 
 from control.runtime import Runtime
 from control.store import work
@@ -89,6 +90,9 @@ class Txn:
         found = self.created_row(cls, key)
         if found is not None:
             return found
+        found = self.session.sync_session.identity_map.get(identity_key(cls, key)) if key else None
+        if isinstance(found, cls) and not inspect(found).expired:
+            return found  # what session.get answers from the map, without its trip through a greenlet
         with self.session.no_autoflush:
             return await self.session.get(cls, key)
 

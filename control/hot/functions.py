@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from control.hot.errors import TemplateError, at
+from control.hot.taint import is_mapping
 
 FUNCTIONS = frozenset(
     {
@@ -114,7 +115,7 @@ _MAP_ARGS: dict[str, tuple[frozenset[str], frozenset[str]]] = {  # required, all
 
 def call_of(node: Any) -> tuple[str, Any] | None:
     """``(name, args)`` when ``node`` is a call of a supported function, else None."""
-    if isinstance(node, Mapping) and len(node) == 1:
+    if is_mapping(node) and len(node) == 1:
         ((name, args),) = node.items()
         if isinstance(name, str) and name in FUNCTIONS:
             return name, args
@@ -129,7 +130,7 @@ def is_unsupported(key: Any) -> bool:
 def walk(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """Every node below ``node`` (itself included) with its path, function arguments too."""
     yield path, node
-    if isinstance(node, Mapping):
+    if is_mapping(node):
         for key, value in node.items():
             yield from walk(value, at(path, key))
     elif isinstance(node, list):

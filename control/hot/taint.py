@@ -24,6 +24,15 @@ MARK = "\u0000anneal:secret"
 MARK_JSON = json.dumps(MARK)[1:-1].encode()
 #: Secret texts shorter than this are not searched for in what hooks write back (they match anything).
 MIN_TEXT = 4
+#: Types a template's values mostly are, none of them a Mapping (``is_mapping``'s quick answer).
+_PLAIN = frozenset({str, int, float, bool, type(None), list})
+
+
+def is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, answered without the ABC check for plain JSON values (a walk of a
+    big template asks it of every node)."""
+    kind = type(value)
+    return kind is dict or (kind not in _PLAIN and isinstance(value, Mapping))
 
 
 @final
@@ -68,7 +77,7 @@ def tainted(value: Any) -> bool:
     """Whether *value* is or holds a Secret (map keys included)."""
     if isinstance(value, Secret):
         return True
-    if isinstance(value, Mapping):
+    if is_mapping(value):
         return any(tainted(k) or tainted(v) for k, v in value.items())
     if isinstance(value, list | tuple):
         return any(tainted(v) for v in value)

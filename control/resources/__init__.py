@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,17 +67,25 @@ def handler_for(type_name: str) -> Handler:
     return HANDLERS.get(type_name, TEMPLATE_RESOURCE)
 
 
+#: Type names whose handler's protocols are remembered (a runtime-checkable protocol's isinstance walks
+#: its members each time, and a step asks for every resource; the handlers are fixed objects).
+_KNOWN_TYPES = 1024
+
+
+@functools.lru_cache(maxsize=_KNOWN_TYPES)
 def checker_for(type_name: str) -> Checked | None:
     """The handler if it follows its own progress (asked while its resource is IN_PROGRESS)."""
     handler = handler_for(type_name)
     return handler if isinstance(handler, Checked) else None
 
 
+@functools.lru_cache(maxsize=_KNOWN_TYPES)
 def suspender_for(type_name: str) -> Suspendable | None:
     handler = handler_for(type_name)
     return handler if isinstance(handler, Suspendable) else None
 
 
+@functools.lru_cache(maxsize=_KNOWN_TYPES)
 def composite_for(type_name: str) -> Composite | None:
     """The handler if its resource makes a nested stack."""
     handler = handler_for(type_name)

@@ -162,3 +162,18 @@ def test_non_canonical_base64_in_the_signature_is_rejected() -> None:
     doc["anneal"]["signature"]["value"] = value[:-3] + twin + value[-2:]
     with pytest.raises(envelope.EnvelopeError, match="canonical base64"):
         envelope.verify(wire.canonical_json(doc), pub(key), NOW)
+
+
+@pytest.mark.parametrize("extra", [{}, {"aaa": [1, "\u00e9"], "zzz": {"b": 1, "a": None}}, {"anneal_x": 2.5}])
+def test_the_envelope_is_the_canonical_json_of_what_it_signs(extra: dict[str, object]) -> None:
+    """The bytes sign() builds from separately encoded members are exactly the document's canonical JSON,
+    with keys sorting before and after ``anneal`` and a chain, and they verify."""
+    keys, links = rotated(2)
+    doc = {**document(), **extra}
+    raw = envelope.sign(doc, keys[1], links)
+    parsed = json.loads(raw)
+    assert raw == wire.canonical_json(parsed)
+    assert {k: v for k, v in parsed.items() if k != "anneal"} == {
+        k: v for k, v in doc.items() if k != "anneal"
+    }
+    assert envelope.verify(raw, pub(keys[0]), NOW).signer == pub(keys[1])

@@ -7,7 +7,9 @@ gives them; each derivation must come out a Secret, and what the API would show
 
 from __future__ import annotations
 
+import collections
 import json
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -271,3 +273,26 @@ def test_a_secret_given_to_a_nested_stack_is_checked_as_plain_data_and_stays_hid
             child, {}, hot.Environment(), {**given, "port": Secret("12345")}, stack_name="c", stack_id="c"
         )
     assert "12345" not in str(e.value)
+
+
+def test_is_mapping_answers_as_isinstance_mapping() -> None:
+    """The quick mapping test agrees with ``isinstance(x, Mapping)`` for plain values, subclasses and other Mappings."""
+
+    class Text(str):
+        pass
+
+    class Dict(dict):  # type: ignore[type-arg]
+        pass
+
+    values: list[Any] = [
+        {},
+        {"a": 1},
+        Dict(),
+        collections.OrderedDict(),
+        types.MappingProxyType({}),
+        "s",
+        Text("t"),
+    ]
+    values += [1, 2.5, True, None, [1], (1,), b"x", {1}]
+    assert [taint.is_mapping(v) for v in values] == [isinstance(v, Mapping) for v in values]
+    assert sum(taint.is_mapping(v) for v in values) == 5

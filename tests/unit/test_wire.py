@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from agent import wire, wire_caps
 from control.documents import hashing
+from control.documents.render import iso
 
 HEAT_ITEM: dict[str, Any] = {
     "id": "3d5ec2a8-7004-43b6-a7f6-542bdbe9d434",
@@ -173,3 +175,13 @@ def test_decode_document_only_raises_wire_error(value):
 def test_safe_output_name(name, ok):
     """Output names become file names only when they cannot escape their directory."""
     assert ok == wire.safe_output_name(name)
+
+
+@given(
+    st.integers(min_value=-(10**9), max_value=2**32),
+    st.sampled_from([0.0, 0.25, 0.9999994, 0.9999995, 0.99999951, 0.999999]),
+)
+def test_a_timestamp_reads_as_datetime_formats_it(second: int, fraction: float) -> None:
+    """``iso`` (formatted once per second) gives what datetime gives, where rounding to microseconds carries too."""
+    ts = second + fraction
+    assert iso(ts) == datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
