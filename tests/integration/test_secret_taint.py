@@ -376,9 +376,12 @@ def checked(cp: ControlPlane, media: Media, said: list[str]) -> str:
     with subprocess.Popen(
         argv, env=cp.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as proc:
-        wait_until(
-            lambda: carry(cp, media, said) or proc.poll() is not None, "stack check still waits", 150, 0.3
-        )
+
+        def answered() -> bool:
+            carry(cp, media, said)
+            return proc.poll() is not None
+
+        wait_until(answered, "stack check still waits", 150, 0.3)
         report = proc.stdout.read() if proc.stdout else ""
     assert 0 == proc.returncode, report  # the check ran on the server: its results are searched too
     return report
