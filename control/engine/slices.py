@@ -212,8 +212,10 @@ class Slices:
                     current[n] = Light.of(row)
 
     async def old(self, rows: list[Row]) -> list[Row]:
-        """Replaced and removed resources (read again after a sliced walk: it committed)."""
-        if not self.light:
+        """Replaced and removed resources (read again after a sliced walk: it committed). A delete
+        walks nothing: the rows read at the step's start are its own, as check left them (a group's
+        nested stack read each of its members twice per step, stepped as each batch of them is gone)."""
+        if not self.light or self._stack.action == "DELETE":
             return [r for r in rows if not r.current]
         where = (ResourceRow.stack_id == self._stack.id, ResourceRow.current.is_(False))
         return [Light(*r) for r in await self._txn.session.execute(select(*_LIGHT_COLUMNS).where(*where))]

@@ -68,8 +68,14 @@ def handler_for(type_name: str) -> Handler:
 
 def checker_for(type_name: str) -> Checked | None:
     """The handler if it follows its own progress (asked while its resource is IN_PROGRESS)."""
-    handler = handler_for(type_name)
-    return handler if isinstance(handler, Checked) else None
+    return _CHECKERS.get(type_name, _TEMPLATE_CHECKER)
+
+
+#: ``checker_for`` of each built-in type and of a template, found once: isinstance against a
+#: runtime-checkable Protocol costs microseconds, and a step asks it of each resource it holds
+#: (a group's nested stack, stepped as each batch of its members settles, of every member each time).
+_CHECKERS = {name: h if isinstance(h, Checked) else None for name, h in HANDLERS.items()}
+_TEMPLATE_CHECKER = TEMPLATE_RESOURCE if isinstance(TEMPLATE_RESOURCE, Checked) else None
 
 
 def suspender_for(type_name: str) -> Suspendable | None:
