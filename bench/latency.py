@@ -128,7 +128,7 @@ def main() -> int:
     parser.add_argument(
         "--verify-after",
         action="store_true",
-        help="simulated agents verify each round's documents once all arrived, not on arrival",
+        help="simulated agents verify each round's documents once all arrived, each one's check time added to its arrival",
     )
     parser.add_argument("--baseline", default=None, help="the commit whose control plane is the baseline")
     args = parser.parse_args()

@@ -4,7 +4,8 @@ N simulated agents (bench/simagent.py: each verifies its document's Ed25519 sign
 expiry, address and serial as agent/verify.py does) long-poll one `anneal serve` on
 SQLite; each round gives every one of them a new generation in one stack update.
 Publish is the deployment's ``started_at`` (stamped by the engine step as it acts on
-it), arrival the moment the simulated agent holds the verified document. In the same
+it), arrival the moment the simulated agent holds the verified document (the moment its
+bytes were in, before the check, is printed too). In the same
 run, the same rounds against the control plane of *COMMIT* (default d288584, main
 before the walk committed and published in small slices: `git archive` of its
 control/, agent/ and hooks/, run with PYTHONPATH, as bench/agent_rss.py runs its
@@ -112,7 +113,7 @@ def measure(
         "agents": agents,
         "rounds": count,
         "baseline_commit": baseline,
-        "verified": "after each round (arrival times kept)" if defer else "on arrival",
+        "verified": "after each round, each one's check time added to its arrival" if defer else "on arrival",
         "load_before": load_before,
         "load_after": os.getloadavg(),
         "now": now,
@@ -132,6 +133,10 @@ def show(r: dict[str, Any]) -> str:
         lines.append(
             f"publish -> document {q}: {n:.3f} s; baseline {r['baseline_commit']} {b:.3f} s ({ratio})"
         )
+    lines.append(
+        f"bytes in, before the agent's check, p50 / p99: {now['bytes_in_p50']:.3f} / {now['bytes_in_p99']:.3f} s; "
+        f"baseline {base['bytes_in_p50']:.3f} / {base['bytes_in_p99']:.3f} s"
+    )
     for who, res in (("now", now), ("baseline", base)):
         cpu, alone = res["cpu_s_per_round"], res["verify_alone"]
         lines.append(

@@ -23,6 +23,9 @@ ROUND_TIMEOUT = 60.0
 @dataclass
 class Samples:
     latencies: list[float] = field(default_factory=list)
+    #: Simulated agents: publish to the document's bytes in, before the agent's check (the control
+    #: plane's part, plus this process's own queueing).
+    bytes_in: list[float] = field(default_factory=list)
     missed: int = 0
     #: Per round: (first to last ``started_at`` in the engine's transaction, last ``started_at`` to the
     #: first document in an agent's hand, first to last document in hand): where the time goes.
@@ -38,6 +41,9 @@ class Samples:
             "max": max(lat, default=None),
             "mean": sum(lat) / len(lat) if lat else None,
         }
+        if self.bytes_in:
+            out["bytes_in_p50"] = percentile(self.bytes_in, 50)
+            out["bytes_in_p99"] = percentile(self.bytes_in, 99)
         if self.phases:
             for i, name in enumerate(("transaction_spread", "last_start_to_first_doc", "first_to_last_doc")):
                 out[f"{name}_p50"] = percentile([p[i] for p in self.phases], 50)
@@ -84,11 +90,13 @@ class Scenario:
         by_server = {a.server.server_id: a for a in self.fleet.agents}
         latencies, starts, arrivals = [], [], []
         for dep in await published(self.api, "sim"):
-            got = by_server[dep["server_id"]].seen.get((dep["id"], generation))
+            agent, key = by_server[dep["server_id"]], (dep["id"], generation)
+            got = agent.seen.get(key)
             if got is None or dep["generation"] != generation:
                 self.sim.missed += 1
             else:
                 latencies.append(got - dep["started_at"])
+                self.sim.bytes_in.append(agent.bytes_in[key] - dep["started_at"])
                 starts.append(dep["started_at"])
                 arrivals.append(got)
         self.sim.latencies += latencies

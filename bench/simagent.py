@@ -34,15 +34,18 @@ class SimAgent:
         if server.control_key:
             self.verifiers, self.serial, _ = verify.policy("signed", server.server_id, server.control_key, 0)
         self.rejected = 0
-        #: Verify after the round instead of on arrival (``settle``): the simulator's verification
-        #: then delays no other agent's arrival on this one event loop (``received``: highest seen).
+        #: Verify after the round instead of on arrival (``settle``), each document's check time added
+        #: to its arrival: the simulator's verification then delays no other agent's arrival on this
+        #: one event loop (``received``: highest seen).
         self.defer = False
         self.pending: list[tuple[bytes, float]] = []
         self.received = 0
         #: The newest document received (bench/rollout.py times accepting it again, alone).
         self.last_body = b""
-        #: (deployment id, generation) -> time.time() when a document carrying it arrived.
+        #: (deployment id, generation) -> time.time() when a document carrying it was in hand (verified).
         self.seen: dict[tuple[str, int], float] = {}
+        #: The same, when its bytes were in (before the check): the control plane's part of the figure.
+        self.bytes_in: dict[tuple[str, int], float] = {}
         self.highest_generation = 0
         self.polls = 0
         #: Size of the newest document received.
@@ -70,19 +73,27 @@ class SimAgent:
             metas = json.loads(body)["anneal"]["deployments"].values()
             self.received = max([self.received, *(int(m["generation"]) for m in metas)])
             return
-        self.take(body, time.time())  # in hand once verified, as the real agent's
+        self.take(body, now)  # in hand once verified, as the real agent's
 
-    def take(self, body: bytes, at: float) -> None:
-        """Note each generation of *body* as arriving *at*, if the document is accepted."""
-        for dep_id, generation in self.accept(body):
+    def take(self, body: bytes, bytes_in: float) -> None:
+        """Note each generation of *body* as in hand once verified, if accepted.
+
+        Deferred (``defer``), in hand at *bytes_in* plus this check's own time: what an agent on
+        its own server takes, without the wait behind the other agents' checks in this process.
+        """
+        started = time.perf_counter()
+        accepted = self.accept(body)
+        at = bytes_in + time.perf_counter() - started if self.defer else time.time()
+        for dep_id, generation in accepted:
             self.seen.setdefault((dep_id, generation), at)
+            self.bytes_in.setdefault((dep_id, generation), bytes_in)
             self.highest_generation = max(self.highest_generation, generation)
 
     def settle(self) -> None:
         """Verify the documents received and not yet verified (``defer``), each at its arrival time."""
         pending, self.pending = self.pending, []
-        for body, at in pending:
-            self.take(body, at)
+        for body, bytes_in in pending:
+            self.take(body, bytes_in)
 
     def accept(self, body: bytes) -> list[tuple[str, int]]:
         """(deployment id, generation) of each item of a document the agent accepts; none if refused."""

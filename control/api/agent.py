@@ -8,7 +8,7 @@ from agent import wire_caps
 from control.api.app_keys import ENGINE, RUNTIME
 from control.api.body import read_details, read_json, read_object
 from control.api.middleware import AUTH_CREDENTIAL, AUTH_SERVER, MAX_INT, auth, ok, seconds_query
-from control.documents.publish import Published
+from control.documents.publish import HttpPublisher, Published
 from control.errors import AuthError, BadRequestError, ForbiddenError
 from control.principal import IDS_ONLY
 from control.services import agents, alive, resource_signals
@@ -39,16 +39,8 @@ async def document(request: web.Request) -> web.StreamResponse:
     etag = request.headers.get("If-None-Match", "")
     wait = min(seconds_query(request, "wait"), rt.settings.long_poll_max)
     if publisher.etag(server_id) == etag and wait > 0:
-        with rt.metrics.long_polls.track_inprogress():
-            newer = await publisher.wait_newer(server_id, etag, wait)
-        # The credential may have been revoked while the request waited (e.g. the agent enrolled
-        # again), and the change that woke it may be that very revocation: a new document is
-        # handed over only to a credential the database holds now, not one cached a moment ago.
-        if newer is not None:
-            await agents.check_still_held(rt, server_id, request[AUTH_CREDENTIAL], newer.at)
-            return _document(newer)
-        await agents.authenticate(rt, request[AUTH_CREDENTIAL])
-        return web.Response(status=304, headers={"ETag": etag})
+        with publisher.answering(server_id):  # until its response: the engine lets it answer first
+            return await _long_poll(request, publisher, server_id, etag, wait)
     if publisher.etag(server_id) is None:
         raise BadRequestError("no document for this server", where="server")
     if publisher.etag(server_id) == etag:  # unchanged: the serial alone answers, not the bytes
@@ -60,6 +52,23 @@ async def document(request: web.Request) -> web.StreamResponse:
     if doc is None:
         raise BadRequestError("no document for this server", where="server")
     return _document(doc)
+
+
+async def _long_poll(
+    request: web.Request, publisher: HttpPublisher, server_id: str, etag: str, wait: float
+) -> web.Response:
+    """The new document once published (within *wait* s), else 304."""
+    rt = request.app[RUNTIME]
+    with rt.metrics.long_polls.track_inprogress():
+        newer = await publisher.wait_newer(server_id, etag, wait)
+    # The credential may have been revoked while the request waited (e.g. the agent enrolled
+    # again), and the change that woke it may be that very revocation: a new document is
+    # handed over only to a credential the database holds now, not one cached a moment ago.
+    if newer is not None:
+        await agents.check_still_held(rt, server_id, request[AUTH_CREDENTIAL], newer.at)
+        return _document(newer)
+    await agents.authenticate(rt, request[AUTH_CREDENTIAL])
+    return web.Response(status=304, headers={"ETag": etag})
 
 
 def _document(doc: Published) -> web.Response:

@@ -10,9 +10,10 @@ port: it holds an HTTP publisher and also writes to the object stores.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -57,6 +58,11 @@ class HttpPublisher:
         self._cache = cache
         self._changed: dict[str, asyncio.Future[Published | None]] = {}
         self._closing = False
+        #: Long-polls held per server (``answering``), and those a publish woke whose request has not
+        #: answered yet: what ``answered`` lets run before the engine's walk goes on.
+        self._parked: dict[str, set[object]] = {}
+        self._woken: set[object] = set()
+        self._all_answered: asyncio.Future[None] | None = None
 
     def section(self, server: ServerRow, rows: Iterable[DeploymentRow]) -> dict[str, Any] | None:
         return None  # HTTP only: the agent keeps polling where it enrolled
@@ -78,16 +84,51 @@ class HttpPublisher:
         self._bodies.move_to_end(server_id)
         while len(self._bodies) > self._cache:
             self._bodies.popitem(last=False)
+        self._wake(server_id, doc)  # the waiters get the bytes even if the cache drops them next
+
+    def _wake(self, server_id: str, doc: Published | None) -> None:
         waiting = self._changed.pop(server_id, None)
         if waiting is not None and not waiting.done():
-            waiting.set_result(doc)  # the waiters get the bytes even if the cache drops them next
+            waiting.set_result(doc)
+        self._woken |= self._parked.pop(server_id, set())
+
+    @contextlib.contextmanager
+    def answering(self, server_id: str) -> Iterator[None]:
+        """Around a long-poll's request for *server_id*, up to its response: ``answered`` waits for it
+        once a publish has woken it."""
+        ticket = object()
+        self._parked.setdefault(server_id, set()).add(ticket)
+        try:
+            yield
+        finally:
+            parked = self._parked.get(server_id)
+            if parked is not None:
+                parked.discard(ticket)
+                if not parked:
+                    del self._parked[server_id]
+            self._woken.discard(ticket)
+            done = self._all_answered
+            if not self._woken and done is not None and not done.done():
+                done.set_result(None)
+
+    async def answered(self, bound: float) -> None:
+        """Return once every long-poll the publishes so far woke has its response, or after *bound* s.
+
+        The engine's walk runs on the same event loop and yields only at its next database
+        round trip: a slice's woken long-polls then waited behind the next slice's acts.
+        """
+        if not self._woken:
+            return
+        if self._all_answered is None or self._all_answered.done():
+            self._all_answered = asyncio.get_running_loop().create_future()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(bound):
+                await asyncio.shield(self._all_answered)
 
     async def withdraw(self, server_id: str) -> None:
         self._serials.pop(server_id, None)
         self._bodies.pop(server_id, None)
-        waiting = self._changed.pop(server_id, None)
-        if waiting is not None and not waiting.done():
-            waiting.set_result(None)
+        self._wake(server_id, None)
 
     def release_waiters(self) -> int:
         """The control plane stops: answer every held long-poll now (unchanged), hold no new one."""

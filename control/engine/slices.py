@@ -38,6 +38,9 @@ COMMIT_AFTER = 0.02
 #: fence, version read, flush and publish cost a 50,000-deployment create 25 %), while the first
 #: slices of any step, and every slice agents wait on, stay short (Slices.tick).
 GROWN_AFTER = 1.0
+#: How long (seconds) a slice's commit waits for the long-polls it woke to have their responses
+#: (HttpPublisher.answered): they need the event loop the walk would otherwise keep.
+ANSWER_BOUND = 0.1
 SERVER_TYPES = hot.SERVER_TYPES
 
 
@@ -136,7 +139,8 @@ class Slices:
         #: Resources acted on between two commits (0: none but the slices' and the step's own). *whole*:
         #: the transaction is shared with other stacks' steps (engine/batch.py), committed by its owner.
         self._every = 0 if whole else txn.runtime.settings.step_slice
-        #: How long the last commit took (seconds): the next one comes at least twice that later.
+        #: How long the last commit took (seconds; its woken long-polls' answers not counted): the
+        #: next one comes at least twice that later.
         self._cost = 0.0
         #: How many times longer than ``_every`` and COMMIT_AFTER the slice may grow: doubled after a
         #: slice no agent waited on, back to 1 after one that an agent waited on.
@@ -208,8 +212,10 @@ class Slices:
                     current[n] = Light.of(row)
 
     async def old(self, rows: list[Row]) -> list[Row]:
-        """Replaced and removed resources (read again after a sliced walk: it committed)."""
-        if not self.light:
+        """Replaced and removed resources (read again after a sliced walk: it committed). A delete
+        walks nothing: the rows read at the step's start are its own, as check left them (a group's
+        nested stack read each of its members twice per step, stepped as each batch of them is gone)."""
+        if not self.light or self._stack.action == "DELETE":
             return [r for r in rows if not r.current]
         where = (ResourceRow.stack_id == self._stack.id, ResourceRow.current.is_(False))
         return [Light(*r) for r in await self._txn.session.execute(select(*_LIGHT_COLUMNS).where(*where))]
@@ -241,7 +247,6 @@ class Slices:
         if self.acted >= max(self._every, min(self._every * grown, SLICE)) or now - self._first >= after:
             awaited = self._awaited()
             await self._commit()
-            self._cost = time.monotonic() - now
             self._grown = 1 if awaited else min(grown * 2, max(SLICE // self._every, 1))
 
     def _awaited(self) -> bool:
@@ -260,7 +265,7 @@ class Slices:
 
     async def _commit(self) -> None:
         """Commit, fenced by the lease, unless the stack was updated meanwhile (StaleDataError)."""
-        session, stack = self._txn.session, self._stack
+        session, stack, started = self._txn.session, self._stack, time.monotonic()
         version = await session.scalar(select(StackRow.version).where(StackRow.id == stack.id))
         if version != stack.version:
             raise StaleDataError(
@@ -268,6 +273,9 @@ class Slices:
             )
         await work.fence(session, self._claim, self._lease)
         await self._txn.commit(self._kick)
+        self._cost = time.monotonic() - started
+        if self._http is not None:  # the long-polls this commit woke answer before the walk goes on
+            await self._http.answered(ANSWER_BOUND)
         # Servers and configs a later slice's deployments look up stay in the identity map;
         # resources, deployments and events go (the identity map holds rows weakly).
         self._kept += [r for r in self._txn.created.values() if isinstance(r, ServerRow | ConfigRow)]

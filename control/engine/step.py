@@ -252,7 +252,9 @@ class Step:
         while True:
             before = len(remaining)
             for chunk in self.slices.of([r for r in old if r.id in remaining]):
-                for row in await self.slices.load(chunk):
+                # Not the full rows of those still deleting (_clean passes them over): a group's
+                # nested stack is stepped again as each batch of its members is gone.
+                for row in await self.slices.load([r for r in chunk if r.status != "IN_PROGRESS"]):
                     self.slices.acted += await self._clean(row, remaining, needed)
                     await self.slices.tick()
                 await self.slices.commit()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -67,29 +66,30 @@ def handler_for(type_name: str) -> Handler:
     return HANDLERS.get(type_name, TEMPLATE_RESOURCE)
 
 
-#: Type names whose handler's protocols are remembered (a runtime-checkable protocol's isinstance walks
-#: its members each time, and a step asks for every resource; the handlers are fixed objects).
-_KNOWN_TYPES = 1024
-
-
-@functools.lru_cache(maxsize=_KNOWN_TYPES)
 def checker_for(type_name: str) -> Checked | None:
     """The handler if it follows its own progress (asked while its resource is IN_PROGRESS)."""
-    handler = handler_for(type_name)
-    return handler if isinstance(handler, Checked) else None
+    return _CHECKERS.get(type_name, _TEMPLATE_CHECKER)
 
 
-@functools.lru_cache(maxsize=_KNOWN_TYPES)
+#: ``checker_for`` of each built-in type and of a template, found once: isinstance against a
+#: runtime-checkable Protocol costs microseconds, and a step asks it of each resource it holds
+#: (a group's nested stack, stepped as each batch of its members settles, of every member each time).
+_CHECKERS = {name: h if isinstance(h, Checked) else None for name, h in HANDLERS.items()}
+_TEMPLATE_CHECKER = TEMPLATE_RESOURCE if isinstance(TEMPLATE_RESOURCE, Checked) else None
+#: The same for ``suspender_for`` and ``composite_for`` (a create's walk asks the latter of each resource).
+_SUSPENDERS = {name: h if isinstance(h, Suspendable) else None for name, h in HANDLERS.items()}
+_TEMPLATE_SUSPENDER = TEMPLATE_RESOURCE if isinstance(TEMPLATE_RESOURCE, Suspendable) else None
+_COMPOSITES = {name: h if isinstance(h, Composite) else None for name, h in HANDLERS.items()}
+_TEMPLATE_COMPOSITE = TEMPLATE_RESOURCE if isinstance(TEMPLATE_RESOURCE, Composite) else None
+
+
 def suspender_for(type_name: str) -> Suspendable | None:
-    handler = handler_for(type_name)
-    return handler if isinstance(handler, Suspendable) else None
+    return _SUSPENDERS.get(type_name, _TEMPLATE_SUSPENDER)
 
 
-@functools.lru_cache(maxsize=_KNOWN_TYPES)
 def composite_for(type_name: str) -> Composite | None:
     """The handler if its resource makes a nested stack."""
-    handler = handler_for(type_name)
-    return handler if isinstance(handler, Composite) else None
+    return _COMPOSITES.get(type_name, _TEMPLATE_COMPOSITE)
 
 
 def read_attribute(type_name: str, attributes: Mapping[str, Any], name: str, path: list[Any]) -> Any:

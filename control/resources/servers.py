@@ -150,12 +150,7 @@ class Server:
         server = await txn.get(ServerRow, row.physical_id or "")
         if server is None or server.owner_stack_id != res.stack.id:
             return done()  # a server the stack did not create outlives it
-        remaining = await txn.session.scalar(
-            select(DeploymentRow.id).where(DeploymentRow.server_id == server.id).limit(1)
-        )
-        if remaining is not None:
-            return done()  # another stack still deploys to it
-        await remove_server(txn, server)
+        remove_unused_later(txn, server)
         return done()
 
 
@@ -214,6 +209,36 @@ async def create_server(
 
         txn.later.append(provision)
     return server, token
+
+
+def remove_unused_later(txn: Txn, server: ServerRow) -> None:
+    """Remove *server* at the commit unless a deployment still names it then (another stack
+    deploys to it): one query for every server the transaction deletes. Asked at once, the
+    query flushed what the step had deleted so far: a batch of a group's members flushed
+    once per member, not once."""
+    if _UNUSED not in txn.ahead:
+        txn.ahead[_UNUSED] = {}
+
+        async def remove_all() -> None:
+            found: dict[str, ServerRow] = txn.ahead.pop(_UNUSED, {})
+            ids = sorted(found)
+            used: set[str] = set()
+            for start in range(0, len(ids), _CHUNK):
+                query = select(DeploymentRow.server_id).where(
+                    DeploymentRow.server_id.in_(ids[start : start + _CHUNK])
+                )
+                used.update(await txn.session.scalars(query.distinct()))
+            for server_id in ids:
+                if server_id not in used:
+                    await remove_server(txn, found[server_id])
+
+        txn.before.append(remove_all)
+    txn.ahead[_UNUSED][server.id] = server
+
+
+_UNUSED = "servers-unused"
+#: Servers named per statement (bounds the IN list).
+_CHUNK = 1000
 
 
 async def remove_server(txn: Txn, server: ServerRow) -> None:

@@ -260,3 +260,83 @@ def test_a_sliced_step_of_a_group_reads_the_members_it_checks_in_one_query(
     members, created, deleted = _run(tmp_path, monkeypatch)
     assert MEMBERS == len(members) and members == set().union(*created, *deleted), (created, deleted)
     assert [] == alone, f"resource rows read one by one: {alone}"
+
+
+def test_a_batch_of_members_removes_their_servers_asking_one_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's delete removes every member's server, and the batch asks whether another stack
+    still deploys to them in one query for all its members (asked per server, that query flushed
+    each member's deletes alone), not one per member."""
+    asked: list[str] = []
+
+    def seen(conn: Any, cursor: Any, text: str, *args: Any) -> None:
+        if " ".join(text.split()).startswith(USERS):
+            asked.append(text)
+
+    servers: list[Any] = []
+
+    async def scenario(plane: Plane, fences: Fences) -> Any:
+        found = await real(plane, fences)
+        servers.append((await plane.call("GET", "/v1/servers"))[1])
+        return found
+
+    real = _scenario
+    monkeypatch.setattr(f"{__name__}._scenario", scenario)
+    event.listen(Engine, "before_cursor_execute", seen)
+    try:
+        members, _, deleted = _run(tmp_path, monkeypatch)
+    finally:
+        event.remove(Engine, "before_cursor_execute", seen)
+    assert [members] == deleted, deleted
+    assert [[]] == servers, servers
+    assert 1 == len(asked), asked
+
+
+#: Whether a deployment still names a server (the DISTINCT query for many; one by one it was
+#: "SELECT deployments.id FROM deployments WHERE deployments.server_id = ? LIMIT ?").
+USERS = (
+    "SELECT DISTINCT deployments.server_id FROM deployments",
+    "SELECT deployments.id FROM deployments WHERE",
+)
+
+
+SERVER_OWNER = {
+    "heat_template_version": "2018-08-31",
+    "resources": {"srv": {"type": "OS::Heat::DeployedServer", "properties": {"name": "shared"}}},
+}
+
+
+async def _shared_server(plane: Plane) -> list[list[str]]:
+    """One stack makes server `shared`, another deploys to it by name; the first is deleted, then the
+    second: the servers listed after each delete."""
+    user = {**MEMBER, "resources": {k: v for k, v in MEMBER["resources"].items() if k != "srv"}}
+    user["resources"]["dep"] = {
+        "type": "OS::Heat::SoftwareDeployment",
+        "properties": {**MEMBER["resources"]["dep"]["properties"], "server": "shared"},
+    }
+    listed = []
+    for name, template in (("owner", SERVER_OWNER), ("user", user)):
+        status, answer = await plane.call("POST", "/v1/stacks", {"name": name, "template": template})
+        assert 201 == status, answer
+        assert "CREATE_COMPLETE" == (await _settled(plane, name))["status"], name
+    for name in ("owner", "user"):
+        status, answer = await plane.call("DELETE", f"/v1/stacks/{name}")
+        assert status in (200, 202, 204), answer
+        await _settled(plane, name)
+        listed.append([s["name"] for s in (await plane.call("GET", "/v1/servers"))[1]])
+    return listed
+
+
+def test_a_server_another_stack_deploys_to_outlives_the_stack_that_made_it(tmp_path: Path) -> None:
+    """Deleting the stack that made a server leaves the server while another stack's deployment
+    still names it (asked at the commit, after the delete's own deployments are gone)."""
+    loop = asyncio.new_event_loop()
+    plane = Plane(loop, tmp_path)
+    try:
+        loop.run_until_complete(plane.start())
+        listed = loop.run_until_complete(asyncio.wait_for(_shared_server(plane), 120))
+    finally:
+        loop.run_until_complete(plane.stop())
+        loop.close()
+    assert [["shared"], ["shared"]] == listed, listed

@@ -3,7 +3,8 @@
 The real HttpPublisher (control/documents/publish.py) with a cache of two documents: what left
 the cache still answers an ETag comparison, a render of the same serial puts it back with the
 time it was first published, and a long-poll is handed its document even when the cache drops
-it right away. The control plane's side (a fetch that renders again) is in
+it right away. A publish that wakes long-polls lets the engine go on once they answered (`answered`).
+The control plane's side (a fetch that renders again) is in
 tests/integration/test_big_stack_reads.py.
 """
 
@@ -71,3 +72,52 @@ async def test_a_long_poll_ends_unchanged_on_timeout_withdrawal_or_stop() -> Non
     await publisher.withdraw("a")
     assert publisher.release_waiters() == 1
     assert await withdrawn is None and await stopped is None and publisher.etag("a") is None
+
+
+async def _hold(publisher: HttpPublisher, server: str, etag: str, log: list[str]) -> None:
+    """A long-poll's request as the document handler holds it: answered once its document is in."""
+    with publisher.answering(server):
+        found = await publisher.wait_newer(server, etag, 3600)
+        log.append(f"{server} answered {found.body.decode() if found else None}")
+
+
+async def test_the_walk_goes_on_only_after_the_woken_long_polls_answered() -> None:
+    """A publish wakes a's two long-polls: ``answered`` returns after both have their document."""
+    publisher, log = HttpPublisher(), list[str]()
+    await publisher.publish("a", 1, b"one")
+    held = [asyncio.create_task(_hold(publisher, "a", '"1"', log)) for _ in range(2)]
+    await asyncio.sleep(0)
+    await publisher.publish("a", 2, b"two")
+    await publisher.answered(3600)
+    log.append("walk")
+    assert log == ["a answered two", "a answered two", "walk"]
+    await asyncio.gather(*held)
+
+
+async def test_a_long_poll_no_publish_woke_does_not_hold_the_walk() -> None:
+    """b's long-poll waits on while a's document is published: ``answered`` returns without waiting for b."""
+    publisher, log = HttpPublisher(), list[str]()
+    for server in ("a", "b"):
+        await publisher.publish(server, 1, b"one")
+    held = asyncio.create_task(_hold(publisher, "b", '"1"', log))
+    await asyncio.sleep(0)
+    await publisher.publish("a", 2, b"two")
+    drained = asyncio.create_task(publisher.answered(3600))
+    await asyncio.sleep(0)
+    assert drained.done() and not held.done() and log == []
+    held.cancel()
+    await asyncio.gather(held, return_exceptions=True)
+
+
+async def test_a_woken_long_poll_whose_client_left_releases_the_walk() -> None:
+    """a's long-poll is woken, then its request is cancelled before answering: ``answered`` returns."""
+    publisher, log = HttpPublisher(), list[str]()
+    await publisher.publish("a", 1, b"one")
+    held = asyncio.create_task(_hold(publisher, "a", '"1"', log))
+    await asyncio.sleep(0)
+    await publisher.publish("a", 2, b"two")
+    drained = asyncio.create_task(publisher.answered(3600))
+    held.cancel()
+    await asyncio.gather(held, return_exceptions=True)
+    await drained
+    assert log == [] and held.cancelled()
