@@ -13,6 +13,7 @@ import itertools
 import json
 import shutil
 import subprocess
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ import aiohttp
 
 from tests.support.processes import stop_process
 
+#: Seconds Chromium may take to start listening (a bound on a hang, not a measurement).
+START_BOUND = 90.0
 #: Records Content-Security-Policy violations in the page (scripts injected over the protocol are not bound by it).
 CSP_PROBE = (
     "window.__csp = []; document.addEventListener('securitypolicyviolation',"
@@ -146,10 +149,12 @@ async def open_page(binary: str, profile: Path, width: int = 1280, height: int =
 async def _debugging_port(profile: Path, proc: subprocess.Popen[bytes]) -> int:
     """The port Chromium chose, from the DevToolsActivePort file it writes in its profile (bounded wait)."""
     active = profile / "DevToolsActivePort"
-    for _ in range(300):
+    # 90 s: a first start on a 2-core machine at load 10+ (the suite's 4 workers) took over 30.
+    deadline = time.monotonic() + START_BOUND
+    while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise BrowserError(f"chromium exited with {proc.returncode} before listening")
         if active.exists() and active.read_text().strip():
             return int(active.read_text().split()[0])
         await asyncio.sleep(0.1)
-    raise BrowserError("chromium did not write DevToolsActivePort within 30 s")
+    raise BrowserError(f"chromium did not write DevToolsActivePort within {START_BOUND:g} s")
