@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from control import hot
@@ -66,30 +66,33 @@ def handler_for(type_name: str) -> Handler:
     return HANDLERS.get(type_name, TEMPLATE_RESOURCE)
 
 
+def _capable(kind: type[Any]) -> Callable[[str], Any]:
+    """``handler_for(type_name)`` if it is a *kind*, else None, worked out once per type: isinstance
+    against a runtime-checkable Protocol costs microseconds, and a step asks it of each resource it
+    holds (a group's nested stack, stepped as each batch of its members settles, of every member)."""
+    table = {name: h if isinstance(h, kind) else None for name, h in HANDLERS.items()}
+    template = TEMPLATE_RESOURCE if isinstance(TEMPLATE_RESOURCE, kind) else None
+    return lambda type_name: table.get(type_name, template)
+
+
+_checker, _suspender, _composite = _capable(Checked), _capable(Suspendable), _capable(Composite)
+
+
 def checker_for(type_name: str) -> Checked | None:
     """The handler if it follows its own progress (asked while its resource is IN_PROGRESS)."""
-    return _CHECKERS.get(type_name, _TEMPLATE_CHECKER)
-
-
-#: ``checker_for`` of each built-in type and of a template, found once: isinstance against a
-#: runtime-checkable Protocol costs microseconds, and a step asks it of each resource it holds
-#: (a group's nested stack, stepped as each batch of its members settles, of every member each time).
-_CHECKERS = {name: h if isinstance(h, Checked) else None for name, h in HANDLERS.items()}
-_TEMPLATE_CHECKER = TEMPLATE_RESOURCE if isinstance(TEMPLATE_RESOURCE, Checked) else None
-#: The same for ``suspender_for`` and ``composite_for`` (a create's walk asks the latter of each resource).
-_SUSPENDERS = {name: h if isinstance(h, Suspendable) else None for name, h in HANDLERS.items()}
-_TEMPLATE_SUSPENDER = TEMPLATE_RESOURCE if isinstance(TEMPLATE_RESOURCE, Suspendable) else None
-_COMPOSITES = {name: h if isinstance(h, Composite) else None for name, h in HANDLERS.items()}
-_TEMPLATE_COMPOSITE = TEMPLATE_RESOURCE if isinstance(TEMPLATE_RESOURCE, Composite) else None
+    found: Checked | None = _checker(type_name)
+    return found
 
 
 def suspender_for(type_name: str) -> Suspendable | None:
-    return _SUSPENDERS.get(type_name, _TEMPLATE_SUSPENDER)
+    found: Suspendable | None = _suspender(type_name)
+    return found
 
 
 def composite_for(type_name: str) -> Composite | None:
     """The handler if its resource makes a nested stack."""
-    return _COMPOSITES.get(type_name, _TEMPLATE_COMPOSITE)
+    found: Composite | None = _composite(type_name)
+    return found
 
 
 def read_attribute(type_name: str, attributes: Mapping[str, Any], name: str, path: list[Any]) -> Any:
