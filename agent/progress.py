@@ -7,7 +7,8 @@ one every ``heartbeat`` seconds while nothing new is written. Nothing is sent in
 ``grace`` seconds: a hook that ends within them (a no-op, a quick script) is reported by its
 result alone, which carries all its output, so its signal is not held up behind progress. A progress signal carries no
 ``deploy_status_code``: the control plane records it without changing the deployment.
-Progress is best effort: one not delivered is dropped, the next one carries the newer tail.
+Progress is best effort: one not delivered is never queued; it is tried again (after the interval,
+doubling up to the heartbeat) with the newest tail.
 """
 
 from __future__ import annotations
@@ -96,24 +97,39 @@ class Progress:
         return found
 
     async def run(self) -> None:
-        """Send progress until cancelled: on new output (rate-bounded) or on the heartbeat."""
+        """Send progress until cancelled: on new output (rate-bounded) or on the heartbeat.
+
+        A report not taken is tried again after the interval, then twice as long each time
+        up to the heartbeat, even when the hook writes nothing more: a silent hook's only
+        output is not left unseen for a whole heartbeat because one send failed.
+        """
         await asyncio.sleep(self.grace)
+        failures = 0
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.heartbeat):
                     await self._changed.wait()
             self._changed.clear()
-            await self._send_now()
-            await asyncio.sleep(self.interval)
+            if await self._send_now():
+                await asyncio.sleep(self.interval)
+                failures = 0
+                continue
+            failures += 1
+            await asyncio.sleep(min(self.heartbeat, max(self.interval, 0.5) * 2 ** (failures - 1)))
+            self._changed.set()
 
-    async def _send_now(self) -> None:
+    async def _send_now(self) -> bool:
+        """Send a report of the output so far; True when it was taken."""
         size = self.total
         try:
-            if await self._send(self.payload()):
-                self.sent += 1
-                self._sent_bytes = size
+            taken = await self._send(self.payload())
         except Exception as e:  # progress is best effort: never stop the hook for it
             log.warning("progress signal not sent: %s", e)
+            return False
+        if taken:
+            self.sent += 1
+            self._sent_bytes = size
+        return taken
 
     async def __aenter__(self) -> Progress:
         self._task = asyncio.create_task(self.run())

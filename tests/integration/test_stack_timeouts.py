@@ -21,6 +21,17 @@ from tests.support.waiting import wait_until
 QUICK = "#!/bin/sh\necho quick\n"
 
 
+def hook_running(cp: ControlPlane, name: str) -> bool:
+    """True once the deployment's progress shows the hook's first output; fails at once, saying
+    why, when the stack settled first (its deadline passed before the hook got going)."""
+    stack = cp.api("GET", f"/v1/stacks/{name}").body
+    if not stack["status"].endswith("_IN_PROGRESS"):
+        raise AssertionError(
+            f"stack {name} is {stack['status']} before its hook reported output: {stack['status_reason']}"
+        )
+    return "started" in str((deployment(cp, name).get("progress") or {}).get("output_tail"))
+
+
 def template(script: str) -> str:
     """One server and one script deployment whose own timeout (600 s) is far past the stack's."""
     return one_script_deployment(script, timeout=600)
@@ -125,14 +136,19 @@ def test_the_deadline_outlives_a_crash_of_the_control_plane(tmp_path: Path) -> N
     """kill -9 while the hook sleeps: the restarted control plane still fails the create at its deadline."""
     cp = start_control_plane(tmp_path, *MINUTE)
     try:
-        body = {"name": "kept", "template": template(SLOW), "timeout_mins": 2}
+        # 4 minutes (16 s here): the local agent must start and report its hook's first output
+        # before the deadline, and the control plane must crash and come back before it too; a
+        # loaded CI machine took over 8 s for the first part alone.
+        body = {"name": "kept", "template": template(SLOW), "timeout_mins": 4}
         assert 201 == cp.api("POST", "/v1/stacks", body).status
-        wait_until(
-            lambda: "started" in str((deployment(cp, "kept").get("progress") or {}).get("output_tail")),
-            "the hook's first output",
-            60,
-            0.2,
-        )
+        try:
+            wait_until(lambda: hook_running(cp, "kept"), "the hook's first output", 60, 0.2)
+        except AssertionError as e:
+            agent_log = cp.agent_dir("kept-box") / "agent.log"
+            tail = agent_log.read_text(errors="replace").splitlines()[-30:] if agent_log.exists() else []
+            raise AssertionError(
+                "{}\n{}\nthe agent's log:\n{}".format(e, cp.stuck_report("kept"), "\n".join(tail))
+            ) from None
         cp.crash()
         cp = start_control_plane(tmp_path, *MINUTE, port=cp.port)
         stack = cp.settled("kept", "CREATE_FAILED", timeout=90)

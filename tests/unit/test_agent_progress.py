@@ -115,6 +115,27 @@ async def test_a_failing_send_never_stops_the_reports():
     assert len(calls) >= 2
 
 
+async def test_a_report_not_taken_is_tried_again_before_the_heartbeat():
+    """A silent hook's only output, refused once (the control plane restarting), is sent again
+    after the interval, not a heartbeat later; then reports go at their usual pace."""
+    calls: list[dict[str, Any]] = []
+    taken = asyncio.Event()
+
+    async def refused_once(payload: dict[str, Any]) -> bool:
+        calls.append(payload)
+        if len(calls) == 2:
+            taken.set()
+        return len(calls) > 1
+
+    async with Progress(refused_once, interval=0.01, heartbeat=3600, grace=0) as reporter:
+        reporter.feed(b"started\n")
+        async with asyncio.timeout(30):
+            await taken.wait()
+        await asyncio.sleep(0.1)
+    assert [(p["seq"], p["output_tail"]) for p in calls] == [(1, "started\n"), (2, "started\n")]
+    assert reporter.sent == 1
+
+
 def test_progress_body_keeps_the_result_path_but_never_a_status_code():
     """The body keeps the result's extras (config_id, nonce) and marks itself IN_PROGRESS."""
     result = json.dumps(
