@@ -18,6 +18,12 @@ Figures, Heat's chain first, then ours, then the ratio Heat / ours:
 * the same for a chain of 5 dependent deployments alternating over the 2 servers: from the
   first generation started to the last signal recorded, over --chain-changes updates.
 
+`--baseline COMMIT` also runs our side on COMMIT's control plane and agent (its control/, agent/ and
+hooks/ from `git archive`, ahead of this tree on PYTHONPATH; its own `anneal serve`), and
+`--rounds K` runs our side K times, this tree and the baseline alternating, each round on fresh
+stacks; the figures are then the medians over the rounds, with the ratio baseline / this tree.
+`--no-heat` leaves Heat's chain out (a regression hunt: about 30 s a round, not 2 minutes).
+
 Heat's chain polls: upstream's default interval is 30 s (idle figures use it); for the
 latency figures it runs with --polling-interval 1 (its floor: the backoff starts at 1 s),
 else the figure would be its poll interval. Our agent long-polls (25 s) either way.
@@ -41,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.agent_rss import baseline_tree, env_for  # noqa: E402
 from bench.harness import start_plane  # noqa: E402
 from tests.support.heatchain import HeatChain, require_heat_agents  # noqa: E402
 from tests.support.processes import command, stop_process  # noqa: E402
@@ -178,15 +185,20 @@ def pct(values: list[float], q: float) -> float:
 class Side:
     """One kind of agent on two servers."""
 
-    def __init__(self, kind: str, admin: Admin, work: Path, url: str) -> None:
+    def __init__(
+        self, kind: str, admin: Admin, work: Path, url: str, env: dict[str, str] | None = None
+    ) -> None:
+        """*kind* "heat" runs Heat's chain, any other name anneal-agent (with *env*: a baseline's tree)."""
         self.kind, self.admin, self.work, self.url = kind, admin, work, url
+        self.heat = kind == "heat"
+        self.env = env or dict(os.environ)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.servers = [f"{kind}-a", f"{kind}-b"]
         self.starts: dict[str, list[str]] = {}
 
     def create_servers(self) -> None:
         for name in self.servers:
-            if self.kind == "heat":
+            if self.heat:
                 server = self.admin.call("POST", "/v1/servers", {"name": name, "heat_compatible": True})
                 chain = HeatChain(self.work / name).setup()
                 self.starts[name] = [str(chain.work), server["metadata_url"]]
@@ -205,18 +217,19 @@ class Side:
                     ],
                     check=True,
                     capture_output=True,
+                    env=self.env,
                 )
                 self.starts[name] = [str(state)]
 
     def start(self, interval: int) -> None:
         for name in self.servers:
             log = open(self.work / f"{name}.log", "ab")  # noqa: SIM115 (the child keeps it)
-            if self.kind == "heat":
+            if self.heat:
                 chain = HeatChain(Path(self.starts[name][0]))
                 argv, env = chain.argv(self.starts[name][1], interval=interval), chain.env()
             else:
                 argv = [command("anneal-agent"), "run", "--state-dir", self.starts[name][0]]
-                env = {**os.environ, "ANNEAL_LOG_LEVEL": "WARNING"}
+                env = {**self.env, "ANNEAL_LOG_LEVEL": "WARNING"}
             self.procs[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=log, start_new_session=True)
 
     def stop(self) -> None:
@@ -235,8 +248,8 @@ class Side:
         used = cpu_seconds(pid) - before
         return {"idle_rss_mib": rss / 1024, "cpu_s_per_idle_hour": used * 3600 / seconds}
 
-    def noop_latency(self, changes: int) -> list[float]:
-        name = f"{self.kind}-noop"
+    def noop_latency(self, changes: int, round_: int = 0) -> list[float]:
+        name = f"{self.kind}-noop{round_ or ''}"
         self.admin.put_stack(name, NOOP, {"n": "first", "server": self.servers[1]}, create=True)
         out = []
         for i in range(changes):
@@ -245,8 +258,8 @@ class Side:
             out.append(dep["completed_at"] - dep["started_at"])
         return out
 
-    def chain_latency(self, changes: int) -> list[float]:
-        name = f"{self.kind}-chain"
+    def chain_latency(self, changes: int, round_: int = 0) -> list[float]:
+        name = f"{self.kind}-chain{round_ or ''}"
         params = {"a": self.servers[0], "b": self.servers[1]}
         self.admin.put_stack(name, chain_template(), {"n": "first", **params}, create=True)
         out = []
@@ -255,6 +268,38 @@ class Side:
             deps = self.admin.deployments(name)
             out.append(max(d["completed_at"] for d in deps) - min(d["started_at"] for d in deps))
         return out
+
+
+def measure(side: Side, args: argparse.Namespace, round_: int = 0) -> dict[str, float]:
+    """One side's figures: idle RSS and CPU (first round only), then the latencies."""
+    if round_ == 0:
+        side.create_servers()
+        side.start(interval=30)  # upstream's default, for the idle figures
+        idle = side.idle(args.idle)
+        side.stop()
+    else:
+        idle = {}
+    side.start(interval=1)  # Heat's floor, for the latency figures
+    noop = side.noop_latency(args.changes, round_)
+    chain = side.chain_latency(args.chain_changes, round_)
+    side.stop()
+    return {
+        **idle,
+        "noop_p50_s": statistics.median(noop),
+        "noop_p99_s": pct(noop, 99),
+        "chain5_p50_s": statistics.median(chain),
+        "chain5_p99_s": pct(chain, 99),
+    }
+
+
+def table(title: str, left: str, right: str, a: dict[str, float], b: dict[str, float]) -> None:
+    """Figures of *a* against *b*, with the ratio a / b."""
+    print(f"\n{title}")
+    print(f"{'figure':<24}{left:>16}{right:>16}{left + '/' + right:>24}")
+    for key, value in a.items():
+        if key in b:
+            ratio = f"{value / b[key]:.2f}x" if b[key] else "-"
+            print(f"{key:<24}{value:>16.3f}{b[key]:>16.3f}{ratio:>24}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -266,43 +311,63 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--idle", type=float, default=60.0, help="seconds of idle measured (scaled to an hour)"
     )
+    parser.add_argument("--baseline", help="also run our side on this commit's control plane and agent")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="rounds of our side (alternating with --baseline)"
+    )
+    parser.add_argument("--no-heat", action="store_true", help="leave Heat's chain out")
     args = parser.parse_args(argv)
-    require_heat_agents()
+    if not args.no_heat:
+        require_heat_agents()
     with tempfile.TemporaryDirectory(prefix="bench-heat-") as tmp:
         work = Path(tmp)
-        cp = start_plane(work, extra=["--provisioner", "enrol"])
-        admin = Admin(cp.url, cp.token)
-        results: dict[str, dict[str, Any]] = {}
+        for sub in ("plane", "base"):
+            (work / sub).mkdir()
+        planes = [start_plane(work / "plane", extra=["--provisioner", "enrol"])]
+        env = None
+        if args.baseline:
+            env = env_for(baseline_tree(work, args.baseline, ("control", "agent", "hooks")))
+            planes.append(start_plane(work / "base", extra=["--provisioner", "enrol"], env=env))
+        results: dict[str, dict[str, float]] = {}
         try:
-            for kind in ("heat", "anneal"):
-                side = Side(kind, admin, work, cp.url)
-                side.create_servers()
-                side.start(interval=30)  # upstream's default, for the idle figures
-                idle = side.idle(args.idle)
-                side.stop()
-                side.start(interval=1)  # Heat's floor, for the latency figures
-                noop = side.noop_latency(args.changes)
-                chain = side.chain_latency(args.chain_changes)
-                side.stop()
-                results[kind] = {
-                    **idle,
-                    "noop_p50_s": statistics.median(noop),
-                    "noop_p99_s": pct(noop, 99),
-                    "chain5_p50_s": statistics.median(chain),
-                    "chain5_p99_s": pct(chain, 99),
-                }
-                print(f"{kind}: {json.dumps(results[kind])}", flush=True)
+            admin = Admin(planes[0].url, planes[0].token)
+            if not args.no_heat:
+                results["heat"] = measure(Side("heat", admin, work, planes[0].url), args)
+                print(f"heat: {json.dumps(results['heat'])}", flush=True)
+            sides = {"anneal": Side("anneal", admin, work, planes[0].url)}
+            if args.baseline:
+                base = planes[1]
+                sides["baseline"] = Side("baseline", Admin(base.url, base.token), work, base.url, env)
+            rounds: dict[str, list[dict[str, float]]] = {k: [] for k in sides}
+            for r in range(args.rounds):
+                for kind, side in sides.items():
+                    rounds[kind].append(measure(side, args, r))
+                    print(f"{kind} round {r + 1}: {json.dumps(rounds[kind][-1])}", flush=True)
+            for kind, each in rounds.items():
+                results[kind] = {k: statistics.median(f[k] for f in each if k in f) for k in each[0]}
         finally:
-            stop_process(cp.proc)
+            for plane in planes:
+                stop_process(plane.proc)
     print(
-        f"\nHeat's chain vs anneal-agent, one control plane; {args.changes} no-op changes, "
-        f"{args.chain_changes} chain changes; CPU measured over {args.idle:g} s idle and scaled to an hour"
+        f"\n{args.changes} no-op changes, {args.chain_changes} chain changes, {args.rounds} round(s) of ours"
+        f" (medians over rounds); CPU measured over {args.idle:g} s idle and scaled to an hour"
     )
-    print(f"{'figure':<24}{'heat chain':>14}{'anneal-agent':>14}{'heat/anneal':>14}")
-    for key in results["heat"]:
-        h, a = results["heat"][key], results["anneal"][key]
-        ratio = f"{h / a:.1f}x" if a else "-"
-        print(f"{key:<24}{h:>14.3f}{a:>14.3f}{ratio:>14}")
+    if "heat" in results:
+        table(
+            "Heat's chain vs anneal-agent, one control plane",
+            "heat chain",
+            "anneal-agent",
+            results["heat"],
+            results["anneal"],
+        )
+    if "baseline" in results:
+        table(
+            f"anneal-agent, {args.baseline} against this tree",
+            "baseline",
+            "this tree",
+            results["baseline"],
+            results["anneal"],
+        )
     return 0
 
 
