@@ -86,8 +86,8 @@ async def child(
     class SimPublisher(HttpPublisher):
         """The HTTP publisher, plus simulated agents that read each document as it is published."""
 
-        async def publish(self, server_id: str, serial: int, body: bytes) -> None:
-            await super().publish(server_id, serial, body)
+        async def publish(self, server_id: str, serial: int, body: bytes, at: float | None = None) -> None:
+            await super().publish(server_id, serial, body, at)
             for found in new_generations(body, seen):
                 assert sim is not None
                 sim.put(found)

@@ -90,8 +90,8 @@ async def run(n: int) -> None:
     class SimPublisher(HttpPublisher):
         """Collects each new generation's signal URL as its document is published."""
 
-        async def publish(self, server_id: str, serial: int, body: bytes) -> None:
-            await super().publish(server_id, serial, body)
+        async def publish(self, server_id: str, serial: int, body: bytes, at: float | None = None) -> None:
+            await super().publish(server_id, serial, body, at)
             to_signal.extend(scale_parts.new_generations(body, seen))
 
     with tempfile.TemporaryDirectory(prefix="anneal-phases-") as tmp:

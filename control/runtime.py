@@ -91,6 +91,9 @@ class Runtime:
         10,000 servers never holds every deployment row in memory at once.
         """
         ids = sorted(set(server_ids))
+        # Every change these documents carry is committed by now: a revocation-counter read started
+        # here serves the long-polls they wake (agents.check_still_held), and runs beside the render.
+        at = self.credentials.read_from_now(self.sessions) if ids else 0.0
         self.follow_key_rotation()
         if announce and self.announce and ids:
             try:
@@ -98,9 +101,9 @@ class Runtime:
             except (DBAPIError, OSError) as e:  # the other processes' table poll finds them later
                 log.warning("telling other processes of %d changed document(s) failed: %s", len(ids), e)
         for start in range(0, len(ids), PUBLISH_CHUNK):
-            await self._publish(ids[start : start + PUBLISH_CHUNK])
+            await self._publish(ids[start : start + PUBLISH_CHUNK], at)
 
-    async def _publish(self, ids: list[str]) -> None:
+    async def _publish(self, ids: list[str], at: float) -> None:
         if not ids:
             return
         async with self.sessions() as session:
@@ -137,7 +140,7 @@ class Runtime:
             if section is not None:
                 doc = dataclasses.replace(doc, transport=section)
             body = envelope.sign(doc.to_json(), self.keys.signing_key, self.keys.chain)
-            await self.publisher.publish(server_id, doc.serial, body)
+            await self.publisher.publish(server_id, doc.serial, body, at)
             self.metrics.documents_published.inc()
             self.published[server_id] = max(doc.serial, self.published.get(server_id, 0))
 

@@ -28,7 +28,11 @@ class Publisher(Protocol):
     def section(self, server: ServerRow, rows: Iterable[DeploymentRow]) -> dict[str, Any] | None:
         """The document's ``transport`` section for *server* (None: documents name no transport)."""
 
-    async def publish(self, server_id: str, serial: int, body: bytes) -> None: ...
+    async def publish(self, server_id: str, serial: int, body: bytes, at: float | None = None) -> None:
+        """Hand over *server_id*'s document of *serial*; *at* (time.monotonic()) is when the change
+        it carries was known committed (default: now): a woken long-poll's credential check needs a
+        revocation-counter read started no earlier."""
+
     async def withdraw(self, server_id: str) -> None: ...
 
 
@@ -67,7 +71,7 @@ class HttpPublisher:
     def section(self, server: ServerRow, rows: Iterable[DeploymentRow]) -> dict[str, Any] | None:
         return None  # HTTP only: the agent keeps polling where it enrolled
 
-    async def publish(self, server_id: str, serial: int, body: bytes) -> None:
+    async def publish(self, server_id: str, serial: int, body: bytes, at: float | None = None) -> None:
         current = self._serials.get(server_id)
         if current is not None and (
             current[0] > serial or (current[0] == serial and server_id in self._bodies)
@@ -75,7 +79,7 @@ class HttpPublisher:
             return  # unchanged, or a slower render of an older state: never go backwards
         # The same serial rendered again (its bytes had left the cache) keeps the time it was published.
         doc = (
-            Published(serial, body)
+            Published(serial, body, time.monotonic() if at is None else at)
             if current is None or current[0] < serial
             else Published(serial, body, current[1])
         )

@@ -212,8 +212,8 @@ class Transports:
         target = store.section("", [Waiting("x", deployment_id, generation)], expires)["signals"]["x"]
         return str(target["url"]) if "url" in target else None
 
-    async def publish(self, server_id: str, serial: int, body: bytes) -> None:
-        await self.http.publish(server_id, serial, body)
+    async def publish(self, server_id: str, serial: int, body: bytes, at: float | None = None) -> None:
+        await self.http.publish(server_id, serial, body, at)
         for kind in self._routes.get(server_id, ()):
             self._writers[kind].offer(server_id, serial, body)
 

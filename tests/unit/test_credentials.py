@@ -135,6 +135,34 @@ def test_a_check_after_a_publish_sees_a_revocation_made_elsewhere_before_it(tmp_
     asyncio.run(run())
 
 
+def test_a_read_started_by_the_publish_serves_the_checks_it_wakes_and_sees_a_revocation(
+    tmp_path: Path,
+) -> None:
+    """``read_from_now`` at a publish: the checks of the long-polls it wakes wait for that read, not
+    one of their own, and a revocation another process committed before the publish is still seen."""
+
+    async def run() -> None:
+        async with sqlite_database(tmp_path) as db:
+            server = await _server(db, "old")
+            here, there = Credentials(bound=600.0), Credentials(bound=600.0)
+            assert server == await there.server_of(db.sessions, token_hash("old"))
+            await _reenrol(db, here, server)
+            reads = there.reads
+            at = there.read_from_now(db.sessions)  # the publish, after the commit it carries
+            assert not await there.held_since(db.sessions, token_hash("old"), server, at)
+            assert reads + 1 == there.reads
+            assert await there.held_since(db.sessions, token_hash("new"), server, at)
+            # The next publish: fifty woken checks of a cached credential cost its one counter read.
+            statements = _count_statements(db)
+            at = there.read_from_now(db.sessions)
+            checks = [there.held_since(db.sessions, token_hash("new"), server, at) for _ in range(50)]
+            assert [True] * 50 == await asyncio.gather(*checks)
+            assert reads + 2 == there.reads
+            assert ["SELECT counters.value"] == [s.split("\n")[0].strip() for s in statements]
+
+    asyncio.run(run())
+
+
 class Clock:
     """A monotonic clock the test moves: the bound is checked at exact instants, not on the wall clock."""
 
