@@ -51,6 +51,8 @@ provider = fernet
 expiration = 3600
 [fernet_tokens]
 key_repository = {d}/fernet-keys
+[fernet_receipts]
+key_repository = {d}/fernet-keys
 [credential]
 key_repository = {d}/credential-keys
 """
