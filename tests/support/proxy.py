@@ -92,8 +92,11 @@ class Front:
             with contextlib.suppress(OSError):
                 dst.close()
 
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-        self._live.difference_update((writer, up_writer))
+        try:
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        finally:  # also when cancelled before the pipes ran (a stop, or a connect timeout's late cancel)
+            up_writer.close()
+            self._live.difference_update((writer, up_writer))
 
     def blackhole(self, on: bool) -> None:
         """Start or end a blackhole: open connections are cut, new ones hang unanswered until it ends."""

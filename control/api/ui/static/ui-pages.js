@@ -99,11 +99,14 @@
     let state = "";
     let kind = "";  // one resource type only: a type's node of a big stack's graph was clicked
     let cursor = "";  // "&after=ID" or "&before=ID": the page next to the one read (constant at any depth)
+    let latest = 0;  // the newest load: an older one's answer arriving after it is dropped
     const load = async (n, at = "") => {
       page = n;
       cursor = at;
+      const asked = ++latest;
       const query = `page=${page}&per_page=50${state ? `&state=${state}` : ""}${kind ? `&type=${enc(kind)}` : ""}${cursor}`;
       const data = await getJSON(`${base}/resources?${query}`);
+      if (asked !== latest) return;  // a click (a type, a page, a state) asked for another list meanwhile
       const last = Math.max(1, Math.ceil(data.total / data.per_page));
       const first = data.items.length ? data.items[0].id : 0;
       const final = data.items.length ? data.items[data.items.length - 1].id : 0;
