@@ -39,6 +39,16 @@ async def _reenrol(db: Database, here: Credentials, server: str) -> None:
         await session.commit()
 
 
+async def _reenrolled_through_another(db: Database, bound: float) -> tuple[str, Credentials, Credentials]:
+    """Server, *here* and *there* (two processes' caches): *there* cached "old", then the server
+    enrolled again through *here*."""
+    server = await _server(db, "old")
+    here, there = Credentials(bound=bound), Credentials(bound=bound)
+    assert server == await there.server_of(db.sessions, token_hash("old"))
+    await _reenrol(db, here, server)
+    return server, here, there
+
+
 def _count_statements(db: Database) -> list[str]:
     seen: list[str] = []
 
@@ -70,10 +80,7 @@ def test_revocation_in_one_process_reaches_the_other_within_the_bound(tmp_path: 
 
     async def run() -> None:
         async with sqlite_database(tmp_path) as db:
-            server = await _server(db, "old")
-            here, there = Credentials(bound=0.2), Credentials(bound=0.2)
-            assert server == await there.server_of(db.sessions, token_hash("old"))
-            await _reenrol(db, here, server)
+            server, here, there = await _reenrolled_through_another(db, 0.2)
             committed = time.monotonic()
             assert await here.server_of(db.sessions, token_hash("old")) is None
             deadline = committed + 10
@@ -123,10 +130,7 @@ def test_a_check_after_a_publish_sees_a_revocation_made_elsewhere_before_it(tmp_
 
     async def run() -> None:
         async with sqlite_database(tmp_path) as db:
-            server = await _server(db, "old")
-            here, there = Credentials(bound=600.0), Credentials(bound=600.0)
-            assert server == await there.server_of(db.sessions, token_hash("old"))
-            await _reenrol(db, here, server)
+            server, _, there = await _reenrolled_through_another(db, 600.0)
             published = time.monotonic()  # the other process renders the new document after the commit
             assert server == await there.server_of(db.sessions, token_hash("old"))  # cached: within the bound
             assert not await there.held_since(db.sessions, token_hash("old"), server, published)
@@ -143,10 +147,7 @@ def test_a_read_started_by_the_publish_serves_the_checks_it_wakes_and_sees_a_rev
 
     async def run() -> None:
         async with sqlite_database(tmp_path) as db:
-            server = await _server(db, "old")
-            here, there = Credentials(bound=600.0), Credentials(bound=600.0)
-            assert server == await there.server_of(db.sessions, token_hash("old"))
-            await _reenrol(db, here, server)
+            server, _, there = await _reenrolled_through_another(db, 600.0)
             reads = there.reads
             at = there.read_from_now(db.sessions)  # the publish, after the commit it carries
             assert not await there.held_since(db.sessions, token_hash("old"), server, at)
