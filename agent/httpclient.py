@@ -62,6 +62,8 @@ class Session:
     def __init__(self, pool_size: int = POOL_SIZE) -> None:
         self.pool_size = pool_size
         self._idle: dict[Origin, list[_Conn]] = {}
+        #: Closed: a request still in flight closes its connection when it ends instead of keeping it.
+        self._closed = False
 
     async def __aenter__(self) -> Session:
         return self
@@ -72,6 +74,7 @@ class Session:
         self.close()
 
     def close(self) -> None:
+        self._closed = True
         for conns in self._idle.values():
             for conn in conns:
                 conn.close()
@@ -110,7 +113,7 @@ class Session:
             except BaseException:  # cancelled, timed out, cut off: the connection's state is unknown
                 conn.close()
                 raise
-            if keep and len(self._idle.setdefault(origin, [])) < self.pool_size:
+            if keep and not self._closed and len(self._idle.setdefault(origin, [])) < self.pool_size:
                 self._idle[origin].append(conn)
             else:
                 conn.close()

@@ -315,11 +315,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     brief = {k: v for k, v in figures.items() if not k.startswith("requests_per_5s")}
                     print(json.dumps(brief), flush=True)
                     results["outages"].append(figures)
+                await stop(tasks)  # before their HTTP client closes: none of them holds a connection after
                 return results
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await stop(tasks)
+
+
+async def stop(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel the agents' tasks and wait until they end."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

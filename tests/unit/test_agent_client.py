@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import logging
 from typing import Any
@@ -80,6 +81,31 @@ async def test_an_unchanged_heartbeat_is_left_out_while_polls_say_the_agent_is_a
 
     assert [3, 4, 4, 4, 4, 5] == [p["serial"] for p in got]
     assert (6, 1) == (heartbeat.sent, heartbeat.skipped)
+
+
+async def test_a_request_ending_after_its_session_closed_keeps_no_connection(aiohttp_server: Any) -> None:
+    """The session closes while a request waits for its answer: the answer still arrives, and its
+    connection is closed, not put back in the pool of a closed session (left for the garbage
+    collector: an unclosed-transport ResourceWarning)."""
+    answering = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        answering.set()
+        await release.wait()
+        return web.Response(text="late")
+
+    app = web.Application()
+    app.router.add_get("/slow", slow)
+    server = await aiohttp_server(app)
+    http = Session()
+    request = asyncio.create_task(http.request("GET", str(server.make_url("/slow")), timeout=30, cap=100))
+    async with asyncio.timeout(30):
+        await answering.wait()
+    http.close()
+    release.set()
+    assert b"late" == (await request).body
+    assert {} == {origin: conns for origin, conns in http._idle.items() if conns}
 
 
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
