@@ -36,6 +36,9 @@ STATUS = "IN_PROGRESS"
 GRACE = 0.5
 #: Seconds the last progress (output since the previous one) may take before the result goes.
 LAST_SEND_WAIT = 2.0
+#: Seconds before the first retry of a report the control plane did not take (doubling, up to
+#: HEARTBEAT), at least: a test's INTERVAL of 0 must not retry in a busy loop.
+RETRY_FLOOR = 0.5
 
 Send = Callable[[dict[str, Any]], Awaitable[bool]]
 
@@ -115,7 +118,7 @@ class Progress:
                 failures = 0
                 continue
             failures += 1
-            await asyncio.sleep(min(self.heartbeat, max(self.interval, 0.5) * 2 ** (failures - 1)))
+            await asyncio.sleep(min(self.heartbeat, max(self.interval, RETRY_FLOOR) * 2 ** (failures - 1)))
             self._changed.set()
 
     async def _send_now(self) -> bool:

@@ -91,9 +91,11 @@ class Runtime:
         10,000 servers never holds every deployment row in memory at once.
         """
         ids = sorted(set(server_ids))
-        # Every change these documents carry is committed by now: a revocation-counter read started
-        # here serves the long-polls they wake (agents.check_still_held), and runs beside the render.
-        at = self.credentials.read_from_now(self.sessions) if ids else 0.0
+        # Every change these documents carry is committed by now: the long-polls they wake check their
+        # credential by a revocation-counter read started after this instant (agents.check_still_held),
+        # the first of them starting the one they share. Started here instead, it cost a read per
+        # publish, Swift's and S3's too, for no gain at 1,000 agents (docs/performance.md).
+        at = self.credentials.clock()
         self.follow_key_rotation()
         if announce and self.announce and ids:
             try:

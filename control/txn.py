@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import random
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import insert, inspect, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.exc import StaleDataError
 from sqlalchemy.orm.util import identity_key
 
 from control.runtime import Runtime
@@ -16,6 +20,9 @@ from control.store import work
 from control.store.orm import EventRow, ServerRow
 
 T = TypeVar("T")
+P = ParamSpec("P")
+#: Times a transaction that lost a race on a versioned row (``row_version``) is run again.
+RACE_ATTEMPTS = 5
 #: First key of the PostgreSQL advisory locks on stacks' event streams (the second is the
 #: stack id's hash); see ``lock_event_streams``.
 EVENT_STREAM_LOCK = 0x416E6E  # "Ann"
@@ -40,6 +47,33 @@ async def lock_event_streams(session: AsyncSession, stack_ids: Iterable[str], *,
         await session.execute(
             text(f"SELECT {fn}(:cls, hashtext(:id))"), {"cls": EVENT_STREAM_LOCK, "id": stack_id}
         )
+
+
+def retried_on_race(
+    fn: Callable[P, Coroutine[Any, Any, T]],
+) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Run *fn* (one transaction) again when it lost a race on a versioned row.
+
+    The engine steps a stack while requests change it: each writes the stack's (a
+    resource's, a deployment's) ``row_version``, so only one commits and the other
+    gets ``StaleDataError``. The loser reads the rows afresh and decides again (a
+    delete of a stack a step just finished is still a delete), after a short random
+    pause so two losers do not collide again; after RACE_ATTEMPTS the error stands
+    (the API answers 503 with Retry-After).
+    """
+
+    @functools.wraps(fn)
+    async def run(*args: P.args, **kwargs: P.kwargs) -> T:
+        for attempt in range(1, RACE_ATTEMPTS + 1):
+            try:
+                return await fn(*args, **kwargs)
+            except StaleDataError:
+                if attempt == RACE_ATTEMPTS:
+                    raise
+                await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
+        raise AssertionError("unreachable")
+
+    return run
 
 
 @dataclass

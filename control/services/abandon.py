@@ -38,9 +38,10 @@ from control.services.stack_request import parse_request, rollback_wanted, tags_
 from control.services.stacks import check_stack_name, get_stack, stack_view
 from control.store import names
 from control.store.orm import ConfigRow, DeploymentRow, EventRow, ResourceRow, ServerRow, StackRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
 
+@retried_on_race
 async def abandon_stack(
     rt: Runtime, name: str, to: handover.Target | None = None, *, within: Within
 ) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from control.runtime import Runtime
 from control.services import drift as hostcheck
 from control.services.stacks import get_stack, stack_view
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
 FINISHED = ("finished", "signalled")
 
@@ -116,6 +116,7 @@ async def _check(rt: Runtime, session: Any, stack: StackRow) -> dict[str, Any]:
     }
 
 
+@retried_on_race
 async def check_stack(rt: Runtime, ref: str, *, within: Within, started: bool = False) -> dict[str, Any]:
     """Heat's CHECK action: the stack ends CHECK_COMPLETE, or CHECK_FAILED naming each drift.
 
@@ -165,6 +166,7 @@ def _current(stack: StackRow) -> Any:
     return select(ResourceRow).where(ResourceRow.stack_id == stack.id, ResourceRow.current.is_(True))
 
 
+@retried_on_race
 async def converge(rt: Runtime, kick: Callable[[str], None], ref: str, *, within: Within) -> dict[str, Any]:
     """Re-apply every missing or failed deployment as a new generation (a CONVERGE traversal)."""
     async with rt.sessions() as session:

@@ -29,7 +29,7 @@ from control.resources import create_server, deploy, forget_deployment
 from control.runtime import Runtime
 from control.services.stacks import MASK, mask
 from control.store.orm import ConfigRow, DeploymentRow, ServerRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
 #: Heat takes any action name for a deployment made through its API (its own tests use ACTION0);
 #: the agent runs the config whatever the name. Kept to a short word: it is a column and a hook input.
@@ -194,6 +194,7 @@ async def _standalone(session: AsyncSession, dep_id: str) -> DeploymentRow:
     return dep
 
 
+@retried_on_race
 async def update_deployment(
     rt: Runtime, dep_id: str, body: Mapping[str, Any], within: str | None = None
 ) -> dict[str, Any]:
@@ -243,6 +244,7 @@ def _record(dep: DeploymentRow, body: Mapping[str, Any]) -> None:
     dep.updated_at = now
 
 
+@retried_on_race
 async def delete_deployment(rt: Runtime, dep_id: str) -> None:
     """Remove the deployment and take its derived config off its server (nothing runs there: Heat's rule)."""
     async with rt.sessions() as session:

@@ -24,7 +24,7 @@ from control.principal import Within
 from control.runtime import Runtime
 from control.services.stacks import get_stack
 from control.store.orm import DeploymentRow, ServerRow, StackRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
 #: Results one heartbeat may carry (the agent sends at most 40 KiB of them).
 MAX_RESULTS = 256
@@ -32,6 +32,7 @@ MAX_RESULTS = 256
 ANSWER_POLL = 1.0
 
 
+@retried_on_race
 async def request(rt: Runtime, ref: str, *, within: Within) -> dict[str, Any]:
     """Ask the servers to check every COMPLETE deployment of the stack; the answers come later."""
     async with rt.sessions() as session:
@@ -44,6 +45,7 @@ async def request(rt: Runtime, ref: str, *, within: Within) -> dict[str, Any]:
         return {"stack": stack.name, "requested": asked}
 
 
+@retried_on_race
 async def start_check(rt: Runtime, ref: str, *, within: Within) -> bool:
     """Heat's CHECK action: ask for the checks and leave the stack CHECK_IN_PROGRESS until the answers.
 

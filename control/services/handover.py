@@ -29,7 +29,7 @@ from control.runtime import Runtime
 from control.services.stacks import get_stack
 from control.store import crypt, names, previous
 from control.store.orm import Base, ConfigRow, DeploymentRow, ServerRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
 #: The abandon data's section for a hand-over: who it is for, the sealed transfer key, the records.
 SECTION = "anneal_handover"
@@ -210,6 +210,7 @@ async def import_rows(
     return ids
 
 
+@retried_on_race
 async def set_target(rt: Runtime, name: str, target: Target | None, *, within: Within) -> dict[str, Any]:
     """Where stack *name*'s next abandon hands it (None: nowhere); for `openstack stack abandon`."""
     async with rt.sessions() as session:

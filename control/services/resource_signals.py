@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm.exc import StaleDataError
 
 from control.engine import breakpoints
 from control.errors import BadRequestError, ConflictError, ForbiddenError, NotFoundError
@@ -21,10 +20,9 @@ from control.resources.base import Signalled
 from control.runtime import Runtime
 from control.services.stacks import STATE_ONLY, get_stack
 from control.store.orm import ResourceRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
 #: A signal that raced an engine step on the same rows is tried again this many times.
-RETRIES = 3
 
 
 async def signal_resource(
@@ -38,15 +36,10 @@ async def signal_resource(
     sig: str | None = None,
 ) -> dict[str, Any]:
     """Signal *resource* of the stack; with *sig*, only if it is that resource's URL capability."""
-    for attempt in range(RETRIES):
-        try:
-            return await _signal_once(rt, kick, stack_ref, resource, details, sig, within)
-        except StaleDataError:
-            if attempt == RETRIES - 1:
-                raise
-    raise AssertionError("unreachable")
+    return await _signal_once(rt, kick, stack_ref, resource, details, sig, within)
 
 
+@retried_on_race
 async def _signal_once(
     rt: Runtime,
     kick: Callable[[str], None],

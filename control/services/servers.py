@@ -17,9 +17,10 @@ from control.runtime import Runtime
 from control.settings import Settings
 from control.store import names
 from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
 
+@retried_on_race
 async def delete_server(
     rt: Runtime, kick: Callable[[str], None], ref: str, force: bool, *, within: Within
 ) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from control.runtime import Runtime
 from control.services import agents, resource_signals
 from control.services.stacks import STATE_ONLY, mask
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
 #: Filters Heat's resource list takes, and the row field each compares (heat/api/openstack/v1/resources.py).
 RESOURCE_FILTERS = ("type", "status", "name", "action", "id", "physical_resource_id")
@@ -203,6 +203,7 @@ async def _waiting_deployment(session: AsyncSession, row: ResourceRow) -> tuple[
     return dep.id, dep.generation
 
 
+@retried_on_race
 async def mark_unhealthy(
     rt: Runtime, stack_name: str, stack_id: str, name: str, unhealthy: bool, reason: str
 ) -> None:

@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import InvalidRequestError
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm.exc import StaleDataError
 
 from control import hot
 from control.documents.render import iso
@@ -39,9 +38,8 @@ from control.services.stack_request import (
 )
 from control.store import names, previous
 from control.store.orm import ResourceRow, StackRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
-UPDATE_RETRIES = 5
 MASK = taint.MASK
 #: Loader options for a stack row read for its identity and state only: nothing of its
 #: definition (at 50,000 deployments the template alone is 12 MB) is read or decoded.
@@ -129,13 +127,7 @@ async def update_stack(
     existing = bool(body.get("existing"))
     req = parse_request(body, rt.settings.max_template_bytes, template_optional=existing)
     check_options(body)  # refused before anything is read
-    for attempt in range(UPDATE_RETRIES):
-        try:
-            return await _update_once(rt, kick, name, body, req, keep_rollback, within, defs)
-        except StaleDataError:
-            if attempt == UPDATE_RETRIES - 1:
-                raise
-    raise AssertionError("unreachable")
+    return await _update_once(rt, kick, name, body, req, keep_rollback, within, defs)
 
 
 def merged_request(stack: StackRow, body: Mapping[str, Any], req: StackRequest) -> StackRequest:
@@ -155,6 +147,7 @@ def merged_request(stack: StackRow, body: Mapping[str, Any], req: StackRequest) 
     )
 
 
+@retried_on_race
 async def _update_once(
     rt: Runtime,
     kick: Callable[[str], None],
@@ -208,6 +201,7 @@ async def _update_once(
         return stack_view(stack)
 
 
+@retried_on_race
 async def delete_stack(
     rt: Runtime, kick: Callable[[str], None], name: str, force: bool = False, *, within: Within
 ) -> dict[str, Any]:
@@ -233,6 +227,7 @@ async def delete_stack(
         return stack_view(stack)
 
 
+@retried_on_race
 async def cancel_stack(
     rt: Runtime,
     kick: Callable[[str], None],
@@ -284,6 +279,7 @@ async def _cancel(txn: Txn, stack: StackRow) -> None:
     txn.kicks.add(stack.id)
 
 
+@retried_on_race
 async def change_stack(
     rt: Runtime, kick: Callable[[str], None], name: str, action: str, *, within: Within
 ) -> dict[str, Any]:

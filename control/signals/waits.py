@@ -13,16 +13,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.orm.exc import StaleDataError
 
 from control.errors import AuthError, BadRequestError, ConflictError, ForbiddenError, GoneError
 from control.resources.waits import AWS_HANDLE, HANDLE_TYPES, SIGNALS
 from control.runtime import Runtime
 from control.store.orm import ResourceRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
 STATUSES = ("SUCCESS", "FAILURE")
-RETRIES = 5
 #: Signals one handle keeps at most (a loop in a script must not grow the row without bound).
 MAX_SIGNALS = 1000
 
@@ -62,15 +60,10 @@ async def record_wait_signal(
     rt: Runtime, kick: Callable[[str], None], handle_id: str, body: Any
 ) -> dict[str, Any]:
     """Store one signal on its handle and wake the stack; retried when a step wrote the row meanwhile."""
-    for attempt in range(RETRIES):
-        try:
-            return await _record_once(rt, kick, handle_id, body)
-        except StaleDataError:
-            if attempt == RETRIES - 1:
-                raise
-    raise AssertionError("unreachable")
+    return await _record_once(rt, kick, handle_id, body)
 
 
+@retried_on_race
 async def _record_once(rt: Runtime, kick: Callable[[str], None], handle_id: str, body: Any) -> dict[str, Any]:
     async with rt.sessions() as session:
         row = await session.scalar(

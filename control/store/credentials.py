@@ -91,19 +91,6 @@ class Credentials:
             self._servers[digest] = server_id
         return held == digest
 
-    def read_from_now(self, sessions: async_sessionmaker[AsyncSession]) -> float:
-        """Start a counter read now unless one is running; return now (``clock()``).
-
-        A publish calls it once its changes are committed: the long-polls it wakes ask
-        ``held_since`` that moment, and find the read done or under way instead of each
-        starting one after the render and sign. A read already running began earlier, so it
-        does not count for them: they wait for it and start the next (``_confirmed_since``).
-        """
-        now = self.clock()
-        if self._reading is None or self._reading.done():
-            self._start_read(sessions)
-        return now
-
     async def close(self) -> None:
         """Stop a counter read still running (the process is shutting down)."""
         if self._reading is not None and not self._reading.done():

@@ -139,23 +139,24 @@ def test_a_check_after_a_publish_sees_a_revocation_made_elsewhere_before_it(tmp_
     asyncio.run(run())
 
 
-def test_a_read_started_by_the_publish_serves_the_checks_it_wakes_and_sees_a_revocation(
+def test_the_checks_a_publish_wakes_share_one_read_started_after_it_and_see_a_revocation(
     tmp_path: Path,
 ) -> None:
-    """``read_from_now`` at a publish: the checks of the long-polls it wakes wait for that read, not
-    one of their own, and a revocation another process committed before the publish is still seen."""
+    """The long-polls a publish wakes check their credential by a counter read started after the
+    publish: the first check starts it, the others wait for it, and a revocation another process
+    committed before the publish is seen."""
 
     async def run() -> None:
         async with sqlite_database(tmp_path) as db:
             server, _, there = await _reenrolled_through_another(db, 600.0)
             reads = there.reads
-            at = there.read_from_now(db.sessions)  # the publish, after the commit it carries
+            at = there.clock()  # the publish, after the commit it carries
             assert not await there.held_since(db.sessions, token_hash("old"), server, at)
             assert reads + 1 == there.reads
             assert await there.held_since(db.sessions, token_hash("new"), server, at)
-            # The next publish: fifty woken checks of a cached credential cost its one counter read.
+            # The next publish: fifty woken checks of a cached credential cost one counter read.
             statements = _count_statements(db)
-            at = there.read_from_now(db.sessions)
+            at = there.clock()
             checks = [there.held_since(db.sessions, token_hash("new"), server, at) for _ in range(50)]
             assert [True] * 50 == await asyncio.gather(*checks)
             assert reads + 2 == there.reads
