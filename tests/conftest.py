@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import gc
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.database import Database, sqlite_database
+from tests.support.leaks import trace_stream_writers
+
+trace_stream_writers()  # an unclosed StreamWriter's warning names where it was made
 
 #: The tiers that start real processes (control planes, agents, tools): marked `slow` here, in one place.
 SLOW_TIERS = ("integration", "tools")
@@ -49,6 +53,14 @@ FIRST = (
     "integration/test_fast_forward.py",
     "integration/test_scaling_group.py",
 )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def collected_after_the_module() -> Iterator[None]:
+    """A full garbage collection as each module ends: what it left unclosed is reported in its last
+    test's teardown, not in whichever later test of the worker happens to start a collection."""
+    yield
+    gc.collect()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
