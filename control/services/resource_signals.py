@@ -22,9 +22,8 @@ from control.services.stacks import STATE_ONLY, get_stack
 from control.store.orm import ResourceRow
 from control.txn import Txn, retried_on_race
 
-#: A signal that raced an engine step on the same rows is tried again this many times.
 
-
+@retried_on_race
 async def signal_resource(
     rt: Runtime,
     kick: Callable[[str], None],
@@ -35,20 +34,9 @@ async def signal_resource(
     within: Within,
     sig: str | None = None,
 ) -> dict[str, Any]:
-    """Signal *resource* of the stack; with *sig*, only if it is that resource's URL capability."""
-    return await _signal_once(rt, kick, stack_ref, resource, details, sig, within)
+    """Signal *resource* of the stack; with *sig*, only if it is that resource's URL capability.
 
-
-@retried_on_race
-async def _signal_once(
-    rt: Runtime,
-    kick: Callable[[str], None],
-    stack_ref: str,
-    resource: str,
-    details: Mapping[str, Any],
-    sig: str | None,
-    within: Within,
-) -> dict[str, Any]:
+    Run again when an engine step wrote the same rows meanwhile (``retried_on_race``)."""
     async with rt.sessions() as session:
         txn = Txn(session, rt)
         stack = await get_stack(session, stack_ref, *STATE_ONLY, within=within)

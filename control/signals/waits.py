@@ -56,15 +56,11 @@ def parse_signal(body: Any, aws: bool, received: int) -> tuple[str, dict[str, An
     return str(body.get(id_key, number)), {"status": status, "reason": reason, "data": body.get(data_key)}
 
 
+@retried_on_race
 async def record_wait_signal(
     rt: Runtime, kick: Callable[[str], None], handle_id: str, body: Any
 ) -> dict[str, Any]:
     """Store one signal on its handle and wake the stack; retried when a step wrote the row meanwhile."""
-    return await _record_once(rt, kick, handle_id, body)
-
-
-@retried_on_race
-async def _record_once(rt: Runtime, kick: Callable[[str], None], handle_id: str, body: Any) -> dict[str, Any]:
     async with rt.sessions() as session:
         row = await session.scalar(
             select(ResourceRow).where(

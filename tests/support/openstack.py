@@ -168,6 +168,7 @@ class Forks:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[str] | None = None
+        atexit.register(self.close)
 
     def run(
         self, argv: list[str], env: dict[str, str], timeout: float
@@ -214,7 +215,6 @@ class Forks:
         if json.loads(proc.stdout.readline() or "{}").get("ready") is not True:
             raise AssertionError(f"tests/support/osc_fork.py did not start ({proc.wait()})")
         self._proc = proc
-        atexit.register(self.close)
         return proc
 
     def close(self) -> None:
