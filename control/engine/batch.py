@@ -94,8 +94,12 @@ async def step_batch(
         rows = await _rows(session, list(stacks))
         mine = _sorted(claims, stacks, rows, defs, out)
         ids = [stack.id for _, stack, _ in mine]
-        # The session's identity map holds rows weakly: this list keeps them until the commit.
-        keep_alive = await preload(txn, ids, [r for i in ids for r in rows[i]], False)
+        # What handlers look up, for the stacks where a resource may act, as step_stack does: a member
+        # whose deployments all reported only settles (its five deployments, config and server, with
+        # their encrypted columns, are not decoded). The session's identity map holds rows weakly:
+        # this list keeps them until the commit.
+        acting = [i for i in ids if idle.may_act(stacks[i], rows[i], _defined(stacks[i], defs))]
+        keep_alive = await preload(txn, acting, [r for i in acting for r in rows[i]], False) if acting else []
         ahead = await idle.deadlines(session, ids)
         txn.ahead.update({(idle.DEADLINES, i): found for i, found in ahead.items()})
         ran: dict[str, Ran] = {}
@@ -162,6 +166,11 @@ async def _rows(session: AsyncSession, ids: list[str]) -> dict[str, list[Row]]:
 
 def _size(stack: StackRow, defs: stackdef.Definitions, rows: list[Row]) -> int:
     """What the stack's step walks: its resources, or its definition's if more (a create)."""
+    return max(len(rows), _defined(stack, defs))
+
+
+def _defined(stack: StackRow, defs: stackdef.Definitions) -> int:
+    """How many resources the definition of a stack in progress has (0 for any other stack)."""
     if stack.status != "IN_PROGRESS" or stack.action == "DELETE":
-        return len(rows)
-    return max(len(rows), len(defs.get(stack).template.resources))
+        return 0
+    return len(defs.get(stack).template.resources)

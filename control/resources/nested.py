@@ -11,10 +11,10 @@ operator's requests (``services/stacks.py``).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import secrets
-import string
 import time
 import uuid
 from collections.abc import Iterable, Mapping
@@ -35,17 +35,30 @@ from control.txn import Txn
 
 #: Where a resource that makes a nested stack keeps the digest of what it last gave it.
 SOURCE = "anneal:source"
-_SHORT = string.ascii_lowercase + string.digits
 
 
 def short_id() -> str:
-    """A short random name part, as Heat's nested stack and scaling group member names have."""
-    return "".join(secrets.choice(_SHORT) for _ in range(12))
+    """A short random name part, as Heat's nested stack and scaling group member names have: 12
+    characters of base32 (a-z, 2-7), from one call for random bytes, not one per character."""
+    return base64.b32encode(secrets.token_bytes(10)).decode().lower()[:12]
+
+
+class Dumped(str):
+    """A part of ``digest`` already in its JSON form (``dumped``): the members of a group share one."""
+
+
+def dumped(value: Any) -> Dumped:
+    """*value* in the JSON form ``digest`` gives each of its parts."""
+    return Dumped(json.dumps(value, sort_keys=True, default=str, separators=(",", ":")))
 
 
 def digest(*parts: Any) -> str:
-    """A stable digest of JSON-able *parts*: equal definitions give equal digests."""
-    text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    """A stable digest of JSON-able *parts*: equal definitions give equal digests.
+
+    The JSON of the tuple of parts, each in its ``dumped`` form (given ready as a ``Dumped``
+    or dumped here): the same text, so the same digest, however the parts come.
+    """
+    text = "[" + ",".join(p if isinstance(p, Dumped) else dumped(p) for p in parts) + "]"
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -99,7 +112,7 @@ def _parsed(txn: Txn, parts: Mapping[str, Any], nesting: hot.Nesting) -> tuple[h
     """The child's template parsed and checked, once per transaction for equal parts: the members
     of a group share theirs (a frozen Template), and differ only in their parameters."""
     env = hot.environment_to_json(parts["environment"])
-    key = digest(parts["template"], parts["files"], env, nesting.depth, nesting.max_depth)
+    key = digest(template_part(parts), parts["files"], env, nesting.depth, nesting.max_depth)
     memo: dict[str, tuple[hot.Template, list[str]]] = txn.kept.setdefault(_PARSED, {})
     if key not in memo:
         files, environment = parts["files"], parts["environment"]
@@ -111,6 +124,13 @@ def _parsed(txn: Txn, parts: Mapping[str, Any], nesting: hot.Nesting) -> tuple[h
 
 
 _PARSED = "parsed"
+#: The key of a nested stack's parts (``TemplateResource.parts``) that holds its template ``dumped``.
+TEMPLATE_TEXT = "template_text"
+
+
+def template_part(parts: Mapping[str, Any]) -> Any:
+    """The template of *parts* for ``digest``: its JSON text when the parts carry it."""
+    return parts.get(TEMPLATE_TEXT) or parts["template"]
 
 
 async def start_child(txn: Txn, res: Res, parts: Mapping[str, Any]) -> StackRow:

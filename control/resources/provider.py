@@ -11,6 +11,7 @@ outputs it adds to group templates.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -52,27 +53,55 @@ def _hidden_outputs(wants: frozenset[tuple[Any, ...]] | None, template: hot.Temp
 
 
 def parts(res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
-    """What the nested stack of *res* is made from: template, files, environment, parameters."""
+    """What the nested stack of *res* is made from: template, files, environment, parameters
+    (and the template's JSON text for digests: ``nested.TEMPLATE_TEXT``)."""
     assert res.nest is not None and res.nest.template is not None, "a template resource acts with its Nest"
     files = res.stack.files
     key, source = hot.load_nested(files, res.type, f"{res.where}.type")
-    template = dict(source)
-    template["outputs"] = {
-        **dict(source.get("outputs") or {}),
-        **_hidden_outputs(res.nest.wants, res.nest.template),
-    }
+    template, text = _child_template(source, res.nest.wants, res.nest.template)
     env = hot.child_environment(res.nest.environment, res.name)
     return {
-        "template": hot.plain(template),
+        "template": template,
+        nested.TEMPLATE_TEXT: text,
         "files": hot.child_files(files, [key], env),
         "environment": env,
         "params": {k: v for k, v in props.items() if v is not None},
     }
 
 
+#: The nested templates ``_child_template`` built lately, the most recent last: by the identity of
+#: their source and parsed template (held in the value, so neither id is reused meanwhile).
+_BUILT: OrderedDict[tuple[int, Any, int], tuple[Any, hot.Template, Any, nested.Dumped]] = OrderedDict()
+#: How many ``_BUILT`` keeps (as many as nesting.READ_KEPT keeps sources).
+BUILT_KEPT = 16
+
+
+def _child_template(
+    source: Mapping[str, Any], wants: frozenset[tuple[Any, ...]] | None, parsed: hot.Template
+) -> tuple[Any, nested.Dumped]:
+    """The nested template *source* with the hidden outputs its parent reads, in its stored form
+    and as JSON text, shared by every member of a group: read them only.
+
+    10,000 members built their own copy of one template, and dumped it twice for the
+    digests: a fifth of the time their group spent creating or updating them.
+    """
+    key = (id(source), wants, id(parsed))
+    found = _BUILT.get(key)
+    if found is None or found[0] is not source or found[1] is not parsed:
+        template = dict(source)
+        template["outputs"] = {**dict(source.get("outputs") or {}), **_hidden_outputs(wants, parsed)}
+        stored = hot.plain(template)
+        found = _BUILT[key] = (source, parsed, stored, nested.dumped(stored))
+        while len(_BUILT) > BUILT_KEPT:
+            _BUILT.popitem(last=False)
+    _BUILT.move_to_end(key)
+    return found[2], found[3]
+
+
 def _digest(res: Res, built: Mapping[str, Any]) -> str:
     env = hot.environment_to_json(built["environment"])
-    return nested.digest(built["template"], built["files"], env, res.nest.facade if res.nest else {})
+    template = nested.template_part(built)
+    return nested.digest(template, built["files"], env, res.nest.facade if res.nest else {})
 
 
 class TemplateResource:
