@@ -70,7 +70,7 @@ def parts(res: Res, props: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: The nested templates ``_child_template`` built lately, the most recent last: by the identity of
-#: their source and parsed template (held in the value, so neither id is reused meanwhile).
+#: their source and parsed template (both held in the value, so neither id is reused while kept).
 _BUILT: OrderedDict[tuple[int, Any, int], tuple[Any, hot.Template, Any, nested.Dumped]] = OrderedDict()
 #: How many ``_BUILT`` keeps (as many as nesting.READ_KEPT keeps sources).
 BUILT_KEPT = 16
@@ -87,7 +87,7 @@ def _child_template(
     """
     key = (id(source), wants, id(parsed))
     found = _BUILT.get(key)
-    if found is None or found[0] is not source or found[1] is not parsed:
+    if found is None:
         template = dict(source)
         template["outputs"] = {**dict(source.get("outputs") or {}), **_hidden_outputs(wants, parsed)}
         stored = hot.plain(template)
