@@ -266,9 +266,11 @@ class FrontDoor:
             raise RuntimeError(f"anneal {' '.join(args)} exited {rc}:\n{text[-3000:]}")
         async with self.rt.sessions() as session:
             live = select(StackRow.id).where(StackRow.name == "scale").scalar_subquery()
+            # A deleted stack's last event keeps its name (control/engine/purge.py).
+            gone = select(EventRow.stack_id).where(EventRow.stack_name == "scale")
             stored = await session.scalar(
                 select(func.count()).where(
-                    (EventRow.stack_id == live) | (EventRow.stack_name == "scale"),
+                    (EventRow.stack_id == live) | EventRow.stack_id.in_(gone),
                     EventRow.traversal == traversal,
                 )
             )

@@ -17,7 +17,7 @@ from sqlalchemy.orm.util import identity_key
 
 from control.runtime import Runtime
 from control.store import work
-from control.store.orm import EventRow, ServerRow
+from control.store.orm import EventRow, ServerRow, StackRow
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -143,10 +143,15 @@ class Txn:
         traversal: int = 0,
         deployment_id: str | None = None,
         generation: int | None = None,
+        gone: StackRow | None = None,
     ) -> None:
+        """Record an event, inserted at the commit. *gone*: the stack this event ends (its delete or
+        abandon), whose name and parent the event keeps, so its events stay found by its name."""
         self.events.append(
             {
                 "stack_id": stack_id,
+                "stack_name": gone.name if gone is not None else "",
+                "parent_stack_id": gone.parent_id if gone is not None else None,
                 "resource_name": resource_name,
                 "deployment_id": deployment_id,
                 "generation": generation,

@@ -6,10 +6,10 @@ engine/batch.py) are purged together: one statement per table, not five per stac
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, delete, update
+from sqlalchemy import delete
 
 from control.engine import stackdef
-from control.store.orm import ConfigRow, DeploymentRow, EventRow, ResourceRow, StackRow
+from control.store.orm import ConfigRow, DeploymentRow, ResourceRow, StackRow
 from control.txn import Txn
 
 #: Stacks named per statement (bounds the IN list).
@@ -17,20 +17,16 @@ CHUNK = 500
 
 
 async def purge(txn: Txn, defs: stackdef.Definitions, stacks: list[StackRow]) -> None:
-    """Delete *stacks* with their resources, configs and deployments; keep their events, named."""
+    """Delete *stacks* with their resources, configs and deployments; keep their events, found by
+    the stack's name and parent through the last of them, which keeps both (``Txn.event``'s *gone*).
+
+    (Naming every event of each stack instead cost an UPDATE of ~15 event rows and two of their
+    indexes per member of a group: 2.7 s of SQLite's time to delete 5,000 members.)"""
     if not stacks:
         return
     for stack in stacks:
         reason = "Stack DELETE completed successfully"
-        txn.event(stack.id, "", "DELETE", "COMPLETE", reason, traversal=stack.traversal)
-    await txn.write_events()  # inserted now: the UPDATE below names them all
-    connection = await txn.session.connection()
-    await connection.execute(
-        update(EventRow)
-        .where(EventRow.stack_id == bindparam("sid"))
-        .values(stack_name=bindparam("sname"), parent_stack_id=bindparam("pid")),
-        [{"sid": s.id, "sname": s.name, "pid": s.parent_id} for s in stacks],
-    )
+        txn.event(stack.id, "", "DELETE", "COMPLETE", reason, traversal=stack.traversal, gone=stack)
     ids = [s.id for s in stacks]
     for start in range(0, len(ids), CHUNK):
         chunk = ids[start : start + CHUNK]

@@ -106,8 +106,9 @@ class Slices:
     updated meanwhile ends the step (``StaleDataError``, the step is retried
     against the new definition), so nothing more of the old traversal starts. A
     crash between slices leaves the committed slices, as a crash between two
-    steps would. A stack of ``SLICE`` resources or fewer is stepped with full rows;
-    so is a SUSPEND or RESUME, and a step that finds a failed resource (a rollback
+    steps would. A stack of ``SLICE`` resources or fewer is stepped with full rows
+    (its delete with light records, each loaded in full only to be deleted); so is
+    a SUSPEND or RESUME, and a step that finds a failed resource (a rollback
     rewrites rows across the stack).
 
     Any walk, whatever the stack's size, also commits every ``settings.step_slice``
@@ -148,12 +149,18 @@ class Slices:
         self._http = http_publisher(txn.runtime.publisher)
         self._loaded: list[DeploymentRow] = []
         self._kept: list[ServerRow | ConfigRow] = []
+        #: Full rows ``check`` read, until the walk or the cleanup takes them (``full``).
+        self._checked: dict[int, ResourceRow] = {}
 
     async def rows(self) -> list[Row]:
-        """The stack's resources: light records for a sliced walk, else full rows."""
+        """The stack's resources: light records for a sliced walk or a delete, else full rows.
+
+        A delete's step reads in full only the rows it deletes (``load``): a group's nested stack,
+        stepped again as each batch of its members is gone, read every member still deleting
+        (their properties and attributes decrypted) on each of those steps."""
         session, stack = self._txn.session, self._stack
         where = ResourceRow.stack_id == stack.id
-        if self.sliced and stack.action not in lifecycle.ACTIONS:
+        if (self.sliced or stack.action == "DELETE") and stack.action not in lifecycle.ACTIONS:
             light: list[Row] = [
                 Light(*r) for r in await session.execute(select(*_LIGHT_COLUMNS).where(where))
             ]
@@ -168,11 +175,18 @@ class Slices:
             return [items]
         return [items[start : start + SLICE] for start in range(0, len(items), SLICE)]
 
-    async def _full(self, ids: list[int]) -> dict[int, ResourceRow]:
-        if not ids:
-            return {}
-        found = await self._txn.session.scalars(select(ResourceRow).where(ResourceRow.id.in_(ids)))
-        return {r.id: r for r in found}
+    async def full(self, ids: list[int], *, keep: bool = False) -> dict[int, ResourceRow]:
+        """The full rows of these ids, in one query per SLICE. *keep*: held for the next call that
+        wants them (a group's check reads its settled members' rows, then its cleanup deletes them),
+        which takes them; only those, so what the step holds stays bounded by a slice's walk."""
+        out = {i: self._checked.pop(i) for i in ids if i in self._checked}
+        wanted = [i for i in ids if i not in out]
+        for start in range(0, len(wanted), SLICE):
+            query = select(ResourceRow).where(ResourceRow.id.in_(wanted[start : start + SLICE]))
+            out.update((r.id, r) for r in await self._txn.session.scalars(query))
+        if keep:
+            self._checked.update(out)
+        return out
 
     async def realize(
         self,
@@ -188,7 +202,7 @@ class Slices:
             for r in (current.get(n) for n in names)
             if isinstance(r, Light) and not done(r, traversal) and r.status != "IN_PROGRESS"
         ]
-        full = await self._full([r.id for r in light])
+        full = await self.full([r.id for r in light])
         ordered = [full[r.id] for r in light if r.id in full]
         for row in ordered:
             current[row.name] = row
@@ -222,15 +236,16 @@ class Slices:
 
     async def load(self, rows: list[Row]) -> list[ResourceRow]:
         """Full rows of *rows* and their deployments, each in one query (a small step has them all)."""
-        if not self.sliced:
+        if not self.light:
             return [r for r in rows if isinstance(r, ResourceRow)]  # all of them: no light record
-        full = await self._full([r.id for r in rows if isinstance(r, Light)])
+        full = await self.full([r.id for r in rows if isinstance(r, Light)])
         out = [
             r if isinstance(r, ResourceRow) else full[r.id]
             for r in rows
             if isinstance(r, ResourceRow) or r.id in full
         ]
-        await self._deployments(out)
+        if self.sliced:  # (an unsliced step's were preloaded)
+            await self._deployments(out)
         return out
 
     async def tick(self) -> None:
@@ -297,8 +312,12 @@ async def preload(txn: Txn, stack_ids: list[str], rows: list[Row], sliced: bool)
     server_ids = [r.physical_id for r in rows if r.physical_id and r.type in SERVER_TYPES]
     if server_ids:
         loaded += (await session.scalars(select(ServerRow).where(ServerRow.id.in_(server_ids)))).all()
-    # The nested stacks of template resources (a group's members), for their update or delete.
-    children = [r.physical_id for r in rows if r.physical_id and r.type not in HANDLERS]
+    # The nested stacks of template resources (a group's members), for their update or delete; not
+    # of those whose nested stack runs (their check reads its state alone: nested.read_states). A
+    # group's nested stack, stepped again as each batch of its members settles, read all of them.
+    children = [
+        r.physical_id for r in rows if r.physical_id and r.type not in HANDLERS and r.status != "IN_PROGRESS"
+    ]
     if children:
         await nested.read_children(txn, children)
     return loaded

@@ -22,7 +22,7 @@ from control import hot
 from control.engine import breakpoints, idle, lifecycle, purge, rollback, stackdef, timeouts
 from control.engine.act import Actor, error_reason
 from control.engine.settle import finish, in_session, settle, timed_out_reason
-from control.engine.slices import SLICE, Light, Row, Slices, done, preload
+from control.engine.slices import Light, Row, Slices, done, preload
 from control.errors import ControlError
 from control.metrics import Metrics, group_of
 from control.resources import Outcome, Res, checker_for, handler_for, nested
@@ -249,13 +249,17 @@ class Step:
         remaining = {r.id for r in old}
         # How many remaining rows (of another name) require each name: O(1) per row, not O(N).
         needed: Counter[str] = Counter(n for o in old for n in set(o.requires or []) if n != o.name)
+        started: set[int] = set()  # whose DELETE this step started (their light records still say otherwise)
         while True:
             before = len(remaining)
             for chunk in self.slices.of([r for r in old if r.id in remaining]):
                 # Not the full rows of those still deleting (_clean passes them over): a group's
                 # nested stack is stepped again as each batch of its members is gone.
-                for row in await self.slices.load([r for r in chunk if r.status != "IN_PROGRESS"]):
+                deleting = [r for r in chunk if r.status != "IN_PROGRESS" and r.id not in started]
+                for row in await self.slices.load(deleting):
                     self.slices.acted += await self._clean(row, remaining, needed)
+                    if row.status == "IN_PROGRESS":
+                        started.add(row.id)
                     await self.slices.tick()
                 await self.slices.commit()
             # Another pass while one deleted rows at once: what they required may go now too
@@ -348,11 +352,7 @@ class Step:
             and checker_for(r.type) is not None
             and not (isinstance(handler_for(r.type), NESTING) and nested.running(self.txn, r.physical_id))
         ]
-        out: dict[int, ResourceRow] = {}
-        for start in range(0, len(ids), SLICE):
-            query = select(ResourceRow).where(ResourceRow.id.in_(ids[start : start + SLICE]))
-            out.update((r.id, r) for r in await self.txn.session.scalars(query))
-        return out
+        return await self.slices.full(ids, keep=True)
 
     async def expire(self) -> float | None:
         """Fail deployments past their deadline; return the nearest deadline still ahead."""

@@ -277,7 +277,8 @@ async def read_states(txn: Txn, physical_ids: Iterable[str]) -> None:
 
     A group's nested stack asks every member still running on each of its steps: one
     query each made a step of a group of N nested members O(N) statements. Each
-    ``child_state`` (``child_outputs``) then takes its value once; an id that is no stack reads None.
+    ``child_state`` (``child_outputs``) then takes its value once; an id that is no stack reads None,
+    and ``get_child`` then finds it gone without a query.
     """
     ids = sorted(set(physical_ids))
     for start in range(0, len(ids), RETIRE_CHUNK):
@@ -287,6 +288,8 @@ async def read_states(txn: Txn, physical_ids: Iterable[str]) -> None:
             for r in await txn.session.execute(select(*_STATE_COLUMNS).where(StackRow.id.in_(chunk)))
         }
         txn.ahead.update({(ChildState, i): found.get(i) for i in chunk})
+        # A stack gone stays gone (ids are never reused): its resource's delete finds so without a query.
+        txn.kept.update({(StackRow, i): None for i in chunk if i not in found})
         complete = [i for i, state in found.items() if state.status == "COMPLETE"]
         if complete:
             outputs = await txn.session.execute(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -246,7 +247,7 @@ def test_a_sliced_step_of_a_group_reads_the_members_it_checks_in_one_query(
 ) -> None:
     """A group's nested stack stepped in slices (more members than a slice: SLICE made 4 here, it is
     2,000) reads the full rows of the members it checks together, not one query per member."""
-    for module in (slices, batch, step):
+    for module in (slices, batch):
         monkeypatch.setattr(module, "SLICE", 4)
     alone: list[Any] = []
     real_get = AsyncSession.get
@@ -260,6 +261,45 @@ def test_a_sliced_step_of_a_group_reads_the_members_it_checks_in_one_query(
     members, created, deleted = _run(tmp_path, monkeypatch)
     assert MEMBERS == len(members) and members == set().union(*created, *deleted), (created, deleted)
     assert [] == alone, f"resource rows read one by one: {alone}"
+
+
+def test_a_groups_delete_reads_each_member_row_twice_at_most(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The group's nested stack, stepped again as each batch of its members is gone (batches of 4
+    here), reads in full only the member rows it acts on: once to start the member's delete, once
+    to delete its row after its nested stack is gone; and each member's nested stack row once. It
+    read every member still deleting on each of those steps (full rows, decrypted, and their
+    nested stacks' rows: quadratic in a group of 5,000)."""
+    monkeypatch.setattr(batch, "BATCH", 4)
+    deleting: list[bool] = []
+    rows: Counter[int] = Counter()
+    children: Counter[str] = Counter()
+    real_call = Plane.call
+
+    async def call(self: Plane, method: str, path: str, *args: Any, **kwargs: Any) -> Any:
+        deleting.append(method == "DELETE" or bool(deleting and deleting[-1]))
+        return await real_call(self, method, path, *args, **kwargs)
+
+    def loaded(target: Any, context: Any) -> None:
+        if not (deleting and deleting[-1]):
+            return
+        if isinstance(target, ResourceRow) and target.type == "member.yaml":
+            rows[target.id] += 1
+        elif isinstance(target, StackRow) and target.parent_id is not None:
+            children[target.id] += 1
+
+    monkeypatch.setattr(Plane, "call", call)
+    event.listen(ResourceRow, "load", loaded)
+    event.listen(StackRow, "load", loaded)
+    try:
+        members, _, deleted = _run(tmp_path, monkeypatch)
+    finally:
+        event.remove(ResourceRow, "load", loaded)
+        event.remove(StackRow, "load", loaded)
+    assert members == set().union(*deleted), deleted
+    assert MEMBERS == len(rows) and max(rows.values()) <= 2, rows
+    assert members <= set(children) and max(children[m] for m in members) <= 2, children
 
 
 def test_a_batch_of_members_removes_their_servers_asking_one_query(

@@ -196,6 +196,10 @@ def test_three_levels_create_update_and_delete_depth_first(cp: ControlPlane, tre
     assert not [s for s in cp.api("GET", "/v1/stacks?nested=true").body if s["name"].startswith("deep-")]
     gone = cp.api("GET", "/v1/stacks/deep/events?nested_depth=2").body
     assert {"deep", mid["name"], leaf["name"]} == {e["stack_name"] for e in gone}
+    # Every level's events before the delete are still found (through the last event of each
+    # deleted stack, which alone keeps its name and parent), each under its own stack's name.
+    named = {e["id"]: e["stack_name"] for e in gone}
+    assert {e["id"]: e["stack_name"] for e in events}.items() <= named.items()
 
 
 def test_a_nested_stack_is_changed_through_its_parent_only(cp: ControlPlane, tree: Path) -> None:
