@@ -145,8 +145,8 @@ class Txn:
         generation: int | None = None,
         gone: StackRow | None = None,
     ) -> None:
-        """Record an event, inserted at the commit. *gone*: the stack this event ends (its delete or
-        abandon), whose name and parent the event keeps, so its events stay found by its name."""
+        """Record an event, inserted at the commit. *gone*: the stack this event ends (its delete's
+        COMPLETE), whose name and parent the event keeps: its events stay found by its name."""
         self.events.append(
             {
                 "stack_id": stack_id,

@@ -178,7 +178,7 @@ class Slices:
     async def full(self, ids: list[int], *, keep: bool = False) -> dict[int, ResourceRow]:
         """The full rows of these ids, in one query per SLICE. *keep*: held for the next call that
         wants them (a group's check reads its settled members' rows, then its cleanup deletes them),
-        which takes them; only those, so what the step holds stays bounded by a slice's walk."""
+        which takes them; only those are held, so the step holds no more than its check read."""
         out = {i: self._checked.pop(i) for i in ids if i in self._checked}
         wanted = [i for i in ids if i not in out]
         for start in range(0, len(wanted), SLICE):
