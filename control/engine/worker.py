@@ -199,8 +199,9 @@ class Engine:
         """A step of each stack: (settled, when to step next if not); a lost lease leaves it out.
 
         Siblings are stepped in one batch. A batch that raced (a concurrent change, a locked
-        database, a PostgreSQL deadlock: ``raced``) is stepped again soon, whole, as one stack's step would be; one that failed
-        otherwise (a lost lease, a bug in one member's step) is stepped again one by one.
+        database, a PostgreSQL deadlock: ``raced``) is stepped again soon, whole, as one stack's
+        step would be; one that failed otherwise (a lost lease, a bug in one member's step) is
+        stepped again one by one.
         """
         done: dict[str, tuple[bool, float]] = {}
         alone = claims
