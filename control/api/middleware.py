@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm.exc import StaleDataError
 
 from agent.serving import LINGER
@@ -41,6 +41,7 @@ from control.keys import token_hash
 from control.principal import Principal
 from control.runtime import Runtime
 from control.services import agents, tokens
+from control.store.db import raced
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -138,7 +139,7 @@ async def _failure(request: web.Request, e: Exception) -> web.StreamResponse:
     if full is not None:
         log.warning("disk full on %s %s: %s", request.method, request.path, full.where)
         return await answer_error(request, full)
-    if isinstance(e, OperationalError | StaleDataError):
+    if raced(e):  # busy, a lost row-version race, a PostgreSQL deadlock
         log.warning("database unavailable on %s %s: %s", request.method, request.path, e)
         busy = UnavailableError("busy or raced a concurrent change; retry later", where="database")
         return await answer_error(request, busy)

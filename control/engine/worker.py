@@ -15,14 +15,14 @@ import time
 import uuid
 
 from sqlalchemy import select
-from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.orm.exc import StaleDataError
+from sqlalchemy.exc import DBAPIError
 
 from control.engine import batch, stackdef
 from control.engine.settle import finish
 from control.engine.step import step_stack
 from control.runtime import Runtime
 from control.store import work
+from control.store.db import raced
 from control.store.orm import StackRow
 from control.store.workrow import WorkRow
 from control.txn import Txn
@@ -268,21 +268,6 @@ class Engine:
                 finish(txn, stack, "FAILED", reason)
                 await work.fence(session, claim, self._lease)
                 await txn.commit()
-
-
-#: PostgreSQL's "deadlock detected" and "could not serialize access": the database rolled this
-#: transaction back so that another could go on, and running it again is the remedy. A step that
-#: met one failed its stack ("internal error: ... deadlock detected": a 50,000-deployment nested
-#: delete on PostgreSQL, 2026-11-27), where a lost race on a row version steps again.
-ROLLED_BACK = frozenset({"40P01", "40001"})
-
-
-def raced(e: BaseException) -> bool:
-    """True when a step's error is a race it loses by design (a row version, SQLite's busy
-    timeout, a PostgreSQL deadlock or serialization failure): the step runs again, afresh."""
-    if isinstance(e, StaleDataError | OperationalError):
-        return True
-    return isinstance(e, DBAPIError) and getattr(e.orig, "sqlstate", None) in ROLLED_BACK
 
 
 def _next_at(deadline: float | None) -> float:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.exc import StaleDataError
 
 from control.store import crypt, schema
 from control.store.schema import SchemaError
@@ -62,3 +64,18 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=10000")
     cursor.close()
+
+
+#: PostgreSQL's "deadlock detected" and "could not serialize access": the database rolled this
+#: transaction back so that another could go on, and running it again is the remedy. A step that
+#: met one failed its stack ("internal error: ... deadlock detected": a 50,000-deployment nested
+#: delete on PostgreSQL, 2026-11-27), where a lost race on a row version steps again.
+ROLLED_BACK = frozenset({"40P01", "40001"})
+
+
+def raced(e: BaseException) -> bool:
+    """True when an error is a race it loses by design (a row version, SQLite's busy
+    timeout, a PostgreSQL deadlock or serialization failure): the step (or request) runs again, afresh."""
+    if isinstance(e, StaleDataError | OperationalError):
+        return True
+    return isinstance(e, DBAPIError) and getattr(e.orig, "sqlstate", None) in ROLLED_BACK

@@ -4,7 +4,7 @@ A 50,000-deployment nested delete on PostgreSQL ended DELETE_FAILED ("internal e
 deadlock detected"): two engine transactions took locks on work rows in opposite orders,
 PostgreSQL rolled one back, and the engine's step treated the error as a bug. Here two real
 asyncpg connections (through SQLAlchemy, as the engine's) deadlock on purpose, and
-``worker.raced`` must classify the error PostgreSQL raised as a race; an ordinary integrity
+``raced`` (control/store/db.py, which the engine and the API use) must classify the error PostgreSQL raised as a race; an ordinary integrity
 error must stay a failure.
 """
 
@@ -17,8 +17,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from control.engine.worker import raced
 from control.settings import async_url
+from control.store.db import raced
 from tests.support.pg import Postgres
 
 
