@@ -36,7 +36,7 @@ The API's ``errors`` middleware (control/api) answers every failure with
   hot.TemplateError                     400 invalid_template
   a body over the request cap           413 too_large
   IntegrityError (a concurrent write)   409 conflict
-  OperationalError, StaleDataError      503 unavailable, with ``Retry-After: 5`` (busy or raced)
+  OperationalError, StaleDataError, a PostgreSQL deadlock (store.db.raced)  503 unavailable, ``Retry-After: 5``
   the same, or OSError, for a full disk 503 disk_full naming the database or the file (control/api/diskfull.py)
   aiohttp's HTTPException (>= 400)      its status, code ``http``, ``where`` the path (unknown route...)
   anything else                         500 internal: a bug, logged with its traceback
