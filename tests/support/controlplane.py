@@ -299,12 +299,19 @@ def start_control_plane(
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:
+        """Ours answers: a server on the port that refuses our admin token is another test's."""
         if proc.poll() is not None:
             raise AssertionError(f"control plane exited: {log.read_text()}")
+        token = data_dir / "admin-token"
+        if not token.exists():
+            return False
+        ask = urllib.request.Request(
+            url + "/v1/stacks", headers={"Authorization": f"Bearer {token.read_text().strip()}"}
+        )
         try:
-            with urllib.request.urlopen(url + "/v1/health", timeout=1):
+            with urllib.request.urlopen(ask, timeout=1):
                 return True
-        except OSError:
+        except OSError:  # not listening yet, or another's (401): ours exits if it cannot bind
             return False
 
     try:

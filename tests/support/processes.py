@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import signal
 import socket
@@ -27,10 +29,39 @@ def command(name: str) -> str:
     return found
 
 
+#: Loopback ports the test workers choose from: below the kernel's ephemeral range (32768 and
+#: up here), so no port the kernel hands out (bind to 0, a client's side) lands in it.
+PORTS = range(20000, 32000)
+#: The most pytest-xdist workers the range is split for (a worker past it shares a slice).
+WORKERS = 16
+_next: dict[str, int] = {}
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now, on *host*."""
+    """A port nothing listens on right now, on *host*, and no other test worker will choose.
+
+    Under pytest-xdist each worker takes its ports from its own slice of PORTS, in turn,
+    so two tests running side by side never pick the same one between choosing it and
+    binding it (with the kernel's choice they did: another test's server then answered).
+    Outside xdist (bench, demo) the kernel chooses.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return _bindable(host, 0)
+    size = len(PORTS) // WORKERS
+    first = PORTS.start + size * (int(worker[2:]) % WORKERS)
+    for _ in range(size):
+        at = _next.get(host, 0)
+        _next[host] = (at + 1) % size
+        with contextlib.suppress(OSError):
+            return _bindable(host, first + at)
+    raise AssertionError(f"no free port in {first}-{first + size - 1} on {host}")
+
+
+def _bindable(host: str, port: int) -> int:
+    """*port* (the kernel's choice for 0) once a socket could bind it on *host*."""
     with socket.socket() as s:
-        s.bind((host, 0))
+        s.bind((host, port))
         return int(s.getsockname()[1])
 
 
