@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import case, delete, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, and_, case, delete, or_, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql import Select
@@ -134,41 +134,61 @@ async def renew(session: AsyncSession, claims: Iterable[Claim], lease: float) ->
     """Extend the leases still held; return the stack ids whose lease was lost. Commits.
 
     One statement per lease token (a claim and the siblings claimed with it), not one per row.
+    On PostgreSQL a row another transaction has locked is skipped, not waited for: a step
+    holds the rows it fenced or asked a step of until it commits, and a renewal waiting on
+    one while holding others made a deadlock (in a 50,000 nested delete). A skipped row
+    still under our token is not lost: its step's fence extends it, or the next round does.
     """
     by_token: dict[str, set[str]] = {}
     for c in claims:
         by_token.setdefault(c.token, set()).add(c.stack_id)
-    missed: set[str] = set()
     until = time.time() + lease
+    skip = dialect(session) == "postgresql"
+    missed: dict[str, str] = {}
     for token, ids in by_token.items():
-        held = await _held(session, token, ids, {"lease_expires": until})
-        missed |= ids - held
-    # A row gone is no lease lost: its stack settled (released) or was purged meanwhile.
-    lost = await _present(session, missed)
+        held = await _held(session, token, ids, {"lease_expires": until}, skip_locked=skip)
+        missed.update(dict.fromkeys(ids - held, token))
+    lost = await _taken(session, missed)
     await session.commit()
     return lost
 
 
-async def _present(session: AsyncSession, ids: set[str]) -> set[str]:
-    """Those of *ids* that still have a work row."""
-    if not ids:
-        return set()
-    ordered = sorted(ids)
-    found: set[str] = set()
+async def _taken(session: AsyncSession, missed: dict[str, str]) -> set[str]:
+    """Those of *missed* (stack id: our token) whose row now holds another token.
+
+    A row gone is no lease lost: its stack settled (released) or was purged meanwhile.
+    """
+    ordered = sorted(missed)
+    taken: set[str] = set()
     for start in range(0, len(ordered), CHUNK):
-        chunk = ordered[start : start + CHUNK]
-        found.update(await session.scalars(select(WorkRow.stack_id).where(WorkRow.stack_id.in_(chunk))))
-    return found
+        rows = await session.execute(
+            select(WorkRow.stack_id, WorkRow.lease_token).where(
+                WorkRow.stack_id.in_(ordered[start : start + CHUNK])
+            )
+        )
+        taken.update(stack_id for stack_id, token in rows if token != missed[stack_id])
+    return taken
 
 
-async def _held(session: AsyncSession, token: str, ids: set[str], values: dict[str, object]) -> set[str]:
-    """UPDATE the rows of *ids* still leased under *token*; the ids it matched."""
+async def _held(
+    session: AsyncSession, token: str, ids: set[str], values: dict[str, object], *, skip_locked: bool = False
+) -> set[str]:
+    """UPDATE the rows of *ids* still leased under *token*; the ids it matched.
+
+    With *skip_locked* (PostgreSQL) rows locked by another transaction are left out, unwaited.
+    """
     held: set[str] = set()
     ordered = sorted(ids)
     for start in range(0, len(ordered), CHUNK):
+        mine: ColumnElement[bool] = and_(
+            WorkRow.stack_id.in_(ordered[start : start + CHUNK]), WorkRow.lease_token == token
+        )
+        if skip_locked:
+            free = select(WorkRow.stack_id).where(mine).with_for_update(skip_locked=True)
+            mine = WorkRow.stack_id.in_(free.scalar_subquery())
         result = await session.execute(
             update(WorkRow)
-            .where(WorkRow.stack_id.in_(ordered[start : start + CHUNK]), WorkRow.lease_token == token)
+            .where(mine)
             .values(**values)
             .returning(WorkRow.stack_id)
             .execution_options(synchronize_session=False)

@@ -1,24 +1,31 @@
-"""A PostgreSQL deadlock is a race the engine steps again, not a bug that fails the stack.
+"""PostgreSQL deadlocks: the engine's lease renewal takes no part in one, and one elsewhere is a race.
 
 A 50,000-deployment nested delete on PostgreSQL ended DELETE_FAILED ("internal error: ...
 deadlock detected"): two engine transactions took locks on work rows in opposite orders,
 PostgreSQL rolled one back, and the engine's step treated the error as a bug. Here two real
 asyncpg connections (through SQLAlchemy, as the engine's) deadlock on purpose, and
 ``raced`` (control/store/db.py, which the engine and the API use) must classify the error PostgreSQL raised as a race; an ordinary integrity
-error must stay a failure.
+error must stay a failure. The deadlock seen was between a step's transaction and the lease
+renewal (``work.renew``): the renewal now skips a row another transaction holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
+from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from control import keys
 from control.settings import async_url
-from control.store.db import raced
+from control.store import work
+from control.store.db import open_database, raced
+from control.store.orm import StackRow
+from control.store.workrow import WorkRow
 from tests.support.pg import Postgres
 
 
@@ -61,3 +68,68 @@ def test_a_deadlock_is_a_race_and_an_integrity_error_is_not(postgres: Postgres) 
     assert isinstance(deadlock, DBAPIError) and "deadlock detected" in str(deadlock), deadlock
     assert raced(deadlock), deadlock
     assert not raced(duplicate), duplicate
+
+
+def test_lease_renewal_skips_a_row_a_step_holds_so_the_two_cannot_deadlock(
+    postgres: Postgres, tmp_path: Path
+) -> None:
+    """A step's transaction asks a step of B (locking B), renewal runs, then the step fences A.
+
+    Renewal used to update A, then wait on B while holding A: the step's fence of A then
+    waited on the renewal, and PostgreSQL aborted one of them. Now renewal extends A, skips
+    B without waiting or calling it lost, and the next round extends B once it is free.
+    """
+    url = async_url(postgres.new_database())
+    data_key = keys.load_or_create(tmp_path / "keys").data_key
+
+    async def run() -> None:
+        engine, sessions = await open_database(url, data_key)
+        try:
+            async with sessions() as s:
+                now = time.time()
+                for name in ("a", "b"):
+                    s.add(
+                        StackRow(
+                            id=name,
+                            name=name,
+                            action="CREATE",
+                            status="IN_PROGRESS",
+                            template={},
+                            created_at=now,
+                            updated_at=now,
+                        )
+                    )
+                await work.request(s, ["a", "b"])
+                await s.commit()
+            async with sessions() as s:
+                claims = await work.claim(s, "p1", 30.0, 10, ())
+            assert {"a", "b"} == {c.stack_id for c in claims}
+            a = next(c for c in claims if c.stack_id == "a")
+
+            async def expires() -> dict[str, float]:
+                async with sessions() as s:
+                    rows = await s.execute(select(WorkRow.stack_id, WorkRow.lease_expires))
+                    return {i: e or 0.0 for i, e in rows}
+
+            before = await expires()
+            async with sessions() as step:
+                await work.request(step, ["b"])  # the step's transaction now holds B
+                async with sessions() as renewal:
+                    lost = await asyncio.wait_for(work.renew(renewal, claims, 300.0), 10)
+                assert set() == lost  # B is skipped, not lost
+                after = await expires()
+                assert after["a"] > before["a"] + 200 and after["b"] == before["b"], (before, after)
+                await asyncio.wait_for(work.fence(step, a, 30.0), 10)  # no deadlock: renewal committed
+                await step.commit()
+            async with sessions() as renewal:
+                assert set() == await work.renew(renewal, claims, 300.0)
+            assert (await expires())["b"] > before["b"] + 200
+            async with sessions() as s:  # another process took B: now it is lost
+                await s.execute(text("UPDATE work SET lease_token = 'theirs' WHERE stack_id = 'b'"))
+                await s.commit()
+            async with sessions() as renewal:
+                assert {"b"} == await work.renew(renewal, claims, 300.0)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(run())
