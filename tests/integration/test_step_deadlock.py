@@ -16,11 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
+from aiohttp import ClientSession, web
+from aiohttp.test_utils import TestServer
 from sqlalchemy import select, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from control import keys
+from control.api.heat_v1.middleware import errors as heat_errors
 from control.settings import async_url
 from control.store import work
 from control.store.db import open_database, raced
@@ -48,9 +51,10 @@ async def _deadlock(engine: AsyncEngine) -> BaseException:
 
 
 def test_a_deadlock_is_a_race_and_an_integrity_error_is_not(postgres: Postgres) -> None:
+    """Both errors as PostgreSQL raised them; Heat's API answers the deadlock 503 retry-later, not 500."""
     url = async_url(postgres.new_database())
 
-    async def run() -> tuple[BaseException, BaseException]:
+    async def run() -> tuple[BaseException, BaseException, list[tuple[int, str, str | None]]]:
         engine = create_async_engine(url)
         try:
             async with engine.begin() as conn:
@@ -60,14 +64,32 @@ def test_a_deadlock_is_a_race_and_an_integrity_error_is_not(postgres: Postgres) 
             with pytest.raises(DBAPIError) as duplicate:
                 async with engine.begin() as conn:
                     await conn.execute(text("INSERT INTO t VALUES (1, 0)"))
-            return deadlock, duplicate.value
+            return deadlock, duplicate.value, await _heat_answers([deadlock, duplicate.value])
         finally:
             await engine.dispose()
 
-    deadlock, duplicate = asyncio.run(run())
+    deadlock, duplicate, answers = asyncio.run(run())
     assert isinstance(deadlock, DBAPIError) and "deadlock detected" in str(deadlock), deadlock
     assert raced(deadlock), deadlock
     assert not raced(duplicate), duplicate
+    assert [(503, "HTTPServiceUnavailable", "5"), (409, "Conflict", None)] == answers
+
+
+async def _heat_answers(errors: list[BaseException]) -> list[tuple[int, str, str | None]]:
+    """What Heat's API (its errors middleware, on a real server) answers a request that raised each error."""
+
+    async def failing(request: web.Request) -> web.Response:
+        raise errors[int(request.match_info["n"])]
+
+    app = web.Application(middlewares=[heat_errors])
+    app.router.add_get("/{n}", failing)
+    answers = []
+    async with TestServer(app, host="127.0.0.1") as server, ClientSession() as client:
+        for n in range(len(errors)):
+            async with client.get(server.make_url(f"/{n}")) as resp:
+                body = await resp.json()
+                answers.append((resp.status, body["error"]["type"], resp.headers.get("Retry-After")))
+    return answers
 
 
 def test_lease_renewal_skips_a_row_a_step_holds_so_the_two_cannot_deadlock(

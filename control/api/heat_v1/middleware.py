@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from sqlalchemy.exc import IntegrityError, OperationalError
-from sqlalchemy.orm.exc import StaleDataError
+from sqlalchemy.exc import IntegrityError
 
 from control.api import ownership
 from control.api.app_keys import PRINCIPAL, RUNTIME
@@ -37,6 +36,7 @@ from control.errors import (
 from control.hot import taint
 from control.hot.errors import TemplateError
 from control.principal import ADMIN, Principal, Within
+from control.store.db import raced
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +134,6 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse: 
     except IntegrityError as e:
         log.info("conflicting write on %s %s: %s", request.method, request.path, e)
         return heat_error(409, "Conflict", "The request conflicts with a concurrent change")
-    except (OperationalError, StaleDataError) as e:
-        log.warning("database unavailable on %s %s: %s", request.method, request.path, e)
-        response = heat_error(503, "HTTPServiceUnavailable", "Busy or raced a concurrent change; retry later")
-        response.headers["Retry-After"] = "5"
-        return response
     except web.HTTPException as e:
         if e.status < 400:
             raise
@@ -146,7 +141,14 @@ async def errors(request: web.Request, handler: Handler) -> web.StreamResponse: 
         if "Allow" in e.headers:
             response.headers["Allow"] = e.headers["Allow"]
         return response
-    except Exception:
+    except Exception as e:
+        if raced(e):  # busy, a lost row-version race, a PostgreSQL deadlock
+            log.warning("database unavailable on %s %s: %s", request.method, request.path, e)
+            response = heat_error(
+                503, "HTTPServiceUnavailable", "Busy or raced a concurrent change; retry later"
+            )
+            response.headers["Retry-After"] = "5"
+            return response
         log.exception("unhandled error on %s %s", request.method, request.path)
         return heat_error(500, "HTTPInternalServerError", "Internal error; see the control plane's log")
 
