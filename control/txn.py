@@ -12,11 +12,11 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import insert, inspect, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm.exc import StaleDataError
 from sqlalchemy.orm.util import identity_key
 
 from control.runtime import Runtime
 from control.store import work
+from control.store.db import rolled_back
 from control.store.orm import EventRow, ServerRow, StackRow
 
 T = TypeVar("T")
@@ -52,14 +52,15 @@ async def lock_event_streams(session: AsyncSession, stack_ids: Iterable[str], *,
 def retried_on_race(
     fn: Callable[P, Coroutine[Any, Any, T]],
 ) -> Callable[P, Coroutine[Any, Any, T]]:
-    """Run *fn* (one transaction) again when it lost a race on a versioned row.
+    """Run *fn* (one transaction) again when it lost a race on a versioned row (or a deadlock).
 
     The engine steps a stack while requests change it: each writes the stack's (a
     resource's, a deployment's) ``row_version``, so only one commits and the other
     gets ``StaleDataError``. The loser reads the rows afresh and decides again (a
     delete of a stack a step just finished is still a delete), after a short random
     pause so two losers do not collide again; after RACE_ATTEMPTS the error stands
-    (the API answers 503 with Retry-After).
+    (the API answers 503 with Retry-After). A PostgreSQL deadlock or serialization
+    failure is the same kind of loss (``store.db.rolled_back``).
     """
 
     @functools.wraps(fn)
@@ -67,8 +68,8 @@ def retried_on_race(
         for attempt in range(1, RACE_ATTEMPTS + 1):
             try:
                 return await fn(*args, **kwargs)
-            except StaleDataError:
-                if attempt == RACE_ATTEMPTS:
+            except Exception as e:
+                if attempt == RACE_ATTEMPTS or not rolled_back(e):
                     raise
                 await asyncio.sleep(random.uniform(0, 0.005 * 2**attempt))
         raise AssertionError("unreachable")

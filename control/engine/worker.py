@@ -25,7 +25,7 @@ from control.store import work
 from control.store.db import raced
 from control.store.orm import StackRow
 from control.store.workrow import WorkRow
-from control.txn import Txn
+from control.txn import Txn, retried_on_race
 
 log = logging.getLogger(__name__)
 #: A stack waiting only for signals is stepped again after this long anyway (seconds).
@@ -163,8 +163,7 @@ class Engine:
                 started = time.monotonic()
                 results = await self._step_all(claims)
                 ends = [(c, *results[c.stack_id]) for c in claims if c.stack_id in results]
-                async with self._rt.sessions() as session:
-                    ended = await work.finish_many(session, ends)
+                ended = await self._finish(ends)
                 for stack_id in ended.lost:
                     log.info("lease on stack %s lost to another process", stack_id)
                 self._rt.metrics.lease_losses.inc(len(ended.lost))
@@ -188,6 +187,12 @@ class Engine:
             for stack_id in members:
                 self._forget(stack_id)
             self._wake.set()
+
+    @retried_on_race
+    async def _finish(self, ends: list[tuple[work.Claim, bool, float]]) -> work.Released:
+        """Release the stepped stacks' work; a deadlock with a step asking for more runs it again."""
+        async with self._rt.sessions() as session:
+            return await work.finish_many(session, ends)
 
     def _forget(self, stack_id: str) -> None:
         task = self._tasks.get(stack_id)

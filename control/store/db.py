@@ -76,6 +76,12 @@ ROLLED_BACK = frozenset({"40P01", "40001"})
 def raced(e: BaseException) -> bool:
     """True when an error is a race it loses by design (a row version, SQLite's busy
     timeout, a PostgreSQL deadlock or serialization failure): the step (or request) runs again, afresh."""
-    if isinstance(e, StaleDataError | OperationalError):
+    return isinstance(e, OperationalError) or rolled_back(e)
+
+
+def rolled_back(e: BaseException) -> bool:
+    """A lost race whose transaction is void (a row version, a PostgreSQL deadlock or
+    serialization failure): at once again from a fresh read, it goes through."""
+    if isinstance(e, StaleDataError):
         return True
     return isinstance(e, DBAPIError) and getattr(e.orig, "sqlstate", None) in ROLLED_BACK

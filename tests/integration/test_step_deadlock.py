@@ -29,6 +29,7 @@ from control.store import work
 from control.store.db import open_database, raced
 from control.store.orm import StackRow
 from control.store.workrow import WorkRow
+from control.txn import retried_on_race
 from tests.support.pg import Postgres
 
 
@@ -72,7 +73,24 @@ def test_a_deadlock_is_a_race_and_an_integrity_error_is_not(postgres: Postgres) 
     assert isinstance(deadlock, DBAPIError) and "deadlock detected" in str(deadlock), deadlock
     assert raced(deadlock), deadlock
     assert not raced(duplicate), duplicate
+    assert (2, 1) == asyncio.run(_retried(deadlock)), "a deadlock's transaction runs again"
+    with pytest.raises(DBAPIError):
+        asyncio.run(_retried(duplicate))
     assert [(503, "HTTPServiceUnavailable", "5"), (409, "Conflict", None)] == answers
+
+
+async def _retried(error: BaseException) -> tuple[int, int]:
+    """What ``retried_on_race`` (the engine's work release, the API's writes) makes of *error* raised once."""
+    calls = []
+
+    @retried_on_race
+    async def once() -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return len(calls)
+
+    return await once(), len(calls) - 1
 
 
 async def _heat_answers(errors: list[BaseException]) -> list[tuple[int, str, str | None]]:
