@@ -42,11 +42,18 @@ async def lock_event_streams(session: AsyncSession, stack_ids: Iterable[str], *,
     """
     if work.dialect(session) != "postgresql":
         return
-    fn = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
-    for stack_id in sorted(set(stack_ids)):  # one order everywhere: no lock-order deadlock
-        await session.execute(
-            text(f"SELECT {fn}(:cls, hashtext(:id))"), {"cls": EVENT_STREAM_LOCK, "id": stack_id}
-        )
+    ids = sorted(set(stack_ids))  # one order everywhere: no lock-order deadlock
+    if not ids:
+        return
+    # One statement for all: unnest yields the array's elements in its order, and the locks
+    # are taken row by row as they come (a batch of 200 nested stacks took 200 round trips).
+    await session.execute(_STREAM_LOCKS[shared], {"cls": EVENT_STREAM_LOCK, "ids": ids})
+
+
+_STREAM_LOCKS = {
+    shared: text(f"SELECT {fn}(:cls, hashtext(s.id)) FROM unnest(CAST(:ids AS text[])) AS s(id)")  # noqa: S608
+    for shared, fn in ((True, "pg_advisory_xact_lock_shared"), (False, "pg_advisory_xact_lock"))
+}
 
 
 def retried_on_race(

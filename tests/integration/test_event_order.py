@@ -17,13 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import event, text
+
 from control import keys
 from control.principal import EVERYWHERE
 from control.services import queries
 from control.settings import async_url
 from control.store.db import open_database
 from control.store.orm import StackRow
-from control.txn import Txn
+from control.txn import EVENT_STREAM_LOCK, Txn, lock_event_streams
 from tests.support.pg import Postgres
 
 
@@ -74,3 +76,37 @@ def test_a_reader_waits_for_an_earlier_id_still_uncommitted(postgres: Postgres, 
     assert ["first", "second"] == [e["reason"] for e in events]
     assert events[0]["id"] < events[1]["id"]
     assert waited  # it did not answer with "second" alone while "first" was uncommitted
+
+
+def test_one_call_takes_every_stacks_lock_in_one_statement(postgres: Postgres, tmp_path: Path) -> None:
+    """A batch of sibling stacks writes its events under all their locks, taken by one statement."""
+    url = async_url(postgres.new_database())
+    ids = [f"stack-{n}" for n in (3, 1, 2, 1)]
+
+    async def run() -> tuple[int, set[tuple[str, int]]]:
+        engine, sessions = await open_database(url, keys.load_or_create(tmp_path / "keys").data_key)
+        sent: list[str] = []
+        event.listen(engine.sync_engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
+        try:
+            async with sessions() as s:
+                await lock_event_streams(s, ids, shared=True)
+                mine = await s.execute(
+                    text(
+                        "SELECT objid::int, mode FROM pg_locks WHERE locktype = 'advisory'"
+                        " AND classid::int = :cls AND pid = pg_backend_pid()"
+                    ),
+                    {"cls": EVENT_STREAM_LOCK},
+                )
+                held = {(mode, objid) for objid, mode in mine}
+                hashes = await s.execute(
+                    text("SELECT hashtext(s.id) FROM unnest(CAST(:ids AS text[])) AS s(id)"),
+                    {"ids": sorted(set(ids))},
+                )
+                want = {("ShareLock", h) for (h,) in hashes}
+                return len([q for q in sent if "pg_advisory" in q]), held ^ want
+        finally:
+            await engine.dispose()
+
+    statements, difference = asyncio.run(run())
+    assert 1 == statements
+    assert set() == difference  # each of the three stacks locked shared, nothing else
