@@ -13,9 +13,11 @@ their new version, so the flush that follows has nothing left to send for them.
 
 Only plain column changes take this path; a row the session will delete, a row
 not yet inserted, or a row of a table without a version column is left to the
-ORM. The dialect must report a sane row count for executemany (SQLite does;
-asyncpg does not, so on PostgreSQL the ORM's per-row path stays: its round trips
-are cheap there, no thread hop).
+ORM. SQLite reports an executemany's summed row count; asyncpg does not, so on
+PostgreSQL each group goes as ``UPDATE … FROM (VALUES …) WHERE pk = v.pk AND
+row_version = v.old RETURNING pk`` (500 rows a statement) and the returned keys are
+counted. The ORM's own path there was one round trip per row: 20,000 at a
+10,000-deployment create, each ~0.1-0.2 ms of the control plane's CPU.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, event, false, func, inspect, select, update
+from sqlalchemy import Integer, bindparam, column, event, false, func, inspect, select, update, values
 from sqlalchemy.orm import Mapper, Session
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
@@ -32,7 +34,8 @@ from sqlalchemy.orm.exc import StaleDataError
 def write_dirty(session: Session, classes: Iterable[type]) -> int:
     """Write the dirty rows of *classes* in executemany UPDATEs; returns how many rows it wrote."""
     connection = session.connection()
-    if not connection.dialect.supports_sane_multi_rowcount:
+    postgresql = connection.dialect.name == "postgresql"
+    if not (postgresql or connection.dialect.supports_sane_multi_rowcount):
         return 0
     wanted = tuple(classes)
     groups: dict[tuple[Any, tuple[str, ...]], list[tuple[Any, dict[str, Any]]]] = {}
@@ -53,7 +56,13 @@ def write_dirty(session: Session, classes: Iterable[type]) -> int:
             groups.setdefault((mapper, tuple(sorted(changed))), []).append((obj, changed))
     written = 0
     for (mapper, keys), rows in groups.items():
-        written += _write_group(connection, mapper, keys, rows)
+        size = CHUNK if postgresql else len(rows)
+        for start in range(0, len(rows), size):
+            chunk = rows[start : start + size]
+            write = _update_from_values if postgresql else _executemany
+            _check(mapper, len(chunk), write(connection, mapper, keys, chunk))
+            _mark_written(mapper, chunk)
+        written += len(rows)
     return written
 
 
@@ -103,47 +112,100 @@ def on_flush(session: Session, classes: Iterable[type]) -> None:
     event.listen(session, "before_flush", before_flush)
 
 
-def _write_group(
+#: Rows per statement on PostgreSQL (its VALUES list binds each column of each row).
+CHUNK = 500
+
+
+def _executemany(
     connection: Any, mapper: Any, keys: tuple[str, ...], rows: list[tuple[Any, dict[str, Any]]]
 ) -> int:
-    table = mapper.local_table
-    (pk,) = mapper.primary_key
-    version = mapper.version_id_col
-    version_key = mapper.get_property_by_column(version).key
-    pk_key = mapper.get_property_by_column(pk).key
-    if version_key in keys or pk_key in keys:
-        raise ValueError(f"{table.name}: the primary key and row_version are not written by hand")
+    """One ``UPDATE … WHERE pk = ? AND row_version = ?`` executed for every row (SQLite); rows matched."""
+    table, pk, version = _columns(mapper, keys)
     values: dict[Any, Any] = {mapper.get_property(k).columns[0]: bindparam(f"v_{k}") for k in keys}
-    values[version] = bindparam("v_new_version")
+    values[version] = bindparam("v_old_version") + 1
     statement = (
         update(table).where(pk == bindparam("v_pk"), version == bindparam("v_old_version")).values(values)
     )
     params = []
     for obj, changed in rows:
-        state = inspect(obj)
-        old = state.committed_state.get(version_key, state.dict[version_key])
         param = {f"v_{k}": v for k, v in changed.items()}
-        param.update(v_pk=state.dict[pk_key], v_old_version=old, v_new_version=old + 1)
+        param.update(v_pk=_key(mapper, obj), v_old_version=_version(mapper, obj))
         params.append(param)
-    result = connection.execute(statement, params)
-    if result.rowcount != len(params):
-        raise StaleDataError(
-            f"UPDATE statement on table '{table.name}' expected to update {len(params)} row(s); "
-            f"{result.rowcount} were matched"
+    return int(connection.execute(statement, params).rowcount)
+
+
+def _update_from_values(
+    connection: Any, mapper: Any, keys: tuple[str, ...], rows: list[tuple[Any, dict[str, Any]]]
+) -> int:
+    """One ``UPDATE … FROM (VALUES …) WHERE pk = v.pk AND row_version = v.old RETURNING pk`` (PostgreSQL,
+    whose driver reports no executemany row count); rows matched, counted from what it returned."""
+    table, pk, version = _columns(mapper, keys)
+    targets = [mapper.get_property(k).columns[0] for k in keys]
+    given = values(
+        column("v_pk", pk.type),
+        column("v_old_version", version.type),
+        *(column(f"v_{k}", c.type) for k, c in zip(keys, targets, strict=True)),
+        name="v",
+    ).data([(_key(mapper, obj), _version(mapper, obj), *(changed[k] for k in keys)) for obj, changed in rows])
+    assignments: dict[Any, Any] = {c: given.c[f"v_{k}"] for k, c in zip(keys, targets, strict=True)}
+    assignments[version] = given.c.v_old_version + 1
+    statement = (
+        update(table)
+        .where(pk == given.c.v_pk, version == given.c.v_old_version)
+        .values(assignments)
+        .returning(pk)
+    )
+    return len(connection.execute(statement).all())
+
+
+def _columns(mapper: Any, keys: tuple[str, ...]) -> tuple[Any, Any, Any]:
+    """The table, its primary key and its version column; neither key may be among *keys*."""
+    (pk,) = mapper.primary_key
+    version = mapper.version_id_col
+    if mapper.get_property_by_column(version).key in keys or mapper.get_property_by_column(pk).key in keys:
+        raise ValueError(
+            f"{mapper.local_table.name}: the primary key and row_version are not written by hand"
         )
+    return mapper.local_table, pk, version
+
+
+def _key(mapper: Any, obj: Any) -> Any:
+    (pk,) = mapper.primary_key
+    return inspect(obj).dict[mapper.get_property_by_column(pk).key]
+
+
+def _version(mapper: Any, obj: Any) -> int:
+    """The row version *obj* was read at (what the UPDATE must still find)."""
+    state = inspect(obj)
+    key = mapper.get_property_by_column(mapper.version_id_col).key
+    return int(state.committed_state.get(key, state.dict[key]))
+
+
+def _check(mapper: Any, expected: int, matched: int) -> None:
+    """The ORM's own check and error: a row changed (or gone) meanwhile fails the flush."""
+    if matched != expected:
+        raise StaleDataError(
+            f"UPDATE statement on table '{mapper.local_table.name}' expected to update {expected} row(s); "
+            f"{matched} were matched"
+        )
+
+
+def _mark_written(mapper: Any, rows: list[tuple[Any, dict[str, Any]]]) -> None:
+    """Mark the written rows clean at their new version, as a flush does."""
+    version_key = mapper.get_property_by_column(mapper.version_id_col).key
     identity_map = session_of(rows)
-    for (obj, changed), param in zip(rows, params, strict=True):
+    for obj, changed in rows:
         state = inspect(obj)
+        new_version = _version(mapper, obj) + 1
         if identity_map is not None and changed.keys() >= state.committed_state.keys():
             # Everything it changed is written: mark it clean as a flush does, so the ORM's own
             # flush does not visit its every column again for the history it no longer has.
-            state.dict[version_key] = param["v_new_version"]
+            state.dict[version_key] = new_version
             state._commit_all(state.dict, identity_map)
             continue
         for key, value in changed.items():
             set_committed_value(obj, key, value)
-        set_committed_value(obj, version_key, param["v_new_version"])
-    return len(params)
+        set_committed_value(obj, version_key, new_version)
 
 
 def session_of(rows: list[tuple[Any, dict[str, Any]]]) -> Any:
