@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Integer, bindparam, column, event, false, func, inspect, select, update, values
+from sqlalchemy import Integer, bindparam, cast, column, event, false, func, inspect, select, update, values
 from sqlalchemy.orm import Mapper, Session
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.exc import StaleDataError
@@ -147,7 +147,10 @@ def _update_from_values(
         *(column(f"v_{k}", c.type) for k, c in zip(keys, targets, strict=True)),
         name="v",
     ).data([(_key(mapper, obj), _version(mapper, obj), *(changed[k] for k in keys)) for obj, changed in rows])
-    assignments: dict[Any, Any] = {c: given.c[f"v_{k}"] for k, c in zip(keys, targets, strict=True)}
+    # Cast: a column whose every value is None is NULLs of type text in a VALUES list.
+    assignments: dict[Any, Any] = {
+        c: cast(given.c[f"v_{k}"], c.type) for k, c in zip(keys, targets, strict=True)
+    }
     assignments[version] = given.c.v_old_version + 1
     statement = (
         update(table)
