@@ -8,7 +8,6 @@ Each was one UPDATE per row before: 10,000 deployments sent 20,000 of them at cr
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from control.settings import async_url
 from control.store import bulk
 from control.store.db import open_database
 from control.store.orm import StackRow
+from tests.support.database import bare_stack
 from tests.support.pg import Postgres
 
 STACKS = 7
@@ -35,19 +35,7 @@ def test_changed_rows_go_in_one_statement_checked_by_version(postgres: Postgres,
         event.listen(engine.sync_engine, "before_cursor_execute", lambda *a: sent.append(a[2]))
         try:
             async with sessions() as s:
-                now = time.time()
-                for n in range(STACKS):
-                    s.add(
-                        StackRow(
-                            id=f"s{n}",
-                            name=f"s{n}",
-                            action="CREATE",
-                            status="IN_PROGRESS",
-                            template={"n": n},
-                            created_at=now,
-                            updated_at=now,
-                        )
-                    )
+                s.add_all([bare_stack(f"s{n}", template={"n": n}) for n in range(STACKS)])
                 await s.commit()
             async with sessions() as s:
                 rows = list(await s.scalars(select(StackRow).order_by(StackRow.id)))

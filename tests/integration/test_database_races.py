@@ -38,6 +38,7 @@ from control.store import work
 from control.store.db import open_database
 from control.store.orm import StackRow
 from control.store.workrow import WorkRow
+from tests.support.database import bare_stack
 from tests.support.pg import Postgres
 
 pytestmark = pytest.mark.catalogue("R06")
@@ -99,18 +100,7 @@ def test_interleaved_writers_and_leases_never_commit_a_stale_write(backend: Back
             async with b.sessions() as s:
                 await s.execute(delete(StackRow).where(StackRow.id == STACK))
                 await s.execute(delete(WorkRow).where(WorkRow.stack_id == STACK))
-                now = time.time()
-                s.add(
-                    StackRow(
-                        id=STACK,
-                        name=STACK,
-                        action="CREATE",
-                        status="COMPLETE",
-                        template={},
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
+                s.add(bare_stack(STACK, status="COMPLETE"))
                 await work.request(s, [STACK])
                 await s.commit()
 

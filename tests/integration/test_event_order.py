@@ -13,7 +13,6 @@ commit order.
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +23,8 @@ from control.principal import EVERYWHERE
 from control.services import queries
 from control.settings import async_url
 from control.store.db import open_database
-from control.store.orm import StackRow
 from control.txn import EVENT_STREAM_LOCK, Txn, lock_event_streams
+from tests.support.database import bare_stack
 from tests.support.pg import Postgres
 
 
@@ -38,17 +37,7 @@ def test_a_reader_waits_for_an_earlier_id_still_uncommitted(postgres: Postgres, 
         engine, sessions = await open_database(url, keys.load_or_create(tmp_path / "keys").data_key)
         try:
             async with sessions() as s:
-                s.add(
-                    StackRow(
-                        id="s1",
-                        name="s1",
-                        action="CREATE",
-                        status="IN_PROGRESS",
-                        template={},
-                        created_at=time.time(),
-                        updated_at=time.time(),
-                    )
-                )
+                s.add(bare_stack("s1"))
                 await s.commit()
             # Txn's runtime is used only to publish documents, which these transactions do not.
             async with sessions() as a, sessions() as b:

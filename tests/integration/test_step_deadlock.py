@@ -12,7 +12,6 @@ renewal (``work.renew``): the renewal now skips a row another transaction holds.
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -27,9 +26,9 @@ from control.api.heat_v1.middleware import errors as heat_errors
 from control.settings import async_url
 from control.store import work
 from control.store.db import open_database, raced
-from control.store.orm import StackRow
 from control.store.workrow import WorkRow
 from control.txn import retried_on_race
+from tests.support.database import bare_stack
 from tests.support.pg import Postgres
 
 
@@ -126,19 +125,7 @@ def test_lease_renewal_skips_a_row_a_step_holds_so_the_two_cannot_deadlock(
         engine, sessions = await open_database(url, data_key)
         try:
             async with sessions() as s:
-                now = time.time()
-                for name in ("a", "b"):
-                    s.add(
-                        StackRow(
-                            id=name,
-                            name=name,
-                            action="CREATE",
-                            status="IN_PROGRESS",
-                            template={},
-                            created_at=now,
-                            updated_at=now,
-                        )
-                    )
+                s.add_all([bare_stack("a"), bare_stack("b")])
                 await work.request(s, ["a", "b"])
                 await s.commit()
             async with sessions() as s:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from control import keys
 from control.settings import async_url
 from control.store.db import Sessions, open_database
+from control.store.orm import StackRow
 
 
 @dataclass(frozen=True)
@@ -32,3 +35,19 @@ async def sqlite_database(data_dir: Path) -> AsyncIterator[Database]:
         yield Database(url, secrets, engine, sessions)
     finally:
         await engine.dispose()
+
+
+def bare_stack(
+    stack_id: str, status: str = "IN_PROGRESS", template: dict[str, Any] | None = None
+) -> StackRow:
+    """A stack row with only what the schema requires (its name is its id): for tests of the store alone."""
+    now = time.time()
+    return StackRow(
+        id=stack_id,
+        name=stack_id,
+        action="CREATE",
+        status=status,
+        template=template if template is not None else {},
+        created_at=now,
+        updated_at=now,
+    )
