@@ -50,9 +50,14 @@ async def lock_event_streams(session: AsyncSession, stack_ids: Iterable[str], *,
     await session.execute(_STREAM_LOCKS[shared], {"cls": EVENT_STREAM_LOCK, "ids": ids})
 
 
+#: By ``shared``: each lock of the array's stack ids, in the array's order.
 _STREAM_LOCKS = {
-    shared: text(f"SELECT {fn}(:cls, hashtext(s.id)) FROM unnest(CAST(:ids AS text[])) AS s(id)")  # noqa: S608
-    for shared, fn in ((True, "pg_advisory_xact_lock_shared"), (False, "pg_advisory_xact_lock"))
+    True: text(
+        "SELECT pg_advisory_xact_lock_shared(:cls, hashtext(s.id)) FROM unnest(CAST(:ids AS text[])) AS s(id)"
+    ),
+    False: text(
+        "SELECT pg_advisory_xact_lock(:cls, hashtext(s.id)) FROM unnest(CAST(:ids AS text[])) AS s(id)"
+    ),
 }
 
 

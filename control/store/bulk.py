@@ -23,6 +23,7 @@ counted. The ORM's own path there was one round trip per row: 20,000 at a
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Integer, bindparam, cast, column, event, false, func, inspect, select, update, values
@@ -54,14 +55,21 @@ def write_dirty(session: Session, classes: Iterable[type]) -> int:
         }
         if changed:
             groups.setdefault((mapper, tuple(sorted(changed))), []).append((obj, changed))
+    write = _update_from_values if postgresql else _executemany
     written = 0
     for (mapper, keys), rows in groups.items():
+        shape = _Shape.of(mapper, keys)
         size = CHUNK if postgresql else len(rows)
         for start in range(0, len(rows), size):
             chunk = rows[start : start + size]
-            write = _update_from_values if postgresql else _executemany
-            _check(mapper, len(chunk), write(connection, mapper, keys, chunk))
-            _mark_written(mapper, chunk)
+            read = [shape.read_at(obj) for obj, _ in chunk]
+            matched = write(connection, shape, chunk, read)
+            if matched != len(chunk):  # the ORM's own check and error: a row changed meanwhile
+                raise StaleDataError(
+                    f"UPDATE statement on table '{shape.table.name}' expected to update "
+                    f"{len(chunk)} row(s); {matched} were matched"
+                )
+            _mark_written(shape, chunk, read)
         written += len(rows)
     return written
 
@@ -116,99 +124,100 @@ def on_flush(session: Session, classes: Iterable[type]) -> None:
 CHUNK = 500
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """A table's rows changed in the same columns (*keys*): what their UPDATE names."""
+
+    table: Any
+    pk: Any
+    version: Any
+    pk_key: str
+    version_key: str
+    targets: list[tuple[str, Any]]  # (attribute, column) written
+
+    @classmethod
+    def of(cls, mapper: Any, keys: tuple[str, ...]) -> _Shape:
+        (pk,) = mapper.primary_key
+        version = mapper.version_id_col
+        pk_key, version_key = (
+            mapper.get_property_by_column(pk).key,
+            mapper.get_property_by_column(version).key,
+        )
+        if version_key in keys or pk_key in keys:
+            raise ValueError(
+                f"{mapper.local_table.name}: the primary key and row_version are not written by hand"
+            )
+        targets = [(k, mapper.get_property(k).columns[0]) for k in keys]
+        return cls(mapper.local_table, pk, version, pk_key, version_key, targets)
+
+    def read_at(self, obj: Any) -> tuple[Any, int]:
+        """*obj*'s key and the row version it was read at (what the UPDATE must still find)."""
+        state = inspect(obj)
+        return state.dict[self.pk_key], int(
+            state.committed_state.get(self.version_key, state.dict[self.version_key])
+        )
+
+
 def _executemany(
-    connection: Any, mapper: Any, keys: tuple[str, ...], rows: list[tuple[Any, dict[str, Any]]]
+    connection: Any, shape: _Shape, rows: list[tuple[Any, dict[str, Any]]], read: list[tuple[Any, int]]
 ) -> int:
     """One ``UPDATE … WHERE pk = ? AND row_version = ?`` executed for every row (SQLite); rows matched."""
-    table, pk, version = _columns(mapper, keys)
-    values: dict[Any, Any] = {mapper.get_property(k).columns[0]: bindparam(f"v_{k}") for k in keys}
-    values[version] = bindparam("v_old_version") + 1
+    assignments: dict[Any, Any] = {c: bindparam(f"v_{k}") for k, c in shape.targets}
+    assignments[shape.version] = bindparam("v_old_version") + 1
     statement = (
-        update(table).where(pk == bindparam("v_pk"), version == bindparam("v_old_version")).values(values)
+        update(shape.table)
+        .where(shape.pk == bindparam("v_pk"), shape.version == bindparam("v_old_version"))
+        .values(assignments)
     )
-    params = []
-    for obj, changed in rows:
-        param = {f"v_{k}": v for k, v in changed.items()}
-        param.update(v_pk=_key(mapper, obj), v_old_version=_version(mapper, obj))
-        params.append(param)
+    params = [
+        {**{f"v_{k}": v for k, v in changed.items()}, "v_pk": key, "v_old_version": old}
+        for (_, changed), (key, old) in zip(rows, read, strict=True)
+    ]
     return int(connection.execute(statement, params).rowcount)
 
 
 def _update_from_values(
-    connection: Any, mapper: Any, keys: tuple[str, ...], rows: list[tuple[Any, dict[str, Any]]]
+    connection: Any, shape: _Shape, rows: list[tuple[Any, dict[str, Any]]], read: list[tuple[Any, int]]
 ) -> int:
     """One ``UPDATE … FROM (VALUES …) WHERE pk = v.pk AND row_version = v.old RETURNING pk`` (PostgreSQL,
     whose driver reports no executemany row count); rows matched, counted from what it returned."""
-    table, pk, version = _columns(mapper, keys)
-    targets = [mapper.get_property(k).columns[0] for k in keys]
     given = values(
-        column("v_pk", pk.type),
-        column("v_old_version", version.type),
-        *(column(f"v_{k}", c.type) for k, c in zip(keys, targets, strict=True)),
+        column("v_pk", shape.pk.type),
+        column("v_old_version", shape.version.type),
+        *(column(f"v_{k}", c.type) for k, c in shape.targets),
         name="v",
-    ).data([(_key(mapper, obj), _version(mapper, obj), *(changed[k] for k in keys)) for obj, changed in rows])
+    ).data(
+        [
+            (key, old, *(changed[k] for k, _ in shape.targets))
+            for (_, changed), (key, old) in zip(rows, read, strict=True)
+        ]
+    )
     # Cast: a column whose every value is None is NULLs of type text in a VALUES list.
-    assignments: dict[Any, Any] = {
-        c: cast(given.c[f"v_{k}"], c.type) for k, c in zip(keys, targets, strict=True)
-    }
-    assignments[version] = given.c.v_old_version + 1
+    assignments: dict[Any, Any] = {c: cast(given.c[f"v_{k}"], c.type) for k, c in shape.targets}
+    assignments[shape.version] = given.c.v_old_version + 1
     statement = (
-        update(table)
-        .where(pk == given.c.v_pk, version == given.c.v_old_version)
+        update(shape.table)
+        .where(shape.pk == given.c.v_pk, shape.version == given.c.v_old_version)
         .values(assignments)
-        .returning(pk)
+        .returning(shape.pk)
     )
     return len(connection.execute(statement).all())
 
 
-def _columns(mapper: Any, keys: tuple[str, ...]) -> tuple[Any, Any, Any]:
-    """The table, its primary key and its version column; neither key may be among *keys*."""
-    (pk,) = mapper.primary_key
-    version = mapper.version_id_col
-    if mapper.get_property_by_column(version).key in keys or mapper.get_property_by_column(pk).key in keys:
-        raise ValueError(
-            f"{mapper.local_table.name}: the primary key and row_version are not written by hand"
-        )
-    return mapper.local_table, pk, version
-
-
-def _key(mapper: Any, obj: Any) -> Any:
-    (pk,) = mapper.primary_key
-    return inspect(obj).dict[mapper.get_property_by_column(pk).key]
-
-
-def _version(mapper: Any, obj: Any) -> int:
-    """The row version *obj* was read at (what the UPDATE must still find)."""
-    state = inspect(obj)
-    key = mapper.get_property_by_column(mapper.version_id_col).key
-    return int(state.committed_state.get(key, state.dict[key]))
-
-
-def _check(mapper: Any, expected: int, matched: int) -> None:
-    """The ORM's own check and error: a row changed (or gone) meanwhile fails the flush."""
-    if matched != expected:
-        raise StaleDataError(
-            f"UPDATE statement on table '{mapper.local_table.name}' expected to update {expected} row(s); "
-            f"{matched} were matched"
-        )
-
-
-def _mark_written(mapper: Any, rows: list[tuple[Any, dict[str, Any]]]) -> None:
+def _mark_written(shape: _Shape, rows: list[tuple[Any, dict[str, Any]]], read: list[tuple[Any, int]]) -> None:
     """Mark the written rows clean at their new version, as a flush does."""
-    version_key = mapper.get_property_by_column(mapper.version_id_col).key
     identity_map = session_of(rows)
-    for obj, changed in rows:
+    for (obj, changed), (_, old) in zip(rows, read, strict=True):
         state = inspect(obj)
-        new_version = _version(mapper, obj) + 1
         if identity_map is not None and changed.keys() >= state.committed_state.keys():
             # Everything it changed is written: mark it clean as a flush does, so the ORM's own
             # flush does not visit its every column again for the history it no longer has.
-            state.dict[version_key] = new_version
+            state.dict[shape.version_key] = old + 1
             state._commit_all(state.dict, identity_map)
             continue
         for key, value in changed.items():
             set_committed_value(obj, key, value)
-        set_committed_value(obj, version_key, new_version)
+        set_committed_value(obj, shape.version_key, old + 1)
 
 
 def session_of(rows: list[tuple[Any, dict[str, Any]]]) -> Any:
