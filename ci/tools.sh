@@ -16,6 +16,8 @@ for script in ci/tools.d/*.sh; do
         continue
     fi
     echo "== installing $name ($script)"
+    started=$SECONDS
     bash "$script"
+    echo "== $name installed in $((SECONDS - started)) s"
     echo "$sum" > "$stamps/$name"
 done
