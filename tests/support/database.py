@@ -37,17 +37,17 @@ async def sqlite_database(data_dir: Path) -> AsyncIterator[Database]:
         await engine.dispose()
 
 
-def bare_stack(
-    stack_id: str, status: str = "IN_PROGRESS", template: dict[str, Any] | None = None
-) -> StackRow:
-    """A stack row with only what the schema requires (its name is its id): for tests of the store alone."""
+def bare_stack(stack_id: str, **columns: Any) -> StackRow:
+    """A stack row with only what the schema requires (its name is its id, a CREATE in progress of
+    an empty template), *columns* set over that: for tests of the store alone."""
     now = time.time()
-    return StackRow(
-        id=stack_id,
-        name=stack_id,
-        action="CREATE",
-        status=status,
-        template=template if template is not None else {},
-        created_at=now,
-        updated_at=now,
-    )
+    given: dict[str, Any] = {
+        "id": stack_id,
+        "name": stack_id,
+        "action": "CREATE",
+        "status": "IN_PROGRESS",
+        "template": {},
+        "created_at": now,
+        "updated_at": now,
+    }
+    return StackRow(**{**given, **columns})

@@ -15,6 +15,7 @@ from control.settings import async_url
 from control.store import names
 from control.store.db import Sessions, open_database
 from control.store.orm import StackRow
+from tests.support.database import bare_stack
 
 
 @pytest.fixture
@@ -23,12 +24,7 @@ async def sessions(tmp_path: Path) -> AsyncIterator[Sessions]:
     engine, made = await open_database(async_url(f"sqlite:///{tmp_path / 'a.db'}"), os.urandom(32))
     async with made() as session:
         for stack_id, project, name in (("a1", "alpha", "web"), ("b1", "beta", "web"), ("b2", "beta", "db")):
-            session.add(
-                StackRow(
-                    id=stack_id, project=project, name=name, action="CREATE", status="COMPLETE",
-                    template={}, created_at=0.0, updated_at=0.0,
-                )
-            )  # fmt: skip
+            session.add(bare_stack(stack_id, project=project, name=name, status="COMPLETE"))
         await session.commit()
     yield made
     await engine.dispose()
