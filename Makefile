@@ -5,9 +5,16 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SOURCES := agent control hooks tests examples bench
 
-.PHONY: install tools demo test unit check fmt lint bench bench-long clean package revision ui-screenshots
+.PHONY: install compile tools demo test unit check fmt lint bench bench-long clean package revision ui-screenshots
 
 install: $(STAMP)
+
+# The project's own modules byte-compiled (only what changed since the last run). Where
+# PYTHONDONTWRITEBYTECODE is set, as on our CI machines, Python writes no bytecode when it imports
+# them, so without this every `anneal serve`, agent and CLI process the tests and the demo start
+# compiles them from source again: 0.5-0.7 s of CPU a control plane (docs/performance.md).
+compile: install
+	$(PY) -m compileall -q $(SOURCES)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,18 +26,18 @@ $(STAMP): pyproject.toml
 tools: install
 	bash ci/tools.sh
 
-demo: install
+demo: compile
 	$(PY) examples/demo.py
 
 # The suite mostly waits on the processes it starts: WORKERS xdist workers share a 2-core
 # machine. Whole modules go to workers, longest first (FIRST in tests/conftest.py).
 WORKERS ?= 4
 
-test: install tools lint
+test: compile tools lint
 	$(PY) -m pytest -n $(WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The inner loop: the unit tier alone (about 20 s), and lint + unit before a commit.
-unit: install
+unit: compile
 	$(PY) -m pytest tests/unit
 
 check: lint unit
