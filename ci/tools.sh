@@ -8,7 +8,7 @@
 # Three lanes run side by side, each in name order: the scripts that call apt-get (one at a
 # time: apt and dpkg hold machine-wide locks), and the ones that only build virtualenvs from
 # PyPI, dealt alternately to two lanes (their downloads overlap the others' unpacking and
-# compiling). A fresh machine's tools took 313 s one after another (2026-11-27). Each
+# compiling). A fresh clone's tools took 313 s one after another, 163 s so (2026-11-27). Each
 # script's output is printed whole when it ends; a failure fails the run once all lanes end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
