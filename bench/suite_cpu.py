@@ -9,8 +9,9 @@ The suite is CPU-bound on 2 cores (docs/performance.md, "The test suite's own ti
 wall time follows the CPU its processes use. Accounting records each process as it exits with
 its own user + system time (not its children's), its elapsed time and its parent: enough to
 tell a control plane (`anneal serve`, which lives for seconds) from a CLI call, and pytest's
-workers (the children of the longest-lived `python` that `make` started) from the processes the tests start. Only processes that
-started after the first pytest worker count, so the tools' installs and lint are left out.
+workers (the children of the longest-lived `python` that `make` started) from the processes the
+tests start. Only processes that started after the first pytest worker count, so the tools'
+installs and lint are left out.
 Accounting sees the whole machine: run it when nothing else does.
 """
 
@@ -53,7 +54,6 @@ def read(path: str) -> list[Process]:
 
 def kind(p: Process, parents: dict[int, Process], pytest: int) -> str:
     """*p*'s kind; *pytest* is the PID of pytest's main process."""
-    parent = parents.get(p.ppid)
     if p.pid == pytest:
         return "pytest (its main process)"
     if p.ppid == pytest:
@@ -61,6 +61,7 @@ def kind(p: Process, parents: dict[int, Process], pytest: int) -> str:
     if p.command == "anneal":
         return "anneal serve" if p.elapsed >= SERVE_SECONDS else "anneal CLI"
     if p.command == "python":
+        parent = parents.get(p.ppid)
         if parent is not None and parent.command == "anneal":
             return "python under anneal serve (local agents)"
         return "python (other)"
@@ -97,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     count: collections.Counter[str] = collections.Counter()
     for p in everything:
         if p.began >= start:
-            cpu[kind(p, parents, pytest.pid)] += p.cpu
-            count[kind(p, parents, pytest.pid)] += 1
+            name = kind(p, parents, pytest.pid)
+            cpu[name] += p.cpu
+            count[name] += 1
     total, wall = sum(cpu.values()), max([p.elapsed for p in workers] or [pytest.elapsed])
     cores = os.cpu_count() or 1
     print(

@@ -61,7 +61,7 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def proc_cpu(pid: int) -> float:
-    """CPU seconds of *pid* and its children (with `workers = 0`, as tests/support/swift.py runs Swift, it has none)."""
+    """CPU seconds of *pid* and its children (none with `workers = 0`, as tests/support/swift.py runs Swift)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     for task in Path(f"/proc/{pid}/task").iterdir():

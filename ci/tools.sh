@@ -17,6 +17,11 @@ mkdir -p "$stamps"
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 
+# Prints a script's whole log between its name and *how* it ended, one script at a time.
+report() {
+    { echo "== $1 ($2)"; cat "$logs/$1.log"; echo "== $1 $3"; } | flock "$logs" cat
+}
+
 # Runs the scripts named, in order, each only when its stamp is not its current content.
 lane() {
     local script name sum started
@@ -29,11 +34,9 @@ lane() {
         started=$SECONDS
         if bash "$script" > "$logs/$name.log" 2>&1; then
             echo "$sum" > "$stamps/$name"
-            { echo "== $name ($script)"; cat "$logs/$name.log"; echo "== $name installed in $((SECONDS - started)) s"; } \
-                | flock "$logs" cat
+            report "$name" "$script" "installed in $((SECONDS - started)) s"
         else
-            { echo "== $name ($script)"; cat "$logs/$name.log"; echo "== $name FAILED after $((SECONDS - started)) s"; } \
-                | flock "$logs" cat >&2
+            report "$name" "$script" "FAILED after $((SECONDS - started)) s" >&2
             return 1
         fi
     done
@@ -50,12 +53,14 @@ for script in ci/tools.d/*.sh; do
         pypi2+=("$script")
     fi
 done
+lanes=()
 lane "${apt[@]}" &
-lanes=($!)
+lanes+=($!)
 lane "${pypi1[@]}" &
 lanes+=($!)
+lane "${pypi2[@]}" &
+lanes+=($!)
 status=0
-lane "${pypi2[@]}" || status=1
 for pid in "${lanes[@]}"; do
     wait "$pid" || status=1
 done
