@@ -287,6 +287,11 @@ class Slices:
                 f"stack {stack.id} changed during the step (version {stack.version} -> {version})"
             )
         await work.fence(session, self._claim, self._lease)
+        # A step the walk asked of its own stack waits for the step's end, which keeps it or,
+        # once the stack settled, drops it: committed now, it would bump the work row's seq and
+        # the stack would be stepped once more for nothing (its lease keeps the row meanwhile).
+        again = stack.id in self._txn.kicks
+        self._txn.kicks.discard(stack.id)
         await self._txn.commit(self._kick)
         self._cost = time.monotonic() - started
         if self._http is not None:  # the long-polls this commit woke answer before the walk goes on
@@ -295,6 +300,8 @@ class Slices:
         # resources, deployments and events go (the identity map holds rows weakly).
         self._kept += [r for r in self._txn.created.values() if isinstance(r, ServerRow | ConfigRow)]
         self._txn.restart()
+        if again:
+            self._txn.kicks.add(stack.id)
         self.acted = 0
 
 
