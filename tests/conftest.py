@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.database import Database, sqlite_database
 from tests.support.leaks import trace_stream_writers
+from tests.support.zygote import ZYGOTE
 
 trace_stream_writers()  # an unclosed StreamWriter's warning names where it was made
 
@@ -53,6 +54,13 @@ FIRST = (
     "integration/test_fast_forward.py",
     "integration/test_scaling_group.py",
 )
+
+
+@pytest.fixture(autouse=True, scope="session")
+def zygote_ended() -> Iterator[None]:
+    """The worker's zygote (tests/support/zygote.py), if a test started it, ends with the session."""
+    yield
+    ZYGOTE.close()
 
 
 @pytest.fixture(autouse=True, scope="module")

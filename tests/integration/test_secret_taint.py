@@ -345,6 +345,7 @@ def plane(
         "--heat-listen",
         heat,
         *media.serve_args(),
+        exec_=True,  # its /proc/PID/environ and cmdline are searched: the command's own, not a zygote's
     )
     yield cp, media, db_args
     stop_control_plane(cp)

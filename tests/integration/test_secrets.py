@@ -122,7 +122,10 @@ def cp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ControlPlane
     hooks.mkdir()
     (hooks / "canary").write_text(CANARY_HOOK)
     (hooks / "canary").chmod(0o755)
-    plane = start_control_plane(tmp_path, "--log-level", "DEBUG", f"--agent-arg=--hook-dir={hooks}")
+    # exec_: its /proc/PID/environ and cmdline are searched, the command's own (not a zygote's)
+    plane = start_control_plane(
+        tmp_path, "--log-level", "DEBUG", f"--agent-arg=--hook-dir={hooks}", exec_=True
+    )
     yield plane
     stop_control_plane(plane)
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.support.processes import command, free_port, stop_process
+from tests.support import zygote
+from tests.support.processes import BIN, command, free_port, stop_process
 from tests.support.waiting import wait_until
 
 #: What the tests run with unless they say otherwise: local agents, quick to poll and to beat.
@@ -45,7 +46,7 @@ class ControlPlane:
     url: str
     token: str
     data_dir: Path
-    proc: subprocess.Popen[bytes]
+    proc: zygote.Process
     log: Path
 
     @property
@@ -67,15 +68,11 @@ class ControlPlane:
         }
 
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        """Run the installed `anneal` command against this control plane."""
-        return subprocess.run(
-            [command("anneal"), *args],
-            env=self.env(),
-            text=True,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
+        """Run the installed `anneal` command against this control plane (forked from the zygote in a test)."""
+        argv, env = [command("anneal"), *args], self.env()
+        if argv[0] == str(BIN / "anneal") and zygote.forkable({}, ()):
+            return zygote.ZYGOTE.run(argv, env, timeout)
+        return subprocess.run(argv, env=env, text=True, capture_output=True, timeout=timeout, check=False)
 
     def cli_here(self, *args: str) -> subprocess.CompletedProcess[str]:
         """`anneal *args*` run by this process: the command's own code (control.cli.main) against this control
@@ -268,12 +265,15 @@ def start_control_plane(
     env: dict[str, str] | None = None,
     defaults: Sequence[str] = TEST_DEFAULTS,
     wrap: Sequence[str] = (),
+    exec_: bool = False,
 ) -> ControlPlane:
     """Start `anneal serve` on loopback with its data in *tmp*; the same *tmp* and *port* restart it on its data.
 
     *extra* follows *defaults* on the command line (so it wins); *env* is added to the
     environment of the control plane and so of its local agents; *wrap* prefixes the
-    command (e.g. `taskset -c 1`, which execs: the PID stays the control plane's).
+    command (e.g. `taskset -c 1`, which execs: the PID stays the control plane's). The
+    process is forked from this worker's zygote (tests/support/zygote.py) unless *exec_*
+    asks for the command's own exec (a test reading its /proc/PID/environ or cmdline).
     """
     port = port or free_port()
     data_dir = tmp / "data"
@@ -288,14 +288,18 @@ def start_control_plane(
         *defaults,
         *extra,
     ]
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [*wrap, *argv],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env={**os.environ, **(env or {})},
-        )
+    proc: zygote.Process
+    if not exec_ and argv[0] == str(BIN / "anneal") and zygote.forkable(env or {}, wrap):
+        proc = zygote.ZYGOTE.spawn(argv, log, {**os.environ, **(env or {})})
+    else:
+        with open(log, "ab") as out:
+            proc = subprocess.Popen(
+                [*wrap, *argv],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **(env or {})},
+            )
     url = f"http://127.0.0.1:{port}"
 
     def up() -> bool:

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tests.support.zygote import Process
+
 #: The venv's console scripts (`anneal`, `anneal-agent`) sit next to this interpreter.
 BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +67,7 @@ def _bindable(host: str, port: int) -> int:
         return int(s.getsockname()[1])
 
 
-def stop_process(proc: subprocess.Popen[bytes] | None, grace: float = 30) -> None:
+def stop_process(proc: Process | None, grace: float = 30) -> None:
     """SIGTERM a process this run started (by its PID); SIGKILL it if it is still there after *grace* s."""
     if proc is None or proc.poll() is not None:
         return
@@ -77,7 +79,7 @@ def stop_process(proc: subprocess.Popen[bytes] | None, grace: float = 30) -> Non
         proc.wait()
 
 
-def stop_all(procs: Sequence[subprocess.Popen[bytes]], grace: float = 20) -> None:
+def stop_all(procs: Sequence[Process], grace: float = 20) -> None:
     """SIGTERM every one of *procs* first (they stop side by side), then SIGKILL each still there after *grace* s.
 
     One SIGTERM each: a second one tells an agent to stop at once, without its running hook.
