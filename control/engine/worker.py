@@ -69,7 +69,8 @@ class Engine:
 
         Not for a stack this process is stepping: its step sees the work row's seq moved when it
         finishes and steps again, and a claim now would only take SQLite's write lock between
-        two slices of that very step (each slice's commit kicks its stack), which then waits for it.
+        two slices of that very step (a signal for one of its deployments kicks it), which then
+        waits for it.
         """
         if stack_id not in self._running:
             self._wake.set()

@@ -57,6 +57,7 @@ def test_a_forked_control_plane_is_a_session_of_its_own_and_a_signal_shows_in_it
     try:
         assert isinstance(cp.proc, Forked)
         assert os.getsid(cp.proc.pid) == cp.proc.pid
+        assert "anneal" == Path(f"/proc/{cp.proc.pid}/comm").read_text().strip()
         assert os.getppid() != _parent(cp.proc.pid)  # the zygote's child
         assert cp.proc.poll() is None
         cp.proc.send_signal(signal.SIGKILL)

@@ -20,6 +20,7 @@ would. ``Forked`` is the subset of ``subprocess.Popen`` the tests use on a contr
 from __future__ import annotations
 
 import atexit
+import ctypes
 import gc
 import json
 import os
@@ -35,6 +36,8 @@ from typing import IO, Any
 
 #: Extra environment that must reach the interpreter or the loader at exec: a fork cannot give it.
 EXEC_ONLY = ("LD_", "PYTHON", "FAKETIME", "MALLOC")
+#: prctl(2)'s option that sets the calling thread's name (the process's comm).
+PR_SET_NAME = 15
 
 
 class Forked:
@@ -229,6 +232,8 @@ def _exit_code(main: Callable[[list[str]], int], argv: list[str]) -> int:
 def _become(request: dict[str, Any], out: int, err: int) -> None:
     """In the child: what `Popen(argv, stdout=log, stderr=STDOUT, start_new_session=True, env=env)` gives."""
     os.setsid()
+    # Named as the exec'd command is (/proc/PID/comm, ps, process accounting: bench/suite_cpu.py).
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, b"anneal", 0, 0, 0)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a new interpreter
     os.chdir(request["cwd"])
     null = os.open(os.devnull, os.O_RDONLY)
