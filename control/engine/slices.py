@@ -273,6 +273,11 @@ class Slices:
         http = self._http
         return http is not None and any(http.waits(s) for s in self._txn.publish)
 
+    async def answered(self) -> None:
+        """Once every long-poll held here that a commit woke has its response, or after ANSWER_BOUND s."""
+        if self._http is not None:
+            await self._http.answered(ANSWER_BOUND)
+
     async def commit(self) -> None:
         """Commit what the slice did (sliced steps only)."""
         if self.sliced and self.acted:
@@ -294,8 +299,7 @@ class Slices:
         self._txn.kicks.discard(stack.id)
         await self._txn.commit(self._kick)
         self._cost = time.monotonic() - started
-        if self._http is not None:  # the long-polls this commit woke answer before the walk goes on
-            await self._http.answered(ANSWER_BOUND)
+        await self.answered()  # the long-polls this commit woke answer before the walk goes on
         # Servers and configs a later slice's deployments look up stay in the identity map;
         # resources, deployments and events go (the identity map holds rows weakly).
         self._kept += [r for r in self._txn.created.values() if isinstance(r, ServerRow | ConfigRow)]

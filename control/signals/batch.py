@@ -201,6 +201,13 @@ _NOT_READ = (
     DeploymentRow.attempts,
     DeploymentRow.check_result,
 )
+#: ``_load``'s loader options, built once (built per batch they were two thirds of its queries'
+#: construction: 0.48 against 0.15 ms).
+_DEPLOYMENT_UNREAD = tuple(defer(column, raiseload=True) for column in _NOT_READ)
+_RESOURCE_UNREAD = (
+    defer(ResourceRow.properties, raiseload=True),
+    defer(ResourceRow.attributes, raiseload=True),
+)
 
 
 async def _load(
@@ -213,14 +220,10 @@ async def _load(
     and check, a resource's properties and attributes (the result replaces them).
     Reading one raises, it does not query.
     """
-    query = select(DeploymentRow).where(DeploymentRow.id.in_(ids))
-    query = query.options(*(defer(column, raiseload=True) for column in _NOT_READ))
+    query = select(DeploymentRow).where(DeploymentRow.id.in_(ids)).options(*_DEPLOYMENT_UNREAD)
     deps = {d.id: d for d in await session.scalars(query)}
     resources: dict[str, ResourceRow | None] = dict.fromkeys(ids)
-    rquery = select(ResourceRow).where(ResourceRow.physical_id.in_(ids))
-    rquery = rquery.options(
-        defer(ResourceRow.properties, raiseload=True), defer(ResourceRow.attributes, raiseload=True)
-    )
+    rquery = select(ResourceRow).where(ResourceRow.physical_id.in_(ids)).options(*_RESOURCE_UNREAD)
     for row in await session.scalars(rquery):
         dep = deps.get(row.physical_id or "")
         if dep is None or row.stack_id != dep.stack_id:
