@@ -107,12 +107,13 @@ async def step_batch(
             # No commit inside a member's walk: the batch commits once, fenced by every member's lease.
             slices = Slices(txn, stack, size, claim=c, lease=lease, kick=kick, whole=True)
             ran[stack.id] = await run(txn, stack, defs, slices, rows[stack.id])
-        started = [i for i, r in ran.items() if r.started]
-        later = await idle.nearest_deadlines(session, started) if started else {}
         await purge.purge(txn, defs, [stacks[i] for i, r in ran.items() if r.purge])
         await work.fence_many(session, [c for c, _, _ in mine], lease)
         await txn.commit(kick)
         del keep_alive
+        # The deadlines of what it started, read once their documents left (as step_stack does).
+        started = [i for i, r in ran.items() if r.started]
+        later = await idle.nearest_deadlines(session, started) if started else {}
     for stack_id, r in ran.items():
         out.results[stack_id] = (r.finished, nearest(r.deadline, later.get(stack_id)))
     return out

@@ -77,15 +77,15 @@ async def step_stack(
                 keep_alive = await preload(txn, [claim.stack_id], rows, slices.sliced)
         ran = await run(txn, stack, defs, slices, rows)
         deadline = ran.deadline
-        if ran.started:  # what this step started has deadlines its start (expire) could not see
-            deadline = nearest(deadline, await idle.nearest_deadline(session, claim.stack_id))
         if ran.purge:
             await purge.purge(txn, defs, [stack])
         await work.fence(session, claim, lease)
         await txn.commit(kick)
         del keep_alive
-    # The long-polls it woke answer before the work row's release takes their turn (bench/hop_trace.py).
-    await slices.answered()
+        # Its long-polls answer first; then the deadlines of what it started (bench/hop_trace.py).
+        await slices.answered()
+        if ran.started:
+            deadline = nearest(deadline, await idle.nearest_deadline(session, claim.stack_id))
     return ran.finished, deadline
 
 
