@@ -35,16 +35,23 @@ CREDENTIAL_URLS = ("deploy_signal_id",)
 GENERATED = ("OS::Heat::RandomString",)
 
 
-async def stack_texts(session: AsyncSession, stack_ids: Iterable[str]) -> dict[str, frozenset[str]]:
-    """Each stack's secret texts: its hidden parameters' values and its random strings."""
+async def stack_texts(
+    session: AsyncSession, stack_ids: Iterable[str], *, traversals: dict[str, int] | None = None
+) -> dict[str, frozenset[str]]:
+    """Each stack's secret texts: its hidden parameters' values and its random strings.
+
+    *traversals*, when given, gets each stack's traversal from the same query (a signal's
+    transaction needs both: one round trip to the database fewer on every result).
+    """
     ids = sorted(set(stack_ids))
     if not ids:
         return {}
-    query = select(StackRow.id, StackRow.parameters, StackRow.hidden).where(StackRow.id.in_(ids))
-    out = {
-        sid: frozenset(taint.texts(taint.Secret([params.get(n) for n in names if n in params])))
-        for sid, params, names in await session.execute(query)
-    }
+    query = select(StackRow.id, StackRow.parameters, StackRow.hidden, StackRow.traversal)
+    out: dict[str, frozenset[str]] = {}
+    for sid, params, names, traversal in await session.execute(query.where(StackRow.id.in_(ids))):
+        out[sid] = frozenset(taint.texts(taint.Secret([params.get(n) for n in names if n in params])))
+        if traversals is not None:
+            traversals[sid] = traversal
     generated = select(ResourceRow.stack_id, ResourceRow.attributes).where(
         ResourceRow.stack_id.in_(ids), ResourceRow.type.in_(GENERATED)
     )

@@ -42,7 +42,7 @@ from control.runtime import Runtime
 from control.signals import scope
 from control.signals.result import APPLIED, DUPLICATE, apply_signal, bad_status_code
 from control.store import bulk
-from control.store.orm import DeploymentRow, ResourceRow, ServerRow, StackRow
+from control.store.orm import DeploymentRow, ResourceRow, ServerRow
 from control.txn import Txn
 
 log = logging.getLogger(__name__)
@@ -143,9 +143,11 @@ class SignalBatch:
             # The results in one UPDATE per table at the flush, not one per row (control/store/bulk.py).
             bulk.on_flush(session.sync_session, (DeploymentRow, ResourceRow))
             txn = Txn(session, self._rt)
-            deps, resources, traversals = await _load(session, sorted({p.deployment_id for p in batch}))
+            deps, resources = await _load(session, sorted({p.deployment_id for p in batch}))
             held = await _credentials(session, batch)
-            texts = await seal.stack_texts(session, {d.stack_id for d in deps.values() if d.stack_id})
+            traversals: dict[str, int] = {}
+            stacks = {d.stack_id for d in deps.values() if d.stack_id}
+            texts = await seal.stack_texts(session, stacks, traversals=traversals)
             for p in batch:
                 dep = deps.get(p.deployment_id)
                 try:
@@ -212,8 +214,9 @@ _RESOURCE_UNREAD = (
 
 async def _load(
     session: AsyncSession, ids: list[str]
-) -> tuple[dict[str, DeploymentRow], dict[str, ResourceRow | None], dict[str, int]]:
-    """The deployments, their resource rows and their stacks' traversals, in three queries.
+) -> tuple[dict[str, DeploymentRow], dict[str, ResourceRow | None]]:
+    """The deployments and their resource rows, in two queries (their stacks' traversals come
+    with their secret texts: ``seal.stack_texts``).
 
     Columns a result never reads are not loaded (each would be decrypted and
     decoded for nothing): a deployment's input values, outputs, hook output, attempts
@@ -230,14 +233,7 @@ async def _load(
             continue
         if resources[dep.id] is None or row.status == "IN_PROGRESS":
             resources[dep.id] = row  # the one a result settles
-    stack_ids = sorted({d.stack_id for d in deps.values() if d.stack_id})
-    traversals: dict[str, int] = {}
-    if stack_ids:
-        found = await session.execute(
-            select(StackRow.id, StackRow.traversal).where(StackRow.id.in_(stack_ids))
-        )
-        traversals = {r[0]: r[1] for r in found}
-    return deps, resources, traversals
+    return deps, resources
 
 
 async def _credentials(session: AsyncSession, batch: list[_Pending]) -> dict[str, str | None]:
