@@ -35,29 +35,31 @@ CREDENTIAL_URLS = ("deploy_signal_id",)
 GENERATED = ("OS::Heat::RandomString",)
 
 
-async def stack_texts(
-    session: AsyncSession, stack_ids: Iterable[str], *, traversals: dict[str, int] | None = None
-) -> dict[str, frozenset[str]]:
-    """Each stack's secret texts: its hidden parameters' values and its random strings.
+async def stack_texts(session: AsyncSession, stack_ids: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Each stack's secret texts: its hidden parameters' values and its random strings."""
+    return (await stack_texts_and_traversals(session, stack_ids))[0]
 
-    *traversals*, when given, gets each stack's traversal from the same query (a signal's
-    transaction needs both: one round trip to the database fewer on every result).
-    """
+
+async def stack_texts_and_traversals(
+    session: AsyncSession, stack_ids: Iterable[str]
+) -> tuple[dict[str, frozenset[str]], dict[str, int]]:
+    """``stack_texts``, and each stack's traversal from the same query (a signal's transaction needs
+    both: one round trip to the database fewer on every result)."""
     ids = sorted(set(stack_ids))
     if not ids:
-        return {}
+        return {}, {}
     query = select(StackRow.id, StackRow.parameters, StackRow.hidden, StackRow.traversal)
     out: dict[str, frozenset[str]] = {}
+    traversals: dict[str, int] = {}
     for sid, params, names, traversal in await session.execute(query.where(StackRow.id.in_(ids))):
         out[sid] = frozenset(taint.texts(taint.Secret([params.get(n) for n in names if n in params])))
-        if traversals is not None:
-            traversals[sid] = traversal
+        traversals[sid] = traversal
     generated = select(ResourceRow.stack_id, ResourceRow.attributes).where(
         ResourceRow.stack_id.in_(ids), ResourceRow.type.in_(GENERATED)
     )
     for sid, attributes in await session.execute(generated):
         out[sid] = out.get(sid, frozenset()) | taint.texts(taint.Secret((attributes or {}).get("value")))
-    return out
+    return out, traversals
 
 
 async def secret_strings(session: AsyncSession, stack_id: str | None) -> set[str]:

@@ -145,9 +145,8 @@ class SignalBatch:
             txn = Txn(session, self._rt)
             deps, resources = await _load(session, sorted({p.deployment_id for p in batch}))
             held = await _credentials(session, batch)
-            traversals: dict[str, int] = {}
             stacks = {d.stack_id for d in deps.values() if d.stack_id}
-            texts = await seal.stack_texts(session, stacks, traversals=traversals)
+            texts, traversals = await seal.stack_texts_and_traversals(session, stacks)
             for p in batch:
                 dep = deps.get(p.deployment_id)
                 try:
@@ -216,7 +215,7 @@ async def _load(
     session: AsyncSession, ids: list[str]
 ) -> tuple[dict[str, DeploymentRow], dict[str, ResourceRow | None]]:
     """The deployments and their resource rows, in two queries (their stacks' traversals come
-    with their secret texts: ``seal.stack_texts``).
+    with their secret texts: ``seal.stack_texts_and_traversals``).
 
     Columns a result never reads are not loaded (each would be decrypted and
     decoded for nothing): a deployment's input values, outputs, hook output, attempts

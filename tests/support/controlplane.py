@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support import zygote
-from tests.support.processes import BIN, command, free_port, stop_process
+from tests.support.processes import command, free_port, stop_process
 from tests.support.waiting import wait_until
 
 #: What the tests run with unless they say otherwise: local agents, quick to poll and to beat.
@@ -70,7 +70,7 @@ class ControlPlane:
     def cli(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """Run the installed `anneal` command against this control plane (forked from the zygote in a test)."""
         argv, env = [command("anneal"), *args], self.env()
-        if argv[0] == str(BIN / "anneal") and zygote.forkable({}, ()):
+        if zygote.forkable(argv):
             return zygote.ZYGOTE.run(argv, env, timeout)
         return subprocess.run(argv, env=env, text=True, capture_output=True, timeout=timeout, check=False)
 
@@ -289,7 +289,7 @@ def start_control_plane(
         *extra,
     ]
     proc: zygote.Process
-    if not exec_ and argv[0] == str(BIN / "anneal") and zygote.forkable(env or {}, wrap):
+    if not exec_ and zygote.forkable(argv, env, wrap):
         proc = zygote.ZYGOTE.spawn(argv, log, {**os.environ, **(env or {})})
     else:
         with open(log, "ab") as out:

@@ -153,12 +153,15 @@ ZYGOTE = Zygote()
 Process = subprocess.Popen[bytes] | Forked
 
 
-def forkable(env: Mapping[str, str], wrap: Sequence[str]) -> bool:
-    """Whether a start can be forked: in a test (a bench or the demo measures or shows the command
-    itself), with no wrapper command and nothing for the interpreter or the loader."""
-    if "PYTEST_CURRENT_TEST" not in os.environ or os.environ.get("ANNEAL_TEST_ZYGOTE", "1") == "0" or wrap:
+def forkable(argv: Sequence[str], env: Mapping[str, str] | None = None, wrap: Sequence[str] = ()) -> bool:
+    """Whether a start of *argv* can be forked: this tree's `anneal` (the zygote imported it), in a
+    test (a bench or the demo measures or shows the command itself), with no wrapper command and
+    nothing in *env* for the interpreter or the loader."""
+    if argv[0] != str(Path(sys.executable).parent / "anneal") or wrap:
         return False
-    return not any(k.startswith(EXEC_ONLY) for k in env)
+    if "PYTEST_CURRENT_TEST" not in os.environ or os.environ.get("ANNEAL_TEST_ZYGOTE", "1") == "0":
+        return False
+    return not any(k.startswith(EXEC_ONLY) for k in env or {})
 
 
 # The zygote's side: `python -m tests.support.zygote`, started by Zygote above.
@@ -230,7 +233,7 @@ def _exit_code(main: Callable[[list[str]], int], argv: list[str]) -> int:
 
 
 def _become(request: dict[str, Any], out: int, err: int) -> None:
-    """In the child: what `Popen(argv, stdout=log, stderr=STDOUT, start_new_session=True, env=env)` gives."""
+    """In the child: what `Popen(argv, stdout=log, stderr=err, start_new_session=True, env=env, cwd=cwd)` gives."""
     os.setsid()
     # Named as the exec'd command is (/proc/PID/comm, ps, process accounting: bench/suite_cpu.py).
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, b"anneal", 0, 0, 0)
