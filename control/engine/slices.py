@@ -7,18 +7,20 @@ slice's full rows when the slice starts and lets them go once it commits (``Slic
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import Text, cast, select
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.exc import StaleDataError
 
 from control import hot
 from control.engine import lifecycle
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, nested
-from control.store import work
+from control.store import crypt, work
 from control.store.orm import ConfigRow, DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.transports.publisher import http_publisher
 from control.txn import Txn
@@ -51,7 +53,10 @@ class Light:
     A full row with its instance state and decrypted properties is about 4 KB of
     Python objects; this is a fifth of that. It carries what the walk (``done``),
     the expressions of dependent resources (``StackContext``: ``physical_id``,
-    ``attributes``) and the cleanup's ordering (``requires``) read.
+    ``attributes``) and the cleanup's ordering (``requires``) read. Its attributes
+    stay the column's stored text until something reads them (``opener`` set): a
+    server's decrypted attributes are tens of objects, and a step over a million
+    resources reads a few of them.
     """
 
     id: int
@@ -61,8 +66,20 @@ class Light:
     traversal: int
     current: bool
     physical_id: str | None
-    attributes: Mapping[str, Any]
     requires: list[Any]
+    #: The attributes, or while ``opener`` is set their stored text.
+    stored: Any
+    opener: Callable[[str | None], Any] | None = None
+
+    @property
+    def attributes(self) -> Mapping[str, Any]:
+        if self.opener is not None:
+            self.stored, self.opener = self.opener(self.stored), None
+        return self.stored  # type: ignore[no-any-return]
+
+    @attributes.setter
+    def attributes(self, value: Mapping[str, Any]) -> None:
+        self.stored, self.opener = value, None
 
     @classmethod
     def of(cls, row: ResourceRow) -> Light:
@@ -74,12 +91,27 @@ class Light:
             row.traversal,
             row.current,
             row.physical_id,
-            row.attributes,
             row.requires,
+            row.attributes,
         )
 
 
-_LIGHT_COLUMNS = [getattr(ResourceRow, f) for f in Light.__dataclass_fields__]
+_LIGHT_COLUMNS = [
+    *(getattr(ResourceRow, f) for f in list(Light.__dataclass_fields__)[:8]),
+    cast(ResourceRow.attributes, Text),
+]
+
+
+#: A row of ``_LIGHT_COLUMNS``.
+_LightRow = tuple[int, str, str, str, int, bool, str | None, list[Any], str | None]
+
+
+def _lights(session: AsyncSession, result: Iterable[_LightRow]) -> list[Light]:
+    """Light records of rows of ``_LIGHT_COLUMNS``, their attributes opened when read."""
+    opener = functools.partial(crypt.from_text, session.get_bind().dialect)
+    return [Light(*r, opener) for r in result]
+
+
 #: What a step holds of a resource: its full row, or a light record of it.
 Row = ResourceRow | Light
 
@@ -162,7 +194,7 @@ class Slices:
         where = ResourceRow.stack_id == stack.id
         if (self.sliced or stack.action == "DELETE") and stack.action not in lifecycle.ACTIONS:
             light: list[Row] = [
-                Light(*r) for r in await session.execute(select(*_LIGHT_COLUMNS).where(where))
+                *_lights(session, await session.execute(select(*_LIGHT_COLUMNS).where(where)))
             ]
             if not any(r.status == "FAILED" and r.traversal == stack.traversal for r in light):
                 self.light = True
@@ -232,7 +264,8 @@ class Slices:
         if not self.light or self._stack.action == "DELETE":
             return [r for r in rows if not r.current]
         where = (ResourceRow.stack_id == self._stack.id, ResourceRow.current.is_(False))
-        return [Light(*r) for r in await self._txn.session.execute(select(*_LIGHT_COLUMNS).where(*where))]
+        session = self._txn.session
+        return [*_lights(session, await session.execute(select(*_LIGHT_COLUMNS).where(*where)))]
 
     async def load(self, rows: list[Row]) -> list[ResourceRow]:
         """Full rows of *rows* and their deployments, each in one query (a small step has them all)."""

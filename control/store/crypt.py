@@ -113,6 +113,18 @@ class EncryptedJSON(TypeDecorator[Any]):
         return encrypt(_key(dialect), value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
-        if isinstance(value, dict) and value.get("anneal_enc") == "v1":
-            return decrypt(_key(dialect), value)
-        return value
+        return _opened(dialect, value)
+
+
+def _opened(dialect: Dialect, value: Any) -> Any:
+    if isinstance(value, dict) and value.get("anneal_enc") == "v1":
+        return decrypt(_key(dialect), value)
+    return value
+
+
+def from_text(dialect: Dialect, text: str | None) -> Any:
+    """An EncryptedJSON column's value from its stored text (read with ``CAST(... AS TEXT)``).
+
+    A big step reads a column of every resource this way and opens only those it needs:
+    the text is one object, its decrypted value tens (engine/slices.py ``Light``)."""
+    return None if text is None else _opened(dialect, json.loads(text))

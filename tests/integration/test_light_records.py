@@ -1,0 +1,69 @@
+"""A big step's light records (control/engine/slices.py ``Light``) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from sqlalchemy import select
+
+from control import keys
+from control.engine import slices
+from control.hot import taint
+from control.store.db import open_database
+from control.store.orm import ResourceRow
+from tests.support.database import bare_stack
+
+ATTRIBUTES = {"deploy_stdout": "ok", "token": taint.Secret("s3cr3t"), "members": {"0": ["a", 1]}}
+
+
+async def _read(url: str, key: bytes) -> None:
+    engine, sessions = await open_database(url, key)
+    try:
+        async with sessions() as session:
+            session.add(bare_stack("s"))
+            await session.flush()
+            for name, attrs in (("enc", ATTRIBUTES), ("empty", {})):
+                session.add(
+                    ResourceRow(
+                        stack_id="s",
+                        name=name,
+                        type="OS::Heat::None",
+                        attributes=attrs,
+                        created_at=0,
+                        updated_at=0,
+                    )
+                )
+            await session.commit()
+        async with engine.begin() as conn:  # as a version before encryption wrote it: plain JSON
+            await conn.execute(
+                ResourceRow.__table__.insert(),  # type: ignore[attr-defined]
+                {"stack_id": "s", "name": "plain", "type": "OS::Heat::None", "action": "CREATE",
+                 "status": "COMPLETE", "status_reason": "", "attributes": None, "requires": [], "traversal": 0,
+                 "current": True, "created_at": 0, "updated_at": 0, "row_version": 1},
+            )  # fmt: skip
+            await conn.exec_driver_sql(
+                "UPDATE resources SET attributes = '" + json.dumps({"old": True}) + "' WHERE name = 'plain'"
+            )
+        async with sessions() as session:
+            query = select(*slices._LIGHT_COLUMNS).where(ResourceRow.stack_id == "s")
+            lights = {light.name: light for light in slices._lights(session, await session.execute(query))}
+            full = {r.name: r.attributes for r in await session.scalars(select(ResourceRow))}
+    finally:
+        await engine.dispose()
+    held = lights["enc"].stored
+    assert lights["enc"].opener is not None and isinstance(held, str) and "s3cr3t" not in held
+    assert {name: light.attributes for name, light in lights.items()} == full
+    assert (full["plain"], full["empty"]) == ({"old": True}, {})
+    assert isinstance(lights["enc"].attributes["token"], taint.Secret) and lights["enc"].opener is None
+    lights["enc"].attributes = {"new": 1}  # what a step writes back to its record of a row it settled
+    assert lights["enc"].attributes == {"new": 1}
+
+
+def test_a_light_record_keeps_a_resource_s_attributes_encrypted_until_read(
+    empty_db_url: str, tmp_path: Path
+) -> None:
+    """A big step holds each resource's attributes as their stored text and opens them only when read:
+    the same value as the full row's, a Secret still a Secret, a value from before encryption too."""
+    asyncio.run(_read(empty_db_url, keys.load_or_create(tmp_path / "keys").data_key))
