@@ -49,7 +49,6 @@ sys.path.insert(0, str(ROOT))
 from bench import scale_locks, scale_parts, scale_probe  # noqa: E402
 from bench.scale_agents import SimAgents  # noqa: E402
 from bench.scale_parts import (  # noqa: E402 (after the path is set)
-    API_TEMPLATE_CAP,
     PER_SERVER,
     FrontDoor,
     cpu,
@@ -77,6 +76,7 @@ async def child(
     from control.settings import Settings, tune_collector  # noqa: PLC0415
 
     tune_collector()  # as `anneal serve` does
+    scale_parts.trace_memory()  # SCALE_TRACEMALLOC
     from control.store.db import open_database  # noqa: PLC0415
     from control.store.orm import StackRow  # noqa: PLC0415
 
@@ -97,7 +97,7 @@ async def child(
         database_url=db_url,
         provisioner="enrol",
         default_signal_transport="CFN_SIGNAL",
-        max_template_bytes=API_TEMPLATE_CAP if api else Settings.max_template_bytes,
+        max_template_bytes=scale_parts.template_cap(deployments),  # in-process too: the evaluation budget
         **scale_parts.overrides(),  # SCALE_STEP_SLICE
     )
     secrets = keys.load_or_create(settings.data_dir)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import re
 import sys
 import time
+import tracemalloc
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -23,8 +25,13 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 PER_SERVER = 5
 ROOT = Path(__file__).resolve().parents[1]
-#: --api: the template cap the front door runs with (the 50,000 template is 12 MB of JSON).
-API_TEMPLATE_CAP = 64 * 1024 * 1024
+
+
+def template_cap(deployments: int) -> int:
+    """`--max-template-bytes` as an operator of a stack this big sets it: the template of 50,000
+    deployments is 12 MB of JSON (250 B each), and the evaluation budget follows the cap (128
+    times it: a million's template builds more than the default 64 MB in its dry run)."""
+    return max(64 * 1024 * 1024, 512 * deployments)
 
 
 def overrides() -> dict[str, Any]:
@@ -288,5 +295,29 @@ class FrontDoor:
 
 
 def progress(n: int, phase: str, r: dict[str, Any]) -> None:
-    """A phase's figures on stderr as it ends (a run stopped in a later phase keeps them)."""
+    """A phase's figures on stderr as it ends (a run stopped in a later phase keeps them); with
+    SCALE_TRACEMALLOC=PREFIX, the largest holders of traced memory then (``held``)."""
     print(f"{time.strftime('%H:%M:%S')} {n} {phase}: {json.dumps(r)}", file=sys.stderr, flush=True)
+    prefix = os.environ.get("SCALE_TRACEMALLOC")
+    if prefix:
+        Path(f"{prefix}.{n}.{phase}.txt").write_text(held(n))
+
+
+def trace_memory() -> None:
+    """Start tracing allocations (4 frames each) when SCALE_TRACEMALLOC is set: Python runs about
+    twice as slowly, so such a run's times are not figures."""
+    if os.environ.get("SCALE_TRACEMALLOC"):
+        tracemalloc.start(4)
+
+
+def held(n: int, top: int = 30) -> str:
+    """The traced memory still allocated, by where it was allocated (4 frames), largest first,
+    in bytes per deployment of *n*."""
+    gc.collect()
+    stats = tracemalloc.take_snapshot().statistics("traceback")
+    total = sum(s.size for s in stats)
+    lines = [f"traced {total / 1e6:.1f} MB, {total / n:.0f} B per deployment"]
+    for s in stats[:top]:
+        lines.append(f"{s.size / n:8.0f} B {s.count / n:6.2f} objects per deployment")
+        lines += [f"    {f.filename}:{f.lineno}" for f in s.traceback]
+    return "\n".join(lines) + "\n"
