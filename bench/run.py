@@ -98,7 +98,7 @@ MILLION: list[tuple[str, list[str]]] = [
             "postgresql",
             "--probe",
             "--timeout",
-            "7200",
+            "14400",
         ],
     ),
 ]
