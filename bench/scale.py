@@ -144,7 +144,9 @@ async def child(
     sim = SimAgents(signal, WORKERS)  # refused signals are sent again as the agent does (scale_agents)
     signalled = sim.counts
 
-    async def wait_settled(name: str, timeout: float = 3600) -> str:
+    async def wait_settled(name: str, timeout: float = 4 * 3600) -> str:
+        """The stack's state once it settles (the parent's --timeout bounds the whole size; one hour
+        here cut a million's create short: it ran 73 minutes)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             async with sessions() as session:

@@ -354,8 +354,9 @@ async def preload(txn: Txn, stack_ids: list[str], rows: list[Row], sliced: bool)
         loaded += (await session.scalars(query)).all()
     loaded += (await session.scalars(select(ConfigRow).where(ConfigRow.stack_id.in_(stack_ids)))).all()
     server_ids = [r.physical_id for r in rows if r.physical_id and r.type in SERVER_TYPES]
-    if server_ids:
-        loaded += (await session.scalars(select(ServerRow).where(ServerRow.id.in_(server_ids)))).all()
+    for start in range(0, len(server_ids), SLICE):  # one IN list of a million's 200,000 servers went
+        chunk = server_ids[start : start + SLICE]  # past PostgreSQL's 32,767 parameters (UPDATE_FAILED)
+        loaded += (await session.scalars(select(ServerRow).where(ServerRow.id.in_(chunk)))).all()
     # The nested stacks of template resources (a group's members), for their update or delete; not
     # of those whose nested stack runs (their check reads its state alone: nested.read_states). A
     # group's nested stack, stepped again as each batch of its members settles, read all of them.

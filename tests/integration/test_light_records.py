@@ -13,6 +13,7 @@ from control.engine import slices
 from control.hot import taint
 from control.store.db import open_database
 from control.store.orm import ResourceRow
+from control.txn import Txn
 from tests.support.database import bare_stack
 
 ATTRIBUTES = {"deploy_stdout": "ok", "token": taint.Secret("s3cr3t"), "members": {"0": ["a", 1]}}
@@ -67,3 +68,28 @@ def test_a_light_record_keeps_a_resource_s_attributes_encrypted_until_read(
     """A big step holds each resource's attributes as their stored text and opens them only when read:
     the same value as the full row's, a Secret still a Secret, a value from before encryption too."""
     asyncio.run(_read(empty_db_url, keys.load_or_create(tmp_path / "keys").data_key))
+
+
+async def _preload(url: str, key: bytes) -> int:
+    engine, sessions = await open_database(url, key)
+    try:
+        async with sessions() as session:
+            session.add(bare_stack("s"))
+            await session.commit()
+            servers = [
+                slices.Light(i, f"srv{i}", "OS::Heat::DeployedServer", "COMPLETE", 1, True, f"id-{i}", [], {})
+                for i in range(SERVERS)
+            ]
+            return len(await slices.preload(Txn(session, None), ["s"], [*servers], sliced=True))  # type: ignore[arg-type]
+    finally:
+        await engine.dispose()
+
+
+#: More servers than PostgreSQL's 32,767 parameters of one statement (a million's stack has 200,000).
+SERVERS = 40_000
+
+
+def test_a_step_preloads_the_servers_of_a_big_stack_in_chunks(empty_db_url: str, tmp_path: Path) -> None:
+    """A step over a stack of 40,000 servers reads them (none exist here) without one IN list of them
+    all: on PostgreSQL that list failed the million's update (InterfaceError, over 32,767 arguments)."""
+    assert 0 == asyncio.run(_preload(empty_db_url, keys.load_or_create(tmp_path / "keys").data_key))
