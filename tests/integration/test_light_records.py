@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from control import keys
 from control.engine import slices
 from control.hot import taint
-from control.store.db import open_database
+from control.store.db import Sessions, open_database
 from control.store.orm import ResourceRow
 from control.txn import Txn
 from tests.support.database import bare_stack
@@ -19,12 +22,22 @@ from tests.support.database import bare_stack
 ATTRIBUTES = {"deploy_stdout": "ok", "token": taint.Secret("s3cr3t"), "members": {"0": ["a", 1]}}
 
 
-async def _read(url: str, key: bytes) -> None:
+@contextlib.asynccontextmanager
+async def _with_stack(url: str, key: bytes) -> AsyncIterator[tuple[AsyncEngine, Sessions]]:
+    """The database at *url* opened with *key*, holding stack "s"; disposed of after."""
     engine, sessions = await open_database(url, key)
     try:
         async with sessions() as session:
             session.add(bare_stack("s"))
-            await session.flush()
+            await session.commit()
+        yield engine, sessions
+    finally:
+        await engine.dispose()
+
+
+async def _read(url: str, key: bytes) -> None:
+    async with _with_stack(url, key) as (engine, sessions):
+        async with sessions() as session:
             for name, attrs in (("enc", ATTRIBUTES), ("empty", {})):
                 session.add(
                     ResourceRow(
@@ -51,8 +64,6 @@ async def _read(url: str, key: bytes) -> None:
             query = select(*slices._LIGHT_COLUMNS).where(ResourceRow.stack_id == "s")
             lights = {light.name: light for light in slices._lights(session, await session.execute(query))}
             full = {r.name: r.attributes for r in await session.scalars(select(ResourceRow))}
-    finally:
-        await engine.dispose()
     held = lights["enc"].stored
     assert lights["enc"].opener is not None and isinstance(held, str) and "s3cr3t" not in held
     assert {name: light.attributes for name, light in lights.items()} == full
@@ -71,18 +82,12 @@ def test_a_light_record_keeps_a_resource_s_attributes_encrypted_until_read(
 
 
 async def _preload(url: str, key: bytes) -> int:
-    engine, sessions = await open_database(url, key)
-    try:
-        async with sessions() as session:
-            session.add(bare_stack("s"))
-            await session.commit()
-            servers = [
-                slices.Light(i, f"srv{i}", "OS::Heat::DeployedServer", "COMPLETE", 1, True, f"id-{i}", [], {})
-                for i in range(SERVERS)
-            ]
-            return len(await slices.preload(Txn(session, None), ["s"], [*servers], sliced=True))  # type: ignore[arg-type]
-    finally:
-        await engine.dispose()
+    async with _with_stack(url, key) as (_, sessions), sessions() as session:
+        servers = [
+            slices.Light(i, f"srv{i}", "OS::Heat::DeployedServer", "COMPLETE", 1, True, f"id-{i}", [], {})
+            for i in range(SERVERS)
+        ]
+        return len(await slices.preload(Txn(session, None), ["s"], [*servers], sliced=True))  # type: ignore[arg-type]
 
 
 #: More servers than PostgreSQL's 32,767 parameters of one statement (a million's stack has 200,000).
