@@ -97,7 +97,7 @@ class Light:
 
 
 _LIGHT_COLUMNS = [
-    *(getattr(ResourceRow, f) for f in list(Light.__dataclass_fields__)[:8]),
+    *(getattr(ResourceRow, f) for f in Light.__dataclass_fields__ if f not in ("stored", "opener")),
     cast(ResourceRow.attributes, Text),
 ]
 
@@ -106,10 +106,11 @@ _LIGHT_COLUMNS = [
 _LightRow = tuple[int, str, str, str, int, bool, str | None, list[Any], str | None]
 
 
-def _lights(session: AsyncSession, result: Iterable[_LightRow]) -> list[Light]:
-    """Light records of rows of ``_LIGHT_COLUMNS``, their attributes opened when read."""
+async def _lights(session: AsyncSession, *where: Any) -> list[Light]:
+    """Light records of the resources matching *where*, their attributes opened when read."""
     opener = functools.partial(crypt.from_text, session.get_bind().dialect)
-    return [Light(*r, opener) for r in result]
+    rows: Iterable[_LightRow] = await session.execute(select(*_LIGHT_COLUMNS).where(*where))
+    return [Light(*r, opener) for r in rows]
 
 
 #: What a step holds of a resource: its full row, or a light record of it.
@@ -193,9 +194,7 @@ class Slices:
         session, stack = self._txn.session, self._stack
         where = ResourceRow.stack_id == stack.id
         if (self.sliced or stack.action == "DELETE") and stack.action not in lifecycle.ACTIONS:
-            light: list[Row] = [
-                *_lights(session, await session.execute(select(*_LIGHT_COLUMNS).where(where)))
-            ]
+            light: list[Row] = [*await _lights(session, where)]
             if not any(r.status == "FAILED" and r.traversal == stack.traversal for r in light):
                 self.light = True
                 return light
@@ -263,9 +262,11 @@ class Slices:
         nested stack read each of its members twice per step, stepped as each batch of them is gone)."""
         if not self.light or self._stack.action == "DELETE":
             return [r for r in rows if not r.current]
-        where = (ResourceRow.stack_id == self._stack.id, ResourceRow.current.is_(False))
-        session = self._txn.session
-        return [*_lights(session, await session.execute(select(*_LIGHT_COLUMNS).where(*where)))]
+        return [
+            *await _lights(
+                self._txn.session, ResourceRow.stack_id == self._stack.id, ResourceRow.current.is_(False)
+            )
+        ]
 
     async def load(self, rows: list[Row]) -> list[ResourceRow]:
         """Full rows of *rows* and their deployments, each in one query (a small step has them all)."""

@@ -61,8 +61,9 @@ async def _read(url: str, key: bytes) -> None:
                 "UPDATE resources SET attributes = '" + json.dumps({"old": True}) + "' WHERE name = 'plain'"
             )
         async with sessions() as session:
-            query = select(*slices._LIGHT_COLUMNS).where(ResourceRow.stack_id == "s")
-            lights = {light.name: light for light in slices._lights(session, await session.execute(query))}
+            lights = {
+                light.name: light for light in await slices._lights(session, ResourceRow.stack_id == "s")
+            }
             full = {r.name: r.attributes for r in await session.scalars(select(ResourceRow))}
     held = lights["enc"].stored
     assert lights["enc"].opener is not None and isinstance(held, str) and "s3cr3t" not in held
