@@ -23,6 +23,7 @@ from control.hot.nesting import Nesting, parse_nested
 from control.hot.nesting import check_properties as check_nested_properties
 from control.hot.parameters import ParameterDef, parse_parameter_defs
 from control.hot.schema import TypeSpec, check_keys, check_properties, describe
+from control.hot.sharing import Shared
 from control.hot.template import OutputDef, ResourceDef, Template
 from control.hot.types import ALIASES, TYPES
 from control.hot.versions import CFN_VERSIONS, canonical_version
@@ -199,13 +200,14 @@ def _check_groups(groups: Any, parameters: Mapping[str, ParameterDef]) -> None:
             seen.add(name)
 
 
-def _mapping(body: Mapping[str, Any], key: str, path: str) -> dict[str, Any]:
+def _mapping(body: Mapping[str, Any], key: str, path: str, shared: Shared) -> dict[str, Any]:
+    """The map *key* of a resource, rebuilt from the template's *shared* parts."""
     value = body.get(key)
     if value is None:
-        return {}
+        value = {}
     if not isinstance(value, Mapping):
         raise TemplateError(at(path, key), f"expected a map, got {describe(value)}")
-    return dict(value)
+    return shared.tree(dict(value))  # type: ignore[no-any-return]
 
 
 class _Scope:
@@ -222,6 +224,7 @@ class _Scope:
     ) -> None:
         self.files, self.env, self.types, self.nesting, self.warnings = files, env, types, nesting, warnings
         self.version = version
+        self.shared = Shared()  # equal parts of this template's resources, kept once
 
     def _parse(self, source: Any, files: Mapping[str, str], env: Environment, nesting: Nesting) -> Template:
         return parse_template(source, files=files, environment=env, types=self.types, nesting=nesting)
@@ -233,8 +236,8 @@ class _Scope:
         if not isinstance(original, str) or not original:
             raise TemplateError(at(path, "type"), "is required: the name of a resource type")
         rtype = map_type(self.env, original, name)
-        rtype = ALIASES.get(rtype, rtype)
-        properties = _mapping(body, "properties", path)
+        rtype = self.shared.tree(ALIASES.get(rtype, rtype))
+        properties = _mapping(body, "properties", path, self.shared)
         nested = outputs = None
         if rtype in self.types:
             check_properties(self.types[rtype], properties, at(path, "properties"), self.warnings)
@@ -253,7 +256,7 @@ class _Scope:
             check_nested_properties(nested, rtype, properties, at(path, "properties"), self.env)
         else:
             raise _unsupported_type(at(path, "type"), original, rtype, self.types)
-        update_policy = _mapping(body, "update_policy", path)
+        update_policy = _mapping(body, "update_policy", path, self.shared)
         spec = self.types.get(rtype)
         if spec is not None and spec.update_policy is not None:
             check_keys(spec.update_policy or {}, update_policy, at(path, "update_policy"))
@@ -262,10 +265,10 @@ class _Scope:
         return ResourceDef(
             name=name,
             type=rtype,
-            original_type=original,
+            original_type=self.shared.tree(original),
             properties=properties,
             depends_on=_depends_on(body.get("depends_on"), at(path, "depends_on")),
-            metadata=_mapping(body, "metadata", path),
+            metadata=_mapping(body, "metadata", path, self.shared),
             deletion_policy=_deletion_policy(body.get("deletion_policy"), at(path, "deletion_policy")),
             update_policy=update_policy,
             condition=body.get("condition"),

@@ -16,7 +16,7 @@ from control.hot.functions import call_of, calls, references
 from control.hot.parameters import ParameterDef
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ResourceDef:
     name: str
     type: str  # after the environment's resource_registry
@@ -131,7 +131,11 @@ class Template:
 
     @cached_property
     def _graph(self) -> dict[str, frozenset[str]]:
+        # Equal sets are one (a server's deployments all need the same two resources): 0.26 KB a
+        # deployment of a million otherwise.
+        same: dict[frozenset[str], frozenset[str]] = {}
         return {
-            name: frozenset(r.depends_on) | references(r.properties) | references(r.metadata)
+            name: same.setdefault(deps, deps)
             for name, r in self.resources.items()
+            for deps in (frozenset(r.depends_on) | references(r.properties) | references(r.metadata),)
         }
