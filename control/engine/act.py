@@ -8,8 +8,8 @@ from typing import Any
 
 from control import hot
 from control.engine import stackdef
+from control.engine.light import Row, done
 from control.engine.settle import in_session
-from control.engine.slices import Row, done
 from control.errors import ControlError
 from control.resources import (
     DEPLOYMENT_TYPES,

@@ -23,7 +23,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.engine import idle, purge, stackdef
-from control.engine.slices import SLICE, Row, Slices, preload
+from control.engine.light import Row
+from control.engine.slices import SLICE, Slices, preload
 from control.engine.step import STACK_WITHOUT_DEFINITION, Ran, nearest, run
 from control.runtime import Runtime
 from control.store import bulk, work

@@ -15,7 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from control.engine import lifecycle, stackdef
-from control.engine.slices import Row, done
+from control.engine.light import Row, done
 from control.resources import checker_for
 from control.store.orm import DeploymentRow, ResourceRow, StackRow
 

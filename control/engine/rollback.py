@@ -11,8 +11,8 @@ from typing import Any
 
 from control import hot
 from control.engine import stackdef
+from control.engine.light import Row
 from control.engine.settle import finish
-from control.engine.slices import Row
 from control.resources import deploy
 from control.store import previous
 from control.store.orm import ResourceRow, StackRow

@@ -7,20 +7,19 @@ slice's full rows when the slice starts and lets them go once it commits (``Slic
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
 
-from sqlalchemy import Text, cast, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import select
 from sqlalchemy.orm.exc import StaleDataError
 
 from control import hot
 from control.engine import lifecycle
+from control.engine.light import Light, Row, done, lights
+from control.engine.settle import in_session
 from control.resources import DEPLOYMENT_TYPES, HANDLERS, nested
-from control.store import crypt, work
+from control.store import work
 from control.store.orm import ConfigRow, DeploymentRow, ResourceRow, ServerRow, StackRow
 from control.transports.publisher import http_publisher
 from control.txn import Txn
@@ -44,100 +43,6 @@ GROWN_AFTER = 1.0
 #: (HttpPublisher.answered): they need the event loop the walk would otherwise keep.
 ANSWER_BOUND = 0.1
 SERVER_TYPES = hot.SERVER_TYPES
-
-
-@dataclass(slots=True)
-class Light:
-    """A resource as a big step holds it while it does not act on it: no ORM object, no properties.
-
-    A full row with its instance state and decrypted properties is about 4 KB of
-    Python objects; this is a fifth of that. It carries what the walk (``done``),
-    the expressions of dependent resources (``StackContext``: ``physical_id``,
-    ``attributes``) and the cleanup's ordering (``requires``) read. Its attributes
-    stay the column's stored text until something reads them (``opener`` set): a
-    server's decrypted attributes are tens of objects, and a step over a million
-    resources reads a few of them.
-    """
-
-    id: int
-    name: str
-    type: str
-    status: str
-    traversal: int
-    current: bool
-    physical_id: str | None
-    requires: list[Any]
-    #: The attributes, or while ``opener`` is set their stored text.
-    stored: Any
-    opener: Callable[[str | None], Any] | None = None
-
-    @property
-    def attributes(self) -> Mapping[str, Any]:
-        if self.opener is not None:
-            self.stored, self.opener = self.opener(self.stored), None
-        return self.stored  # type: ignore[no-any-return]
-
-    @attributes.setter
-    def attributes(self, value: Mapping[str, Any]) -> None:
-        self.stored, self.opener = value, None
-
-    @classmethod
-    def of(cls, row: ResourceRow) -> Light:
-        return cls(
-            row.id,
-            row.name,
-            row.type,
-            row.status,
-            row.traversal,
-            row.current,
-            row.physical_id,
-            row.requires,
-            row.attributes,
-        )
-
-
-_LIGHT_COLUMNS = [
-    *(getattr(ResourceRow, f) for f in Light.__dataclass_fields__ if f not in ("stored", "opener")),
-    cast(ResourceRow.attributes, Text),
-]
-
-
-#: A row of ``_LIGHT_COLUMNS``.
-_LightRow = tuple[int, str, str, str, int, bool, str | None, list[Any], str | None]
-
-
-async def _lights(session: AsyncSession, *where: Any) -> list[Light]:
-    """Light records of the resources matching *where*, their attributes opened when read.
-
-    Equal types, statuses and dependency lists are one object each: a million records hold a
-    few distinct ones, and each row decodes its own copy (0.4 KB a record)."""
-    opener = functools.partial(crypt.from_text, session.get_bind().dialect)
-    rows: Iterable[_LightRow] = await session.execute(select(*_LIGHT_COLUMNS).where(*where))
-    same: dict[Any, Any] = {}
-    return [
-        Light(
-            rid,
-            name,
-            same.setdefault(rtype, rtype),
-            same.setdefault(status, status),
-            traversal,
-            current,
-            physical_id,
-            same.setdefault(tuple(requires), requires) if requires else requires,
-            stored,
-            opener,
-        )
-        for rid, name, rtype, status, traversal, current, physical_id, requires, stored in rows
-    ]
-
-
-#: What a step holds of a resource: its full row, or a light record of it.
-Row = ResourceRow | Light
-
-
-def done(row: Row | None, traversal: int) -> bool:
-    """True when *row* is complete in *traversal*."""
-    return row is not None and row.status == "COMPLETE" and row.traversal == traversal
 
 
 class Slices:
@@ -199,6 +104,9 @@ class Slices:
         self._grown = 1
         self._http = http_publisher(txn.runtime.publisher)
         self._loaded: list[DeploymentRow] = []
+        #: The servers the slice's resources name (a sliced step's own: a million deployments' 200,000
+        #: servers, all held, were some 0.4 GB of ORM objects).
+        self._servers: list[ServerRow] = []
         self._kept: list[ServerRow | ConfigRow] = []
         #: Full rows ``check`` read, until the walk or the cleanup takes them (``full``).
         self._checked: dict[int, ResourceRow] = {}
@@ -212,7 +120,7 @@ class Slices:
         session, stack = self._txn.session, self._stack
         where = ResourceRow.stack_id == stack.id
         if (self.sliced or stack.action == "DELETE") and stack.action not in lifecycle.ACTIONS:
-            light: list[Row] = [*await _lights(session, where)]
+            light: list[Row] = [*await lights(session, where)]
             if not any(r.status == "FAILED" and r.traversal == stack.traversal for r in light):
                 self.light = True
                 return light
@@ -242,9 +150,11 @@ class Slices:
         current: dict[str, Row],
         names: list[str],
         changing: Callable[[list[ResourceRow]], Awaitable[list[ResourceRow]]],
+        requires: Callable[[str], list[str]],
     ) -> None:
         """Replace the light records of *names* that may act in this traversal by full rows, and
-        load the deployments of those *changing* keeps (the others act without theirs)."""
+        load the deployments of those *changing* keeps (the others act without theirs), and the
+        servers they or what they require name."""
         traversal = self._stack.traversal
         light = [
             r
@@ -256,15 +166,27 @@ class Slices:
         for row in ordered:
             current[row.name] = row
         # Their deployments in one query too: a handler finds its own in the session, not by a query each.
-        await self._deployments(await changing(ordered) if ordered else [])
+        needed = (current.get(d) for row in ordered for d in requires(row.name))
+        servers = [
+            r.physical_id for r in needed if r is not None and r.type in SERVER_TYPES and r.physical_id
+        ]
+        await self._deployments(await changing(ordered) if ordered else [], ordered, servers)
 
-    async def _deployments(self, rows: list[ResourceRow]) -> None:
-        """Load the deployments of *rows* in one query, held until the next load (the map holds them weakly)."""
+    async def _deployments(
+        self, rows: list[ResourceRow], acting: list[ResourceRow], servers: Iterable[str] = ()
+    ) -> None:
+        """Load the deployments of *rows* in one query, held until the next load (the map holds
+        them weakly); in a sliced step also the servers those deployments, the servers among
+        *acting* and *servers* name (an unsliced step's were preloaded)."""
         ids = [r.physical_id for r in rows if r.physical_id and r.type in DEPLOYMENT_TYPES]
-        self._loaded = []  # the previous slice's rows may go
+        self._loaded, self._servers = [], []  # the previous slice's rows may go
         if ids:
             found = await self._txn.session.scalars(select(DeploymentRow).where(DeploymentRow.id.in_(ids)))
             self._loaded = list(found)
+        if self.sliced:
+            own = (r.physical_id for r in acting if r.type in SERVER_TYPES and r.physical_id)
+            named = {*servers, *own, *(d.server_id for d in self._loaded if d.server_id)}
+            self._servers = await _servers(self._txn, sorted(named))
 
     def settle(self, current: dict[str, Row], names: list[str]) -> None:
         """After a slice's commit: keep light records of *names* (the walk never acts on them again)."""
@@ -281,7 +203,7 @@ class Slices:
         if not self.light or self._stack.action == "DELETE":
             return [r for r in rows if not r.current]
         return [
-            *await _lights(
+            *await lights(
                 self._txn.session, ResourceRow.stack_id == self._stack.id, ResourceRow.current.is_(False)
             )
         ]
@@ -297,7 +219,7 @@ class Slices:
             if isinstance(r, ResourceRow) or r.id in full
         ]
         if self.sliced:  # (an unsliced step's were preloaded)
-            await self._deployments(out)
+            await self._deployments(out, out)
         return out
 
     async def tick(self) -> None:
@@ -352,9 +274,11 @@ class Slices:
         await self._txn.commit(self._kick)
         self._cost = time.monotonic() - started
         await self.answered()  # the long-polls this commit woke answer before the walk goes on
-        # Servers and configs a later slice's deployments look up stay in the identity map;
-        # resources, deployments and events go (the identity map holds rows weakly).
-        self._kept += [r for r in self._txn.created.values() if isinstance(r, ServerRow | ConfigRow)]
+        # Configs (and in a step that is not sliced, servers) a later slice's deployments look up
+        # stay in the identity map; resources, deployments and events go (the identity map holds
+        # rows weakly). A sliced step's slices load the servers they need (``_deployments``).
+        kept = ConfigRow if self.sliced else ServerRow | ConfigRow
+        self._kept += [r for r in self._txn.created.values() if isinstance(r, kept)]
         self._txn.restart()
         if again:
             self._txn.kicks.add(stack.id)
@@ -362,7 +286,8 @@ class Slices:
 
 
 async def preload(txn: Txn, stack_ids: list[str], rows: list[Row], sliced: bool) -> list[object]:
-    """Load the stacks' deployments (unless *sliced*: then per slice), configs and servers.
+    """Load the stacks' configs, and unless *sliced* (then per slice: ``Slices``) their deployments
+    and servers.
 
     Handlers then find them in the session instead of one query per resource; the
     returned list keeps them alive (the session's identity map holds weak references).
@@ -372,10 +297,10 @@ async def preload(txn: Txn, stack_ids: list[str], rows: list[Row], sliced: bool)
         query = select(DeploymentRow).where(DeploymentRow.stack_id.in_(stack_ids))
         loaded += (await session.scalars(query)).all()
     loaded += (await session.scalars(select(ConfigRow).where(ConfigRow.stack_id.in_(stack_ids)))).all()
-    server_ids = [r.physical_id for r in rows if r.physical_id and r.type in SERVER_TYPES]
-    for start in range(0, len(server_ids), SLICE):  # one IN list of a million's 200,000 servers went
-        chunk = server_ids[start : start + SLICE]  # past PostgreSQL's 32,767 parameters (UPDATE_FAILED)
-        loaded += (await session.scalars(select(ServerRow).where(ServerRow.id.in_(chunk)))).all()
+    if not sliced:
+        loaded += await _servers(
+            txn, [r.physical_id for r in rows if r.physical_id and r.type in SERVER_TYPES]
+        )
     # The nested stacks of template resources (a group's members), for their update or delete; not
     # of those whose nested stack runs (their check reads its state alone: nested.read_states). A
     # group's nested stack, stepped again as each batch of its members settles, read all of them.
@@ -385,3 +310,15 @@ async def preload(txn: Txn, stack_ids: list[str], rows: list[Row], sliced: bool)
     if children:
         await nested.read_children(txn, children)
     return loaded
+
+
+async def _servers(txn: Txn, ids: list[str]) -> list[ServerRow]:
+    """The servers of *ids*: those already in the session, the others read SLICE ids a query (one
+    IN list of a million's 200,000 servers went past PostgreSQL's 32,767 parameters)."""
+    found = [s for s in (in_session(txn, ServerRow, i) for i in ids) if s is not None]
+    have = {s.id for s in found}
+    wanted = [i for i in ids if i not in have]
+    for start in range(0, len(wanted), SLICE):
+        query = select(ServerRow).where(ServerRow.id.in_(wanted[start : start + SLICE]))
+        found += (await txn.session.scalars(query)).all()
+    return found

@@ -21,8 +21,9 @@ from sqlalchemy import func, select
 from control import hot
 from control.engine import breakpoints, idle, lifecycle, purge, rollback, stackdef, timeouts
 from control.engine.act import Actor, error_reason
+from control.engine.light import Light, Row, done
 from control.engine.settle import finish, in_session, settle, timed_out_reason
-from control.engine.slices import Light, Row, Slices, done, preload
+from control.engine.slices import Slices, preload
 from control.errors import ControlError
 from control.metrics import Metrics, group_of
 from control.resources import Outcome, Res, checker_for, handler_for, nested
@@ -196,7 +197,7 @@ class Step:
         current: dict[str, Row] = {r.name: r for r in self.rows if r.current}
         pending = False
         for chunk in slices.of(defn.order()):
-            await slices.realize(current, chunk, lambda rows: actor.changing(rows, current))
+            await slices.realize(current, chunk, lambda rows: actor.changing(rows, current), defn.requires)
             for name in chunk:
                 row = current.get(name)
                 if done(row, traversal):

@@ -1,4 +1,4 @@
-"""A big step's light records (control/engine/slices.py ``Light``) on SQLite and PostgreSQL."""
+"""A big step's light records (control/engine/light.py) and its servers read in chunks, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from control import keys
-from control.engine import slices
+from control.engine import light, slices
 from control.hot import taint
 from control.store.db import Sessions, open_database
 from control.store.orm import ResourceRow
@@ -61,9 +61,7 @@ async def _read(url: str, key: bytes) -> None:
                 "UPDATE resources SET attributes = '" + json.dumps({"old": True}) + "' WHERE name = 'plain'"
             )
         async with sessions() as session:
-            lights = {
-                light.name: light for light in await slices._lights(session, ResourceRow.stack_id == "s")
-            }
+            lights = {light.name: light for light in await light.lights(session, ResourceRow.stack_id == "s")}
             full = {r.name: r.attributes for r in await session.scalars(select(ResourceRow))}
     held = lights["enc"].stored
     assert lights["enc"].opener is not None and isinstance(held, str) and "s3cr3t" not in held
@@ -85,10 +83,10 @@ def test_a_light_record_keeps_a_resource_s_attributes_encrypted_until_read(
 async def _preload(url: str, key: bytes) -> int:
     async with _with_stack(url, key) as (_, sessions), sessions() as session:
         servers = [
-            slices.Light(i, f"srv{i}", "OS::Heat::DeployedServer", "COMPLETE", 1, True, f"id-{i}", [], {})
+            light.Light(i, f"srv{i}", "OS::Heat::DeployedServer", "COMPLETE", 1, True, f"id-{i}", [], {})
             for i in range(SERVERS)
         ]
-        return len(await slices.preload(Txn(session, None), ["s"], [*servers], sliced=True))  # type: ignore[arg-type]
+        return len(await slices.preload(Txn(session, None), ["s"], [*servers], sliced=False))  # type: ignore[arg-type]
 
 
 #: More servers than PostgreSQL's 32,767 parameters of one statement (a million's stack has 200,000).
@@ -97,5 +95,6 @@ SERVERS = 40_000
 
 def test_a_step_preloads_the_servers_of_a_big_stack_in_chunks(empty_db_url: str, tmp_path: Path) -> None:
     """A step over a stack of 40,000 servers reads them (none exist here) without one IN list of them
-    all: on PostgreSQL that list failed the million's update (InterfaceError, over 32,767 arguments)."""
+    all: on PostgreSQL that list failed the million's update (InterfaceError, over 32,767 arguments).
+    (A sliced step reads only each slice's servers, through the same chunked read.)"""
     assert 0 == asyncio.run(_preload(empty_db_url, keys.load_or_create(tmp_path / "keys").data_key))

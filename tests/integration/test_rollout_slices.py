@@ -21,6 +21,7 @@ import pytest
 from control.api.app_keys import RUNTIME
 from control.engine import slices, step, worker
 from control.runtime import Runtime
+from control.store.orm import ServerRow
 from control.transports.publisher import http_publisher
 from tests.support.controlplane import start_control_plane, stop_control_plane
 from tests.support.inprocess import Plane
@@ -179,14 +180,18 @@ def test_slices_grow_while_no_agent_waits_and_stay_short_while_agents_wait(
 def test_a_sliced_update_loads_only_the_deployments_that_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A stack stepped in slices of 4: an update that changes 2 of 12 deployments loads those 2 rows only."""
+    """A stack stepped in slices of 4: an update that changes 2 of 12 deployments loads those 2 rows
+    only, and each slice holds only the servers its resources name (not the stack's 12)."""
     monkeypatch.setattr(slices, "SLICE", 4)
     loaded: list[str] = []
+    servers: list[list[str]] = []
     deployments = slices.Slices._deployments
 
-    async def counted(self: slices.Slices, rows: list[Any]) -> None:
-        await deployments(self, rows)
+    async def counted(self: slices.Slices, rows: list[Any], *args: Any) -> None:
+        await deployments(self, rows, *args)
         loaded.extend(r.resource_name for r in self._loaded)  # what the slice holds
+        mapped = self._txn.session.sync_session.identity_map.values()
+        servers.append(sorted(s.name for s in mapped if isinstance(s, ServerRow)))  # what the step holds
 
     monkeypatch.setattr(slices.Slices, "_deployments", counted)
     loop = asyncio.new_event_loop()
@@ -198,6 +203,7 @@ def test_a_sliced_update_loads_only_the_deployments_that_change(
         assert 201 == (await plane.call("POST", "/v1/stacks", {"name": "part", "template": text}))[0]
         await _settled(plane, "part")
         loaded.clear()
+        servers.clear()
         body = {"template": text, "parameters": {"rev": "r2"}}
         assert 202 == (await plane.call("PUT", "/v1/stacks/part", body))[0]
         await _settled(plane, "part")
@@ -209,6 +215,10 @@ def test_a_sliced_update_loads_only_the_deployments_that_change(
         loop.run_until_complete(plane.stop())
         loop.close()
     assert sorted(loaded) == ["dep0", "dep1"], loaded
+    # Each slice holds the servers its resources name (its own two, and the one its first
+    # deployment may need from the slice before), not the stack's twelve.
+    assert len(servers) >= 6 and max(map(len, servers)) <= 3, servers
+    assert {n for held in servers for n in held} == {f"part-{i}" for i in range(12)}, servers
     assert {n: g for n, g in generations.items() if g != 1} == {"dep0": 2, "dep1": 2}, generations
 
 

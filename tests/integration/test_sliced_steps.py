@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from control.engine import slices
+from control.engine import light, slices
 from tests.support.inprocess import Plane
 
 TEMPLATE = """
@@ -73,7 +73,7 @@ def test_a_group_failing_its_check_in_a_sliced_step_fails_the_stack_by_its_reaso
     light_steps = {"n": 0}
     rows = slices.Slices.rows
 
-    async def counted(self: slices.Slices) -> list[slices.Row]:
+    async def counted(self: slices.Slices) -> list[light.Row]:
         found = await rows(self)
         light_steps["n"] += self.light
         return found
