@@ -105,7 +105,7 @@ class Slices:
         self._http = http_publisher(txn.runtime.publisher)
         self._loaded: list[DeploymentRow] = []
         #: The servers the slice's resources name (a sliced step's own: a million deployments' 200,000
-        #: servers, all held, were some 0.4 GB of ORM objects).
+        #: servers, all held, were 0.65 GB of ORM objects: 3.3 KB each).
         self._servers: list[ServerRow] = []
         self._kept: list[ServerRow | ConfigRow] = []
         #: Full rows ``check`` read, until the walk or the cleanup takes them (``full``).
