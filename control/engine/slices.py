@@ -165,11 +165,13 @@ class Slices:
         ordered = [full[r.id] for r in light if r.id in full]
         for row in ordered:
             current[row.name] = row
-        # Their deployments in one query too: a handler finds its own in the session, not by a query each.
-        needed = (current.get(d) for row in ordered for d in requires(row.name))
-        servers = [
+        # Their deployments in one query too: a handler finds its own in the session, not by a query
+        # each; so do the servers that what may act here requires (a create's new deployments too).
+        acting = (n for n in names if not done(current.get(n), traversal))
+        needed = (current.get(d) for n in acting for d in requires(n))
+        servers = {
             r.physical_id for r in needed if r is not None and r.type in SERVER_TYPES and r.physical_id
-        ]
+        }
         await self._deployments(await changing(ordered) if ordered else [], ordered, servers)
 
     async def _deployments(
@@ -274,11 +276,14 @@ class Slices:
         await self._txn.commit(self._kick)
         self._cost = time.monotonic() - started
         await self.answered()  # the long-polls this commit woke answer before the walk goes on
-        # Configs (and in a step that is not sliced, servers) a later slice's deployments look up
-        # stay in the identity map; resources, deployments and events go (the identity map holds
-        # rows weakly). A sliced step's slices load the servers they need (``_deployments``).
-        kept = ConfigRow if self.sliced else ServerRow | ConfigRow
-        self._kept += [r for r in self._txn.created.values() if isinstance(r, kept)]
+        # Configs and servers later deployments look up stay in the identity map (a sliced step's
+        # servers until its next slice, which reads those it needs: ``_deployments``); resources,
+        # deployments and events go (the identity map holds rows weakly).
+        for row in self._txn.created.values():
+            if isinstance(row, ServerRow) and self.sliced:
+                self._servers.append(row)
+            elif isinstance(row, ServerRow | ConfigRow):
+                self._kept.append(row)
         self._txn.restart()
         if again:
             self._txn.kicks.add(stack.id)

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 
 from control.api.app_keys import RUNTIME
 from control.engine import slices, step, worker
@@ -220,6 +222,48 @@ def test_a_sliced_update_loads_only_the_deployments_that_change(
     assert len(servers) >= 6 and max(map(len, servers)) <= 3, servers
     assert {n for held in servers for n in held} == {f"part-{i}" for i in range(12)}, servers
     assert {n: g for n, g in generations.items() if g != 1} == {"dep0": 2, "dep1": 2}, generations
+
+
+def test_a_sliced_create_reads_each_slice_s_servers_in_one_query(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Slices of 10 over 40 servers with a deployment each: the servers a slice's new deployments
+    run on are read with the slice (``servers.id IN (...)``, a query a slice), none by its id alone
+    (``servers.id = ?``: a query for each deployment)."""
+    monkeypatch.setattr(slices, "SLICE", 10)
+    reads: list[str] = []
+
+    def seen(conn: Any, cursor: Any, text: str, *args: Any) -> None:
+        if " ".join(text.split()).startswith("SELECT servers.id,") and "WHERE servers.id = " in text:
+            reads.append(text.rpartition("WHERE")[2].strip())
+
+    loop = asyncio.new_event_loop()
+    plane = Plane(loop, tmp_path)
+
+    async def scenario() -> list[int]:
+        await plane.start()
+        event.listen(Engine, "before_cursor_execute", seen)
+        try:
+            assert (
+                201
+                == (
+                    await plane.call(
+                        "POST", "/v1/stacks", {"name": "s", "template": fleet(40, "s", "NO_SIGNAL")}
+                    )
+                )[0]
+            )
+            await _settled(plane, "s")
+        finally:
+            event.remove(Engine, "before_cursor_execute", seen)
+        return [d.generation for d in await plane.deployments()]
+
+    try:
+        generations = loop.run_until_complete(scenario())
+    finally:
+        loop.run_until_complete(plane.stop())
+        loop.close()
+    assert [1] * 40 == generations, generations
+    assert [] == reads, reads
 
 
 def _started(db: Path) -> dict[str, tuple[int, str]]:
