@@ -245,7 +245,7 @@ async def resource_page(
     elif state is not None:
         where += [ResourceRow.action != "INIT", ResourceRow.status == state]
     total = await session.scalar(select(func.count()).select_from(ResourceRow).where(*where)) or 0
-    rows = await _page_rows(session, where, (page - 1) * per_page, per_page, cursor)
+    rows = await _page_rows(session, where, (page - 1) * per_page, per_page, cursor, total)
     children = await _children(session, stack.id, {r.physical_id for r in rows if r.physical_id})
     items = [
         {
@@ -265,9 +265,10 @@ async def resource_page(
 
 
 async def _page_rows(
-    session: AsyncSession, where: list[Any], skip: int, size: int, cursor: tuple[str, int] | None
+    session: AsyncSession, where: list[Any], skip: int, size: int, cursor: tuple[str, int] | None, total: int
 ) -> list[Row[Any]]:
-    """*size* rows in id order: next to a *cursor* id, else after skipping *skip* of them."""
+    """*size* rows in id order: next to a *cursor* id, else after skipping *skip* of the *total*
+    (from whichever end is nearer: the last page of a million skips a page, not a million)."""
     query = select(*LIGHT).where(*where)
     if cursor is not None and cursor[0] == "before":
         back = query.where(ResourceRow.id < cursor[1]).order_by(ResourceRow.id.desc()).limit(size)
@@ -279,7 +280,13 @@ async def _page_rows(
             )
         )
     # The page's ids from the state index alone (the offset skips index entries, not rows).
-    ids = select(ResourceRow.id).where(*where).order_by(ResourceRow.id).offset(skip).limit(size)
+    ids = select(ResourceRow.id).where(*where)
+    after = total - skip - size  # the rows after the page
+    if after < skip:  # nearer the end: skip those, counting down
+        last = max(0, min(size, total - skip))
+        ids = ids.order_by(ResourceRow.id.desc()).offset(max(0, after)).limit(last)
+    else:
+        ids = ids.order_by(ResourceRow.id).offset(skip).limit(size)
     chosen = query.where(ResourceRow.id.in_(ids.scalar_subquery())).order_by(ResourceRow.id)
     return list(await session.execute(chosen))
 
