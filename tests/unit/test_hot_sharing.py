@@ -7,30 +7,10 @@ import math
 import tracemalloc
 from typing import Any
 
+from bench.scale_parts import template
 from control.hot import parse_template
 from control.hot.sharing import Shared
 from control.hot.taint import Secret
-
-
-def _deployments(count: int) -> dict[str, Any]:
-    """The scale bench's shape: one config, a server per five deployments."""
-    resources: dict[str, Any] = {
-        "cfg": {"type": "OS::Heat::SoftwareConfig", "properties": {"group": "script", "config": "true"}}
-    }
-    for s in range(count // 5):
-        resources[f"srv{s}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": f"scale-{s}"}}
-    for i in range(count):
-        resources[f"d{i}"] = {
-            "type": "OS::Heat::SoftwareDeployment",
-            "properties": {
-                "config": {"get_resource": "cfg"},
-                "server": {"get_resource": f"srv{i // 5}"},
-                "input_values": {"REV": {"get_param": f"rev{i % 10}"}},
-                "signal_transport": "CFN_SIGNAL",
-            },
-        }
-    params = {f"rev{k}": {"type": "number", "default": 0} for k in range(10)}
-    return {"heat_template_version": "2018-08-31", "parameters": params, "resources": resources}
 
 
 def test_equal_parts_are_one_object_and_values_are_unchanged() -> None:
@@ -65,10 +45,10 @@ def test_the_input_is_not_aliased_and_other_objects_pass_as_they_are() -> None:
 
 
 def test_a_big_template_parses_to_the_same_definition_in_a_third_of_the_memory() -> None:
-    """The bench's template of 2,000 deployments: its parsed resources equal the template's, and the
+    """The scale bench's template of 2,000 deployments (one config, a server per five): its parsed resources equal the template's, and the
     calls they repeat are one object. Without sharing, the parse kept ~2 KB a deployment alive
     (measured 2,048 B at 100,000); with it, ~0.65 KB. Asserted loosely: under 1.2 KB."""
-    text = json.dumps(_deployments(2000))
+    text = json.dumps(template(2000))
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
