@@ -150,7 +150,7 @@ class Slices:
         current: dict[str, Row],
         names: list[str],
         changing: Callable[[list[ResourceRow]], Awaitable[list[ResourceRow]]],
-        requires: Callable[[str], list[str]],
+        requires: Callable[[str], Iterable[str]],
     ) -> None:
         """Replace the light records of *names* that may act in this traversal by full rows, and
         load the deployments of those *changing* keeps (the others act without theirs), and the

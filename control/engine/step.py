@@ -193,11 +193,11 @@ class Step:
         """Start every resource whose dependencies are done; True while any is not done."""
         traversal, slices = self.stack.traversal, self.slices
         defn = self.defs.get(self.stack)
-        actor = Actor(self.txn, self.stack, defn)
+        actor, needs = Actor(self.txn, self.stack, defn), defn.template.dependencies
         current: dict[str, Row] = {r.name: r for r in self.rows if r.current}
         pending = False
         for chunk in slices.of(defn.order()):
-            await slices.realize(current, chunk, lambda rows: actor.changing(rows, current), defn.requires)
+            await slices.realize(current, chunk, lambda rows: actor.changing(rows, current), needs)
             for name in chunk:
                 row = current.get(name)
                 if done(row, traversal):
