@@ -25,7 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from control.engine import idle, purge, stackdef
 from control.engine.light import Row
 from control.engine.slices import SLICE, Slices, preload
-from control.engine.step import STACK_WITHOUT_DEFINITION, Ran, nearest, run
+from control.engine.step import STACK_WITHOUT_DEFINITION, Ran, run
+from control.engine.timeouts import nearest
 from control.runtime import Runtime
 from control.store import bulk, work
 from control.store.orm import DeploymentRow, ResourceRow, StackRow

@@ -156,18 +156,19 @@ class Slices:
         load the deployments of those *changing* keeps (the others act without theirs), and the
         servers they or what they require name."""
         traversal = self._stack.traversal
-        light = [
-            r
-            for r in (current.get(n) for n in names)
-            if isinstance(r, Light) and not done(r, traversal) and r.status != "IN_PROGRESS"
+        # Those not made yet, and those neither done nor running on their server (which finish first).
+        acting = [
+            n
+            for n in names
+            if (r := current.get(n)) is None or not (done(r, traversal) or r.status == "IN_PROGRESS")
         ]
+        light = [r for r in (current.get(n) for n in acting) if isinstance(r, Light)]
         full = await self.full([r.id for r in light])
         ordered = [full[r.id] for r in light if r.id in full]
         for row in ordered:
             current[row.name] = row
         # Their deployments in one query too: a handler finds its own in the session, not by a query
-        # each; so do the servers that what may act here requires (a create's new deployments too).
-        acting = (n for n in names if not done(current.get(n), traversal))
+        # each; so do the servers what may act requires (a create's new deployments too).
         needed = (current.get(d) for n in acting for d in requires(n))
         servers = {
             r.physical_id for r in needed if r is not None and r.type in SERVER_TYPES and r.physical_id

@@ -24,6 +24,7 @@ from control.engine.act import Actor, error_reason
 from control.engine.light import Light, Row, done
 from control.engine.settle import finish, in_session, settle, timed_out_reason
 from control.engine.slices import Slices, preload
+from control.engine.timeouts import nearest
 from control.errors import ControlError
 from control.metrics import Metrics, group_of
 from control.resources import Outcome, Res, checker_for, handler_for, nested
@@ -390,10 +391,6 @@ class Step:
                 functools.partial(_timed_out, txn.runtime.metrics, group_of(dep.item), dep.started_at, now)
             )
         return soonest
-
-
-def nearest(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else min(a, b)
 
 
 async def _timed_out(metrics: Metrics, group: str, started_at: float | None, now: float) -> None:

@@ -92,3 +92,8 @@ async def _stop(txn: Txn, stack: StackRow, reason: str) -> None:
     for row in rows:
         row.status, row.status_reason, row.updated_at = "FAILED", reason, now
         txn.event(stack.id, row.name, row.action, "FAILED", reason, traversal=stack.traversal)
+
+
+def nearest(a: float | None, b: float | None) -> float | None:
+    """The nearer of two deadlines (None: none)."""
+    return b if a is None else a if b is None else min(a, b)
