@@ -65,17 +65,25 @@ def template(deployments: int) -> dict[str, Any]:
         return nested_template(deployments)
     resources = _config_and_servers(deployments)
     for i in range(deployments):
-        resources[f"d{i}"] = {
-            "type": "OS::Heat::SoftwareDeployment",
-            "properties": {
-                "config": {"get_resource": "cfg"},
-                "server": {"get_resource": f"srv{i // PER_SERVER}"},
-                "input_values": {"REV": {"get_param": f"rev{i % 10}"}},
-                "signal_transport": "CFN_SIGNAL",
-            },
-        }
+        resources[f"d{i}"] = _deployment(i)
     params = {f"rev{k}": {"type": "number", "default": 0} for k in range(10)}
     return {"heat_template_version": "2018-08-31", "parameters": params, "resources": resources}
+
+
+def _deployment(i: int) -> dict[str, Any]:
+    return {
+        "type": "OS::Heat::SoftwareDeployment",
+        "properties": {
+            "config": {"get_resource": "cfg"},
+            "server": {"get_resource": f"srv{i // PER_SERVER}"},
+            "input_values": {"REV": {"get_param": f"rev{i % 10}"}},
+            "signal_transport": "CFN_SIGNAL",
+        },
+    }
+
+
+def _server(s: int) -> dict[str, Any]:
+    return {"type": "OS::Heat::DeployedServer", "properties": {"name": f"scale-{s}"}}
 
 
 def _config_and_servers(deployments: int) -> dict[str, Any]:
@@ -87,7 +95,7 @@ def _config_and_servers(deployments: int) -> dict[str, Any]:
         }
     }
     for s in range(max(1, deployments // PER_SERVER)):
-        resources[f"srv{s}"] = {"type": "OS::Heat::DeployedServer", "properties": {"name": f"scale-{s}"}}
+        resources[f"srv{s}"] = _server(s)
     return resources
 
 
@@ -172,6 +180,30 @@ def request(deployments: int, **extra: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"template": template(deployments), **extra}
     if os.environ.get("SCALE_SHAPE") == "nested":
         body["files"] = {"member.yaml": json.dumps(MEMBER)}
+    return body
+
+
+def sent(deployments: int, **extra: Any) -> bytes:
+    """request()'s body as a client sends it: JSON, built a resource at a time, so a client's dict of
+    a million deployments (1.5 GB) is never whole in this process."""
+    if os.environ.get("SCALE_SHAPE") in ("groups", "nested"):  # small templates: built whole
+        return json.dumps(request(deployments, **extra)).encode()
+    whole = template(1)  # the parameters, the config, one server and one deployment
+    resources = whole.pop("resources")
+    head = json.dumps({"template": {**whole, "resources": "RESOURCES"}, **extra})
+    cut = head.index('"RESOURCES"')  # where the resources go
+    parts = ['"cfg": ' + json.dumps(resources["cfg"])]
+    parts += (f'"srv{s}": ' + json.dumps(_server(s)) for s in range(max(1, deployments // PER_SERVER)))
+    parts += (f'"d{i}": ' + json.dumps(_deployment(i)) for i in range(deployments))
+    return (head[:cut] + "{" + ", ".join(parts) + "}" + head[cut + len('"RESOURCES"') :]).encode()
+
+
+def received(raw: bytes) -> dict[str, Any]:
+    """A sent() body as `anneal serve` holds it: decoded as its API decodes a stack's body
+    (``parse_json``: equal parts shared)."""
+    from control.api.body import parse_json  # noqa: PLC0415 (the child's imports)
+
+    body: dict[str, Any] = parse_json(raw, shared=True)
     return body
 
 

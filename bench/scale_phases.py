@@ -105,9 +105,10 @@ async def run(n: int) -> None:
         rt = Runtime(settings, secrets, sessions, SimPublisher(), EnrolProvisioner())
         engine = Engine(rt, Definitions())
 
+        wire = [scale_parts.sent(n, name="scale")]  # the client's JSON, decoded as the API does
         t, c = time.monotonic(), scale_parts.cpu()
         with _Phase("api"):
-            await stacks.create_stack(rt, lambda _: None, scale_parts.request(n, name="scale"))
+            await stacks.create_stack(rt, lambda _: None, scale_parts.received(wire.pop()))
         print(
             f"{n} api create       {time.monotonic() - t:6.2f} s, CPU {scale_parts.cpu() - c:6.2f} s",
             flush=True,

@@ -28,6 +28,7 @@ from control.errors import (
     TooSlowError,
     UnavailableError,
 )
+from control.hot import sharing
 
 #: Unauthenticated bodies read at once (each under its route's cap: 64 KiB for enrolment).
 UNAUTHENTICATED_BODIES = 32
@@ -81,12 +82,17 @@ async def _read(request: web.Request, cap: int) -> bytes:
         chunks.append(chunk)
 
 
-def parse_json(raw: bytes) -> Any:
-    """The JSON in *raw*, refused with a 400 naming the path when it is not plain, finite, valid text."""
+def parse_json(raw: bytes, *, shared: bool = False) -> Any:
+    """The JSON in *raw*, refused with a 400 naming the path when it is not plain, finite, valid text;
+    *shared*: equal parts decoded as one object (a stack's body, which nothing writes into)."""
     if not raw:
         raise BadRequestError("body: a JSON object is required", where="body")
+    options: dict[str, Any] = {"parse_constant": _no_constant, "parse_float": _finite}
     try:
-        value = json.loads(raw, parse_constant=_no_constant, parse_float=_finite, object_pairs_hook=_unique)
+        if shared:
+            value = sharing.loads(raw, _unique, **options)
+        else:
+            value = json.loads(raw, object_pairs_hook=_unique, **options)
     except RecursionError as e:
         raise BadRequestError(f"body: nests deeper than {MAX_BODY_DEPTH} levels", where="body") from e
     except (ValueError, UnicodeDecodeError) as e:
@@ -149,14 +155,16 @@ def check_text(text: str, where: str) -> None:
         ) from e
 
 
-async def read_json(request: web.Request, cap: int | None = None) -> Any:
+async def read_json(request: web.Request, cap: int | None = None, *, shared: bool = False) -> Any:
     """The JSON body, read under *cap* (default: the request cap) and checked whole."""
-    return parse_json(await read_body(request, cap))
+    return parse_json(await read_body(request, cap), shared=shared)
 
 
-async def read_object(request: web.Request, cap: int | None = None) -> dict[str, Any]:
-    """The JSON body, which must be an object."""
-    body = await read_json(request, cap)
+async def read_object(
+    request: web.Request, cap: int | None = None, *, shared: bool = False
+) -> dict[str, Any]:
+    """The JSON body, which must be an object; *shared*: a stack's body (parse_json)."""
+    body = await read_json(request, cap, shared=shared)
     if not isinstance(body, dict):
         raise BadRequestError("body: expected an object", where="body")
     return body

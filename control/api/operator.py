@@ -63,7 +63,7 @@ async def health(request: web.Request) -> web.Response:
 @routes.post("/v1/stacks")
 @auth("write")
 async def create_stack(request: web.Request) -> web.Response:
-    body = await read_object(request)
+    body = await read_object(request, shared=True)
     rt, kick = request.app[RUNTIME], request.app[ENGINE].kick
     defs = request.app[DEFS]
     return ok(await stacks.create_stack(rt, kick, body, ownership.owner(request), defs), 201)
@@ -114,7 +114,7 @@ async def show_stack(request: web.Request) -> web.Response:
 @routes.put("/v1/stacks/{name}")
 @auth("write")
 async def update_stack(request: web.Request) -> web.Response:
-    body = await read_object(request)
+    body = await read_object(request, shared=True)
     if "If-Match" in request.headers:
         body["if_match"] = request.headers["If-Match"].strip('"')
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
@@ -132,7 +132,7 @@ async def preview_update(request: web.Request) -> web.Response:
     async def find(session: AsyncSession) -> StackRow:
         return await stacks.get_stack(session, name, within=within(request))
 
-    found = await plan.plan_update(request.app[RUNTIME], await read_object(request), find)
+    found = await plan.plan_update(request.app[RUNTIME], await read_object(request, shared=True), find)
     return ok(plan.plan_view(found))
 
 

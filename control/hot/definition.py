@@ -7,6 +7,7 @@ which resources are active and in what order they are made.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -103,9 +104,33 @@ def bind(
     return Definition(template, environment, params, conditions)
 
 
-def plain(value: Any) -> Any:
-    """The JSON form of a resolved value, for storage and comparison; Secrets stay Secrets."""
-    return taint.loads(json.dumps(value, default=_stored))
+#: JSON's scalars but numbers with a fraction (``is_plain``).
+_SCALARS = frozenset({str, int, bool, type(None)})
+
+
+def plain(value: Any, *, shared: bool = False) -> Any:
+    """The JSON form of a resolved value, for storage and comparison; Secrets stay Secrets.
+    *shared*: its equal parts one object (a request's template: read, never written into)."""
+    return taint.loads(json.dumps(value, default=_stored), shared=shared)
+
+
+def is_plain(value: Any) -> bool:
+    """Whether *value* is its own JSON form already (``plain`` would return an equal copy): maps with
+    text keys (none of them a stored Secret's MARK), lists, text, whole and finite numbers, true,
+    false and null. A walk that allocates nothing but its stack, no deeper than the value nests."""
+    todo = [value]
+    while todo:
+        node = todo.pop()
+        kind = type(node)
+        if kind is dict:
+            if taint.MARK in node or not all(type(k) is str for k in node):
+                return False
+            todo.extend(node.values())
+        elif kind is list:
+            todo.extend(node)
+        elif kind not in _SCALARS and not (kind is float and math.isfinite(node)):
+            return False
+    return True
 
 
 def _stored(value: Any) -> Any:

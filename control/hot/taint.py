@@ -17,6 +17,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, final
 
+from control.hot import sharing
+
 MASK = "******"
 #: The key a Secret is stored under in JSON (a NUL first: no HOT or YAML key a person writes).
 MARK = "\u0000anneal:secret"
@@ -154,9 +156,12 @@ def json_hook(obj: dict[str, Any]) -> Any:
     return obj
 
 
-def loads(text: str | bytes) -> Any:
-    """``json.loads`` that makes stored Secrets Secrets again (and walks nothing when none is stored)."""
+def loads(text: str | bytes, *, shared: bool = False) -> Any:
+    """``json.loads`` that makes stored Secrets Secrets again (and walks nothing when none is stored);
+    *shared*: equal parts decoded as one object (``sharing.loads``), for a value nothing writes into."""
     stored = (MARK_JSON.decode() in text) if isinstance(text, str) else (MARK_JSON in text)
+    if shared:
+        return sharing.loads(text, (lambda pairs: json_hook(dict(pairs))) if stored else dict)
     return json.loads(text, object_hook=json_hook) if stored else json.loads(text)
 
 

@@ -17,6 +17,7 @@ from control import hot
 from control.engine import stackdef
 from control.errors import BadRequestError
 from control.hot import taint
+from control.hot.definition import is_plain
 from control.resources.validate import DryContext, DryStack, check_definition, dry_run
 from control.settings import Settings
 
@@ -62,8 +63,16 @@ def parse_request(
     params = body.get("parameters") or {}
     if not isinstance(params, Mapping):
         raise BadRequestError("parameters: expected an object", where="parameters")
-    source = None if template is None else stackdef.plain(template)
+    source = None if template is None else stored_form(template)
     return StackRequest(source, dict(files), merged, dict(params))
+
+
+def stored_form(template: Any) -> Any:
+    """The template as it is stored and parsed: its JSON form. A template decoded from JSON is that
+    already and is kept as it came, not copied (a stack's body is decoded with its equal parts
+    shared, ``api/body.py``): at a million deployments a copy was 1.5 GB of the create's peak. Any
+    other (YAML's dates, tuples, a key that is no text) is made plain, its equal parts shared."""
+    return template if is_plain(template) else stackdef.plain(template, shared=True)
 
 
 def _check_file(value: Any, where: str, *, directory: bool) -> None:

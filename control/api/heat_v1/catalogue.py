@@ -22,7 +22,7 @@ routes = web.RouteTableDef()
 async def validate(request: web.Request) -> web.Response:
     """``{template, files, environment[_files], parameters}`` → Description, Parameters, Environment; or 400."""
     bool_param(request, "show_nested")
-    body = translate.anneal_body(await read_object(request))
+    body = translate.anneal_body(await read_object(request, shared=True))
     return json_response(catalogue.validate(body, request.app[RUNTIME].settings.max_template_bytes))
 
 

@@ -86,7 +86,7 @@ async def list_stacks_detail(request: web.Request) -> web.Response:
 @auth("project")
 async def create_stack(request: web.Request) -> web.Response:
     """201 with the new stack's id and link, and its URL in Location."""
-    body = await read_object(request)
+    body = await read_object(request, shared=True)
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     if body.get("adopt_stack_data"):  # `stack adopt`: the template comes with the data
         given = translate.anneal_body({**body, "adopt_stack_data": None}, existing=True)
@@ -107,7 +107,7 @@ async def create_stack(request: web.Request) -> web.Response:
 @auth("project")
 async def preview_create(request: web.Request) -> web.Response:
     """`stack create --dry-run`: Heat's preview stack (no status, id ``None``) with the resources it would make."""
-    body = await read_object(request)
+    body = await read_object(request, shared=True)
     converted = {"name": translate.stack_name(body), **translate.anneal_body(body)}
     found = await preview.preview_create(request.app[RUNTIME], converted, scope(request).project)
     project, name = scope(request).project, found["name"]
@@ -222,7 +222,7 @@ async def patch_stack(request: web.Request) -> web.Response:
 
 
 async def _update(request: web.Request, *, existing: bool) -> web.Response:
-    body = translate.anneal_body(await read_object(request), existing=existing)
+    body = translate.anneal_body(await read_object(request, shared=True), existing=existing)
     stack_id = await _identify(request)
     rt, engine = request.app[RUNTIME], request.app[ENGINE]
     await stacks.update_stack(
@@ -331,7 +331,7 @@ async def preview_patch(request: web.Request) -> web.Response:
 async def _preview(request: web.Request, *, existing: bool) -> web.Response:
     """``{"resource_changes": {added, deleted, replaced, updated, unchanged}}``; nothing changes."""
     bool_param(request, "show_nested")
-    body = translate.anneal_body(await read_object(request), existing=existing)
+    body = translate.anneal_body(await read_object(request, shared=True), existing=existing)
     names = request.match_info["stack_name"], request.match_info["stack_id"]
     found = await preview.preview_update(request.app[RUNTIME], *names, body)
     project = scope(request).project
