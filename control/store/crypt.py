@@ -54,10 +54,15 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=t
 
 
 def encrypt(key: bytes, value: Any, aad: bytes = _AAD) -> dict[str, str]:
+    """*value* stored: ``ct`` is base64(nonce || ciphertext). Each copy of a big value (a million
+    deployments' template is 240 MB of JSON) is let go as the next is made, so no more than two
+    are alive at once (there were five)."""
     nonce = os.urandom(12)
-    plain = _ENCODER.encode(value).encode()
-    ct = _cipher(key).encrypt(nonce, plain, aad)
-    return {"anneal_enc": "v1", "kid": key_id(key), "ct": base64.b64encode(nonce + ct).decode()}
+    data = _ENCODER.encode(value).encode()
+    data = _cipher(key).encrypt(nonce, data, aad)
+    data = nonce + data
+    data = base64.b64encode(data)
+    return {"anneal_enc": "v1", "kid": key_id(key), "ct": data.decode()}
 
 
 def seal(key: bytes, value: Any) -> dict[str, str]:
