@@ -105,7 +105,9 @@ def baseline_tree(commit: str, where: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,250000")
-    parser.add_argument("--baseline", default=BASELINE, help="the commit compared with this tree")
+    parser.add_argument(
+        "--baseline", default=BASELINE, help="the commit compared with this tree ('' for this tree alone)"
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(
@@ -115,20 +117,25 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="anneal-peak-bench-") as tmp:
         where = Path(tmp)
-        base = baseline_tree(args.baseline, where)
+        base = baseline_tree(args.baseline, where) if args.baseline else None
         for n in (int(s) for s in args.sizes.split(",")):
             body_file = where / f"body-{n}.json"
             body_file.write_bytes(sent(n, name="scale"))
             mb = body_file.stat().st_size / 1e6
-            old, new = measure(body_file, base), measure(body_file, None)
+            old = measure(body_file, base) if base else None
+            new = measure(body_file, None)
             body_file.unlink()
             for label, r in (("baseline", old), ("this tree", new)):
+                if r is None:
+                    continue
                 print(
                     f"{n:>9} deployments ({mb:6.1f} MB body) {label:9s}: peak {r['hwm_mb']:8.1f} MB "
                     f"({r['hwm_mb'] * 1024 / n:5.2f} KB a deployment), resident after {r['rss_mb']:8.1f} MB, "
                     f"{r['seconds']:6.1f} s, CPU {r['cpu']:6.1f} s",
                     flush=True,
                 )
+            if old is None:
+                continue
             print(
                 f"{n:>9} this tree / baseline: peak {new['hwm_mb'] / old['hwm_mb']:.2f}x, "
                 f"resident after {new['rss_mb'] / old['rss_mb']:.2f}x, CPU {new['cpu'] / old['cpu']:.2f}x",
