@@ -9,10 +9,13 @@ For each size and each tree (the baseline's first), a fresh interpreter reads th
 body (bench/scale_parts.sent: N/5 servers x 5 deployments) as bytes, decodes it as the API
 decodes a stack's body and calls ``stacks.create_stack`` on a fresh SQLite database with no
 engine running, then prints its VmHWM and VmRSS, wall and CPU seconds. The body is read from a
-file the parent wrote, so neither side holds the client's dict. The baseline tree runs from
+file the parent wrote, so neither side holds the client's dict. With ``--update`` the same
+interpreter then takes the update's request (the scale bench's: rev0=1, a tenth of the deployments
+change) with the create's definition cached, as the process that took the create keeps it; its
+peak is counted from there (VmHWM reset through /proc/self/clear_refs). The baseline tree runs from
 `git archive` of its commit, ahead of this tree on PYTHONPATH (bench/agent_rss.py's way).
 
-Run: `.venv/bin/python -m bench.create_peak --sizes 100000,250000 [--baseline COMMIT]`.
+Run: `.venv/bin/python -m bench.create_peak --sizes 100000,250000 [--update] [--baseline COMMIT]`.
 """
 
 from __future__ import annotations
@@ -62,24 +65,43 @@ async def main(body_file, data):
     except TypeError:  # a tree from before the shared decode: the API decoded every body whole
         body = parse_json(raw)
     del raw
-    await stacks.create_stack(rt, lambda _: None, body, defs=Definitions())
+    defs = Definitions()
+    await stacks.create_stack(rt, lambda _: None, body, defs=defs)
     del body
+    found = {"create": measured(t, c)}
+    if len(sys.argv) > 3:  # then the update's request, the create's definition cached as a server keeps it
+        from control.principal import EVERYWHERE
+        Path("/proc/self/clear_refs").write_text("5")  # VmHWM from here
+        raw = Path(sys.argv[3]).read_bytes()
+        t, c = time.monotonic(), os.times()
+        try:
+            body = parse_json(raw, shared=True)
+        except TypeError:
+            body = parse_json(raw)
+        del raw
+        await stacks.update_stack(rt, lambda _: None, "scale", body, within=EVERYWHERE, defs=defs)
+        del body
+        found["update"] = measured(t, c)
+    await db.dispose()
+    print(json.dumps(found))
+
+def measured(t, c):
     wall, after = time.monotonic() - t, os.times()
     status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
     kib = {k: int(status[k].split()[0]) for k in ("VmHWM", "VmRSS")}
-    await db.dispose()
     cpu = after.user + after.system - c.user - c.system
-    print(json.dumps({"seconds": wall, "cpu": cpu, "hwm_mb": kib["VmHWM"] / 1024, "rss_mb": kib["VmRSS"] / 1024}))
+    return {"seconds": wall, "cpu": cpu, "hwm_mb": kib["VmHWM"] / 1024, "rss_mb": kib["VmRSS"] / 1024}
 
 asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
 
 
-def measure(body_file: Path, tree: Path | None) -> dict[str, Any]:
-    """One create request in a fresh interpreter: peak and resident MB, seconds."""
+def measure(body_file: Path, tree: Path | None, update: Path | None) -> dict[str, Any]:
+    """One create request (and with *update*, then an update's) in a fresh interpreter: for each,
+    peak and resident MB, seconds and CPU."""
     with tempfile.TemporaryDirectory(prefix="anneal-peak-") as data:
         run = subprocess.run(
-            [sys.executable, "-c", CHILD, str(body_file), data],
+            [sys.executable, "-c", CHILD, str(body_file), data, *([str(update)] if update else [])],
             capture_output=True,
             text=True,
             env=env_for(tree),
@@ -108,6 +130,11 @@ def main() -> None:
     parser.add_argument(
         "--baseline", default=BASELINE, help="the commit compared with this tree ('' for this tree alone)"
     )
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="then an update's request (rev0=1: 10 %% change), peak from there",
+    )
     args = parser.parse_args()
     load = os.getloadavg()[0]
     print(
@@ -119,28 +146,36 @@ def main() -> None:
         where = Path(tmp)
         base = baseline_tree(args.baseline, where) if args.baseline else None
         for n in (int(s) for s in args.sizes.split(",")):
-            body_file = where / f"body-{n}.json"
+            body_file, update_file = where / f"body-{n}.json", where / f"update-{n}.json"
             body_file.write_bytes(sent(n, name="scale"))
+            if args.update:
+                update_file.write_bytes(sent(n, parameters={"rev0": 1}))
             mb = body_file.stat().st_size / 1e6
-            old = measure(body_file, base) if base else None
-            new = measure(body_file, None)
+            wanted = update_file if args.update else None
+            old = measure(body_file, base, wanted) if base else None
+            new = measure(body_file, None, wanted)
             body_file.unlink()
-            for label, r in (("baseline", old), ("this tree", new)):
-                if r is None:
-                    continue
-                print(
-                    f"{n:>9} deployments ({mb:6.1f} MB body) {label:9s}: peak {r['hwm_mb']:8.1f} MB "
-                    f"({r['hwm_mb'] * 1024 / n:5.2f} KB a deployment), resident after {r['rss_mb']:8.1f} MB, "
-                    f"{r['seconds']:6.1f} s, CPU {r['cpu']:6.1f} s",
-                    flush=True,
-                )
-            if old is None:
-                continue
+            update_file.unlink(missing_ok=True)
+            for request in new:
+                report(n, mb, request, None if old is None else old[request], new[request])
+
+
+def report(n: int, mb: float, request: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+    """A line per tree, then their ratios."""
+    for label, r in (("baseline", old), ("this tree", new)):
+        if r is not None:
             print(
-                f"{n:>9} this tree / baseline: peak {new['hwm_mb'] / old['hwm_mb']:.2f}x, "
-                f"resident after {new['rss_mb'] / old['rss_mb']:.2f}x, CPU {new['cpu'] / old['cpu']:.2f}x",
+                f"{n:>9} deployments ({mb:6.1f} MB body), {request} {label:9s}: peak {r['hwm_mb']:8.1f} MB "
+                f"({r['hwm_mb'] * 1024 / n:5.2f} KB a deployment), resident after {r['rss_mb']:8.1f} MB, "
+                f"{r['seconds']:6.1f} s, CPU {r['cpu']:6.1f} s",
                 flush=True,
             )
+    if old is not None:
+        print(
+            f"{n:>9} {request} this tree / baseline: peak {new['hwm_mb'] / old['hwm_mb']:.2f}x, "
+            f"resident after {new['rss_mb'] / old['rss_mb']:.2f}x, CPU {new['cpu'] / old['cpu']:.2f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ LONG: list[tuple[str, list[str]]] = [
         ],
     ),
     ("reads of a big stack", ["bench/bigread.py", "--sizes", "10000,100000"]),
-    ("a create request's peak memory", ["bench/create_peak.py", "--sizes", "100000,250000"]),
+    ("a create request's peak memory", ["bench/create_peak.py", "--sizes", "100000,250000", "--update"]),
     ("the web view on 10,000 resources", ["bench/ui_scale.py", "--resources", "10000"]),
 ]
 #: `--million` (hours, PostgreSQL): the growth curve to one million deployments in one stack.
@@ -104,7 +104,7 @@ MILLION: list[tuple[str, list[str]]] = [
     ),
     (
         "a create request of 1,000,000 deployments: peak memory",
-        ["bench/create_peak.py", "--sizes", "1000000"],
+        ["bench/create_peak.py", "--sizes", "1000000", "--update"],
     ),
 ]
 
