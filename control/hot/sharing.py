@@ -7,8 +7,9 @@ them for as long as the stack steps. ``Shared.tree`` rebuilds a resource's secti
 equal strings, calls, maps and lists are one object.
 
 A request's template is kept once from the start: ``Shared.decoded`` is a JSON decoder's object
-hook, so a stack's body (``control/api/body.py``) and the stored copy of its template
-(``definition.plain``) are built shared as they are decoded, and no unshared copy of a big
+hook, so a stack's body (``control/api/body.py``) is built shared as it is decoded, and its
+template is stored and parsed as it came (``services/stack_request.py`` ``stored_form``; one that
+is not plain JSON is made so by ``definition.plain``, shared too). No unshared copy of a big
 template is ever whole in memory (at a million deployments: 1.5 GB each).
 
 The parsed template is immutable (nothing writes into a definition), which is what makes
