@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.agent_rss import env_for
+from bench.agent_rss import baseline_tree, env_for
 from bench.scale_parts import sent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,15 +115,6 @@ def measure(body_file: Path, tree: Path | None, update: Path | None) -> dict[str
     return found
 
 
-def baseline_tree(commit: str, where: Path) -> Path:
-    """*commit*'s source tree, from `git archive`."""
-    tree = where / "baseline"
-    tree.mkdir()
-    archive = subprocess.run(["git", "archive", commit], capture_output=True, check=True, cwd=ROOT)
-    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
-    return tree
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100000,250000")
@@ -144,7 +135,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory(prefix="anneal-peak-bench-") as tmp:
         where = Path(tmp)
-        base = baseline_tree(args.baseline, where) if args.baseline else None
+        base = baseline_tree(where, args.baseline, ("control", "agent", "hooks")) if args.baseline else None
         for n in (int(s) for s in args.sizes.split(",")):
             body_file, update_file = where / f"body-{n}.json", where / f"update-{n}.json"
             body_file.write_bytes(sent(n, name="scale"))
